@@ -1,0 +1,37 @@
+# Strata's commands. On a fresh machine: `make bench` runs the main job,
+# `make test` runs the tests. Both install liblz4-dev first when it is missing
+# (a fresh machine has only the runtime library; see ../shared/NOTES.md).
+
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build test test-tsan bench bench-engine crash-long clean
+
+deps:
+	@if ! pkg-config --exists liblz4 2>/dev/null; then \
+		echo "make: installing liblz4-dev (the LZ4 headers) ..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq liblz4-dev pkg-config; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# The whole suite under ThreadSanitizer (its own build folder: a sanitized
+# build cannot share objects with the normal one).
+test-tsan: deps
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+# The main job: strata-bench in release mode (engine figures, see README).
+bench: deps
+	$(SWIFT) run -c release strata-bench
+
+# Many more crash cycles than CI runs: STRATA_CRASH_CYCLES=5000 make crash-long
+crash-long: deps
+	STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-2000} $(SWIFT) test --filter CrashTests
+
+clean:
+	rm -rf .build .build-tsan

@@ -1,0 +1,70 @@
+// swift-tools-version: 6.0
+//
+// Strata: Core Data's object-graph model for platforms without Core Data,
+// over StrataStore, an append-only log-structured storage engine.
+//
+// Dependency direction (one module per layer, as swift-nio does):
+//
+//     CLZ4, CStrataCRC32C   C shims: liblz4, hardware CRC32C
+//             ↑
+//       StrataStore         the storage engine; knows nothing of objects
+//             ↑
+//       strata-bench        thin executable over the library
+import PackageDescription
+
+let strictSwift: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Strata",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "StrataStore", targets: ["StrataStore"]),
+        .executable(name: "strata-bench", targets: ["strata-bench"]),
+    ],
+    dependencies: [
+        // For the command-line tools only; the libraries depend on nothing.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
+        ),
+        .target(name: "CStrataCRC32C"),
+        .target(
+            name: "StrataStore",
+            dependencies: ["CLZ4", "CStrataCRC32C"],
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "strata-bench",
+            dependencies: ["StrataStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strictSwift
+        ),
+        // The crash tests: a child process writes the batches CrashWorkload
+        // describes and reports each acknowledged one on stdout until the test
+        // SIGKILLs it; the test checks the store against the same description.
+        .target(
+            name: "CrashWorkload",
+            dependencies: ["StrataStore"],
+            path: "Tests/CrashWorkload",
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "strata-crash-child",
+            dependencies: ["StrataStore", "CrashWorkload"],
+            path: "Tests/CrashChild",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StrataStoreTests",
+            dependencies: ["StrataStore", "CrashWorkload", "strata-crash-child"],
+            swiftSettings: strictSwift
+        ),
+    ]
+)

@@ -1,0 +1,120 @@
+/// Little-endian integers and LEB128 varints appended to a byte array: the
+/// building blocks of every on-disk format in StrataStore.
+extension Array where Element == UInt8 {
+    @inline(__always)
+    package mutating func appendInteger<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    @inline(__always)
+    package mutating func appendVarint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        append(UInt8(v))
+    }
+
+    /// Overwrites `T` at `offset` (for headers whose fields are known last).
+    package mutating func storeInteger<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+        withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
+    }
+}
+
+/// Reads what ``Swift/Array/appendInteger(_:)`` and ``Swift/Array/appendVarint(_:)``
+/// wrote, from untrusted bytes: every read is bounds-checked and a malformed
+/// input returns nil (decoders turn that into a corruption error); nothing traps.
+package struct ByteReader {
+    package let bytes: UnsafeRawBufferPointer
+    package private(set) var offset: Int
+
+    package init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    package var remaining: Int { bytes.count - offset }
+    package var isAtEnd: Bool { offset >= bytes.count }
+
+    @inline(__always)
+    package mutating func readInteger<T: FixedWidthInteger>(_: T.Type = T.self) -> T? {
+        let size = MemoryLayout<T>.size
+        guard remaining >= size else { return nil }
+        let value = bytes.loadUnaligned(fromByteOffset: offset, as: T.self)
+        offset += size
+        return T(littleEndian: value)
+    }
+
+    @inline(__always)
+    package mutating func readVarint() -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while offset < bytes.count {
+            let byte = bytes[offset]
+            offset += 1
+            if shift == 63 && byte > 1 { return nil }  // overflows 64 bits
+            result |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return result }
+            shift += 7
+            if shift > 63 { return nil }
+        }
+        return nil
+    }
+
+    /// A varint that must fit in an `Int` no larger than `limit`.
+    @inline(__always)
+    package mutating func readLength(limit: Int) -> Int? {
+        guard let v = readVarint(), v <= UInt64(limit) else { return nil }
+        return Int(v)
+    }
+
+    /// The next `count` bytes, without copying.
+    @inline(__always)
+    package mutating func readBytes(_ count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, remaining >= count else { return nil }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    package mutating func skip(_ count: Int) -> Bool {
+        guard count >= 0, remaining >= count else { return false }
+        offset += count
+        return true
+    }
+}
+
+/// Unsigned lexicographic order of byte strings: memcmp on the common prefix,
+/// then the shorter first. The order of keys everywhere in the engine.
+@inline(__always)
+package func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+    let n = Swift.min(a.count, b.count)
+    if n > 0 {
+        let c = memcmp(a.baseAddress!, b.baseAddress!, n)
+        if c != 0 { return Int(c) }
+    }
+    return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension Array where Element == UInt8 {
+    /// `withUnsafeBytes` that keeps a typed error (the standard one is `rethrows`,
+    /// which erases it).
+    @inline(__always)
+    package func withBytes<T, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> T) throws(E) -> T {
+        try withUnsafeBytes { bytes in Result { () throws(E) -> T in try body(bytes) } }.get()
+    }
+
+    /// `withUnsafeMutableBytes` that keeps a typed error.
+    @inline(__always)
+    package mutating func withMutableBytes<T, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> T) throws(E) -> T {
+        try withUnsafeMutableBytes { bytes in Result { () throws(E) -> T in try body(bytes) } }.get()
+    }
+}

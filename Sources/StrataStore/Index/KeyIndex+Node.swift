@@ -1,0 +1,438 @@
+// The nodes of KeyIndex's B+tree, and their layout.
+//
+// Every node, leaf or interior, is ONE allocation (a ManagedBuffer):
+//
+//     [object header][NodeHeader][16-byte slot × slots][UInt16 key end × slots][key bytes ...]
+//
+// - In a leaf, key i is a stored key and slot i its IndexEntry.
+// - In an interior node, slot i is child i: a retained pointer to the child
+//   node and the child's allocation size; key 0 is empty and key i (i >= 1)
+//   is the separator before child i: child i holds the keys k with
+//   key(i) <= k < key(i + 1). Separators are the shortest prefix that divides
+//   two neighbouring nodes, so they are usually a few bytes long.
+//
+// A node's key bytes stay below 3 * 16 KiB (see `KeyIndex.maxNodeBytes`),
+// so `UInt16` end offsets suffice.
+//
+// Because the layout is fixed, code reads and writes nodes through
+// `NodeView`, a raw pointer to the object, with no reference counting or
+// exclusivity checks; the `Node` class only owns the memory. Knowing each
+// child's size, a lookup reads every cache line of the next node at once
+// (`touch`) instead of one per binary-search probe: on this kind of machine
+// a miss costs about 135 ns, so that is most of a lookup's time.
+//
+// Thread safety: a node is never written once it is shared. Every mutation
+// walks down from the root checking `isKnownUniquelyReferenced` on each node
+// it will write and copies any node another KeyIndex value or Cursor still
+// references, so the only nodes ever written are reachable from exactly one
+// KeyIndex, which its owner mutates on one thread at a time (the rule for
+// any value). That is what guards the `@unchecked Sendable` wrappers below
+// (`Node` cannot itself be Sendable: ManagedBuffer opts out).
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension KeyIndex {
+    struct NodeHeader {
+        /// Keys (leaf) or children (interior node).
+        var count: Int32
+        /// Key bytes used.
+        var byteCount: Int32
+        /// Room for this many keys and slots.
+        var slots: Int32
+        /// Room for this many key bytes.
+        var byteCapacity: Int32
+        /// 0 for a leaf; children of an interior node are one lower.
+        var height: Int32
+        var reserved: Int32 = 0
+    }
+
+    final class Node: ManagedBuffer<NodeHeader, UInt64> {
+        /// A new empty node with room for `slots` keys and at least
+        /// `byteCapacity` key bytes (more when the allocator rounds up). The
+        /// whole tail is zeroed, so a lookup may read any of it.
+        static func make(height: Int, slots: Int, byteCapacity: Int) -> Node {
+            let words = (slots * 18 + byteCapacity + 7) >> 3
+            let node = unsafeDowncast(
+                Node.create(minimumCapacity: words) { _ in
+                    NodeHeader(count: 0, byteCount: 0, slots: Int32(slots), byteCapacity: 0, height: Int32(height))
+                },
+                to: Node.self)
+            let tailBytes = node.capacity * 8
+            node.withUnsafeMutablePointers { header, tail in
+                assert(UnsafeMutableRawPointer(header) == NodeView(node).object + NodeView.headerOffset)
+                assert(UnsafeMutableRawPointer(tail) == NodeView(node).tail)
+                header.pointee.byteCapacity = Int32(min(tailBytes - slots * 18, Int(UInt16.max)))
+                memset(tail, 0, tailBytes)
+            }
+            return node
+        }
+
+        deinit {
+            let view = NodeView(self)
+            guard view.height > 0 else { return }
+            for i in 0..<view.count { Unmanaged<Node>.fromOpaque(view.childPointer(i)).release() }
+        }
+    }
+
+    /// An owning reference to a node, for places that must be Sendable.
+    struct NodeRef: @unchecked Sendable {  // see the note at the top of the file
+        var node: Node
+    }
+
+    /// A borrowed, unretained view of a node: its layout and the operations
+    /// on it. Only valid while something else keeps the node alive.
+    struct NodeView {
+        let object: UnsafeMutableRawPointer
+
+        /// Where ManagedBuffer puts the header and the elements: after the
+        /// 16-byte object header, each at its type's alignment.
+        static let headerOffset = 16
+        static let tailOffset = (16 + MemoryLayout<NodeHeader>.size + 7) & ~7
+
+        @inline(__always) init(_ node: Node) { object = Unmanaged.passUnretained(node).toOpaque() }
+        @inline(__always) init(object: UnsafeMutableRawPointer) { self.object = object }
+
+        @inline(__always)
+        var header: UnsafeMutablePointer<NodeHeader> {
+            (object + Self.headerOffset).assumingMemoryBound(to: NodeHeader.self)
+        }
+        @inline(__always) var tail: UnsafeMutableRawPointer { object + Self.tailOffset }
+
+        @inline(__always) var count: Int { Int(header.pointee.count) }
+        @inline(__always) var byteCount: Int { Int(header.pointee.byteCount) }
+        @inline(__always) var slots: Int { Int(header.pointee.slots) }
+        @inline(__always) var byteCapacity: Int { Int(header.pointee.byteCapacity) }
+        @inline(__always) var height: Int { Int(header.pointee.height) }
+        @inline(__always) var isLeaf: Bool { header.pointee.height == 0 }
+
+        @inline(__always) var endsBase: UnsafeMutableRawPointer { tail + slots &* 16 }
+        @inline(__always) var keysBase: UnsafeMutableRawPointer { tail + slots &* 18 }
+
+        /// Bytes from the start of the object to the end of its allocation.
+        var allocationSize: Int { Self.tailOffset + slots * 18 + byteCapacity }
+
+        // MARK: Keys
+
+        @inline(__always)
+        func end(_ i: Int) -> Int { Int(endsBase.load(fromByteOffset: i &* 2, as: UInt16.self)) }
+        @inline(__always)
+        func start(_ i: Int) -> Int { i == 0 ? 0 : end(i &- 1) }
+
+        func withKey<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+            let s = start(i)
+            return try body(UnsafeRawBufferPointer(start: keysBase + s, count: end(i) - s))
+        }
+
+        func key(_ i: Int) -> [UInt8] { withKey(i) { Array($0) } }
+
+        /// Leaf search: the first index whose key is >= the key, and whether
+        /// it is equal.
+        @inline(__always)
+        func lowerBound(_ key: UnsafeRawPointer, _ keyCount: Int) -> (index: Int, found: Bool) {
+            let ends = endsBase
+            let keys = keysBase
+            var lo = 0
+            var hi = count
+            while lo < hi {
+                let mid = (lo &+ hi) &>> 1
+                let s = mid == 0 ? 0 : Int(ends.load(fromByteOffset: (mid &- 1) &* 2, as: UInt16.self))
+                let e = Int(ends.load(fromByteOffset: mid &* 2, as: UInt16.self))
+                let c = KeyIndex.compare(keys + s, e &- s, key, keyCount)
+                if c < 0 {
+                    lo = mid &+ 1
+                } else if c > 0 {
+                    hi = mid
+                } else {
+                    return (mid, true)
+                }
+            }
+            return (lo, false)
+        }
+
+        /// Interior search: the child whose range holds the key (the number
+        /// of separators <= the key).
+        @inline(__always)
+        func childIndex(_ key: UnsafeRawPointer, _ keyCount: Int) -> Int {
+            let ends = endsBase
+            let keys = keysBase
+            var lo = 1
+            var hi = count
+            while lo < hi {
+                let mid = (lo &+ hi) &>> 1
+                let s = Int(ends.load(fromByteOffset: (mid &- 1) &* 2, as: UInt16.self))
+                let e = Int(ends.load(fromByteOffset: mid &* 2, as: UInt16.self))
+                if KeyIndex.compare(keys + s, e &- s, key, keyCount) <= 0 {
+                    lo = mid &+ 1
+                } else {
+                    hi = mid
+                }
+            }
+            return lo &- 1
+        }
+
+        // MARK: Slots
+
+        @inline(__always)
+        func entry(_ i: Int) -> IndexEntry { tail.load(fromByteOffset: i &* 16, as: IndexEntry.self) }
+        @inline(__always)
+        func setEntry(_ i: Int, _ entry: IndexEntry) { tail.storeBytes(of: entry, toByteOffset: i &* 16, as: IndexEntry.self) }
+
+        @inline(__always)
+        func childPointer(_ i: Int) -> UnsafeMutableRawPointer {
+            UnsafeMutableRawPointer(bitPattern: tail.load(fromByteOffset: i &* 16, as: UInt.self))!
+        }
+        @inline(__always)
+        func childSize(_ i: Int) -> Int { tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) }
+        @inline(__always)
+        func child(_ i: Int) -> NodeView { NodeView(object: childPointer(i)) }
+
+        /// Stores a child pointer whose reference this node now owns.
+        func setChild(_ i: Int, owned node: Node) {
+            let p = Unmanaged.passRetained(node).toOpaque()
+            tail.storeBytes(of: UInt(bitPattern: p), toByteOffset: i * 16, as: UInt.self)
+            tail.storeBytes(of: NodeView(object: p).allocationSize, toByteOffset: i * 16 + 8, as: Int.self)
+        }
+
+        /// Moves child i's reference out to the caller; `putChild` must give
+        /// one back before anything else reads the slot.
+        func takeChild(_ i: Int) -> Node { Unmanaged<Node>.fromOpaque(childPointer(i)).takeRetainedValue() }
+
+        func putChild(_ i: Int, _ node: Node) { setChild(i, owned: node) }
+
+        /// A strong reference to child i (the slot keeps its own).
+        func childNode(_ i: Int) -> Node { Unmanaged<Node>.fromOpaque(childPointer(i)).takeUnretainedValue() }
+
+        func retainChildren(_ range: Range<Int>) {
+            for i in range { _ = Unmanaged<Node>.fromOpaque(childPointer(i)).retain() }
+        }
+
+        // MARK: Editing (only on uniquely referenced nodes; no reference counting)
+
+        func hasRoom(keys: Int, bytes: Int) -> Bool {
+            count + keys <= slots && byteCount + bytes <= byteCapacity
+        }
+
+        /// Opens slot `j` and stores the key there; the caller fills the
+        /// slot. The node must have room.
+        func insertKey(_ key: UnsafeRawPointer, _ length: Int, at j: Int) {
+            assert(hasRoom(keys: 1, bytes: length), "KeyIndex: node full")
+            let n = count
+            let s = start(j)
+            let keys = keysBase
+            let ends = endsBase
+            memmove(keys + s + length, keys + s, byteCount - s)
+            if length > 0 { memcpy(keys + s, key, length) }
+            memmove(ends + (j + 1) * 2, ends + j * 2, (n - j) * 2)
+            ends.storeBytes(of: UInt16(s + length), toByteOffset: j * 2, as: UInt16.self)
+            let delta = UInt16(length)
+            for i in (j + 1)..<(n + 1) {
+                let e = ends.load(fromByteOffset: i * 2, as: UInt16.self)
+                ends.storeBytes(of: e &+ delta, toByteOffset: i * 2, as: UInt16.self)
+            }
+            memmove(tail + (j + 1) * 16, tail + j * 16, (n - j) * 16)
+            header.pointee.count += 1
+            header.pointee.byteCount += Int32(length)
+        }
+
+        /// Removes key and slot `j` (a child's reference is the caller's to release).
+        func removeKey(at j: Int) {
+            let n = count
+            let s = start(j)
+            let e = end(j)
+            let keys = keysBase
+            let ends = endsBase
+            memmove(keys + s, keys + e, byteCount - e)
+            memmove(ends + j * 2, ends + (j + 1) * 2, (n - j - 1) * 2)
+            let delta = UInt16(e - s)
+            for i in j..<(n - 1) {
+                let end = ends.load(fromByteOffset: i * 2, as: UInt16.self)
+                ends.storeBytes(of: end &- delta, toByteOffset: i * 2, as: UInt16.self)
+            }
+            memmove(tail + j * 16, tail + (j + 1) * 16, (n - j - 1) * 16)
+            header.pointee.count -= 1
+            header.pointee.byteCount -= Int32(e - s)
+        }
+
+        /// Appends a key after the last, with an empty slot; the node must have room.
+        func appendKey(_ key: UnsafeRawBufferPointer) {
+            assert(hasRoom(keys: 1, bytes: key.count), "KeyIndex: node full")
+            let n = count
+            let b = byteCount
+            if let p = key.baseAddress { memcpy(keysBase + b, p, key.count) }
+            endsBase.storeBytes(of: UInt16(b + key.count), toByteOffset: n * 2, as: UInt16.self)
+            header.pointee.count += 1
+            header.pointee.byteCount += Int32(key.count)
+        }
+
+        /// Appends keys and slots `range` of `source` (raw: child references
+        /// are copied, not retained). This node must have room.
+        func append(from source: NodeView, _ range: Range<Int>) {
+            guard !range.isEmpty else { return }
+            let n = count
+            let b = byteCount
+            let s = source.start(range.lowerBound)
+            let length = source.end(range.upperBound - 1) - s
+            assert(hasRoom(keys: range.count, bytes: length), "KeyIndex: node full")
+            memcpy(keysBase + b, source.keysBase + s, length)
+            let ends = endsBase
+            for (k, i) in range.enumerated() {
+                ends.storeBytes(of: UInt16(b + source.end(i) - s), toByteOffset: (n + k) * 2, as: UInt16.self)
+            }
+            memcpy(tail + n * 16, source.tail + range.lowerBound * 16, range.count * 16)
+            header.pointee.count += Int32(range.count)
+            header.pointee.byteCount += Int32(length)
+        }
+
+        /// Keeps keys and slots 0..<m (raw: no reference is released).
+        func truncate(to m: Int) {
+            header.pointee.byteCount = Int32(start(m))
+            header.pointee.count = Int32(m)
+        }
+
+        /// Copies slot `i` of `source` into slot `j` (raw).
+        func copySlot(_ j: Int, from source: NodeView, _ i: Int) {
+            memcpy(tail + j * 16, source.tail + i * 16, 16)
+        }
+
+        // MARK: Sizing
+
+        var capacityLimit: Int { isLeaf ? KeyIndex.leafCapacity : KeyIndex.innerCapacity }
+
+        var isOverfull: Bool {
+            count > capacityLimit || (byteCount > KeyIndex.maxNodeBytes && count >= 2)
+        }
+
+        var isUnderfull: Bool {
+            count < capacityLimit / 4 && byteCount < KeyIndex.maxNodeBytes / 4
+        }
+
+        /// Key-byte room for `slots` keys of the average length here (after
+        /// adding `extraKeys` keys of `extraBytes` bytes), within the node budget.
+        func estimatedByteCapacity(slots: Int, extraKeys: Int = 0, extraBytes: Int = 0) -> Int {
+            let keys = count + extraKeys
+            let bytes = byteCount + extraBytes
+            guard keys > 0 else { return bytes }
+            return max(bytes, min(bytes * slots / keys, KeyIndex.maxNodeBytes))
+        }
+
+        /// A copy with room for `extraKeys` more keys of `extraBytes` bytes
+        /// (and at least one slot more than a full node). `transfer`: this
+        /// node is uniquely referenced and about to be dropped, so its child
+        /// references move to the copy; otherwise the copy retains them.
+        func copy(extraKeys: Int, extraBytes: Int, transfer: Bool) -> Node {
+            let slots = max(capacityLimit + 1, count + extraKeys)
+            let needed = byteCount + extraBytes
+            let capacity = needed <= byteCapacity
+                ? byteCapacity
+                : max(needed, estimatedByteCapacity(slots: slots, extraKeys: extraKeys, extraBytes: extraBytes))
+            let node = Node.make(height: height, slots: slots, byteCapacity: capacity)
+            NodeView(node).append(from: self, 0..<count)
+            if !isLeaf {
+                if transfer { truncate(to: 0) } else { retainChildren(0..<count) }
+            }
+            return node
+        }
+
+        /// Where an overfull leaf splits (keys 0..<m stay): half the keys,
+        /// or, when the bytes outgrew the budget, the point that best
+        /// balances them.
+        func leafSplitPoint() -> Int {
+            guard byteCount > KeyIndex.maxNodeBytes else { return count / 2 }
+            var best = 1
+            var bestWorst = Int.max
+            for m in 1..<count {
+                let worst = max(end(m - 1), byteCount - end(m - 1))
+                if worst < bestWorst { bestWorst = worst; best = m }
+            }
+            return best
+        }
+
+        /// Where an overfull interior node splits: children 0..<m stay, key m
+        /// goes up, children m... move.
+        func innerSplitPoint() -> Int {
+            guard byteCount > KeyIndex.maxNodeBytes else { return count / 2 }
+            var best = 1
+            var bestWorst = Int.max
+            for m in 1..<count {
+                let worst = max(start(m), byteCount - end(m))
+                if worst < bestWorst { bestWorst = worst; best = m }
+            }
+            return best
+        }
+
+        /// Moves the upper keys of this (uniquely referenced, overfull) leaf
+        /// to a new right sibling. Right-biased (an append at the end of the
+        /// tree) keeps all but the last key here, as SQLite does, so
+        /// sequential inserts leave full leaves behind them.
+        func splitLeaf(rightBiased: Bool) -> Split {
+            let slots = KeyIndex.leafCapacity + 1
+            let m = rightBiased ? count - 1 : leafSplitPoint()
+            let rightBytes = byteCount - start(m)
+            // A right-biased sibling will be filled by more keys like these.
+            let average = rightBiased ? (byteCount, count) : (rightBytes, count - m)
+            let capacity = max(rightBytes, min(average.0 * slots / average.1, KeyIndex.maxNodeBytes))
+            let right = Node.make(height: 0, slots: slots, byteCapacity: capacity)
+            let r = NodeView(right)
+            r.append(from: self, m..<count)
+            truncate(to: m)
+            let separator = withKey(m - 1) { left in r.withKey(0) { KeyIndex.separator(between: left, and: $0) } }
+            return (separator, right, rightBiased)
+        }
+
+        /// Moves the upper children of this (uniquely referenced, overfull)
+        /// interior node to a new right sibling; returns the separator
+        /// between them. Right-biased keeps all but the last child.
+        func splitInner(rightBiased: Bool) -> Split {
+            let slots = KeyIndex.innerCapacity + 1
+            let m = rightBiased ? count - 1 : innerSplitPoint()
+            let separator = key(m)
+            let rightBytes = byteCount - end(m)
+            let capacity = rightBiased
+                ? estimatedByteCapacity(slots: slots)
+                : max(rightBytes, min(rightBytes * slots / max(count - m - 1, 1), KeyIndex.maxNodeBytes))
+            let right = Node.make(height: height, slots: slots, byteCapacity: capacity)
+            let r = NodeView(right)
+            // Child m becomes the right node's first child, without a separator;
+            // the children's references move with them.
+            r.appendKey(UnsafeRawBufferPointer(start: nil, count: 0))
+            r.copySlot(0, from: self, m)
+            r.append(from: self, (m + 1)..<count)
+            truncate(to: m)
+            return (separator, right, rightBiased)
+        }
+
+        var memoryFootprint: Int {
+            var total = allocationSize
+            if !isLeaf {
+                for i in 0..<count { total += child(i).memoryFootprint }
+            }
+            return total
+        }
+    }
+
+    /// The separator pushed up by a split, the new right sibling, and whether
+    /// the split was right-biased (an append at the right edge of the tree).
+    typealias Split = (separator: [UInt8], right: Node, rightBiased: Bool)
+
+    /// Reads one byte of every cache line of `[p, p + size)` (at most 4 KiB):
+    /// independent loads the CPU issues together, so a node costs about one
+    /// memory round trip instead of one per binary-search probe.
+    @inline(__always)
+    static func touch(_ p: UnsafeRawPointer, _ size: Int) {
+        let size = min(size, 4096)
+        var sum: UInt64 = 0
+        var offset = 0
+        while offset < size {
+            sum &+= UInt64(p.load(fromByteOffset: offset, as: UInt8.self))
+            offset &+= 64
+        }
+        sum &+= UInt64(p.load(fromByteOffset: size &- 1, as: UInt8.self))
+        // Never true (sum <= 65 * 255); using the sum keeps the loads.
+        if sum == .max { fatalError("unreachable") }
+    }
+}

@@ -1,0 +1,263 @@
+/// An open segment file: its block table in memory, its blocks read on demand.
+///
+/// The file descriptor stays open for the reader's lifetime, so a read view
+/// that still refers to a segment that compaction has since deleted keeps
+/// reading it (an unlinked file lives on while a descriptor is open).
+package final class SegmentReader: @unchecked Sendable {
+    // Sendable because: every stored property is immutable after init, except
+    // `deadRecords`, which is guarded by the store's state lock.
+    package let info: SegmentInfo
+    package let path: String
+    package let blocks: [SegmentFormat.BlockHandle]
+    private let fileSystem: any FileSystem
+    private let fd: FileDescriptor
+    /// Records in this file that are no longer the newest version of their
+    /// key. Guarded by the store's state lock.
+    package var deadRecords: Int = 0
+
+    package var fileNumber: UInt32 { info.fileNumber }
+
+    private init(info: SegmentInfo, path: String, blocks: [SegmentFormat.BlockHandle], fileSystem: any FileSystem, fd: FileDescriptor) {
+        self.info = info
+        self.path = path
+        self.blocks = blocks
+        self.fileSystem = fileSystem
+        self.fd = fd
+    }
+
+    deinit { try? fileSystem.close(fd) }
+
+    /// The keys of a segment, in order, as its footer (or a scan) lists them.
+    package struct KeyTable {
+        package var bytes: [UInt8]
+        /// Per record: where its key sits in `bytes`, its sequence, kind and block.
+        package var entries: [Entry]
+        package struct Entry {
+            package var keyStart: UInt32
+            package var keyLength: UInt32
+            package var sequence: UInt64
+            package var block: UInt32
+            package var kind: OperationKind
+        }
+    }
+
+    /// What opening a segment found.
+    package struct Opened {
+        package var reader: SegmentReader
+        package var keys: KeyTable
+        /// True when the footer failed its checks and the blocks were scanned instead.
+        package var rebuiltByScan: Bool
+    }
+
+    /// Opens a segment and reads its keys, from the footer when it checks out
+    /// and by scanning every block otherwise. Throws `StoreError` (corruption,
+    /// notAStore, ioFailure) naming the file and offset.
+    package static func open(fileSystem: any FileSystem, directory: String, fileNumber: UInt32) throws(StoreError) -> Opened {
+        let path = directory + "/" + SegmentFormat.fileName(fileNumber)
+        let fd: FileDescriptor
+        do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch {
+            if error.errno == ENOENT {
+                throw StoreError(.corruption, "segment \(SegmentFormat.fileName(fileNumber)) named in the manifest is missing", path: path, errno: error.errno)
+            }
+            throw StoreError(.ioFailure, "cannot open segment", path: path, errno: error.errno, cause: error)
+        }
+        do {
+            let size = try fileSystem.size(fd)
+            var header = [UInt8](repeating: 0, count: SegmentFormat.headerSize)
+            let n = try header.withMutableBytes { (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: 0, path: path) }
+            if n == SegmentFormat.headerSize || n > 0 {
+                switch header.withUnsafeBytes({ SegmentFormat.checkHeader($0, fileNumber: fileNumber) }) {
+                case .notASegment?:
+                    throw StoreError(.notAStore, "\(SegmentFormat.fileName(fileNumber)) is not a Strata segment file", path: path, offset: 0)
+                case .unsupportedVersion(let v)?:
+                    throw StoreError(.unsupportedVersion, "segment format version \(v) is not supported", path: path, offset: 8)
+                case .damaged?:
+                    throw StoreError(.corruption, "segment header is damaged", path: path, offset: 0)
+                case nil: break
+                }
+            } else {
+                throw StoreError(.corruption, "segment file is empty", path: path, offset: 0)
+            }
+            if let fromFooter = try readFooter(fileSystem: fileSystem, fd: fd, path: path, size: size, fileNumber: fileNumber) {
+                let reader = SegmentReader(info: fromFooter.info, path: path, blocks: fromFooter.blocks, fileSystem: fileSystem, fd: fd)
+                return Opened(reader: reader, keys: fromFooter.keys, rebuiltByScan: false)
+            }
+            let scanned = try scan(fileSystem: fileSystem, fd: fd, path: path, size: size, fileNumber: fileNumber)
+            let reader = SegmentReader(info: scanned.info, path: path, blocks: scanned.blocks, fileSystem: fileSystem, fd: fd)
+            return Opened(reader: reader, keys: scanned.keys, rebuiltByScan: true)
+        } catch let error as StoreError {
+            try? fileSystem.close(fd)
+            throw error
+        } catch {
+            try? fileSystem.close(fd)
+            throw StoreError(.ioFailure, "cannot read segment", path: path, errno: (error as? SystemCallError)?.errno, cause: error as? SystemCallError)
+        }
+    }
+
+    private struct Contents {
+        var info: SegmentInfo
+        var blocks: [SegmentFormat.BlockHandle]
+        var keys: KeyTable
+    }
+
+    /// The footer's contents, or an error when anything about it fails a check.
+    /// The footer's contents; nil when it fails a check (the caller then
+    /// scans). An I/O error is thrown, not papered over with a scan.
+    private static func readFooter(fileSystem: any FileSystem, fd: FileDescriptor, path: String, size: UInt64, fileNumber: UInt32) throws(SystemCallError) -> Contents? {
+        guard size >= UInt64(SegmentFormat.headerSize + SegmentFormat.trailerSize) else { return nil }
+        var trailerBytes = [UInt8](repeating: 0, count: SegmentFormat.trailerSize)
+        let trailerOffset = size - UInt64(SegmentFormat.trailerSize)
+        guard try trailerBytes.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailerOffset, path: path) }) == SegmentFormat.trailerSize,
+              let trailer = trailerBytes.withUnsafeBytes({ SegmentFormat.Trailer(decoding: $0) }),
+              trailer.footerOffset >= UInt64(SegmentFormat.headerSize),
+              trailer.footerOffset + 4 + UInt64(trailer.footerStoredLength) == trailerOffset,
+              Int(trailer.footerRawLength) <= SegmentFormat.maximumBlock
+        else { return nil }
+        var stored = [UInt8](repeating: 0, count: 4 + Int(trailer.footerStoredLength))
+        guard try stored.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailer.footerOffset, path: path) }) == stored.count
+        else { return nil }
+        let raw: [UInt8]? = stored.withUnsafeBytes { all in
+            guard all.loadUnaligned(as: UInt32.self) == SegmentFormat.footerMagic.littleEndian else { return nil }
+            let body = UnsafeRawBufferPointer(rebasing: all[4...])
+            guard CRC32C.checksum(body) == trailer.footerCRC else { return nil }
+            return LZ4.decompress(body, rawCount: Int(trailer.footerRawLength))
+        }
+        guard let raw else { return nil }
+        let parsed: Contents? = raw.withUnsafeBytes { bytes in
+            var r = ByteReader(bytes)
+            guard let blockCount = r.readLength(limit: bytes.count), blockCount == Int(trailer.blockCount) else { return nil }
+            var blocks: [SegmentFormat.BlockHandle] = []
+            blocks.reserveCapacity(blockCount)
+            var total: UInt64 = 0
+            var expectedOffset = UInt64(SegmentFormat.headerSize)
+            for _ in 0..<blockCount {
+                guard let offset = r.readVarint(), let storedLength = r.readVarint(), let rawLength = r.readVarint(),
+                      let count = r.readVarint(), offset == expectedOffset,
+                      storedLength <= UInt64(SegmentFormat.maximumBlock), rawLength <= UInt64(SegmentFormat.maximumBlock),
+                      count <= rawLength
+                else { return nil }
+                blocks.append(.init(offset: offset, storedLength: UInt32(storedLength), rawLength: UInt32(rawLength), recordCount: UInt32(count)))
+                expectedOffset = offset + UInt64(SegmentFormat.blockHeaderSize) + storedLength
+                total += count
+            }
+            guard expectedOffset == trailer.footerOffset, total == trailer.recordCount else { return nil }
+            var keys = KeyTable(bytes: raw, entries: [])
+            keys.entries.reserveCapacity(Int(total))
+            var previous: UnsafeRawBufferPointer? = nil
+            for (index, block) in blocks.enumerated() {
+                for _ in 0..<block.recordCount {
+                    guard let keyLength = r.readLength(limit: r.remaining), keyLength > 0 else { return nil }
+                    let keyStart = r.offset
+                    guard let key = r.readBytes(keyLength), let sequence = r.readVarint(),
+                          let rawKind = r.readInteger(UInt8.self), let kind = OperationKind(rawValue: rawKind)
+                    else { return nil }
+                    if let previous, compareBytes(previous, key) >= 0 { return nil }
+                    previous = key
+                    keys.entries.append(.init(keyStart: UInt32(keyStart), keyLength: UInt32(keyLength), sequence: sequence, block: UInt32(index), kind: kind))
+                }
+            }
+            guard r.isAtEnd else { return nil }
+            let info = SegmentInfo(fileNumber: fileNumber, fileSize: size, recordCount: trailer.recordCount,
+                                   minimumSequence: trailer.minimumSequence, maximumSequence: trailer.maximumSequence)
+            return Contents(info: info, blocks: blocks, keys: keys)
+        }
+        guard let parsed else { return nil }
+        return parsed
+    }
+
+    /// Rebuilds the block table and key list by reading every block. A block
+    /// that fails its checks is corruption (segments are synced before the
+    /// manifest names them, so nothing in one is ever legitimately torn).
+    private static func scan(fileSystem: any FileSystem, fd: FileDescriptor, path: String, size: UInt64, fileNumber: UInt32) throws(StoreError) -> Contents {
+        let bytes: [UInt8]
+        do throws(SystemCallError) {
+            var b = [UInt8](repeating: 0, count: Int(size))
+            let n = try b.withMutableBytes { (buf) throws(SystemCallError) in try fileSystem.readAll(fd, into: buf, at: 0, path: path) }
+            b.removeLast(b.count - n)
+            bytes = b
+        } catch {
+            throw StoreError(.ioFailure, "cannot read segment for a scan", path: path, errno: error.errno, cause: error)
+        }
+        var blocks: [SegmentFormat.BlockHandle] = []
+        var keys = KeyTable(bytes: [], entries: [])
+        var offset = SegmentFormat.headerSize
+        var minimum = UInt64.max
+        var maximum: UInt64 = 0
+        var previousKey: [UInt8]? = nil
+        try bytes.withBytes { (all) throws(StoreError) in
+            while offset + 4 <= all.count {
+                let magic = UInt32(littleEndian: all.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+                if magic == SegmentFormat.footerMagic { return }
+                guard magic == SegmentFormat.blockMagic, offset + SegmentFormat.blockHeaderSize <= all.count else {
+                    throw StoreError(.corruption, "segment block at offset \(offset) is damaged (bad block magic) and the footer is unusable", path: path, offset: UInt64(offset))
+                }
+                let storedLength = Int(UInt32(littleEndian: all.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)))
+                guard storedLength <= all.count - offset - SegmentFormat.blockHeaderSize else {
+                    throw StoreError(.corruption, "segment block at offset \(offset) runs past the end of the file", path: path, offset: UInt64(offset))
+                }
+                let end = offset + SegmentFormat.blockHeaderSize + storedLength
+                let block: DecodedBlock
+                switch SegmentFormat.decodeBlock(UnsafeRawBufferPointer(rebasing: all[offset..<end]), expectedRecords: nil) {
+                case .success(let b): block = b
+                case .failure(let problem):
+                    throw StoreError(.corruption, "segment block at offset \(offset): \(problem)", path: path, offset: UInt64(offset))
+                }
+                let index = UInt32(blocks.count)
+                for i in 0..<block.count {
+                    let ok = block.withRecord(i) { record -> Bool in
+                        if let previousKey, previousKey.withUnsafeBytes({ compareBytes($0, record.key) }) >= 0 { return false }
+                        previousKey = Array(record.key)
+                        keys.entries.append(.init(keyStart: UInt32(keys.bytes.count), keyLength: UInt32(record.key.count),
+                                                  sequence: record.sequence, block: index, kind: record.kind))
+                        keys.bytes.append(contentsOf: record.key)
+                        minimum = min(minimum, record.sequence)
+                        maximum = max(maximum, record.sequence)
+                        return true
+                    }
+                    if !ok { throw StoreError(.corruption, "segment block at offset \(offset) holds keys out of order", path: path, offset: UInt64(offset)) }
+                }
+                blocks.append(.init(offset: UInt64(offset), storedLength: UInt32(storedLength),
+                                    rawLength: UInt32(block.bytes.count), recordCount: UInt32(block.count)))
+                offset = end
+            }
+            if offset < all.count {
+                throw StoreError(.corruption, "segment ends inside a block header", path: path, offset: UInt64(offset))
+            }
+        }
+        let info = SegmentInfo(fileNumber: fileNumber, fileSize: size, recordCount: UInt64(keys.entries.count),
+                               minimumSequence: keys.entries.isEmpty ? 0 : minimum, maximumSequence: maximum)
+        return Contents(info: info, blocks: blocks, keys: keys)
+    }
+
+    /// Reads, checks and decompresses block `index`.
+    package func readBlock(_ index: UInt32) throws(StoreError) -> DecodedBlock {
+        guard Int(index) < blocks.count else {
+            throw StoreError(.corruption, "block \(index) does not exist in this segment", path: path)
+        }
+        let handle = blocks[Int(index)]
+        let length = SegmentFormat.blockHeaderSize + Int(handle.storedLength)
+        var stored = [UInt8](repeating: 0, count: length)
+        let n: Int
+        do throws(SystemCallError) {
+            n = try stored.withMutableBytes { (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: handle.offset, path: path) }
+        } catch {
+            throw StoreError(.ioFailure, "cannot read segment block", path: path, offset: handle.offset, errno: error.errno, cause: error)
+        }
+        guard n == length else {
+            throw StoreError(.corruption, "segment block is truncated", path: path, offset: handle.offset)
+        }
+        switch stored.withUnsafeBytes({ SegmentFormat.decodeBlock($0, expectedRecords: handle.recordCount) }) {
+        case .success(let block): return block
+        case .failure(let problem):
+            throw StoreError(.corruption, "segment block: \(problem)", path: path, offset: handle.offset)
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif

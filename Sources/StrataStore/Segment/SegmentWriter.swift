@@ -1,0 +1,122 @@
+/// Writes one segment file from records given in ascending key order.
+///
+/// The file is complete and fsynced when ``finish()`` returns; until then it
+/// is referenced by nothing (the manifest names it only afterwards), so a crash
+/// or an error leaves at worst an orphan that the next open deletes.
+package final class SegmentWriter {
+    package let fileNumber: UInt32
+    package let path: String
+    private let fileSystem: any FileSystem
+    private let fd: FileDescriptor
+    private let blockSize: Int
+    private var builder = BlockBuilder()
+    private var pending: [UInt8] = []
+    private var fileOffset: UInt64 = 0
+    private var blocks: [SegmentFormat.BlockHandle] = []
+    private var footerKeys: [UInt8] = []
+    private var recordCount: UInt64 = 0
+    private var minimumSequence = UInt64.max
+    private var maximumSequence: UInt64 = 0
+    private var closed = false
+    /// Bytes written to the file so far.
+    package private(set) var bytesWritten: UInt64 = 0
+
+    package init(fileSystem: any FileSystem, directory: String, fileNumber: UInt32, blockSize: Int) throws(SystemCallError) {
+        self.fileSystem = fileSystem
+        self.fileNumber = fileNumber
+        self.path = directory + "/" + SegmentFormat.fileName(fileNumber)
+        self.blockSize = blockSize
+        self.fd = try fileSystem.open(path, .createNew)
+        pending = SegmentFormat.encodeHeader(fileNumber: fileNumber)
+    }
+
+    deinit {
+        if !closed { try? fileSystem.close(fd) }
+    }
+
+    /// The index of the block the next record will land in, given its sizes.
+    /// Cuts the current block first when the record would overflow it.
+    package func add(key: UnsafeRawBufferPointer, sequence: UInt64, kind: OperationKind, value: UnsafeRawBufferPointer) throws(SystemCallError) -> UInt32 {
+        if !builder.isEmpty,
+           builder.size + BlockBuilder.recordSize(key: key.count, value: value.count, sequence: sequence) > blockSize {
+            try cutBlock()
+        }
+        builder.add(key: key, sequence: sequence, kind: kind, value: value)
+        footerKeys.appendVarint(UInt64(key.count))
+        footerKeys.append(contentsOf: key)
+        footerKeys.appendVarint(sequence)
+        footerKeys.append(kind.rawValue)
+        recordCount += 1
+        minimumSequence = min(minimumSequence, sequence)
+        maximumSequence = max(maximumSequence, sequence)
+        return UInt32(blocks.count)
+    }
+
+    package var isEmpty: Bool { recordCount == 0 }
+    /// Bytes the file will have, roughly, if finished now.
+    package var estimatedSize: UInt64 { fileOffset + UInt64(pending.count) + UInt64(builder.size / 2) }
+
+    private func cutBlock() throws(SystemCallError) {
+        let raw = builder.finish()
+        let offset = fileOffset + UInt64(pending.count)
+        let stored = raw.withUnsafeBytes { SegmentFormat.appendBlock(raw: $0, to: &pending) }
+        blocks.append(.init(offset: offset, storedLength: stored, rawLength: UInt32(raw.count),
+                            recordCount: UInt32(raw.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: raw.count - 4, as: UInt32.self) })))
+        if pending.count >= 1 << 20 { try drain() }
+    }
+
+    private func drain() throws(SystemCallError) {
+        try pending.withBytes { (bytes) throws(SystemCallError) in
+            try fileSystem.writeAll(fd, bytes, at: fileOffset, path: path)
+        }
+        fileOffset += UInt64(pending.count)
+        bytesWritten = fileOffset
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes the last block, the footer and the trailer, fsyncs and closes the file.
+    package func finish() throws(SystemCallError) -> SegmentInfo {
+        if !builder.isEmpty { try cutBlock() }
+        var rawFooter: [UInt8] = []
+        rawFooter.appendVarint(UInt64(blocks.count))
+        for b in blocks {
+            rawFooter.appendVarint(b.offset)
+            rawFooter.appendVarint(UInt64(b.storedLength))
+            rawFooter.appendVarint(UInt64(b.rawLength))
+            rawFooter.appendVarint(UInt64(b.recordCount))
+        }
+        rawFooter.append(contentsOf: footerKeys)
+        footerKeys = []
+        let footerOffset = fileOffset + UInt64(pending.count)
+        pending.appendInteger(SegmentFormat.footerMagic)
+        let compressedStart = pending.count
+        let stored = rawFooter.withUnsafeBytes { LZ4.compress($0, appendingTo: &pending) }
+        let footerCRC = pending.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[compressedStart...])) }
+        let trailer = SegmentFormat.Trailer(
+            footerOffset: footerOffset, footerStoredLength: UInt32(stored), footerRawLength: UInt32(rawFooter.count),
+            footerCRC: footerCRC, blockCount: UInt32(blocks.count), recordCount: recordCount,
+            minimumSequence: recordCount == 0 ? 0 : minimumSequence, maximumSequence: maximumSequence)
+        pending.append(contentsOf: trailer.encoded())
+        try drain()
+        try fileSystem.sync(fd)
+        closed = true
+        try fileSystem.close(fd)
+        return SegmentInfo(fileNumber: fileNumber, fileSize: fileOffset, recordCount: recordCount,
+                           minimumSequence: trailer.minimumSequence, maximumSequence: maximumSequence)
+    }
+
+    /// Closes and deletes an unfinished file (best effort: it is an orphan anyway).
+    package func abandon() {
+        if !closed { try? fileSystem.close(fd); closed = true }
+        try? fileSystem.remove(path)
+    }
+}
+
+/// What the manifest records of a segment.
+package struct SegmentInfo: Sendable, Equatable {
+    package var fileNumber: UInt32
+    package var fileSize: UInt64
+    package var recordCount: UInt64
+    package var minimumSequence: UInt64
+    package var maximumSequence: UInt64
+}

@@ -1,0 +1,148 @@
+/// A consistent, unchanging view of a ``StrataStore`` at one sequence number.
+///
+/// A view is a copy-on-write snapshot of the index and the files it points
+/// into: taking one costs a lock hold of a few nanoseconds; holding it never
+/// blocks writers (their next changes copy the index nodes they touch instead
+/// of changing them in place); compaction may delete files the view still
+/// reads, which stay readable through the descriptors the view keeps open.
+///
+/// ```swift
+/// let view = store.readView()
+/// let recipes = try view.scan(prefix: Array("recipe/".utf8))
+/// let count = view.count          // the same keys, whatever writers do meanwhile
+/// ```
+public struct ReadView: Sendable {
+    /// The sequence number of the last batch this view sees.
+    public let sequence: UInt64
+    let index: KeyIndex
+    let files: [UInt32: StrataStore.StoredFile]
+    let cache: BlockCache
+
+    /// How many keys the view holds.
+    public var count: Int { index.count }
+
+    /// The value of `key`, or nil.
+    public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+        try key.withBytes { (k) throws(StoreError) -> [UInt8]? in
+            guard let entry = index.lookup(k) else { return nil }
+            return try ValueReader.read(key: k, entry: entry, file: files[entry.file], cache: cache)
+        }
+    }
+
+    /// The values of several keys, from this one view.
+    public func get(_ keys: [[UInt8]]) throws(StoreError) -> [[UInt8]?] {
+        var values: [[UInt8]?] = []
+        values.reserveCapacity(keys.count)
+        for key in keys { values.append(try get(key)) }
+        return values
+    }
+
+    /// Calls `body` with each key and value from `start` (inclusive) to `end`
+    /// (exclusive; nil for no end) in ascending key order, while it returns true.
+    public func forEach(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {
+        var cursor = index.makeCursor(from: start)
+        while let (key, entry) = cursor.next() {
+            if let end, compareArrays(key, end) >= 0 { return }
+            let value = try key.withBytes { (k) throws(StoreError) in
+                try ValueReader.read(key: k, entry: entry, file: files[entry.file], cache: cache)
+            }
+            if try !body(key, value) { return }
+        }
+    }
+
+    /// The keys and values whose keys start with `prefix`, in order.
+    public func scan(prefix: [UInt8], limit: Int = .max) throws -> [KeyValue] {
+        try scan(from: prefix, to: Self.end(ofPrefix: prefix), limit: limit)
+    }
+
+    /// The keys and values from `start` (inclusive) to `end` (exclusive), in order.
+    public func scan(from start: [UInt8], to end: [UInt8]?, limit: Int = .max) throws -> [KeyValue] {
+        var result: [KeyValue] = []
+        guard limit > 0 else { return result }
+        try forEach(from: start, to: end) { key, value in
+            result.append(KeyValue(key: key, value: value))
+            return result.count < limit
+        }
+        return result
+    }
+
+    /// The keys that start with `prefix`, in order, without reading values.
+    public func keys(prefix: [UInt8], limit: Int = .max) -> [[UInt8]] {
+        var result: [[UInt8]] = []
+        guard limit > 0 else { return result }
+        let end = Self.end(ofPrefix: prefix)
+        var cursor = index.makeCursor(from: prefix)
+        while let (key, _) = cursor.next() {
+            if let end, compareArrays(key, end) >= 0 { break }
+            result.append(key)
+            if result.count == limit { break }
+        }
+        return result
+    }
+
+    /// How many keys start with `prefix`.
+    public func count(prefix: [UInt8]) -> Int {
+        var n = 0
+        let end = Self.end(ofPrefix: prefix)
+        index.forEach(from: prefix) { key, _ in
+            if let end, end.withUnsafeBytes({ compareBytes(key, $0) }) >= 0 { return false }
+            n += 1
+            return true
+        }
+        return n
+    }
+
+    /// The smallest key greater than every key with this prefix (nil: none).
+    static func end(ofPrefix prefix: [UInt8]) -> [UInt8]? {
+        var end = prefix
+        while let last = end.last {
+            if last < 0xFF {
+                end[end.count - 1] = last + 1
+                return end
+            }
+            end.removeLast()
+        }
+        return nil
+    }
+}
+
+/// A key and its value.
+public struct KeyValue: Sendable, Hashable {
+    public var key: [UInt8]
+    public var value: [UInt8]
+    public init(key: [UInt8], value: [UInt8]) {
+        self.key = key
+        self.value = value
+    }
+}
+
+@inline(__always)
+func compareArrays(_ a: [UInt8], _ b: [UInt8]) -> Int {
+    a.withUnsafeBytes { x in b.withUnsafeBytes { y in compareBytes(x, y) } }
+}
+
+/// Turns an index entry into the value it points at.
+enum ValueReader {
+    @inline(__always)
+    static func read(key: UnsafeRawBufferPointer, entry: IndexEntry, file: StrataStore.StoredFile?, cache: BlockCache) throws(StoreError) -> [UInt8] {
+        switch file {
+        case .memtable(let memtable):
+            return Array(memtable.record(at: entry.block).value)
+        case .segment(let segment):
+            let cacheKey = BlockCache.Key(file: entry.file, block: entry.block)
+            let block: DecodedBlock
+            if let cached = cache.get(cacheKey) {
+                block = cached
+            } else {
+                block = try segment.readBlock(entry.block)
+                cache.insert(cacheKey, block)
+            }
+            guard let value = block.find(key, { Array($0.value) }) else {
+                throw StoreError(.corruption, "the index points at block \(entry.block), which does not hold the key", path: segment.path)
+            }
+            return value
+        case nil:
+            throw StoreError(.corruption, "the index points at file \(entry.file), which is not open")
+        }
+    }
+}

@@ -1,0 +1,310 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Opening a store: lock, manifest, segment footers, log replay.
+///
+/// 1. Check the directory (create it if allowed) and take `LOCK` with `flock`,
+///    so a second process — or a second open in this one — gets `.locked`.
+/// 2. Read `MANIFEST`; a directory with files but no manifest is not a store.
+/// 3. Open every segment the manifest names and read its footer (or scan it),
+///    then merge their key lists into the index: per key the highest sequence
+///    wins, a tombstone removes the key; every version that lost counts as dead.
+/// 4. Replay the logs numbered at or above the manifest's log number, in
+///    order, with point-in-time semantics (``LogScanner``). A torn tail of the
+///    last log is truncated away before anything is appended.
+/// 5. Delete orphans (segments the manifest does not name, logs below its log
+///    number, a leftover `MANIFEST.tmp`) and start a new log.
+enum Recovery {
+    struct Opened {
+        var lockFile: FileDescriptor
+        var report: RecoveryReport
+        var index: KeyIndex
+        var files: [UInt32: StrataStore.StoredFile]
+        var lastSequence: UInt64
+        var nextFileNumber: UInt32
+        var manifest: Manifest
+        var log: LogWriter?
+        var memtable: Memtable?
+    }
+
+    /// Address space reserved per memtable beyond the log size limit, for the
+    /// last group that crosses it.
+    static func memtableCapacity(logSizeLimit: Int, atLeast needed: Int) -> Int {
+        max(logSizeLimit * 2 + (64 << 20), needed + (64 << 20))
+    }
+
+    static func open(directory: String, options: StoreOptions) throws(StoreError) -> Opened {
+        let fs = options.fileSystem
+        func io(_ what: String, _ path: String, _ error: SystemCallError) -> StoreError {
+            StoreError(.ioFailure, what, path: path, errno: error.errno, cause: error)
+        }
+
+        // 1. Directory and lock.
+        let status: FileStatus?
+        do throws(SystemCallError) { status = try fs.status(directory) } catch { throw io("cannot examine the store directory", directory, error) }
+        if status == nil {
+            guard options.createIfMissing, !options.readOnly else {
+                throw StoreError(.notFound, "no store at \(directory)", path: directory)
+            }
+            do throws(SystemCallError) { try fs.makeDirectory(directory) } catch {
+                if error.errno == ENOENT {
+                    throw StoreError(.notFound, "cannot create the store at \(directory): its parent directory does not exist", path: directory, errno: error.errno)
+                }
+                throw io("cannot create the store directory", directory, error)
+            }
+        } else if status?.isDirectory == false {
+            throw StoreError(.notAStore, "\(directory) is a file, not a store directory", path: directory)
+        }
+        let names: [String]
+        do throws(SystemCallError) { names = try fs.listDirectory(directory) } catch { throw io("cannot list the store directory", directory, error) }
+        let hasManifest = names.contains(Manifest.fileName)
+        if !hasManifest {
+            let foreign = names.filter { $0 != "LOCK" && $0 != Manifest.temporaryName }
+            if !foreign.isEmpty {
+                throw StoreError(.notAStore, "\(directory) is not a Strata store: it has files (\(foreign.prefix(3).joined(separator: ", "))) but no MANIFEST", path: directory)
+            }
+            if options.readOnly {
+                throw StoreError(.notFound, "no store at \(directory) (no MANIFEST)", path: directory)
+            }
+        }
+        let lockPath = directory + "/LOCK"
+        let lockFile: FileDescriptor
+        do throws(SystemCallError) { lockFile = try fs.open(lockPath, options.readOnly ? .readOnly : .createOrOpen) } catch {
+            throw io("cannot open the store's lock file", lockPath, error)
+        }
+        do throws(SystemCallError) { try fs.lockExclusive(lockFile) } catch {
+            try? fs.close(lockFile)
+            if error.errno == EWOULDBLOCK || error.errno == EAGAIN {
+                throw StoreError(.locked, "the store is locked: another process, or another open in this process, is using it", path: lockPath, errno: error.errno)
+            }
+            throw io("cannot lock the store", lockPath, error)
+        }
+        do throws(StoreError) {
+            return try openLocked(directory: directory, options: options, names: names, hasManifest: hasManifest, lockFile: lockFile)
+        } catch {
+            try? fs.close(lockFile)
+            throw error
+        }
+    }
+
+    private static func openLocked(directory: String, options: StoreOptions, names: [String], hasManifest: Bool, lockFile: FileDescriptor) throws(StoreError) -> Opened {
+        let fs = options.fileSystem
+        var report = RecoveryReport()
+        func io(_ what: String, _ path: String, _ error: SystemCallError) -> StoreError {
+            StoreError(.ioFailure, what, path: path, errno: error.errno, cause: error)
+        }
+
+        // 2. Manifest.
+        let manifestPath = directory + "/" + Manifest.fileName
+        var manifest: Manifest
+        if hasManifest {
+            let bytes: [UInt8]
+            do throws(SystemCallError) { bytes = try fs.readFile(manifestPath) } catch { throw io("cannot read MANIFEST", manifestPath, error) }
+            manifest = try Manifest(decoding: bytes, path: manifestPath)
+        } else {
+            manifest = Manifest()
+            do throws(SystemCallError) { try manifest.write(fileSystem: fs, directory: directory) } catch { throw io("cannot write a new MANIFEST", manifestPath, error) }
+        }
+
+        // Classify the directory's files.
+        var logNumbers: [UInt32] = []
+        var segmentNumbers: Set<UInt32> = []
+        var highestNumber: UInt32 = 0
+        for name in names {
+            if let n = parseNumber(name, suffix: ".wal") {
+                logNumbers.append(n)
+                highestNumber = max(highestNumber, n)
+            } else if let n = parseNumber(name, suffix: ".seg") {
+                segmentNumbers.insert(n)
+                highestNumber = max(highestNumber, n)
+            }
+        }
+        logNumbers.sort()
+        let live = Set(manifest.segments.map(\.fileNumber))
+
+        // 3. Segments → index.
+        var files: [UInt32: StrataStore.StoredFile] = [:]
+        var opened: [SegmentReader.Opened] = []
+        for info in manifest.segments {
+            let segment = try SegmentReader.open(fileSystem: fs, directory: directory, fileNumber: info.fileNumber)
+            if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(info.fileNumber)) }
+            report.segmentRecords += segment.keys.entries.count
+            files[info.fileNumber] = .segment(segment.reader)
+            opened.append(segment)
+        }
+        var index = mergeSegmentKeys(opened)
+        opened.removeAll()
+
+        // 4. Logs.
+        var lastSequence = manifest.lastSequence
+        let liveLogs = logNumbers.filter { $0 >= manifest.logNumber }
+        var nextFileNumber = max(manifest.nextFileNumber, highestNumber + 1)
+        let memtableNumber = nextFileNumber
+        nextFileNumber += 1
+        var logBytes = 0
+        for n in liveLogs {
+            logBytes += Int((try? fs.status(directory + "/" + LogFormat.fileName(n)))??.size ?? 0)
+        }
+        guard let memtable = Memtable(number: memtableNumber, capacity: memtableCapacity(logSizeLimit: options.logSizeLimit, atLeast: logBytes * 2)) else {
+            throw StoreError(.ioFailure, "cannot reserve memory for the memtable", path: directory)
+        }
+        files[memtableNumber] = .memtable(memtable)
+        var stopReplay = false
+        for (position, n) in liveLogs.enumerated() {
+            let logPath = directory + "/" + LogFormat.fileName(n)
+            let isLast = position == liveLogs.count - 1
+            if stopReplay {
+                // Salvage: the log ended early at a corruption; later logs come after it in time.
+                if !options.readOnly {
+                    do throws(SystemCallError) { try fs.remove(logPath) } catch { throw io("cannot remove a log after a salvaged corruption", logPath, error) }
+                }
+                continue
+            }
+            let bytes: [UInt8]
+            do throws(SystemCallError) { bytes = try fs.readFile(logPath) } catch { throw io("cannot read the log", logPath, error) }
+            let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: lastSequence) }
+            if let header = scan.header, header.fileNumber != n {
+                throw StoreError(.corruption, "log \(LogFormat.fileName(n)) says it is file \(header.fileNumber)", path: logPath, offset: 16)
+            }
+            report.logsReplayed += 1
+            bytes.withUnsafeBytes { raw in
+                for frame in scan.frames {
+                    let payload = UnsafeRawBufferPointer(rebasing: raw[frame.payload])
+                    BatchDecoder.forEach(payload) { op in
+                        let offset = memtable.append(sequence: frame.sequence, op)
+                        applyToIndex(&index, files: files, key: op.key, kind: op.kind,
+                                     entry: IndexEntry(sequence: frame.sequence, file: memtableNumber, block: offset))
+                    }
+                    lastSequence = frame.sequence
+                    report.batchesReplayed += 1
+                }
+            }
+            var cut = false
+            switch scan.end {
+            case .clean:
+                cut = scan.validLength < bytes.count && scan.header != nil
+            case .tornTail:
+                guard isLast else {
+                    throw StoreError(.corruption, "log \(LogFormat.fileName(n)) ends in a torn write but later logs follow it", path: logPath, offset: UInt64(scan.validLength))
+                }
+                report.tornBytesDiscarded += UInt64(bytes.count - scan.validLength)
+                cut = true
+            case .corruption(let reason, let next):
+                guard options.recovery == .salvage else {
+                    throw StoreError(.corruption, "log \(LogFormat.fileName(n)) is corrupt at offset \(scan.validLength) (\(reason)); valid batches follow at offset \(next). Open with recovery: .salvage to keep what precedes it", path: logPath, offset: UInt64(scan.validLength))
+                }
+                report.salvagedCorruption = "\(LogFormat.fileName(n)) @ \(scan.validLength): \(reason)"
+                report.tornBytesDiscarded += UInt64(bytes.count - scan.validLength)
+                cut = true
+                stopReplay = true
+            }
+            if cut && !options.readOnly {
+                if scan.header == nil {
+                    do throws(SystemCallError) { try fs.remove(logPath) } catch { throw io("cannot remove a log with a torn header", logPath, error) }
+                } else {
+                    do throws(SystemCallError) {
+                        let fd = try fs.open(logPath, .readWrite)
+                        defer { try? fs.close(fd) }
+                        try fs.truncate(fd, to: UInt64(scan.validLength))
+                        try fs.sync(fd)
+                    } catch { throw io("cannot cut the torn tail off the log", logPath, error) }
+                }
+            }
+        }
+
+        // 5. Orphans and a fresh log.
+        var log: LogWriter? = nil
+        if !options.readOnly {
+            var removed: [String] = []
+            for n in segmentNumbers where !live.contains(n) { removed.append(SegmentFormat.fileName(n)) }
+            for n in logNumbers where n < manifest.logNumber { removed.append(LogFormat.fileName(n)) }
+            if names.contains(Manifest.temporaryName) { removed.append(Manifest.temporaryName) }
+            for name in removed {
+                do throws(SystemCallError) { try fs.remove(directory + "/" + name) } catch where error.errno == ENOENT {} catch {
+                    throw io("cannot remove an orphan file", directory + "/" + name, error)
+                }
+            }
+            report.orphanFilesRemoved = removed
+            do throws(SystemCallError) {
+                // The memtable's number is also its log's: index entries name it.
+                log = try LogWriter(fileSystem: fs, directory: directory, fileNumber: memtableNumber, durable: options.syncMode != .none)
+                if !removed.isEmpty { try fs.syncDirectory(directory) }
+            } catch { throw io("cannot create a new log", directory + "/" + LogFormat.fileName(memtableNumber), error) }
+        }
+
+        return Opened(lockFile: lockFile, report: report, index: index, files: files, lastSequence: lastSequence,
+                      nextFileNumber: nextFileNumber, manifest: manifest, log: log, memtable: options.readOnly && memtable.used == 0 ? nil : memtable)
+    }
+
+    /// Applies one operation to the index, counting the version it replaces as dead.
+    @inline(__always)
+    static func applyToIndex(_ index: inout KeyIndex, files: [UInt32: StrataStore.StoredFile], key: UnsafeRawBufferPointer, kind: OperationKind, entry: IndexEntry) {
+        let previous = kind == .put ? index.insert(key, entry) : index.remove(key)
+        if let previous, case .segment(let segment)? = files[previous.file] {
+            segment.deadRecords += 1
+        }
+    }
+
+    /// Merges the segments' sorted key lists: per key the highest sequence
+    /// wins; a winning tombstone leaves the key out; losers count as dead.
+    static func mergeSegmentKeys(_ segments: [SegmentReader.Opened]) -> KeyIndex {
+        var builder = KeyIndex.Builder()
+        var cursors = segments.map { (position: 0, opened: $0) }
+        // Stable copies of the key bytes, so comparisons can hold pointers into them.
+        let keyBytes: [UnsafeMutableRawBufferPointer] = segments.map { segment in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(segment.keys.bytes.count, 1), alignment: 8)
+            segment.keys.bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            return buffer
+        }
+        defer { keyBytes.forEach { $0.deallocate() } }
+        @inline(__always) func keyAt(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])
+        }
+        // A binary heap of cursor indices ordered by (key, then higher sequence first).
+        func key(_ c: Int) -> (UnsafeRawBufferPointer, UInt64) {
+            let e = cursors[c].opened.keys.entries[cursors[c].position]
+            return (keyAt(c, e), e.sequence)
+        }
+        func less(_ a: Int, _ b: Int) -> Bool {
+            let (ka, sa) = key(a)
+            let (kb, sb) = key(b)
+            let c = compareBytes(ka, kb)
+            return c < 0 || (c == 0 && sa > sb)
+        }
+        var heap = MergeHeap(cursors.indices.filter { !cursors[$0].opened.keys.entries.isEmpty }, by: less)
+        var lastKey: [UInt8] = []
+        var haveLast = false
+        while let top = heap.top {
+            let c = cursors[top]
+            let e = c.opened.keys.entries[c.position]
+            do {
+                let k = keyAt(top, e)
+                if haveLast && lastKey.withUnsafeBytes({ compareBytes($0, k) }) == 0 {
+                    c.opened.reader.deadRecords += 1  // an older version of the key just handled
+                } else {
+                    lastKey.removeAll(keepingCapacity: true)
+                    lastKey.append(contentsOf: k)
+                    haveLast = true
+                    if e.kind == .put {
+                        builder.append(k, IndexEntry(sequence: e.sequence, file: c.opened.reader.fileNumber, block: e.block))
+                    }
+                }
+            }
+            cursors[top].position += 1
+            if cursors[top].position == c.opened.keys.entries.count { heap.removeTop() } else { heap.topChanged() }
+        }
+        return builder.build()
+    }
+
+    static func parseNumber(_ name: String, suffix: String) -> UInt32? {
+        guard name.hasSuffix(suffix) else { return nil }
+        let digits = name.dropLast(suffix.count)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return UInt32(digits)
+    }
+}

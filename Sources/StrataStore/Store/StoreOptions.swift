@@ -1,0 +1,62 @@
+/// How a ``StrataStore`` is opened and how it behaves.
+///
+/// ```swift
+/// var options = StoreOptions()
+/// options.syncMode = .grouped          // concurrent writers share fsyncs
+/// options.blockCacheCapacity = 256 << 20
+/// let store = try StrataStore(directory: path, options: options)
+/// ```
+public struct StoreOptions: Sendable {
+    /// When a write is durable.
+    public enum SyncMode: Sendable, Hashable {
+        /// Each write is fsynced on its own before `write` returns.
+        case always
+        /// Group commit: writers that arrive while a write is in flight are
+        /// written together with one fsync; each returns once its own batch is
+        /// durable. As durable as `.always`, with far fewer fsyncs under concurrency.
+        case grouped
+        /// Left to the OS: a process crash loses nothing, a power loss can lose
+        /// the last writes (never part of one). For tests and benchmarks.
+        case none
+    }
+
+    /// What open does with a damaged write-ahead log.
+    public enum RecoveryMode: Sendable, Hashable {
+        /// Stop at the first bad frame: a torn tail is cut off; a bad frame
+        /// followed by valid ones fails the open with a corruption error.
+        case pointInTime
+        /// Like `pointInTime`, but a bad frame in the middle is treated as the
+        /// end of the log: everything before it is kept, everything after it
+        /// is discarded (and reported in ``StrataStore/recoveryReport``).
+        case salvage
+    }
+
+    /// When writes are durable. Default `.grouped`.
+    public var syncMode: SyncMode = .grouped
+    /// Create the directory and an empty store when there is none. Default true.
+    public var createIfMissing = true
+    /// Open without writing anything: no log replay side effects, no new files,
+    /// writes throw `.readOnly`. The store's lock is still taken.
+    public var readOnly = false
+    /// What to do with a damaged log. Default `.pointInTime`.
+    public var recovery: RecoveryMode = .pointInTime
+    /// The log size past which its records are written out as a segment. Default 64 MiB.
+    public var logSizeLimit = 64 << 20
+    /// Uncompressed size of a segment block, 4–64 KiB. Default 32 KiB.
+    public var blockSize = 32 << 10 {
+        didSet { blockSize = min(max(blockSize, 4 << 10), 64 << 10) }
+    }
+    /// The byte budget of the decompressed-block cache. Default 64 MiB.
+    public var blockCacheCapacity = 64 << 20
+    /// The size at which compaction starts a new output segment. Default 256 MiB.
+    public var segmentSizeLimit = 256 << 20
+    /// Compact a segment once this fraction of its records is dead. Default 0.5.
+    public var compactionDeadRatio = 0.5
+    /// Run compaction in the background when segments pass the dead ratio. Default true.
+    public var automaticCompaction = true
+
+    /// The system-call layer (replaced by fault-injection tests).
+    package var fileSystem: any FileSystem = POSIXFileSystem()
+
+    public init() {}
+}

@@ -1,0 +1,158 @@
+/// Writing a frozen memtable out as a segment.
+///
+/// Order of effects, each step durable before the next (so a crash anywhere
+/// leaves a store that opens to the same contents):
+/// 1. write the segment and fsync it and the directory — until the manifest
+///    names it, it is an orphan the next open deletes;
+/// 2. switch the manifest to name the segment and advance its log number past
+///    the frozen memtable's logs — from here on those logs are obsolete;
+/// 3. repoint index entries from the memtable to the segment, by
+///    compare-and-set in chunks (a key overwritten meanwhile keeps its newer
+///    entry, and the segment's copy counts as dead); readers and the writer
+///    wait for one chunk at most;
+/// 4. drop the memtable (read views that still hold it keep it alive) and
+///    delete the obsolete logs.
+extension StrataStore {
+    /// Keys repointed per hold of the state lock.
+    static let repointChunk = 1024
+
+    func flush(_ frozen: Memtable, nextLogNumber: UInt32) {
+        do throws(StoreError) {
+            try writeSegment(from: frozen, nextLogNumber: nextLogNumber)
+            writers.withLock {
+                flushInProgress = false
+                writers.broadcast()
+            }
+            scheduleCompactionIfNeeded()
+        } catch {
+            writers.withLock {
+                if failure == nil { failure = error }
+                flushInProgress = false
+                writers.broadcast()
+            }
+        }
+    }
+
+    private func writeSegment(from frozen: Memtable, nextLogNumber: UInt32) throws(StoreError) {
+        let snapshot = state.withLock { index }
+        let olderSegmentsExist = manifestLock.withLock { !manifest.segments.isEmpty }
+
+        // The records to write, as memtable offsets in key order: every put the
+        // index still points at, and every newest tombstone whose key the
+        // index lacks (needed only while an older segment may hold the key).
+        var puts: [UInt32] = []
+        snapshot.forEach(from: nil) { _, entry in
+            if entry.file == frozen.number { puts.append(entry.block) }
+            return true
+        }
+        var tombstones: [UInt32] = []
+        if olderSegmentsExist {
+            tombstones = frozen.tombstones.filter { snapshot.lookup(frozen.record(at: $0).key) == nil }
+            tombstones.sort { a, b in
+                let ra = frozen.record(at: a), rb = frozen.record(at: b)
+                let c = compareBytes(ra.key, rb.key)
+                return c < 0 || (c == 0 && ra.sequence > rb.sequence)
+            }
+            var last: UnsafeRawBufferPointer? = nil
+            tombstones = tombstones.filter { offset in
+                let key = frozen.record(at: offset).key
+                defer { last = key }
+                return last.map { compareBytes($0, key) != 0 } ?? true
+            }
+        }
+
+        let number = allocateFileNumber()
+        var info: SegmentInfo? = nil
+        var placed: [(offset: UInt32, block: UInt32)] = []
+        placed.reserveCapacity(puts.count)
+        if !puts.isEmpty || !tombstones.isEmpty {
+            let writer: SegmentWriter
+            do throws(SystemCallError) {
+                writer = try SegmentWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, blockSize: options.blockSize)
+            } catch {
+                throw StoreError(.ioFailure, "cannot create a segment", path: path(SegmentFormat.fileName(number)), errno: error.errno, cause: error)
+            }
+            do throws(SystemCallError) {
+                var p = 0, t = 0
+                while p < puts.count || t < tombstones.count {
+                    let takePut: Bool
+                    if p == puts.count { takePut = false } else if t == tombstones.count { takePut = true } else {
+                        takePut = compareBytes(frozen.record(at: puts[p]).key, frozen.record(at: tombstones[t]).key) < 0
+                    }
+                    let offset = takePut ? puts[p] : tombstones[t]
+                    let r = frozen.record(at: offset)
+                    let block = try writer.add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value)
+                    if takePut { placed.append((offset, block)); p += 1 } else { t += 1 }
+                }
+                info = try writer.finish()
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                writer.abandon()
+                throw StoreError(.ioFailure, "cannot write a segment; the store now refuses writes until reopened", path: writer.path, errno: error.errno, cause: error)
+            }
+        }
+
+        try installLock.withLock { () throws(StoreError) in
+            try install(segment: info, number: number, placed: placed, from: frozen, nextLogNumber: nextLogNumber)
+        }
+        removeObsoleteLogs(below: nextLogNumber)
+    }
+
+    /// Steps 2 to 4 of a flush, under `installLock`.
+    private func install(segment info: SegmentInfo?, number: UInt32, placed: [(offset: UInt32, block: UInt32)], from frozen: Memtable, nextLogNumber: UInt32) throws(StoreError) {
+        // 2. The manifest switch.
+        var reader: SegmentReader? = nil
+        try manifestLock.withLock { () throws(StoreError) in
+            var next = manifest
+            if let info { next.segments.append(info) }
+            next.logNumber = nextLogNumber
+            next.lastSequence = max(next.lastSequence, frozen.maximumSequence)
+            next.nextFileNumber = state.withLock { nextFileNumber }
+            do throws(SystemCallError) { try next.write(fileSystem: fileSystem, directory: directory) } catch {
+                throw StoreError(.ioFailure, "cannot switch the manifest after a flush; the store now refuses writes until reopened", path: path(Manifest.fileName), errno: error.errno, cause: error)
+            }
+            manifest = next
+        }
+        if info != nil {
+            reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: number).reader
+        }
+
+        // 3. Repoint the index.
+        if let reader {
+            state.withLock { files[number] = .segment(reader) }
+            var i = 0
+            while i < placed.count {
+                let end = min(i + Self.repointChunk, placed.count)
+                state.withLock {
+                    for (offset, block) in placed[i..<end] {
+                        let r = frozen.record(at: offset)
+                        let old = IndexEntry(sequence: r.sequence, file: frozen.number, block: offset)
+                        if !index.replace(r.key, expected: old, with: IndexEntry(sequence: r.sequence, file: number, block: block)) {
+                            reader.deadRecords += 1
+                        }
+                    }
+                }
+                i = end
+            }
+        }
+
+        // 4. Retire the memtable and its logs.
+        state.withLock {
+            files[frozen.number] = nil
+            counters.flushes += 1
+            counters.flushedBytes += info?.fileSize ?? 0
+        }
+    }
+
+    /// Deletes logs below `number` (best effort: a leftover is deleted at the next open).
+    func removeObsoleteLogs(below number: UInt32) {
+        guard let names = try? fileSystem.listDirectory(directory) else { return }
+        var removed = false
+        for name in names {
+            if let n = Recovery.parseNumber(name, suffix: ".wal"), n < number {
+                if (try? fileSystem.remove(path(name))) != nil { removed = true }
+            }
+        }
+        if removed { try? fileSystem.syncDirectory(directory) }
+    }
+}

@@ -1,0 +1,145 @@
+extension StrataStore {
+    private enum Lookup {
+        case closed, absent
+        case found(IndexEntry, StoredFile?)
+    }
+
+    /// The value of `key`, or nil when it is absent.
+    ///
+    /// ```swift
+    /// if let value = try store.get(Array("user/1".utf8)) { … }
+    /// ```
+    public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+        try key.withBytes { (k) throws(StoreError) -> [UInt8]? in
+            let lookup: Lookup = state.withLock {
+                if isClosed { return .closed }
+                guard let entry = index.lookup(k) else { return .absent }
+                return .found(entry, files[entry.file])
+            }
+            switch lookup {
+            case .absent: return nil
+            case .closed: throw StoreError(.closed, "the store is closed", path: directory)
+            case .found(let entry, let file): return try ValueReader.read(key: k, entry: entry, file: file, cache: cache)
+            }
+        }
+    }
+
+    /// The values of several keys, read from one consistent view.
+    public func get(_ keys: [[UInt8]]) throws(StoreError) -> [[UInt8]?] {
+        try readView().get(keys)
+    }
+
+    /// The keys and values whose keys start with `prefix`, in ascending key order.
+    public func scan(prefix: [UInt8], limit: Int = .max) throws -> [KeyValue] {
+        try readView().scan(prefix: prefix, limit: limit)
+    }
+
+    /// A consistent view pinned at the current sequence number (see ``ReadView``).
+    public func readView() -> ReadView {
+        state.withLock { ReadView(sequence: visibleSequence, index: index, files: files, cache: cache) }
+    }
+
+    /// The sequence number of the last batch written.
+    public var sequence: UInt64 { state.withLock { visibleSequence } }
+
+    /// Counters and sizes, for monitoring and benchmarks. Walks the index to
+    /// measure its memory: O(keys), so not for a hot path.
+    public var statistics: StoreStatistics {
+        let (snapshot, files, counters, sequence): (KeyIndex, [UInt32: StoredFile], Counters, UInt64) =
+            state.withLock { (self.index, self.files, self.counters, self.visibleSequence) }
+        let segments = manifestLock.withLock { manifest.segments }
+        var s = StoreStatistics()
+        s.sequence = sequence
+        s.keys = snapshot.count
+        s.indexBytes = snapshot.memoryFootprint
+        s.segments = segments.count
+        s.segmentBytes = segments.reduce(0) { $0 + $1.fileSize }
+        s.segmentRecords = segments.reduce(0) { $0 + $1.recordCount }
+        s.deadRecords = state.withLock { () -> Int in
+            var dead = 0
+            for info in segments {
+                if case .segment(let r)? = files[info.fileNumber] { dead += r.deadRecords }
+            }
+            return dead
+        }
+        for file in files.values { if case .memtable(let m) = file { s.memtableBytes += m.used } }
+        s.batchesWritten = counters.batches
+        s.operationsWritten = counters.operations
+        s.logBytesWritten = counters.logBytes
+        s.logSyncs = counters.logSyncs
+        s.flushes = counters.flushes
+        s.compactions = counters.compactions
+        s.flushedBytes = counters.flushedBytes
+        s.compactionBytesWritten = counters.compactedBytesWritten
+        s.compactionBytesRemoved = counters.compactedBytesRemoved
+        let cacheCounters = cache.counters
+        s.cacheHits = cacheCounters.hits
+        s.cacheMisses = cacheCounters.misses
+        s.cacheBytes = cacheCounters.bytes
+        return s
+    }
+
+    /// Waits for writers in flight and background work, makes the log durable,
+    /// and releases the store's lock. Further calls throw `.closed`; read views
+    /// taken before stay readable. Calling it twice is harmless.
+    public func close() throws(StoreError) {
+        writers.lock()
+        if closing {
+            writers.unlock()
+            return
+        }
+        closing = true
+        while !queue.isEmpty { writers.wait() }
+        writers.unlock()
+        backgroundWork.wait()
+        var firstError: StoreError?
+        if let log {
+            do throws(SystemCallError) {
+                if writers.withLock({ failure }) == nil { try log.sync() }
+                try log.close()
+            } catch {
+                firstError = StoreError(.ioFailure, "cannot sync the log on close", path: log.path, errno: error.errno, cause: error)
+            }
+        }
+        state.withLock {
+            isClosed = true
+            index = KeyIndex()
+            files = [:]
+        }
+        try? fileSystem.close(lockFile)
+        if let firstError { throw firstError }
+    }
+}
+
+/// Counters and sizes of a store (``StrataStore/statistics``).
+public struct StoreStatistics: Sendable, Equatable {
+    /// The sequence number of the last batch.
+    public var sequence: UInt64 = 0
+    /// Live keys.
+    public var keys = 0
+    /// Heap bytes of the in-memory index.
+    public var indexBytes = 0
+    /// Index bytes per live key.
+    public var indexBytesPerKey: Double { keys == 0 ? 0 : Double(indexBytes) / Double(keys) }
+    /// Bytes in memtables (the current one and one being flushed).
+    public var memtableBytes = 0
+    public var segments = 0
+    public var segmentBytes: UInt64 = 0
+    public var segmentRecords: UInt64 = 0
+    /// Records in segments that are no longer the newest version of their key.
+    public var deadRecords = 0
+    public var batchesWritten = 0
+    public var operationsWritten = 0
+    public var logBytesWritten: UInt64 = 0
+    /// fsyncs of the log: with group commit, fewer than batches written.
+    public var logSyncs = 0
+    public var flushes = 0
+    public var compactions = 0
+    public var flushedBytes: UInt64 = 0
+    public var compactionBytesWritten: UInt64 = 0
+    public var compactionBytesRemoved: UInt64 = 0
+    public var cacheHits = 0
+    public var cacheMisses = 0
+    public var cacheBytes = 0
+    public init() {}
+}

@@ -1,0 +1,234 @@
+/// A writer waiting in the queue. Its fields are guarded by `StrataStore.writers`.
+final class PendingWrite: @unchecked Sendable {
+    // Sendable because: `done` and `result` are written by the leader and read by
+    // the waiting writer, both under `writers`; `batch` is immutable.
+    let batch: WriteBatch
+    var done = false
+    var result: Result<UInt64, StoreError> = .failure(StoreError(.storeFailed, "not committed"))
+    init(_ batch: WriteBatch) { self.batch = batch }
+}
+
+extension StrataStore {
+    /// Writes `batch` atomically and returns its sequence number.
+    ///
+    /// Under ``StoreOptions/SyncMode/always`` and ``StoreOptions/SyncMode/grouped``
+    /// the batch is durable when this returns. Concurrent callers are committed
+    /// together: the first in line (the leader) writes every waiting batch with
+    /// one `pwrite` and, under `.grouped`, one fsync (LevelDB's group commit).
+    ///
+    /// ```swift
+    /// var batch = WriteBatch()
+    /// batch.put(key, value)
+    /// let sequence = try store.write(batch)
+    /// ```
+    /// - Throws: ``StoreError`` — `.invalidArgument` for an empty or oversized
+    ///   key, `.readOnly`, `.closed`, `.storeFailed` after an earlier I/O failure,
+    ///   `.ioFailure` when this write's own I/O failed (the store then fails).
+    @discardableResult
+    public func write(_ batch: WriteBatch) throws(StoreError) -> UInt64 {
+        if batch.hasEmptyKey { throw StoreError(.invalidArgument, "keys must not be empty") }
+        if batch.longestKey > Self.maximumKeySize {
+            throw StoreError(.invalidArgument, "a key of \(batch.longestKey) bytes exceeds the limit of \(Self.maximumKeySize)")
+        }
+        if batch.byteCount > LogFormat.maximumPayload {
+            throw StoreError(.invalidArgument, "a batch of \(batch.byteCount) bytes exceeds the limit of \(LogFormat.maximumPayload)")
+        }
+        if options.readOnly { throw StoreError(.readOnly, "the store was opened read-only", path: directory) }
+        if batch.isEmpty {
+            try checkOpen()
+            return state.withLock { visibleSequence }
+        }
+
+        let me = PendingWrite(batch)
+        writers.lock()
+        if closing {
+            writers.unlock()
+            throw StoreError(.closed, "the store is closed", path: directory)
+        }
+        queue.append(me)
+        while !me.done && queue.first !== me { writers.wait() }
+        if me.done {
+            writers.unlock()
+            return try me.result.get()
+        }
+
+        // This thread leads: it owns the log and the memtable until it hands
+        // the lead over by removing its group from the queue.
+        if let failure {
+            queue.removeFirst()
+            writers.broadcast()
+            writers.unlock()
+            throw StoreError(.storeFailed, "the store refuses writes after an earlier failure; reopen it", path: directory, cause: failure)
+        }
+        var group: [PendingWrite] = []
+        var groupBytes = 0
+        for w in queue {
+            // An empty batch is a sentinel of flush() waiting for the lead: it is never grouped.
+            if !group.isEmpty && (w.batch.isEmpty || options.syncMode == .always || groupBytes + w.batch.byteCount > Self.maximumGroupBytes) { break }
+            group.append(w)
+            groupBytes += w.batch.byteCount
+        }
+        writers.unlock()
+
+        let outcome: Result<UInt64, StoreError>
+        do throws(StoreError) { outcome = .success(try commit(group)) } catch { outcome = .failure(error) }
+
+        writers.lock()
+        let first = nextSequence - UInt64(group.count)
+        for (i, w) in group.enumerated() {
+            w.done = true
+            switch outcome {
+            case .success: w.result = .success(first + UInt64(i))
+            case .failure(let error): w.result = .failure(error)
+            }
+        }
+        if case .failure(let error) = outcome, failure == nil { failure = error }
+        queue.removeFirst(group.count)
+        writers.broadcast()
+        writers.unlock()
+        return try me.result.get()
+    }
+
+    /// The most bytes of batches one leader commits at once.
+    static let maximumGroupBytes = 4 << 20
+
+    /// Writes a group to the log, makes it durable, applies it to the memtable
+    /// and the index. Called by the leader only. Returns the last sequence.
+    private func commit(_ group: [PendingWrite]) throws(StoreError) -> UInt64 {
+        var memtableBytes = 0
+        for w in group {
+            memtableBytes += w.batch.byteCount + 9 * w.batch.count
+        }
+        guard var log, var memtable else { throw StoreError(.readOnly, "the store was opened read-only", path: directory) }
+        if log.offset >= UInt64(options.logSizeLimit) || memtable.used >= options.logSizeLimit || memtable.remaining < memtableBytes {
+            try rotate(needing: memtableBytes)
+            log = self.log!
+            memtable = self.memtable!
+        }
+
+        frameBuffer.removeAll(keepingCapacity: true)
+        var sequence = nextSequence
+        for w in group {
+            LogFormat.appendFrame(to: &frameBuffer, sequence: sequence, operationCount: w.batch.count, salt: log.salt, payload: w.batch.encoded)
+            sequence += 1
+        }
+        do throws(SystemCallError) {
+            try log.append(frameBuffer)
+            if options.syncMode != .none { try log.sync() }
+        } catch {
+            throw StoreError(.ioFailure, "cannot write the log; the store now refuses writes until reopened", path: log.path, offset: log.offset, errno: error.errno, cause: error)
+        }
+        if frameBuffer.count > 256 << 10 { frameBuffer = [] }
+
+        // Durable: now visible. Each batch is published whole under the state lock.
+        let memtableNumber = memtable.number
+        var s = nextSequence
+        for w in group {
+            w.batch.encoded.withUnsafeBytes { payload in
+                var offsets: [UInt32] = []
+                offsets.reserveCapacity(w.batch.count)
+                BatchDecoder.forEach(payload) { op in offsets.append(memtable.append(sequence: s, op)) }
+                state.withLock {
+                    var i = 0
+                    BatchDecoder.forEach(payload) { op in
+                        Recovery.applyToIndex(&index, files: files, key: op.key, kind: op.kind,
+                                              entry: IndexEntry(sequence: s, file: memtableNumber, block: offsets[i]))
+                        i += 1
+                    }
+                    visibleSequence = s
+                    counters.batches += 1
+                    counters.operations += w.batch.count
+                }
+            }
+            s += 1
+        }
+        state.withLock {
+            counters.logBytes += UInt64(frameBuffer.count)
+            if options.syncMode != .none { counters.logSyncs += 1 }
+        }
+        nextSequence = sequence
+        return sequence - 1
+    }
+
+    /// Freezes the memtable, starts a new log and memtable, and hands the
+    /// frozen one to the flush worker. Waits while a previous flush is still
+    /// running (back-pressure: at most one frozen memtable at a time). Leader only.
+    func rotate(needing bytes: Int) throws(StoreError) {
+        writers.lock()
+        while flushInProgress && failure == nil { writers.wait() }
+        let failed = failure
+        if failed == nil { flushInProgress = true }
+        writers.unlock()
+        if let failed { throw StoreError(.storeFailed, "the store refuses writes after an earlier failure; reopen it", path: directory, cause: failed) }
+
+        let number = allocateFileNumber()
+        let newLog: LogWriter
+        do throws(SystemCallError) {
+            newLog = try LogWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, durable: options.syncMode != .none)
+        } catch {
+            writers.withLock { flushInProgress = false; writers.broadcast() }
+            throw StoreError(.ioFailure, "cannot start a new log", path: path(LogFormat.fileName(number)), errno: error.errno, cause: error)
+        }
+        guard let newMemtable = Memtable(number: number, capacity: Recovery.memtableCapacity(logSizeLimit: options.logSizeLimit, atLeast: bytes)) else {
+            writers.withLock { flushInProgress = false; writers.broadcast() }
+            throw StoreError(.ioFailure, "cannot reserve memory for a memtable", path: directory)
+        }
+        let frozen = memtable!
+        let oldLog = log!
+        state.withLock { files[number] = .memtable(newMemtable) }
+        log = newLog
+        memtable = newMemtable
+        try? oldLog.close()
+        backgroundWork.enter()
+        flushQueue.async { [self] in
+            defer { backgroundWork.leave() }
+            flush(frozen, nextLogNumber: number)
+        }
+    }
+
+    /// Used when the replayed log is already past the size limit.
+    func scheduleRotationAfterOpen() {
+        // An empty batch does not rotate; run the rotation as a leader would,
+        // by taking the lead with a sentinel.
+        writers.lock()
+        let sentinel = PendingWrite(WriteBatch())
+        queue.append(sentinel)
+        while queue.first !== sentinel { writers.wait() }
+        writers.unlock()
+        let error: StoreError?
+        do throws(StoreError) { try rotate(needing: 0); error = nil } catch let e { error = e }
+        writers.withLock {
+            if let error, failure == nil { failure = error }
+            queue.removeFirst()
+            writers.broadcast()
+        }
+    }
+
+    /// Writes the memtable out as a segment now (and waits for it), so that its
+    /// log can be retired. Useful before a backup or to measure a cold open.
+    public func flush() throws(StoreError) {
+        try checkOpen()
+        if options.readOnly { throw StoreError(.readOnly, "the store was opened read-only", path: directory) }
+        writers.lock()
+        let sentinel = PendingWrite(WriteBatch())
+        queue.append(sentinel)
+        while queue.first !== sentinel { writers.wait() }
+        let failed = failure
+        writers.unlock()
+        var error: StoreError? = failed.map { StoreError(.storeFailed, "the store refuses writes after an earlier failure; reopen it", path: directory, cause: $0) }
+        if error == nil, let memtable, memtable.used > 0 {
+            do throws(StoreError) { try rotate(needing: 0) } catch let e { error = e }
+        }
+        writers.withLock {
+            // A log that could not be started is a failed write: refuse more.
+            if let error, failed == nil, failure == nil { failure = error }
+            queue.removeFirst()
+            writers.broadcast()
+        }
+        if let error { throw error }
+        flushQueue.sync {}
+        if let failed = writers.withLock({ failure }) {
+            throw StoreError(.storeFailed, "the flush failed", path: directory, cause: failed)
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import Dispatch
+
+/// An embeddable, append-only, log-structured key-value store.
+///
+/// Writes go to a write-ahead log as atomic batches and into an in-memory
+/// index; when the log passes ``StoreOptions/logSizeLimit`` its live records
+/// are written out as an immutable, LZ4-compressed segment and the log is
+/// retired. Compaction merges segments in the background. Opening a store
+/// reads segment footers and replays the log.
+///
+/// ```swift
+/// let store = try StrataStore(directory: "/tmp/example")
+/// var batch = WriteBatch()
+/// batch.put(Array("user/1".utf8), Array("Ada".utf8))
+/// batch.put(Array("user/2".utf8), Array("Grace".utf8))
+/// try store.write(batch)                       // durable when it returns
+/// let name = try store.get(Array("user/1".utf8))
+/// for (key, value) in try store.scan(prefix: Array("user/".utf8)) { … }
+/// try store.close()
+/// ```
+///
+/// ## Concurrency rules
+/// 1. Every method may be called from any thread at any time.
+/// 2. Writes are serialized in one order, the order of their sequence numbers.
+///    Concurrent writers are committed together (group commit).
+/// 3. A reader sees a batch entirely or not at all. ``readView()`` pins a
+///    sequence number: the view never changes, and holding it never blocks a writer.
+/// 4. No read waits on disk I/O done by a writer, a flush or a compaction;
+///    the locks it takes are held for in-memory work only.
+/// 5. After a failed write, fsync or flush, the store refuses writes with
+///    ``StoreError/Code/storeFailed`` until it is reopened; reads go on.
+public final class StrataStore: @unchecked Sendable {
+    // Sendable because every mutable property below is guarded as its comment
+    // says, by `state`, `writers` or `manifestLock`, or is owned by the write
+    // leader (exactly one thread at a time; see StrataStore+Write.swift).
+
+    /// The store's directory.
+    public let directory: String
+    /// The options the store was opened with.
+    public let options: StoreOptions
+    /// What opening the store found and repaired.
+    public let recoveryReport: RecoveryReport
+    /// Keys may be at most this long (16 KiB).
+    public static let maximumKeySize = 16 << 10
+
+    let fileSystem: any FileSystem
+    let cache: BlockCache
+    let lockFile: FileDescriptor
+
+    // MARK: State shared with readers — guarded by `state`.
+    let state = Lock()
+    /// The newest version of every key. Guarded by `state`.
+    var index: KeyIndex
+    /// The memtables and segments index entries point into. Guarded by `state`.
+    var files: [UInt32: StoredFile]
+    /// The sequence number of the last batch readers can see. Guarded by `state`.
+    var visibleSequence: UInt64
+    /// The next file number to hand out. Guarded by `state`.
+    var nextFileNumber: UInt32
+    /// Counters. Guarded by `state`.
+    var counters = Counters()
+    /// Set by `close()`. Guarded by `state`.
+    var isClosed = false
+
+    // MARK: The writers' queue — guarded by `writers`.
+    let writers = ConditionLock()
+    /// Writers waiting to commit, in arrival order; the first is the leader. Guarded by `writers`.
+    var queue: [PendingWrite] = []
+    /// Why the store refuses writes, once it does. Guarded by `writers`.
+    var failure: StoreError?
+    /// True while a frozen memtable is being flushed. Guarded by `writers`.
+    var flushInProgress = false
+    /// True once `close()` started. Guarded by `writers`.
+    var closing = false
+
+    // MARK: Owned by the write leader (one thread at a time; handed over under `writers`).
+    /// The log being appended to (nil when read-only).
+    var log: LogWriter?
+    /// The memtable receiving writes (nil when read-only).
+    var memtable: Memtable?
+    /// The sequence number the next batch gets.
+    var nextSequence: UInt64
+    /// A scratch buffer for frames.
+    var frameBuffer: [UInt8] = []
+
+    // MARK: Installing new segments.
+    /// Held by a flush or a compaction from its manifest switch until its index
+    /// entries are repointed, and by a compaction while it takes its snapshot
+    /// and fixes its inputs: so compaction never sees a segment the manifest
+    /// names but the index does not point into yet (whose records would look
+    /// dead to it).
+    let installLock = Lock()
+
+    // MARK: The manifest — guarded by `manifestLock` (flush and compaction edit it).
+    let manifestLock = Lock()
+    /// The manifest as last written. Guarded by `manifestLock`.
+    var manifest: Manifest
+    /// Set while a compaction runs or is queued. Guarded by `manifestLock`.
+    var compactionScheduled = false
+    /// The last error a background compaction hit (compaction failures before
+    /// its manifest switch leave the store intact). Guarded by `manifestLock`.
+    var lastCompactionError: StoreError?
+
+    let flushQueue = DispatchQueue(label: "strata.store.flush")
+    let compactionQueue = DispatchQueue(label: "strata.store.compaction")
+    let backgroundWork = DispatchGroup()
+
+    /// What an index entry's file number refers to.
+    enum StoredFile: @unchecked Sendable {
+        // Sendable because both payloads are (Memtable and SegmentReader document their guards).
+        case memtable(Memtable)
+        case segment(SegmentReader)
+    }
+
+    struct Counters {
+        var batches = 0
+        var operations = 0
+        var logBytes: UInt64 = 0
+        var logSyncs = 0
+        var flushes = 0
+        var compactions = 0
+        var flushedBytes: UInt64 = 0
+        var compactedBytesWritten: UInt64 = 0
+        var compactedBytesRemoved: UInt64 = 0
+    }
+
+    /// Opens the store in `directory`, creating it if `options.createIfMissing`.
+    ///
+    /// Throws ``StoreError`` with `.notFound`, `.notAStore`, `.locked`,
+    /// `.corruption` (with the file and offset), `.unsupportedVersion` or
+    /// `.ioFailure`. A torn last write is cut off and reported in
+    /// ``recoveryReport``; it was never acknowledged.
+    public convenience init(directory: String, options: StoreOptions = StoreOptions()) throws {
+        let opened = try Recovery.open(directory: directory, options: options)
+        self.init(opened: opened, directory: directory, options: options)
+        if let memtable, memtable.used >= options.logSizeLimit {
+            // The replayed log is already past the limit: flush it now, in the background.
+            scheduleRotationAfterOpen()
+        }
+    }
+
+    init(opened: Recovery.Opened, directory: String, options: StoreOptions) {
+        self.directory = directory
+        self.options = options
+        self.fileSystem = options.fileSystem
+        self.cache = BlockCache(capacity: options.blockCacheCapacity)
+        self.lockFile = opened.lockFile
+        self.recoveryReport = opened.report
+        self.index = opened.index
+        self.files = opened.files
+        self.visibleSequence = opened.lastSequence
+        self.nextSequence = opened.lastSequence + 1
+        self.nextFileNumber = opened.nextFileNumber
+        self.manifest = opened.manifest
+        self.log = opened.log
+        self.memtable = opened.memtable
+    }
+
+    deinit {
+        if !isClosed { try? close() }
+    }
+
+    /// Hands out a new file number.
+    func allocateFileNumber() -> UInt32 {
+        state.withLock {
+            defer { nextFileNumber += 1 }
+            return nextFileNumber
+        }
+    }
+
+    func path(_ name: String) -> String { directory + "/" + name }
+
+    /// Throws `.closed` after `close()`.
+    func checkOpen() throws(StoreError) {
+        if state.withLock({ isClosed }) { throw StoreError(.closed, "the store is closed", path: directory) }
+    }
+}
+
+/// What opening a store found, and what it did about it.
+public struct RecoveryReport: Sendable, Equatable {
+    /// Batches replayed from write-ahead logs.
+    public var batchesReplayed = 0
+    /// Logs replayed.
+    public var logsReplayed = 0
+    /// Bytes of an interrupted last write cut from the end of the log (never acknowledged).
+    public var tornBytesDiscarded: UInt64 = 0
+    /// Segments whose footer failed its checks and that were scanned instead.
+    public var segmentsRebuiltByScan: [String] = []
+    /// Files left by an interrupted flush or compaction, deleted.
+    public var orphanFilesRemoved: [String] = []
+    /// With ``StoreOptions/RecoveryMode/salvage``: the corruption that ended the log early.
+    public var salvagedCorruption: String?
+    /// Records found in segments.
+    public var segmentRecords = 0
+    public init() {}
+}

@@ -1,0 +1,194 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import StrataStore
+
+/// `strata-bench engine`: StrataStore's own figures — bulk writes, group
+/// commit, point gets, opening, index memory — against the targets of the
+/// engine's design.
+struct EngineCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine",
+        abstract: "Storage-engine figures: writes, group commit, gets, open time, index memory."
+    )
+
+    @Option(help: "Records per run.") var records = 1_000_000
+    @Option(help: "Records per batch.") var batchSize = 1000
+    @Option(help: "Value size in bytes (keys are 16 bytes).") var valueSize = 100
+    @Option(help: "Runs per measurement; the table shows the median.") var repeats = 3
+    @Option(help: "Concurrent writers for the group-commit run.") var writers = 4
+    @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
+
+    func run() throws {
+        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-bench-\(ProcessInfo.processInfo.processIdentifier)")
+        try? FileManager.default.removeItem(atPath: root)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let bench = EngineBenchmark(root: root, records: records, batchSize: batchSize, valueSize: valueSize, repeats: max(1, repeats), writers: writers)
+        let results = try bench.run()
+        print(results.render(records: records, valueSize: valueSize, batchSize: batchSize, repeats: repeats))
+    }
+}
+
+/// The measurements. Each figure is the median of `repeats` runs on fresh stores.
+struct EngineBenchmark {
+    let root: String
+    let records: Int
+    let batchSize: Int
+    let valueSize: Int
+    let repeats: Int
+    let writers: Int
+
+    struct Results {
+        var fillSequential: [Double] = []  // records/s
+        var fillRandom: [Double] = []
+        var grouped: [Double] = []
+        var groupedBatches = 0
+        var groupedSyncs = 0
+        var gets: [Double] = []
+        var openSegments: [Double] = []  // seconds
+        var openReplay: [Double] = []
+        var replayedBatches = 0
+        var indexBytesPerKeySequential = 0.0
+        var indexBytesPerKeyRandom = 0.0
+        var segmentBytes: UInt64 = 0
+    }
+
+    /// 16-byte keys: "key:" and a 12-digit decimal counter (ascending order).
+    static func sequentialKey(_ i: Int) -> [UInt8] {
+        var key = Array("key:".utf8)
+        let digits = String(i)
+        key += Array(repeating: UInt8(ascii: "0"), count: 12 - digits.count) + Array(digits.utf8)
+        return key
+    }
+
+    func options(_ sync: StoreOptions.SyncMode) -> StoreOptions {
+        var o = StoreOptions()
+        o.syncMode = sync
+        o.blockCacheCapacity = 512 << 20  // "warm": every block fits
+        return o
+    }
+
+    func value(_ i: Int) -> [UInt8] {
+        (0..<valueSize).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0) }
+    }
+
+    /// Writes `keys` in batches with one writer; returns records/s.
+    func fill(_ store: StrataStore, keys: [[UInt8]]) throws -> Double {
+        let values = (0..<64).map(value)
+        var batch = WriteBatch()
+        let t = try seconds {
+            var i = 0
+            while i < keys.count {
+                batch.removeAll()
+                for j in i..<min(i + batchSize, keys.count) { batch.put(keys[j], values[j & 63]) }
+                try store.write(batch)
+                i += batchSize
+            }
+        }
+        return Double(keys.count) / t
+    }
+
+    func run() throws -> Results {
+        var r = Results()
+        let sequentialKeys = (0..<records).map(Self.sequentialKey)
+        var generator = SystemRandomNumberGenerator()
+        let randomKeys = (0..<records).map { _ in (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+
+        for run in 0..<repeats {
+            progress("engine: run \(run + 1)/\(repeats): fill sequential")
+            let dir = root + "/seq-\(run)"
+            let store = try StrataStore(directory: dir, options: options(.none))
+            r.fillSequential.append(try fill(store, keys: sequentialKeys))
+            r.indexBytesPerKeySequential = store.statistics.indexBytesPerKey
+
+            progress("engine: run \(run + 1)/\(repeats): point gets")
+            try store.flush()  // every value in a compressed segment block: the harder case
+            let order = (0..<records).map { _ in Int.random(in: 0..<records, using: &generator) }
+            for key in sequentialKeys { _ = try store.get(key) }  // warm the block cache
+            var found = 0
+            let t = try seconds { for i in order where try store.get(sequentialKeys[i]) != nil { found += 1 } }
+            precondition(found == records, "gets found \(found) of \(records)")
+            r.gets.append(Double(records) / t)
+            r.segmentBytes = store.statistics.segmentBytes
+            try store.close()
+
+            progress("engine: run \(run + 1)/\(repeats): open (segments)")
+            var opened: StrataStore? = nil
+            r.openSegments.append(try seconds { opened = try StrataStore(directory: dir, options: options(.none)) })
+            precondition(opened!.statistics.keys == records)
+            try opened!.close()
+            opened = nil
+            try FileManager.default.removeItem(atPath: dir)
+
+            progress("engine: run \(run + 1)/\(repeats): fill random")
+            let randomDir = root + "/random-\(run)"
+            let randomStore = try StrataStore(directory: randomDir, options: options(.none))
+            r.fillRandom.append(try fill(randomStore, keys: randomKeys))
+            r.indexBytesPerKeyRandom = randomStore.statistics.indexBytesPerKey
+            try randomStore.close()
+
+            progress("engine: run \(run + 1)/\(repeats): open (log replay)")
+            r.openReplay.append(try seconds { opened = try StrataStore(directory: randomDir, options: options(.none)) })
+            r.replayedBatches = opened!.recoveryReport.batchesReplayed
+            try opened!.close()
+            opened = nil
+            try FileManager.default.removeItem(atPath: randomDir)
+
+            progress("engine: run \(run + 1)/\(repeats): group commit, \(writers) writers")
+            let groupDir = root + "/grouped-\(run)"
+            let groupStore = try StrataStore(directory: groupDir, options: options(.grouped))
+            let perWriter = records / writers
+            let failures = LockedCounter()
+            // One thread per writer (concurrentPerform would use one per core).
+            let slices = (0..<writers).map { w in Array(sequentialKeys[(w * perWriter)..<((w + 1) * perWriter)]) }
+            let elapsed = seconds {
+                let done = DispatchGroup()
+                for w in 0..<writers {
+                    done.enter()
+                    Thread { [self] in
+                        do { _ = try fill(groupStore, keys: slices[w]) } catch { failures.add() }
+                        done.leave()
+                    }.start()
+                }
+                done.wait()
+            }
+            precondition(failures.value == 0, "grouped writers failed")
+            r.grouped.append(Double(perWriter * writers) / elapsed)
+            let stats = groupStore.statistics
+            r.groupedBatches = stats.batchesWritten
+            r.groupedSyncs = stats.logSyncs
+            try groupStore.close()
+            try FileManager.default.removeItem(atPath: groupDir)
+        }
+        return r
+    }
+}
+
+/// A counter shared by the writer threads.
+final class LockedCounter: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}
+
+extension EngineBenchmark.Results {
+    func render(records: Int, valueSize: Int, batchSize: Int, repeats: Int) -> String {
+        var t = Table("measurement", "median", "unit", "target")
+        t.add("write, sequential keys, batches of \(batchSize), sync none", thousands(median(fillSequential)), "records/s", "≥ 1,000,000")
+        t.add("write, random keys, batches of \(batchSize), sync none", thousands(median(fillRandom)), "records/s", "≥ 1,000,000")
+        t.add("write, grouped sync, concurrent writers", thousands(median(grouped)), "records/s", "report")
+        t.add("  batches written / log fsyncs (last run)", "\(groupedBatches) / \(groupedSyncs)", "", "fsyncs < batches")
+        t.add("point get, warm, random order (from segments)", thousands(median(gets)), "gets/s", "≥ 1,000,000")
+        t.add("open, \(thousands(Double(records))) records in segments", fixed(median(openSegments) * 1000, 1), "ms", "≤ 200")
+        t.add("open, replaying the log (\(replayedBatches) batches)", fixed(median(openReplay) * 1000, 1), "ms", "report")
+        t.add("index memory, sequential keys", fixed(indexBytesPerKeySequential, 1), "bytes/key", "≤ 64")
+        t.add("index memory, random keys", fixed(indexBytesPerKeyRandom, 1), "bytes/key", "≤ 64")
+        t.add("segment bytes for the records", thousands(Double(segmentBytes)), "bytes", "report")
+        let date = ISO8601DateFormatter().string(from: Date()).prefix(10)
+        let header = "StrataStore engine: \(thousands(Double(records))) records, 16-byte keys, \(valueSize)-byte values, median of \(repeats) runs (\(date), \(ProcessInfo.processInfo.activeProcessorCount) cores)"
+        return header + "\n\n" + t.render()
+    }
+}

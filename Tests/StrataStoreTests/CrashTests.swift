@@ -1,0 +1,112 @@
+import CrashWorkload
+import Foundation
+import Testing
+
+@testable import StrataStore
+
+/// A writer in a child process is SIGKILLed at random moments, cycle after
+/// cycle, on one store. After every kill the store must reopen with every
+/// batch the child acknowledged, and no batch in part.
+///
+/// CI runs `STRATA_CRASH_CYCLES` cycles (default 40); `make crash-long` runs thousands.
+@Suite struct CrashTests {
+    /// The child executable, built beside this test binary.
+    static var childPath: String? {
+        #if os(Linux)
+        let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        #else
+        let me = Bundle.main.bundleURL.path
+        #endif
+        var dir = URL(fileURLWithPath: me).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("strata-crash-child").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    /// Collects the child's "ack N" lines as they arrive.
+    final class Acknowledgements: @unchecked Sendable {
+        // Guarded by `lock`.
+        private let lock = NSLock()
+        private var highest = 0
+        private var buffer = Data()
+        private var errors: [String] = []
+
+        func consume(_ data: Data) {
+            lock.lock()
+            defer { lock.unlock() }
+            buffer.append(data)
+            while let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                if line.hasPrefix("ack "), let n = Int(line.dropFirst(4)) { highest = max(highest, n) } else { errors.append(line) }
+            }
+        }
+
+        var snapshot: (highest: Int, errors: [String]) {
+            lock.lock()
+            defer { lock.unlock() }
+            return (highest, errors)
+        }
+    }
+
+    @Test func acknowledgedBatchesSurviveSIGKILL() throws {
+        guard let child = Self.childPath else {
+            Issue.record("strata-crash-child was not built beside the tests")
+            return
+        }
+        let cycles = Int(ProcessInfo.processInfo.environment["STRATA_CRASH_CYCLES"] ?? "") ?? 40
+        let seed = testSeed()
+        var g = SeededGenerator(seed: seed)
+        let dir = ScratchDirectory()
+        var acknowledged = 0
+        var killsDuringWork = 0
+        var flushesSeen = 0
+
+        for cycle in 0..<cycles {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: child)
+            process.arguments = [dir.store, String(g.next())]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            let acks = Acknowledgements()
+            pipe.fileHandleForReading.readabilityHandler = { handle in acks.consume(handle.availableData) }
+            try process.run()
+            // Let it start and write for a random while (startup takes tens of ms).
+            Thread.sleep(forTimeInterval: Double.random(in: 0.03...0.35, using: &g))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            pipe.fileHandleForReading.readabilityHandler = nil
+            acks.consume(pipe.fileHandleForReading.readDataToEndOfFile())
+            let (highest, errors) = acks.snapshot
+            #expect(errors.isEmpty, "cycle \(cycle): the child reported \(errors)")
+            #expect(process.terminationReason == .uncaughtSignal, "cycle \(cycle): the child exited by itself")
+            if highest > acknowledged { killsDuringWork += 1 }
+            acknowledged = max(acknowledged, highest)
+
+            // Reopen and check: every acknowledged batch, no partial batch.
+            var options = CrashWorkload.options
+            options.automaticCompaction = false
+            let store = try StrataStore(directory: dir.store, options: options)
+            let last = (try store.get(CrashWorkload.lastKey)).flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
+            #expect(last >= acknowledged, "cycle \(cycle): batch \(acknowledged) was acknowledged but the store ends at \(last) (seed \(seed))")
+            let all = try store.scan(prefix: [])
+            let contents = Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0.value) })
+            let expected = CrashWorkload.expected(through: last)
+            if contents != expected {
+                let missing = expected.keys.filter { contents[$0] != expected[$0] }.prefix(3).map { String(decoding: $0, as: UTF8.self) }
+                let extra = contents.keys.filter { expected[$0] == nil }.prefix(3).map { String(decoding: $0, as: UTF8.self) }
+                Issue.record("cycle \(cycle): store is not exactly batches 1...\(last): missing/different \(missing), extra \(extra) (seed \(seed))")
+                try store.close()
+                return
+            }
+            flushesSeen = max(flushesSeen, store.statistics.segments)
+            acknowledged = last  // the batch in flight may have landed: the child continues from here
+            try store.close()
+        }
+        print("crash test: \(cycles) kills, \(killsDuringWork) after new acknowledgements, \(acknowledged) batches in the end, up to \(flushesSeen) segments (seed \(seed))")
+        #expect(acknowledged > cycles)  // the children did real work
+    }
+}

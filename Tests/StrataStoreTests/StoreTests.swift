@@ -1,0 +1,415 @@
+import Foundation
+import Testing
+
+@testable import StrataStore
+
+@Suite struct StoreBasicsTests {
+    @Test func putGetDeleteAndReopen() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions(sync: .always))
+            try store.put("a", "1")
+            try store.put("b", "2")
+            try store.put("a", "3")
+            try store.delete("b")
+            #expect(try store.string("a") == "3")
+            #expect(try store.string("b") == nil)
+            #expect(try store.string("zzz") == nil)
+            #expect(store.sequence == 4)
+            try store.close()
+        }
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try store.string("a") == "3")
+        #expect(try store.string("b") == nil)
+        #expect(store.sequence == 4)
+        #expect(store.recoveryReport.batchesReplayed == 4)
+        try store.put("c", "5")
+        #expect(store.sequence == 5)
+    }
+
+    @Test func laterOperationsInABatchWin() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        var batch = WriteBatch()
+        batch.put(bytes("k"), bytes("first"))
+        batch.put(bytes("k"), bytes("second"))
+        batch.put(bytes("gone"), bytes("x"))
+        batch.delete(bytes("gone"))
+        try store.write(batch)
+        #expect(try store.string("k") == "second")
+        #expect(try store.string("gone") == nil)
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try reopened.string("k") == "second")
+        #expect(try reopened.string("gone") == nil)
+    }
+
+    @Test func scansAreOrderedAndRespectPrefixAndRange() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        var batch = WriteBatch()
+        for name in ["recipe/3", "recipe/1", "ingredient/9", "recipe/2", "recipe0", "recipf"] {
+            batch.put(bytes(name), bytes(name.uppercased()))
+        }
+        batch.put([0x72, 0xFF], [1])  // "r\xFF", after every "recipe…" key
+        try store.write(batch)
+        let recipes = try store.scan(prefix: bytes("recipe/"))
+        #expect(recipes.map { string($0.key)! } == ["recipe/1", "recipe/2", "recipe/3"])
+        #expect(recipes.map { string($0.value)! } == ["RECIPE/1", "RECIPE/2", "RECIPE/3"])
+        #expect(try store.scan(prefix: bytes("recipe/"), limit: 2).count == 2)
+        let view = store.readView()
+        #expect(view.keys(prefix: bytes("recipe")).map { string($0)! } == ["recipe/1", "recipe/2", "recipe/3", "recipe0"])
+        #expect(view.count(prefix: bytes("recipe/")) == 3)
+        #expect(view.count(prefix: [0x72, 0xFF]) == 1)
+        let range = try view.scan(from: bytes("ingredient/"), to: bytes("recipe/2"))
+        #expect(range.map { string($0.key)! } == ["ingredient/9", "recipe/1"])
+        #expect(try store.get([bytes("recipe/1"), bytes("nope"), bytes("recipf")]).map(string) == ["RECIPE/1", nil, "RECIPF"])
+    }
+
+    @Test func misuseGetsTypedErrors() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        var empty = WriteBatch()
+        empty.put([UInt8](), bytes("v"))
+        #expect { try store.write(empty) } throws: { ($0 as? StoreError)?.code == .invalidArgument }
+        var huge = WriteBatch()
+        huge.put(Array(repeating: 1, count: StrataStore.maximumKeySize + 1), [1])
+        #expect { try store.write(huge) } throws: { ($0 as? StoreError)?.code == .invalidArgument }
+        #expect(try store.write(WriteBatch()) == 0)  // an empty batch writes nothing
+        try store.close()
+        try store.close()  // harmless twice
+        #expect { try store.put("a", "b") } throws: { ($0 as? StoreError)?.code == .closed }
+        #expect { try store.get(bytes("a")) } throws: { ($0 as? StoreError)?.code == .closed }
+    }
+
+    @Test func largeValuesAndKeysRoundTripThroughSegments() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        let bigValue = (0..<300_000).map { UInt8($0 % 253) }
+        let bigKey = Array(repeating: UInt8(0x41), count: StrataStore.maximumKeySize)
+        var batch = WriteBatch()
+        batch.put(bytes("big"), bigValue)
+        batch.put(bigKey, bytes("long key"))
+        batch.put(bytes("empty-value"), [UInt8]())
+        try store.write(batch)
+        try store.flush()
+        #expect(store.statistics.segments == 1)
+        #expect(try store.get(bytes("big")) == bigValue)
+        #expect(try store.get(bigKey) == bytes("long key"))
+        #expect(try store.get(bytes("empty-value")) == [])
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try reopened.get(bytes("big")) == bigValue)
+        #expect(try reopened.get(bytes("empty-value")) == [])
+    }
+}
+
+@Suite struct StoreOpenErrorTests {
+    @Test func aMissingStoreWithoutCreateIsNotFound() {
+        let dir = ScratchDirectory()
+        var options = StoreOptions()
+        options.createIfMissing = false
+        #expect { try StrataStore(directory: dir.store, options: options) } throws: { ($0 as? StoreError)?.code == .notFound }
+    }
+
+    @Test func aForeignDirectoryOrFileIsNotAStore() throws {
+        let dir = ScratchDirectory()
+        try FileManager.default.createDirectory(atPath: dir.store, withIntermediateDirectories: true)
+        writeFileBytes(dir.store + "/photo.jpg", [1, 2, 3])
+        #expect { try StrataStore(directory: dir.store) } throws: { ($0 as? StoreError)?.code == .notAStore }
+        #expect(FileManager.default.fileExists(atPath: dir.store + "/photo.jpg"))  // nothing touched
+        writeFileBytes(dir.path + "/plain-file", [1])
+        #expect { try StrataStore(directory: dir.path + "/plain-file") } throws: { ($0 as? StoreError)?.code == .notAStore }
+        // A MANIFEST that is not one.
+        let other = dir.path + "/other"
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        writeFileBytes(other + "/MANIFEST", Array("# some other program's manifest\n".utf8))
+        #expect { try StrataStore(directory: other) } throws: { ($0 as? StoreError)?.code == .notAStore }
+    }
+
+    @Test func aSecondOpenIsLockedUntilTheFirstCloses() throws {
+        let dir = ScratchDirectory()
+        let first = try StrataStore(directory: dir.store, options: smallOptions())
+        do {
+            _ = try StrataStore(directory: dir.store, options: smallOptions())
+            Issue.record("a second open succeeded")
+        } catch let error as StoreError {
+            #expect(error.code == .locked)
+            #expect(error.path == dir.store + "/LOCK")
+        }
+        try first.put("k", "v")
+        try first.close()
+        let second = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try second.string("k") == "v")
+    }
+
+    @Test func filesAndDirectoryArePrivate() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        try store.put("k", "v")
+        try store.flush()
+        func mode(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int) ?? -1 }
+        #expect(mode(dir.store) == 0o700)
+        for name in dir.files() { #expect(mode(dir.store + "/" + name) == 0o600, "\(name)") }
+    }
+
+    @Test func readOnlyOpenWritesNothing() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            try store.put("k", "v")
+            try store.close()
+        }
+        let before = dir.files()
+        var options = smallOptions()
+        options.readOnly = true
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(try store.string("k") == "v")
+        #expect { try store.put("x", "y") } throws: { ($0 as? StoreError)?.code == .readOnly }
+        try store.close()
+        #expect(dir.files() == before)
+    }
+}
+
+@Suite struct StoreRecoveryTests {
+    /// The path of the only log file in a store directory.
+    static func logPath(_ dir: ScratchDirectory) -> String {
+        dir.store + "/" + dir.files().last { $0.hasSuffix(".wal") }!
+    }
+
+    @Test func aTornLastWriteIsCutAndTheRestKept() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            for i in 0..<10 { try store.put("k\(i)", "v\(i)") }
+            try store.close()
+        }
+        let path = Self.logPath(dir)
+        let full = readFileBytes(path)
+        writeFileBytes(path, Array(full.dropLast(5)))  // tear the last frame
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(store.recoveryReport.tornBytesDiscarded > 0)
+        #expect(store.sequence == 9)
+        #expect(try store.string("k8") == "v8")
+        #expect(try store.string("k9") == nil)
+        try store.put("k9", "again")
+        try store.close()
+        // The tail was cut before appending: the next open sees no damage.
+        let again = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(again.recoveryReport.tornBytesDiscarded == 0)
+        #expect(try again.string("k9") == "again")
+    }
+
+    @Test func corruptionInTheMiddleFailsTheOpenUnlessSalvaging() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            for i in 0..<10 { try store.put("k\(i)", String(repeating: "v", count: 50)) }
+            try store.close()
+        }
+        let path = Self.logPath(dir)
+        var file = readFileBytes(path)
+        let middle = file.count / 2
+        file[middle] ^= 0x20
+        writeFileBytes(path, file)
+        do {
+            _ = try StrataStore(directory: dir.store, options: smallOptions())
+            Issue.record("a corrupt log opened")
+        } catch let error as StoreError {
+            #expect(error.code == .corruption)
+            #expect(error.path == path)
+            #expect(error.offset != nil && error.offset! <= UInt64(middle))
+        }
+        #expect(readFileBytes(path) == file)  // the failed open changed nothing
+        var salvage = smallOptions()
+        salvage.recovery = .salvage
+        let store = try StrataStore(directory: dir.store, options: salvage)
+        #expect(store.recoveryReport.salvagedCorruption != nil)
+        #expect(try store.string("k0") != nil)
+        #expect(try store.string("k9") == nil)
+        #expect(store.sequence < 10)
+    }
+
+    @Test func orphansOfAnInterruptedFlushAreRemoved() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            try store.put("k", "v")
+            try store.close()
+        }
+        writeFileBytes(dir.store + "/000999.seg", [1, 2, 3])
+        writeFileBytes(dir.store + "/MANIFEST.tmp", [1, 2, 3])
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(Set(store.recoveryReport.orphanFilesRemoved) == ["000999.seg", "MANIFEST.tmp"])
+        #expect(!dir.files().contains("000999.seg"))
+        #expect(try store.string("k") == "v")
+    }
+
+    @Test func aMissingSegmentIsCorruption() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            try store.put("k", "v")
+            try store.flush()
+            try store.close()
+        }
+        let segment = dir.files().first { $0.hasSuffix(".seg") }!
+        try FileManager.default.removeItem(atPath: dir.store + "/" + segment)
+        #expect { try StrataStore(directory: dir.store, options: smallOptions()) } throws: {
+            ($0 as? StoreError)?.code == .corruption && ($0 as? StoreError)?.message.contains(segment) == true
+        }
+    }
+}
+
+@Suite struct FlushAndCompactionTests {
+    @Test func flushesAtTheLogLimitAndReadsFromSegments() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        for i in 0..<3000 { try store.put(String(format: "key%05d", i), String(repeating: "x", count: 40) + "\(i)") }
+        try store.flush()
+        let stats = store.statistics
+        #expect(stats.flushes >= 2)
+        #expect(stats.segments >= 2)
+        #expect(stats.keys == 3000)
+        for i in stride(from: 0, to: 3000, by: 37) {
+            #expect(try store.string(String(format: "key%05d", i)) == String(repeating: "x", count: 40) + "\(i)")
+        }
+        // Only the live log remains.
+        #expect(dir.files().filter { $0.hasSuffix(".wal") }.count == 1)
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(reopened.statistics.keys == 3000)
+        #expect(reopened.recoveryReport.batchesReplayed == 0)
+    }
+
+    @Test func compactionDropsDeadRecordsAndTombstonesWithoutResurrection() throws {
+        let dir = ScratchDirectory()
+        var options = smallOptions()
+        options.automaticCompaction = false
+        let store = try StrataStore(directory: dir.store, options: options)
+        for round in 0..<3 {
+            for i in 0..<1000 { try store.put("k\(i)", "round\(round)-\(i)") }
+            try store.flush()
+        }
+        for i in stride(from: 0, to: 1000, by: 2) { try store.delete("k\(i)") }
+        try store.flush()
+        let before = store.statistics
+        #expect(before.deadRecords >= 2000)
+        try store.compact()
+        let after = store.statistics
+        #expect(after.segmentRecords == 500)  // the live odd keys, no tombstones left
+        #expect(after.deadRecords == 0)
+        #expect(after.segmentBytes < before.segmentBytes / 3)
+        #expect(try store.string("k0") == nil)
+        #expect(try store.string("k1") == "round2-1")
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: options)
+        #expect(reopened.statistics.keys == 500)
+        #expect(try reopened.string("k998") == nil)
+        #expect(try reopened.string("k999") == "round2-999")
+    }
+
+    @Test func partialCompactionKeepsTombstonesThatOlderSegmentsNeed() throws {
+        let dir = ScratchDirectory()
+        var options = smallOptions()
+        options.automaticCompaction = false
+        let store = try StrataStore(directory: dir.store, options: options)
+        try store.put("victim", "old")
+        try store.flush()  // segment A: victim=old
+        try store.delete("victim")
+        try store.put("other", "x")
+        try store.flush()  // segment B: tombstone(victim), other
+        let segments = store.manifestLock.withLock { store.manifest.segments.map(\.fileNumber) }
+        #expect(segments.count == 2)
+        try store.compactionQueue.sync { try store.runCompaction(inputs: [segments[1]]) }  // B alone
+        #expect(try store.string("victim") == nil)
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: options)
+        #expect(try reopened.string("victim") == nil)  // not resurrected from segment A
+        #expect(try reopened.string("other") == "x")
+    }
+
+    @Test func readViewsArePinnedWhileWritesFlushesAndCompactionsGoOn() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        for i in 0..<500 { try store.put("k\(i)", "v0") }
+        let view = store.readView()
+        for i in 0..<500 { try store.put("k\(i)", "v1") }
+        for i in 0..<100 { try store.delete("k\(i)") }
+        try store.flush()
+        try store.compact()
+        #expect(view.count == 500)
+        #expect(try view.get(bytes("k7")) == bytes("v0"))
+        #expect(try view.scan(prefix: bytes("k")).allSatisfy { $0.value == bytes("v0") })
+        #expect(try store.string("k7") == nil)
+        #expect(try store.string("k300") == "v1")
+    }
+
+    @Test func automaticCompactionRunsWhenSegmentsAreMostlyDead() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        for round in 0..<6 {
+            for i in 0..<800 { try store.put("k\(i)", "round\(round)") }
+            try store.flush()
+        }
+        store.backgroundWork.wait()
+        let stats = store.statistics
+        #expect(stats.compactions >= 1)
+        #expect(try store.string("k5") == "round5")
+        #expect(stats.keys == 800)
+    }
+}
+
+@Suite struct GroupCommitTests {
+    @Test func concurrentWritersShareFsyncsAndAllLand() throws {
+        let dir = ScratchDirectory()
+        // A slow fsync makes sure writers arrive while one is in flight.
+        var options = smallOptions(sync: .grouped)
+        options.fileSystem = SlowSyncFileSystem(delay: 0.005)
+        let store = try StrataStore(directory: dir.store, options: options)
+        let writers = 8, perWriter = 40
+        onThreads(writers) { w in
+            for i in 0..<perWriter { try! store.put("w\(w)-\(i)", "v") }
+        }
+        let stats = store.statistics
+        #expect(stats.batchesWritten == writers * perWriter)
+        #expect(stats.logSyncs < stats.batchesWritten / 2, "group commit shared too few fsyncs: \(stats.logSyncs) for \(stats.batchesWritten) batches")
+        #expect(stats.keys == writers * perWriter)
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(reopened.statistics.keys == writers * perWriter)
+        #expect(reopened.sequence == UInt64(writers * perWriter))
+    }
+
+    @Test func alwaysModeSyncsEveryBatch() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions(sync: .always))
+        onThreads(4) { w in
+            for i in 0..<10 { try! store.put("w\(w)-\(i)", "v") }
+        }
+        #expect(store.statistics.logSyncs == 40)
+    }
+}
+
+/// POSIX, with every fsync taking at least `delay` seconds.
+struct SlowSyncFileSystem: FileSystem {
+    let base = POSIXFileSystem()
+    let delay: Double
+    func open(_ path: String, _ mode: FileOpenMode) throws(SystemCallError) -> FileDescriptor { try base.open(path, mode) }
+    func close(_ fd: FileDescriptor) throws(SystemCallError) { try base.close(fd) }
+    func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int { try base.read(fd, into: buffer, at: offset) }
+    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int { try base.write(fd, bytes, at: offset) }
+    func sync(_ fd: FileDescriptor) throws(SystemCallError) {
+        Thread.sleep(forTimeInterval: delay)
+        try base.sync(fd)
+    }
+    func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) { try base.truncate(fd, to: size) }
+    func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 { try base.size(fd) }
+    func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) { try base.lockExclusive(fd) }
+    func rename(_ source: String, to destination: String) throws(SystemCallError) { try base.rename(source, to: destination) }
+    func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
+    func makeDirectory(_ path: String) throws(SystemCallError) { try base.makeDirectory(path) }
+    func listDirectory(_ path: String) throws(SystemCallError) -> [String] { try base.listDirectory(path) }
+    func syncDirectory(_ path: String) throws(SystemCallError) { try base.syncDirectory(path) }
+    func status(_ path: String) throws(SystemCallError) -> FileStatus? { try base.status(path) }
+}
