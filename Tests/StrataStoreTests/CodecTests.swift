@@ -213,11 +213,15 @@ import Testing
         #expect(!opened.rebuiltByScan)
         #expect(opened.keys.entries.count == 2000)
         #expect(opened.reader.blocks.count > 40)  // 4 KiB blocks of ~110-byte records
-        let e = opened.keys.entries[1234]
-        let block = try opened.reader.readBlock(e.block)
-        let value = bytes("k001234").withUnsafeBytes { k in block.find(k) { Array($0.value) } }
-        #expect(value == Array(repeating: UInt8(1234 % 251), count: 100))
-        #expect(bytes("k001234x").withUnsafeBytes { k in block.find(k) { _ in true } } == nil)
+        // The footer's locations lead straight to each record.
+        for i in [0, 1, 1234, 1999] {
+            let e = opened.keys.entries[i]
+            let block = try opened.reader.readBlock(e.location.block)
+            let (key, value, kind) = block.withRecord(Int(e.location.slot)) { (Array($0.key), Array($0.value), $0.kind) }
+            #expect(key == bytes(String(format: "k%06d", i)))
+            #expect(kind == (i % 7 == 0 ? .delete : .put))
+            if kind == .put { #expect(value == Array(repeating: UInt8(i % 251), count: 100)) }
+        }
     }
 
     @Test func aDamagedFooterFallsBackToScanningTheBlocks() throws {

@@ -60,28 +60,6 @@ package final class DecodedBlock: Sendable {
         }
     }
 
-    /// Binary-searches for `key`; calls `body` with its record if present.
-    @inline(__always)
-    package func find<T>(_ key: UnsafeRawBufferPointer, _ body: (Record) throws -> T) rethrows -> T? {
-        try bytes.withUnsafeBytes { raw -> T? in
-            let records = UnsafeRawBufferPointer(rebasing: raw[0..<table])
-            var low = 0
-            var high = count
-            while low < high {
-                let mid = (low + high) >> 1
-                let offset = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: table + 4 * mid, as: UInt32.self)))
-                var reader = ByteReader(records, offset: offset)
-                let keyLength = reader.readLength(limit: reader.remaining)!
-                let c = compareBytes(reader.readBytes(keyLength)!, key)
-                if c < 0 { low = mid + 1 } else if c > 0 { high = mid } else {
-                    reader = ByteReader(records, offset: offset)
-                    return try body(Self.decode(&reader)!)
-                }
-            }
-            return nil
-        }
-    }
-
     /// Bytes this block holds in memory (for the cache's budget).
     package var memoryCost: Int { bytes.capacity + 64 }
 }

@@ -36,7 +36,8 @@ package final class SegmentReader: @unchecked Sendable {
             package var keyStart: UInt32
             package var keyLength: UInt32
             package var sequence: UInt64
-            package var block: UInt32
+            /// Where the record is (block and slot).
+            package var location: RecordLocation
             package var kind: OperationKind
         }
     }
@@ -145,7 +146,8 @@ package final class SegmentReader: @unchecked Sendable {
             keys.entries.reserveCapacity(Int(total))
             var previous: UnsafeRawBufferPointer? = nil
             for (index, block) in blocks.enumerated() {
-                for _ in 0..<block.recordCount {
+                guard block.recordCount <= UInt32(RecordLocation.maximumSlots) else { return nil }
+                for slot in 0..<block.recordCount {
                     guard let keyLength = r.readLength(limit: r.remaining), keyLength > 0 else { return nil }
                     let keyStart = r.offset
                     guard let key = r.readBytes(keyLength), let sequence = r.readVarint(),
@@ -153,7 +155,7 @@ package final class SegmentReader: @unchecked Sendable {
                     else { return nil }
                     if let previous, compareBytes(previous, key) >= 0 { return nil }
                     previous = key
-                    keys.entries.append(.init(keyStart: UInt32(keyStart), keyLength: UInt32(keyLength), sequence: sequence, block: UInt32(index), kind: kind))
+                    keys.entries.append(.init(keyStart: UInt32(keyStart), keyLength: UInt32(keyLength), sequence: sequence, location: RecordLocation(block: UInt32(index), slot: slot), kind: kind))
                 }
             }
             guard r.isAtEnd else { return nil }
@@ -203,12 +205,15 @@ package final class SegmentReader: @unchecked Sendable {
                     throw StoreError(.corruption, "segment block at offset \(offset): \(problem)", path: path, offset: UInt64(offset))
                 }
                 let index = UInt32(blocks.count)
+                guard block.count <= RecordLocation.maximumSlots else {
+                    throw StoreError(.corruption, "segment block at offset \(offset) holds more records than a block may", path: path, offset: UInt64(offset))
+                }
                 for i in 0..<block.count {
                     let ok = block.withRecord(i) { record -> Bool in
                         if let previousKey, previousKey.withUnsafeBytes({ compareBytes($0, record.key) }) >= 0 { return false }
                         previousKey = Array(record.key)
                         keys.entries.append(.init(keyStart: UInt32(keys.bytes.count), keyLength: UInt32(record.key.count),
-                                                  sequence: record.sequence, block: index, kind: record.kind))
+                                                  sequence: record.sequence, location: RecordLocation(block: index, slot: UInt32(i)), kind: record.kind))
                         keys.bytes.append(contentsOf: record.key)
                         minimum = min(minimum, record.sequence)
                         maximum = max(maximum, record.sequence)

@@ -34,13 +34,18 @@ package final class SegmentWriter {
         if !closed { try? fileSystem.close(fd) }
     }
 
-    /// The index of the block the next record will land in, given its sizes.
+    /// Adds a record; returns where it lands (its block and slot, packed).
     /// Cuts the current block first when the record would overflow it.
-    package func add(key: UnsafeRawBufferPointer, sequence: UInt64, kind: OperationKind, value: UnsafeRawBufferPointer) throws(SystemCallError) -> UInt32 {
+    package func add(key: UnsafeRawBufferPointer, sequence: UInt64, kind: OperationKind, value: UnsafeRawBufferPointer) throws(SystemCallError) -> RecordLocation {
         if !builder.isEmpty,
-           builder.size + BlockBuilder.recordSize(key: key.count, value: value.count, sequence: sequence) > blockSize {
+           builder.size + BlockBuilder.recordSize(key: key.count, value: value.count, sequence: sequence) > blockSize
+            || builder.count == RecordLocation.maximumSlots {
             try cutBlock()
         }
+        guard blocks.count < RecordLocation.maximumBlocks else {
+            throw SystemCallError(call: "segment", errno: 27 /* EFBIG */, path: path)
+        }
+        let location = RecordLocation(block: UInt32(blocks.count), slot: UInt32(builder.count))
         builder.add(key: key, sequence: sequence, kind: kind, value: value)
         footerKeys.appendVarint(UInt64(key.count))
         footerKeys.append(contentsOf: key)
@@ -49,7 +54,7 @@ package final class SegmentWriter {
         recordCount += 1
         minimumSequence = min(minimumSequence, sequence)
         maximumSequence = max(maximumSequence, sequence)
-        return UInt32(blocks.count)
+        return location
     }
 
     package var isEmpty: Bool { recordCount == 0 }

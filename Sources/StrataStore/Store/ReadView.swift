@@ -129,16 +129,19 @@ enum ValueReader {
         case .memtable(let memtable):
             return Array(memtable.record(at: entry.block).value)
         case .segment(let segment):
-            let cacheKey = BlockCache.Key(file: entry.file, block: entry.block)
+            let location = RecordLocation(packed: entry.block)
+            let cacheKey = BlockCache.Key(file: entry.file, block: location.block)
             let block: DecodedBlock
             if let cached = cache.get(cacheKey) {
                 block = cached
             } else {
-                block = try segment.readBlock(entry.block)
+                block = try segment.readBlock(location.block)
                 cache.insert(cacheKey, block)
             }
-            guard let value = block.find(key, { Array($0.value) }) else {
-                throw StoreError(.corruption, "the index points at block \(entry.block), which does not hold the key", path: segment.path)
+            guard Int(location.slot) < block.count,
+                  let value = block.withRecord(Int(location.slot), { compareBytes($0.key, key) == 0 ? Array($0.value) : nil })
+            else {
+                throw StoreError(.corruption, "the index points at block \(location.block) slot \(location.slot), which does not hold the key", path: segment.path)
             }
             return value
         case nil:

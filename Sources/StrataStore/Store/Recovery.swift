@@ -254,50 +254,65 @@ enum Recovery {
     /// wins; a winning tombstone leaves the key out; losers count as dead.
     static func mergeSegmentKeys(_ segments: [SegmentReader.Opened]) -> KeyIndex {
         var builder = KeyIndex.Builder()
-        var cursors = segments.map { (position: 0, opened: $0) }
-        // Stable copies of the key bytes, so comparisons can hold pointers into them.
-        let keyBytes: [UnsafeMutableRawBufferPointer] = segments.map { segment in
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(segment.keys.bytes.count, 1), alignment: 8)
-            segment.keys.bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        // Flat, pointer-based views of each segment's keys, so the loop copies
+        // no arrays (and retains nothing) per key.
+        let tables = segments.map(\.keys)
+        let readers = segments.map(\.reader)
+        let keyBytes: [UnsafeMutableRawBufferPointer] = tables.map { table in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(table.bytes.count, 1), alignment: 8)
+            table.bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
             return buffer
         }
         defer { keyBytes.forEach { $0.deallocate() } }
-        @inline(__always) func keyAt(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
+        let entries: [UnsafeMutableBufferPointer<SegmentReader.KeyTable.Entry>] = tables.map { table in
+            let buffer = UnsafeMutableBufferPointer<SegmentReader.KeyTable.Entry>.allocate(capacity: max(table.entries.count, 1))
+            _ = buffer.initialize(from: table.entries)
+            return buffer
+        }
+        defer { entries.forEach { $0.deallocate() } }
+        let counts = tables.map(\.entries.count)
+        let files = readers.map(\.fileNumber)
+        var deadCounts = Array(repeating: 0, count: segments.count)
+        var positions = Array(repeating: 0, count: segments.count)
+
+        @inline(__always) func key(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
             UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])
         }
-        // A binary heap of cursor indices ordered by (key, then higher sequence first).
-        func key(_ c: Int) -> (UnsafeRawBufferPointer, UInt64) {
-            let e = cursors[c].opened.keys.entries[cursors[c].position]
-            return (keyAt(c, e), e.sequence)
-        }
-        func less(_ a: Int, _ b: Int) -> Bool {
-            let (ka, sa) = key(a)
-            let (kb, sb) = key(b)
-            let c = compareBytes(ka, kb)
-            return c < 0 || (c == 0 && sa > sb)
-        }
-        var heap = MergeHeap(cursors.indices.filter { !cursors[$0].opened.keys.entries.isEmpty }, by: less)
-        var lastKey: [UInt8] = []
-        var haveLast = false
-        while let top = heap.top {
-            let c = cursors[top]
-            let e = c.opened.keys.entries[c.position]
-            do {
-                let k = keyAt(top, e)
-                if haveLast && lastKey.withUnsafeBytes({ compareBytes($0, k) }) == 0 {
-                    c.opened.reader.deadRecords += 1  // an older version of the key just handled
-                } else {
-                    lastKey.removeAll(keepingCapacity: true)
-                    lastKey.append(contentsOf: k)
-                    haveLast = true
-                    if e.kind == .put {
-                        builder.append(k, IndexEntry(sequence: e.sequence, file: c.opened.reader.fileNumber, block: e.block))
-                    }
-                }
+        @inline(__always) func add(_ c: Int, _ e: SegmentReader.KeyTable.Entry, _ k: UnsafeRawBufferPointer) {
+            if e.kind == .put {
+                builder.append(k, IndexEntry(sequence: e.sequence, file: files[c], block: e.location.packed))
             }
-            cursors[top].position += 1
-            if cursors[top].position == c.opened.keys.entries.count { heap.removeTop() } else { heap.topChanged() }
         }
+
+        if segments.count == 1 {
+            // One sorted run: every record is the only version of its key.
+            for i in 0..<counts[0] {
+                let e = entries[0][i]
+                add(0, e, key(0, e))
+            }
+        } else {
+            // A k-way merge; among equal keys the highest sequence comes first.
+            let heapLess: (Int, Int) -> Bool = { a, b in
+                let ea = entries[a][positions[a]], eb = entries[b][positions[b]]
+                let c = compareBytes(key(a, ea), key(b, eb))
+                return c < 0 || (c == 0 && ea.sequence > eb.sequence)
+            }
+            var heap = MergeHeap(segments.indices.filter { counts[$0] > 0 }, by: heapLess)
+            var previous: UnsafeRawBufferPointer? = nil
+            while let top = heap.top {
+                let e = entries[top][positions[top]]
+                let k = key(top, e)
+                if let previous, compareBytes(previous, k) == 0 {
+                    deadCounts[top] += 1  // an older version of the key just handled
+                } else {
+                    previous = k
+                    add(top, e, k)
+                }
+                positions[top] += 1
+                if positions[top] == counts[top] { heap.removeTop() } else { heap.topChanged() }
+            }
+        }
+        for (reader, dead) in zip(readers, deadCounts) { reader.deadRecords += dead }
         return builder.build()
     }
 

@@ -40,16 +40,21 @@ public struct StoreOptions: Sendable {
     public var readOnly = false
     /// What to do with a damaged log. Default `.pointInTime`.
     public var recovery: RecoveryMode = .pointInTime
-    /// The log size past which its records are written out as a segment. Default 64 MiB.
-    public var logSizeLimit = 64 << 20
+    /// The log size past which its records are written out as a segment.
+    /// Default 64 MiB; at most 1 GiB.
+    public var logSizeLimit = 64 << 20 {
+        didSet { logSizeLimit = min(max(logSizeLimit, 4 << 10), 1 << 30) }
+    }
     /// Uncompressed size of a segment block, 4–64 KiB. Default 32 KiB.
     public var blockSize = 32 << 10 {
         didSet { blockSize = min(max(blockSize, 4 << 10), 64 << 10) }
     }
     /// The byte budget of the decompressed-block cache. Default 64 MiB.
     public var blockCacheCapacity = 64 << 20
-    /// The size at which compaction starts a new output segment. Default 256 MiB.
-    public var segmentSizeLimit = 256 << 20
+    /// The size at which compaction starts a new output segment. Default 256 MiB; at most 2 GiB.
+    public var segmentSizeLimit = 256 << 20 {
+        didSet { segmentSizeLimit = min(max(segmentSizeLimit, 64 << 10), 2 << 30) }
+    }
     /// Compact a segment once this fraction of its records is dead. Default 0.5.
     public var compactionDeadRatio = 0.5
     /// Run compaction in the background when segments pass the dead ratio. Default true.

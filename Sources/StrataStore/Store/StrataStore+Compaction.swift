@@ -115,7 +115,7 @@ extension StrataStore {
             while let top = heap.top {
                 if writers.withLock({ closing }) { throw StoreError(.closed, "compaction stopped: the store is closing", path: directory) }
                 let file = cursors[top].reader.fileNumber
-                let blockIndex = cursors[top].blockIndex
+                let here = RecordLocation(block: cursors[top].blockIndex, slot: UInt32(cursors[top].record))
                 try withKey(top) { (r) throws(StoreError) in
                     let duplicate = haveLast && lastKey.withUnsafeBytes { compareBytes($0, r.key) } == 0
                     guard !duplicate else { return }
@@ -125,7 +125,8 @@ extension StrataStore {
                     let current = snapshot.lookup(r.key)
                     let keep: Bool
                     switch r.kind {
-                    case .put: keep = current == IndexEntry(sequence: r.sequence, file: file, block: blockIndex)
+                    case .put:
+                        keep = current == IndexEntry(sequence: r.sequence, file: file, block: here.packed)
                     case .delete: keep = current == nil && oldestOutside < r.sequence
                     }
                     guard keep else { return }
@@ -139,7 +140,7 @@ extension StrataStore {
                     }
                     let out = outputs.count - 1
                     let block: UInt32
-                    do throws(SystemCallError) { block = try outputs[out].add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value) } catch {
+                    do throws(SystemCallError) { block = try outputs[out].add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value).packed } catch {
                         throw StoreError(.ioFailure, "cannot write a compaction output", path: outputs[out].path, errno: error.errno, cause: error)
                     }
                     if r.kind == .put {

@@ -81,8 +81,8 @@ extension StrataStore {
                     }
                     let offset = takePut ? puts[p] : tombstones[t]
                     let r = frozen.record(at: offset)
-                    let block = try writer.add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value)
-                    if takePut { placed.append((offset, block)); p += 1 } else { t += 1 }
+                    let location = try writer.add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value)
+                    if takePut { placed.append((offset, location.packed)); p += 1 } else { t += 1 }
                 }
                 info = try writer.finish()
                 try fileSystem.syncDirectory(directory)
