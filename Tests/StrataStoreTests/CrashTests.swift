@@ -52,6 +52,27 @@ import Testing
         }
     }
 
+    @Test func anotherProcessGetsTheLockedError() throws {
+        guard let child = Self.childPath else {
+            Issue.record("strata-crash-child was not built beside the tests")
+            return
+        }
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: CrashWorkload.options)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: child)
+        process.arguments = [dir.store, "1"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        process.waitUntilExit()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 1)
+        #expect(output.contains("StoreError.locked"), "the child said: \(output)")
+        #expect(!output.contains("ack"))
+        try store.close()
+    }
+
     @Test func acknowledgedBatchesSurviveSIGKILL() throws {
         guard let child = Self.childPath else {
             Issue.record("strata-crash-child was not built beside the tests")

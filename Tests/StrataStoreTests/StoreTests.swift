@@ -413,3 +413,65 @@ struct SlowSyncFileSystem: FileSystem {
     func syncDirectory(_ path: String) throws(SystemCallError) { try base.syncDirectory(path) }
     func status(_ path: String) throws(SystemCallError) -> FileStatus? { try base.status(path) }
 }
+
+/// Regressions for what a review of the concurrency design found.
+@Suite struct ReviewRegressionTests {
+    @Test func flushAndCompactAfterCloseAreRefusedAndLoseNothing() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        for i in 0..<100 { try store.put("k\(i)", "v\(i)") }
+        try store.close()
+        #expect { try store.flush() } throws: { ($0 as? StoreError)?.code == .closed }
+        #expect { try store.compact() } throws: { ($0 as? StoreError)?.code == .closed }
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(reopened.statistics.keys == 100)
+    }
+
+    @Test func aReadOnlyOpenOfALogPastTheLimitNeitherTrapsNorWrites() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            var batch = WriteBatch()
+            for i in 0..<800 { batch.put(bytes("k\(i)"), Array(repeating: 7, count: 100)) }  // ~90 KiB > the 64 KiB limit
+            try store.write(batch)
+            try store.close()  // the group that crossed the limit has not rotated yet
+        }
+        let before = dir.files()
+        var options = smallOptions()
+        options.readOnly = true
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(store.statistics.keys == 800)
+        try store.close()
+        #expect(dir.files() == before)
+    }
+
+    @Test func rotationSyncsTheOldLogEvenWithoutSyncMode() throws {
+        let dir = ScratchDirectory()
+        let fs = FaultInjectingFileSystem()
+        var options = smallOptions(sync: .none)
+        options.fileSystem = fs
+        let store = try StrataStore(directory: dir.store, options: options)
+        let firstLog = dir.files().first { $0.hasSuffix(".wal") }!
+        try store.put("k", "v")
+        #expect(fs.callCount(.sync, pathContains: firstLog) == 0)
+        try store.flush()
+        #expect(fs.callCount(.sync, pathContains: firstLog) == 1)
+        try store.close()
+    }
+
+    @Test func aSmallKeyDeleteHeavyLogReplaysIntoAMemtableBigEnough() throws {
+        // Each delete of a 1-byte key logs 3 bytes but takes 12 in the memtable.
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            var batch = WriteBatch()
+            for i in 0..<200_000 { batch.delete([UInt8(truncatingIfNeeded: i | 1)]) }
+            try store.write(batch)
+            try store.put("after", "x")
+            try store.close()
+        }
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try store.string("after") == "x")
+        #expect(store.recoveryReport.batchesReplayed >= 1)
+    }
+}

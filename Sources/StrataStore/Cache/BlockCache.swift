@@ -26,6 +26,9 @@ package final class BlockCache: @unchecked Sendable {
     private var free: [Int] = []
     private var hand = 0
     private var used = 0
+    /// Files whose blocks were dropped for good (deleted by compaction); a
+    /// reader still holding one must not bring its blocks back. Guarded by `lock`.
+    private var retired: Set<UInt32> = []
     private var hits = 0
     private var misses = 0
 
@@ -47,7 +50,7 @@ package final class BlockCache: @unchecked Sendable {
         let cost = block.memoryCost
         guard cost <= capacity else { return }
         lock.withLock {
-            if positions[key] != nil { return }
+            if positions[key] != nil || retired.contains(key.file) { return }
             while used + cost > capacity, evictOne() {}
             let slot = Slot(key: key, block: block, referenced: false)
             if let i = free.popLast() {
@@ -61,9 +64,10 @@ package final class BlockCache: @unchecked Sendable {
         }
     }
 
-    /// Drops every block of a file (after compaction deleted it).
+    /// Drops every block of a file for good (after compaction deleted it).
     package func removeFile(_ file: UInt32) {
         lock.withLock {
+            retired.insert(file)
             for (i, slot) in slots.enumerated() where slot.block != nil && slot.key.file == file {
                 remove(at: i)
             }

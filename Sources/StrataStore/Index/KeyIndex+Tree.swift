@@ -27,7 +27,11 @@ extension KeyIndex {
         _ node: inout Node, _ key: UnsafeRawPointer, _ keyCount: Int, _ entry: IndexEntry, rightEdge: Bool
     ) -> (old: IndexEntry?, split: Split?) {
         if NodeView(node).isLeaf {
-            let (j, found) = NodeView(node).lowerBound(key, keyCount)
+            let leaf = NodeView(node)
+            // Appends (keys past the last) are common: check for one first.
+            let (j, found) = rightEdge && leaf.count > 0 && leaf.compareKey(leaf.count - 1, key, keyCount) < 0
+                ? (leaf.count, false)
+                : leaf.lowerBound(key, keyCount)
             if found {
                 makeWritable(&node, keys: 0, bytes: 0)
                 let view = NodeView(node)
@@ -45,7 +49,11 @@ extension KeyIndex {
 
         makeWritable(&node, keys: 0, bytes: 0)
         var view = NodeView(node)
-        let i = view.childIndex(key, keyCount)
+        let last = view.count - 1
+        let i = rightEdge && last > 0 && view.compareKey(last, key, keyCount) <= 0
+            ? last
+            : view.childIndex(key, keyCount)
+        touch(view.childPointer(i), view.childSize(i))
         var child = view.takeChild(i)
         let result = insert(&child, key, keyCount, entry, rightEdge: rightEdge && i == view.count - 1)
         view.putChild(i, child)
@@ -88,6 +96,7 @@ extension KeyIndex {
             return old
         }
         let i = view.childIndex(key, keyCount)
+        touch(view.childPointer(i), view.childSize(i))
         var child = view.takeChild(i)
         let old = remove(&child, key, keyCount)
         view.putChild(i, child)

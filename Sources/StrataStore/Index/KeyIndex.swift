@@ -361,7 +361,7 @@ package struct KeyIndex: Sendable {
     }
 }
 
-// MARK: - Key comparison and array helpers
+// MARK: - Key comparison
 
 extension KeyIndex {
     /// Unsigned lexicographic order: negative, zero or positive. Compares
@@ -408,26 +408,5 @@ extension KeyIndex {
         while p < n, left[p] == right[p] { p += 1 }
         precondition(p < right.count, "KeyIndex: separator of keys out of order")
         return Array(UnsafeRawBufferPointer(rebasing: right[0...p]))
-    }
-
-    /// A copy whose capacity is exactly its count.
-    static func exactArrayCopy<T>(_ source: [T]) -> [T] {
-        var copy: [T] = []
-        copy.reserveCapacity(source.count)
-        copy.append(contentsOf: source)
-        return copy
-    }
-
-    /// A copy with room for at least `capacity` elements.
-    static func arrayCopy<T>(_ source: some Collection<T>, capacity: Int) -> [T] {
-        var copy: [T] = []
-        copy.reserveCapacity(max(capacity, source.count))
-        copy.append(contentsOf: source)
-        return copy
-    }
-
-    /// Heap bytes of an array's buffer: its 32-byte header and allocated capacity.
-    static func heapBytes<T>(_ array: [T]) -> Int {
-        array.capacity == 0 ? 0 : 32 + array.capacity * MemoryLayout<T>.stride
     }
 }

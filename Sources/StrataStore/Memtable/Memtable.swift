@@ -50,6 +50,12 @@ package final class Memtable: @unchecked Sendable {
               let p = mmap(nil, capacity, PROT_READ | PROT_WRITE, flags, -1, 0),
               p != MAP_FAILED
         else { return nil }
+        #if os(Linux)
+        // Huge pages where the kernel offers them on request: a 64 MiB memtable
+        // then takes 32 page faults instead of 16,384 (faults on fresh pages
+        // were about a tenth of the write path's time).
+        _ = madvise(p, capacity, Int32(MADV_HUGEPAGE))
+        #endif
         self.base = p
         self.capacity = capacity
         self.number = number
@@ -69,6 +75,9 @@ package final class Memtable: @unchecked Sendable {
     @inline(__always)
     package func append(sequence: UInt64, _ op: BatchOperation) -> UInt32 {
         let offset = used
+        // The callers size memtables for what they append; past the arena is a
+        // programming error, and trapping beats corrupting the heap.
+        precondition(Self.recordSize(keyCount: op.key.count, valueCount: op.value.count) <= capacity - offset, "memtable overflow")
         var p = base + offset
         p.storeBytes(of: sequence.littleEndian, as: UInt64.self)
         p += 8

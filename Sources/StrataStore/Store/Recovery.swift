@@ -140,20 +140,16 @@ enum Recovery {
         var index = mergeSegmentKeys(opened)
         opened.removeAll()
 
-        // 4. Logs.
+        // 4. Logs: read and check them all, then size the memtable for exactly
+        // what they hold (a memtable record can take up to four times its
+        // logged size: a delete of a 1-byte key logs 3 bytes), then replay.
         var lastSequence = manifest.lastSequence
         let liveLogs = logNumbers.filter { $0 >= manifest.logNumber }
         var nextFileNumber = max(manifest.nextFileNumber, highestNumber + 1)
         let memtableNumber = nextFileNumber
         nextFileNumber += 1
-        var logBytes = 0
-        for n in liveLogs {
-            logBytes += Int((try? fs.status(directory + "/" + LogFormat.fileName(n)))??.size ?? 0)
-        }
-        guard let memtable = Memtable(number: memtableNumber, capacity: memtableCapacity(logSizeLimit: options.logSizeLimit, atLeast: logBytes * 2)) else {
-            throw StoreError(.ioFailure, "cannot reserve memory for the memtable", path: directory)
-        }
-        files[memtableNumber] = .memtable(memtable)
+        var loaded: [(bytes: [UInt8], frames: [LogScanner.Frame])] = []
+        var needed = 0
         var stopReplay = false
         for (position, n) in liveLogs.enumerated() {
             let logPath = directory + "/" + LogFormat.fileName(n)
@@ -170,19 +166,6 @@ enum Recovery {
             let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: lastSequence) }
             if let header = scan.header, header.fileNumber != n {
                 throw StoreError(.corruption, "log \(LogFormat.fileName(n)) says it is file \(header.fileNumber)", path: logPath, offset: 16)
-            }
-            report.logsReplayed += 1
-            bytes.withUnsafeBytes { raw in
-                for frame in scan.frames {
-                    let payload = UnsafeRawBufferPointer(rebasing: raw[frame.payload])
-                    BatchDecoder.forEach(payload) { op in
-                        let offset = memtable.append(sequence: frame.sequence, op)
-                        applyToIndex(&index, files: files, key: op.key, kind: op.kind,
-                                     entry: IndexEntry(sequence: frame.sequence, file: memtableNumber, block: offset))
-                    }
-                    lastSequence = frame.sequence
-                    report.batchesReplayed += 1
-                }
             }
             var cut = false
             switch scan.end {
@@ -215,7 +198,28 @@ enum Recovery {
                     } catch { throw io("cannot cut the torn tail off the log", logPath, error) }
                 }
             }
+            for frame in scan.frames { needed += frame.payload.count + 9 * frame.operationCount }
+            lastSequence = scan.frames.last?.sequence ?? lastSequence
+            report.logsReplayed += 1
+            loaded.append((bytes, scan.frames))
         }
+        guard let memtable = Memtable(number: memtableNumber, capacity: memtableCapacity(logSizeLimit: options.logSizeLimit, atLeast: needed)) else {
+            throw StoreError(.ioFailure, "cannot reserve memory for the memtable", path: directory)
+        }
+        files[memtableNumber] = .memtable(memtable)
+        for (bytes, frames) in loaded {
+            bytes.withUnsafeBytes { raw in
+                for frame in frames {
+                    BatchDecoder.forEach(UnsafeRawBufferPointer(rebasing: raw[frame.payload])) { op in
+                        let offset = memtable.append(sequence: frame.sequence, op)
+                        applyToIndex(&index, files: files, key: op.key, kind: op.kind,
+                                     entry: IndexEntry(sequence: frame.sequence, file: memtableNumber, block: offset))
+                    }
+                    report.batchesReplayed += 1
+                }
+            }
+        }
+        loaded.removeAll()
 
         // 5. Orphans and a fresh log.
         var log: LogWriter? = nil

@@ -24,7 +24,12 @@ extension StrataStore {
     public func compact() throws(StoreError) {
         try checkOpen()
         if options.readOnly { throw StoreError(.readOnly, "the store was opened read-only", path: directory) }
-        if let failed = writers.withLock({ failure }) {
+        // Counted as background work, so close() waits for it to finish.
+        backgroundWork.enter()
+        defer { backgroundWork.leave() }
+        let (isClosing, failed) = writers.withLock { (closing, failure) }
+        if isClosing { throw StoreError(.closed, "the store is closed", path: directory) }
+        if let failed {
             throw StoreError(.storeFailed, "the store refuses writes after an earlier failure; reopen it", path: directory, cause: failed)
         }
         var result: Result<Void, StoreError> = .success(())
@@ -180,8 +185,16 @@ extension StrataStore {
             throw StoreError(.ioFailure, "compaction stopped before its manifest switch, the store is unchanged: cannot finish an output", path: directory, errno: error.errno, cause: error)
         }
 
-        try installLock.withLock { () throws(StoreError) in
-            try install(outputs: infos, replacing: inputs, readers: readers, repoint: repoint, keyArena: keyArena)
+        do throws(StoreError) {
+            try installLock.withLock { () throws(StoreError) in
+                try install(outputs: infos, replacing: inputs, readers: readers, repoint: repoint, keyArena: keyArena)
+            }
+        } catch {
+            // The switch failed or came before a failure: memory and disk may
+            // disagree, so the store refuses writes (set outside the locks, as
+            // `writers` is never taken inside another lock).
+            writers.withLock { if failure == nil { failure = error } }
+            throw error
         }
     }
 
@@ -209,11 +222,10 @@ extension StrataStore {
             next.segments.append(contentsOf: infos)
             next.nextFileNumber = state.withLock { nextFileNumber }
             do throws(SystemCallError) { try next.write(fileSystem: fileSystem, directory: directory) } catch {
-                let error = StoreError(.ioFailure, "cannot switch the manifest after a compaction; the store now refuses writes until reopened", path: path(Manifest.fileName), errno: error.errno, cause: error)
-                writers.withLock { if failure == nil { failure = error } }
-                throw error
+                throw StoreError(.ioFailure, "cannot switch the manifest after a compaction; the store now refuses writes until reopened", path: path(Manifest.fileName), errno: error.errno, cause: error)
             }
             manifest = next
+            state.withLock { liveSegments = next.segments }
         }
 
         // Repoint, then retire the inputs. The manifest names the outputs now:
@@ -226,9 +238,7 @@ extension StrataStore {
                 outputReaders.append(reader)
                 state.withLock { files[info.fileNumber] = .segment(reader) }
             } catch {
-                let failed = StoreError(.storeFailed, "cannot open a compaction output after the manifest switch; the store now refuses writes until reopened", path: path(SegmentFormat.fileName(info.fileNumber)), cause: error)
-                writers.withLock { if failure == nil { failure = failed } }
-                throw failed
+                throw StoreError(.storeFailed, "cannot open a compaction output after the manifest switch; the store now refuses writes until reopened", path: path(SegmentFormat.fileName(info.fileNumber)), cause: error)
             }
         }
         var i = 0

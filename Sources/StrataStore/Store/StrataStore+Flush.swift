@@ -112,6 +112,7 @@ extension StrataStore {
                 throw StoreError(.ioFailure, "cannot switch the manifest after a flush; the store now refuses writes until reopened", path: path(Manifest.fileName), errno: error.errno, cause: error)
             }
             manifest = next
+            state.withLock { liveSegments = next.segments }
         }
         if info != nil {
             reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: number).reader

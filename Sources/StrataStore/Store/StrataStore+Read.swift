@@ -45,9 +45,8 @@ extension StrataStore {
     /// Counters and sizes, for monitoring and benchmarks. Walks the index to
     /// measure its memory: O(keys), so not for a hot path.
     public var statistics: StoreStatistics {
-        let (snapshot, files, counters, sequence): (KeyIndex, [UInt32: StoredFile], Counters, UInt64) =
-            state.withLock { (self.index, self.files, self.counters, self.visibleSequence) }
-        let segments = manifestLock.withLock { manifest.segments }
+        let (snapshot, files, counters, sequence, segments): (KeyIndex, [UInt32: StoredFile], Counters, UInt64, [SegmentInfo]) =
+            state.withLock { (self.index, self.files, self.counters, self.visibleSequence, self.liveSegments) }
         var s = StoreStatistics()
         s.sequence = sequence
         s.keys = snapshot.count
@@ -62,7 +61,7 @@ extension StrataStore {
             }
             return dead
         }
-        for file in files.values { if case .memtable(let m) = file { s.memtableBytes += m.used } }
+        s.memtableBytes = counters.memtableBytes
         s.batchesWritten = counters.batches
         s.operationsWritten = counters.operations
         s.logBytesWritten = counters.logBytes

@@ -143,6 +143,7 @@ extension StrataStore {
             s += 1
         }
         state.withLock {
+            counters.memtableBytes = memtable.used
             counters.logBytes += UInt64(frameBuffer.count)
             if options.syncMode != .none { counters.logSyncs += 1 }
         }
@@ -161,6 +162,16 @@ extension StrataStore {
         writers.unlock()
         if let failed { throw StoreError(.storeFailed, "the store refuses writes after an earlier failure; reopen it", path: directory, cause: failed) }
 
+        let oldLog = log!
+        // The old log is complete: make it durable before the new one takes
+        // writes, even under `.none`, so that after a power loss no log with a
+        // torn tail is ever followed by a newer one.
+        do throws(SystemCallError) {
+            try oldLog.sync()
+        } catch {
+            writers.withLock { flushInProgress = false; writers.broadcast() }
+            throw StoreError(.ioFailure, "cannot sync the log before starting a new one", path: oldLog.path, errno: error.errno, cause: error)
+        }
         let number = allocateFileNumber()
         let newLog: LogWriter
         do throws(SystemCallError) {
@@ -174,7 +185,6 @@ extension StrataStore {
             throw StoreError(.ioFailure, "cannot reserve memory for a memtable", path: directory)
         }
         let frozen = memtable!
-        let oldLog = log!
         state.withLock { files[number] = .memtable(newMemtable) }
         log = newLog
         memtable = newMemtable
@@ -210,6 +220,13 @@ extension StrataStore {
         try checkOpen()
         if options.readOnly { throw StoreError(.readOnly, "the store was opened read-only", path: directory) }
         writers.lock()
+        // Checked under `writers`, where close() sets it: once close() began,
+        // the index may already be gone, and a flush of it would retire logs
+        // whose batches no segment holds.
+        if closing {
+            writers.unlock()
+            throw StoreError(.closed, "the store is closed", path: directory)
+        }
         let sentinel = PendingWrite(WriteBatch())
         queue.append(sentinel)
         while queue.first !== sentinel { writers.wait() }

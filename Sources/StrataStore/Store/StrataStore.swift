@@ -59,6 +59,9 @@ public final class StrataStore: @unchecked Sendable {
     var nextFileNumber: UInt32
     /// Counters. Guarded by `state`.
     var counters = Counters()
+    /// The manifest's segments, copied here after each switch so that
+    /// `statistics` never waits behind a manifest write. Guarded by `state`.
+    var liveSegments: [SegmentInfo]
     /// Set by `close()`. Guarded by `state`.
     var isClosed = false
 
@@ -122,6 +125,8 @@ public final class StrataStore: @unchecked Sendable {
         var flushedBytes: UInt64 = 0
         var compactedBytesWritten: UInt64 = 0
         var compactedBytesRemoved: UInt64 = 0
+        /// Bytes in the active memtable, as of the last batch.
+        var memtableBytes = 0
     }
 
     /// Opens the store in `directory`, creating it if `options.createIfMissing`.
@@ -133,7 +138,7 @@ public final class StrataStore: @unchecked Sendable {
     public convenience init(directory: String, options: StoreOptions = StoreOptions()) throws {
         let opened = try Recovery.open(directory: directory, options: options)
         self.init(opened: opened, directory: directory, options: options)
-        if let memtable, memtable.used >= options.logSizeLimit {
+        if !options.readOnly, let memtable, memtable.used >= options.logSizeLimit {
             // The replayed log is already past the limit: flush it now, in the background.
             scheduleRotationAfterOpen()
         }
@@ -152,6 +157,7 @@ public final class StrataStore: @unchecked Sendable {
         self.nextSequence = opened.lastSequence + 1
         self.nextFileNumber = opened.nextFileNumber
         self.manifest = opened.manifest
+        self.liveSegments = opened.manifest.segments
         self.log = opened.log
         self.memtable = opened.memtable
     }

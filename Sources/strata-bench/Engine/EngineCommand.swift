@@ -52,6 +52,57 @@ struct EngineBenchmark {
         var indexBytesPerKeySequential = 0.0
         var indexBytesPerKeyRandom = 0.0
         var segmentBytes: UInt64 = 0
+        var compactionSeconds: [Double] = []
+        var compactionBytesBefore: UInt64 = 0
+        var compactionBytesAfter: UInt64 = 0
+        var longestGetDuringCompaction: [Double] = []  // seconds
+        var longestWriteDuringCompaction: [Double] = []
+    }
+
+    /// Overwrites half the records (so half of the segment space is dead), then
+    /// compacts while one thread reads and another writes, recording the
+    /// longest single get and write: compaction must not stall them.
+    func measureCompaction(_ store: StrataStore, keys: [[UInt8]], into r: inout Results) throws {
+        var batch = WriteBatch()
+        for (i, key) in keys.enumerated() where i % 2 == 0 {
+            batch.put(key, value(i + 1))
+            if batch.count == batchSize { try store.write(batch); batch.removeAll() }
+        }
+        if !batch.isEmpty { try store.write(batch) }
+        try store.flush()
+        r.compactionBytesBefore = store.statistics.segmentBytes
+        let stop = LockedFlag()
+        let longestGet = LockedMaximum(), longestWrite = LockedMaximum()
+        let done = DispatchGroup()
+        done.enter()
+        Thread {
+            var g = SplitMix64(seed: 1)
+            while !stop.isSet {
+                let key = keys[Int.random(in: 0..<keys.count, using: &g)]
+                let t = seconds { _ = try? store.get(key) }
+                longestGet.record(t)
+            }
+            done.leave()
+        }.start()
+        done.enter()
+        Thread { [self] in
+            var n = 0
+            while !stop.isSet {
+                var small = WriteBatch()
+                for j in 0..<100 { small.put(Self.sequentialKey(keys.count + n * 100 + j), value(j)) }
+                let t = seconds { _ = try? store.write(small) }
+                longestWrite.record(t)
+                n += 1
+            }
+            done.leave()
+        }.start()
+        Thread.sleep(forTimeInterval: 0.05)
+        r.compactionSeconds.append(try seconds { try store.compact() })
+        stop.set()
+        done.wait()
+        r.compactionBytesAfter = store.statistics.segmentBytes
+        r.longestGetDuringCompaction.append(longestGet.value)
+        r.longestWriteDuringCompaction.append(longestWrite.value)
     }
 
     /// 16-byte keys: "key:" and a 12-digit decimal counter (ascending order).
@@ -111,6 +162,9 @@ struct EngineBenchmark {
             precondition(found == records, "gets found \(found) of \(records)")
             r.gets.append(Double(records) / t)
             r.segmentBytes = store.statistics.segmentBytes
+
+            progress("engine: run \(run + 1)/\(repeats): compaction under load")
+            try measureCompaction(store, keys: sequentialKeys, into: &r)
             try store.close()
 
             progress("engine: run \(run + 1)/\(repeats): open (segments)")
@@ -165,6 +219,24 @@ struct EngineBenchmark {
     }
 }
 
+/// A flag one thread sets and others poll.
+final class LockedFlag: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var flag = false
+    func set() { lock.lock(); flag = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return flag }
+}
+
+/// The largest value recorded, from any thread.
+final class LockedMaximum: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var maximum = 0.0
+    func record(_ value: Double) { lock.lock(); maximum = max(maximum, value); lock.unlock() }
+    var value: Double { lock.lock(); defer { lock.unlock() }; return maximum }
+}
+
 /// A counter shared by the writer threads.
 final class LockedCounter: @unchecked Sendable {
     // Guarded by `lock`.
@@ -187,6 +259,10 @@ extension EngineBenchmark.Results {
         t.add("index memory, sequential keys", fixed(indexBytesPerKeySequential, 1), "bytes/key", "≤ 64")
         t.add("index memory, random keys", fixed(indexBytesPerKeyRandom, 1), "bytes/key", "≤ 64")
         t.add("segment bytes for the records", thousands(Double(segmentBytes)), "bytes", "report")
+        t.add("compaction, half the records dead", fixed(median(compactionSeconds) * 1000, 0), "ms", "report")
+        t.add("  segment bytes before / after (last run)", "\(thousands(Double(compactionBytesBefore))) / \(thousands(Double(compactionBytesAfter)))", "bytes", "report")
+        t.add("  longest get while compacting", fixed(median(longestGetDuringCompaction) * 1000, 2), "ms", "a few ms")
+        t.add("  longest 100-record write while compacting", fixed(median(longestWriteDuringCompaction) * 1000, 2), "ms", "a few ms")
         let date = ISO8601DateFormatter().string(from: Date()).prefix(10)
         let header = "StrataStore engine: \(thousands(Double(records))) records, 16-byte keys, \(valueSize)-byte values, median of \(repeats) runs (\(date), \(ProcessInfo.processInfo.activeProcessorCount) cores)"
         return header + "\n\n" + t.render()

@@ -1,0 +1,479 @@
+import Testing
+@testable import StrataStore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// SplitMix64: a tiny seeded generator, so a failing run can be replayed.
+private struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Two fixed seeds, or STRATA_TEST_SEED (the project's convention) to replay
+/// or explore one.
+private func modelTestSeeds() -> [UInt64] {
+    if let text = getenv("STRATA_TEST_SEED").map({ String(cString: $0) }), let seed = UInt64(text) { return [seed] }
+    return [0x5EED_0001, 0x5EED_0002]
+}
+
+private func entry(_ n: Int) -> IndexEntry {
+    IndexEntry(sequence: UInt64(n), file: UInt32(truncatingIfNeeded: n &* 7), block: UInt32(truncatingIfNeeded: n &* 13))
+}
+
+/// Big-endian bytes of `n` (ascending when n ascends), with an optional prefix.
+private func key(_ n: Int, prefix: [UInt8] = [], width: Int = 4) -> [UInt8] {
+    prefix + (0..<width).map { UInt8(truncatingIfNeeded: n >> (8 * (width - 1 - $0))) }
+}
+
+/// Every (key, entry) of the index, in order, through forEach.
+private func contents(_ index: KeyIndex, from start: [UInt8]? = nil) -> [([UInt8], IndexEntry)] {
+    var result: [([UInt8], IndexEntry)] = []
+    index.forEach(from: start) { key, entry in
+        result.append((Array(key), entry))
+        return true
+    }
+    return result
+}
+
+/// Every (key, entry) of the index, in order, through a Cursor.
+private func cursorContents(_ index: KeyIndex, from start: [UInt8]? = nil) -> [([UInt8], IndexEntry)] {
+    var cursor = index.makeCursor(from: start)
+    var result: [([UInt8], IndexEntry)] = []
+    while let (key, entry) = cursor.next() { result.append((key, entry)) }
+    return result
+}
+
+private func sameContents(_ a: [([UInt8], IndexEntry)], _ b: [([UInt8], IndexEntry)]) -> Bool {
+    a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+}
+
+/// Records where two ordered listings first differ (without printing them whole).
+private func expectSame(
+    _ a: [([UInt8], IndexEntry)], _ b: [([UInt8], IndexEntry)], _ comment: Comment = "",
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    guard !sameContents(a, b) else { return }
+    let i = (0..<min(a.count, b.count)).first { a[$0].0 != b[$0].0 || a[$0].1 != b[$0].1 } ?? min(a.count, b.count)
+    let left = i < a.count ? "\(a[i])" : "end"
+    let right = i < b.count ? "\(b[i])" : "end"
+    Issue.record("\(comment) listings differ at \(i) (counts \(a.count), \(b.count)): \(left) vs \(right)",
+                 sourceLocation: sourceLocation)
+}
+
+private func sorted(_ model: [[UInt8]: IndexEntry], from start: [UInt8]? = nil) -> [([UInt8], IndexEntry)] {
+    model.filter { start == nil || !$0.key.lexicographicallyPrecedes(start!) }
+        .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        .map { ($0.key, $0.value) }
+}
+
+@Suite("KeyIndex")
+struct KeyIndexTests {
+    @Test func entryIsSixteenBytes() {
+        #expect(MemoryLayout<IndexEntry>.stride == 16)
+    }
+
+    @Test func emptyIndex() {
+        let index = KeyIndex()
+        #expect(index.count == 0)
+        #expect(index.isEmpty)
+        #expect(index.lookup([1, 2, 3]) == nil)
+        #expect(contents(index).isEmpty)
+        #expect(contents(index, from: [5]).isEmpty)
+        #expect(cursorContents(index).isEmpty)
+        #expect(cursorContents(index, from: [5]).isEmpty)
+        #expect(index.memoryFootprint == 0)
+        var copy = index
+        #expect(copy.remove([1]) == nil)
+        let replacedInEmpty = copy.replace([1], expected: entry(1), with: entry(2))
+        #expect(!replacedInEmpty)
+        index.checkInvariants()
+    }
+
+    @Test func insertOverwriteRemoveReplace() {
+        var index = KeyIndex()
+        #expect(index.insert([3], entry(3)) == nil)
+        #expect(index.insert([1], entry(1)) == nil)
+        #expect(index.insert([2], entry(2)) == nil)
+        #expect(index.insert([2], entry(20)) == entry(2))
+        #expect(index.count == 3)
+        #expect(index.lookup([2]) == entry(20))
+        let wrongExpectation = index.replace([2], expected: entry(2), with: entry(21))
+        #expect(!wrongExpectation)
+        #expect(index.lookup([2]) == entry(20))
+        let rightExpectation = index.replace([2], expected: entry(20), with: entry(21))
+        #expect(rightExpectation)
+        #expect(index.lookup([2]) == entry(21))
+        let absentKey = index.replace([9], expected: entry(21), with: entry(22))
+        #expect(!absentKey)
+        #expect(index.lookup([9]) == nil)
+        #expect(index.remove([2]) == entry(21))
+        #expect(index.remove([2]) == nil)
+        #expect(index.count == 2)
+        #expect(index.remove([1]) == entry(1))
+        #expect(index.remove([3]) == entry(3))
+        #expect(index.count == 0)
+        #expect(contents(index).isEmpty)
+        index.checkInvariants()
+    }
+
+    /// Unsigned bytes, then the shorter key first: memcmp order.
+    @Test func keyOrderIsUnsignedLexicographic() {
+        let keys: [[UInt8]] = [
+            [0xFF], [0x00], [0x7F], [0x80], [0x01, 0x00], [0x01], [0x01, 0xFF], [0x00, 0x00, 0x00],
+            Array(repeating: 0xAB, count: 9), Array(repeating: 0xAB, count: 8), Array(repeating: 0xAB, count: 17),
+            Array(repeating: 0xAB, count: 16) + [0x00], Array(repeating: 0xAB, count: 8) + [0xFF],
+        ]
+        var index = KeyIndex()
+        for (n, k) in keys.enumerated() { index.insert(k, entry(n)) }
+        let expected = keys.sorted { $0.lexicographicallyPrecedes($1) }
+        #expect(contents(index).map(\.0) == expected)
+        #expect(cursorContents(index).map(\.0) == expected)
+        for (n, k) in keys.enumerated() { #expect(index.lookup(k) == entry(n)) }
+        #expect(index.lookup([0x01, 0x00, 0x00]) == nil)
+        #expect(index.lookup(Array(repeating: 0xAB, count: 10)) == nil)
+    }
+
+    @Test func forEachAndCursorFromStartKeys() {
+        var index = KeyIndex()
+        // Even numbers 0, 2, ..., 19_998 as 4-byte big-endian keys: many leaves.
+        for n in stride(from: 0, to: 20_000, by: 2) { index.insert(key(n), entry(n)) }
+        func check(_ start: [UInt8]?, first: Int?, count: Int, _ comment: Comment) {
+            let viaForEach = contents(index, from: start)
+            let viaCursor = cursorContents(index, from: start)
+            #expect(viaForEach.count == count, comment)
+            #expect(viaForEach.first.map(\.0) == first.map { key($0) }, comment)
+            expectSame(viaForEach, viaCursor, comment)
+        }
+        check(nil, first: 0, count: 10_000, "all")
+        check(key(0), first: 0, count: 10_000, "first key, present")
+        check([0], first: 0, count: 10_000, "before all (a prefix of the first key)")
+        check(key(1234), first: 1234, count: 10_000 - 617, "present")
+        check(key(1235), first: 1236, count: 10_000 - 618, "absent")
+        check(key(1234) + [0], first: 1236, count: 10_000 - 618, "absent, just after a present key")
+        check(key(19_998), first: 19_998, count: 1, "last key")
+        check(key(19_999), first: nil, count: 0, "after all")
+        check([0xFF], first: nil, count: 0, "far after all")
+        check([], first: 0, count: 10_000, "empty start means all")
+
+        // Early stop: forEach stops when body returns false.
+        var visited = 0
+        index.forEach(from: key(100)) { _, _ in
+            visited += 1
+            return visited < 5
+        }
+        #expect(visited == 5)
+    }
+
+    /// Randomized model test against a Dictionary: insert, overwrite, remove
+    /// and compare-and-set on keys of 1...64 bytes plus some ~5,000-byte keys
+    /// (so nodes also split and merge by bytes), with the whole order checked
+    /// periodically through forEach and Cursor.
+    @Test(arguments: modelTestSeeds())
+    func randomizedAgainstDictionary(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        // A fixed universe of keys, so operations hit existing keys often.
+        // Few distinct byte values make long shared prefixes.
+        var universe: [[UInt8]] = []
+        var seen = Set<[UInt8]>()
+        while universe.count < 6_000 {
+            let long = rng.next() % 100 == 0
+            let length = long ? 4_900 + Int(rng.next() % 200) : 1 + Int(rng.next() % 64)
+            let alphabet = UInt64(1 + rng.next() % 4)
+            let k = (0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next() % alphabet &* 61) }
+            if seen.insert(k).inserted { universe.append(k) }
+        }
+
+        var index = KeyIndex()
+        var model: [[UInt8]: IndexEntry] = [:]
+        var snapshots: [(KeyIndex, [([UInt8], IndexEntry)])] = []
+        let operations = 200_000
+        for step in 0..<operations {
+            // Phases: grow, churn, shrink, so trees grow and collapse again.
+            let phase = (step / 25_000) % 4
+            let insertWeight: UInt64 = [70, 40, 15, 40][phase]
+            let k = universe[Int(rng.next() % UInt64(universe.count))]
+            let roll = rng.next() % 100
+            let e = entry(step)
+            if roll < insertWeight {
+                let got = index.insert(k, e)
+                let want = model.updateValue(e, forKey: k)
+                guard got == want else {
+                    Issue.record("seed \(seed) step \(step): insert returned \(String(describing: got)), expected \(String(describing: want))")
+                    return
+                }
+            } else if roll < 85 {
+                let got = index.remove(k)
+                let want = model.removeValue(forKey: k)
+                guard got == want else {
+                    Issue.record("seed \(seed) step \(step): remove returned \(String(describing: got)), expected \(String(describing: want))")
+                    return
+                }
+            } else if roll < 95 {
+                // Compare-and-set, with the right expectation half the time.
+                let expected = (rng.next() % 2 == 0 ? model[k] : nil) ?? entry(Int(rng.next() % 1000))
+                let got = k.withUnsafeBytes { index.replace($0, expected: expected, with: e) }
+                let want = model[k] == expected
+                if want { model[k] = e }
+                guard got == want else {
+                    Issue.record("seed \(seed) step \(step): replace returned \(got), expected \(want)")
+                    return
+                }
+            } else {
+                guard index.lookup(k) == model[k] else {
+                    Issue.record("seed \(seed) step \(step): lookup disagrees with the model")
+                    return
+                }
+            }
+            guard index.count == model.count else {
+                Issue.record("seed \(seed) step \(step): count \(index.count), expected \(model.count)")
+                return
+            }
+            if step % 20_000 == 19_999 {
+                // Snapshots taken along the way must never change.
+                snapshots.append((index, contents(index)))
+            }
+            if step % 10_000 == 9_999 || step == operations - 1 {
+                index.checkInvariants()
+                let want = sorted(model)
+                guard sameContents(contents(index), want), sameContents(cursorContents(index), want) else {
+                    Issue.record("seed \(seed) step \(step): ordered contents disagree with the model")
+                    return
+                }
+                let start = universe[Int(rng.next() % UInt64(universe.count))]
+                let wantFrom = sorted(model, from: start)
+                guard sameContents(contents(index, from: start), wantFrom),
+                      sameContents(cursorContents(index, from: start), wantFrom) else {
+                    Issue.record("seed \(seed) step \(step): contents from a start key disagree with the model")
+                    return
+                }
+                for (k, v) in model where index.lookup(k) != v {
+                    Issue.record("seed \(seed) step \(step): lookup disagrees with the model")
+                    return
+                }
+            }
+        }
+        for (n, (snapshot, frozen)) in snapshots.enumerated() {
+            snapshot.checkInvariants()
+            expectSame(contents(snapshot), frozen, "seed \(seed): snapshot \(n) changed")
+            #expect(snapshot.count == frozen.count, "seed \(seed): snapshot \(n) count changed")
+        }
+    }
+
+    @Test func copyIsAnIndependentSnapshot() {
+        var index = KeyIndex()
+        for n in 0..<30_000 { index.insert(key(n * 3), entry(n)) }
+        let snapshot = index
+        let frozen = contents(snapshot)
+        var cursor = snapshot.makeCursor(from: key(3_000))
+        var cursorSeen: [([UInt8], IndexEntry)] = []
+        for _ in 0..<100 { cursorSeen.append(cursor.next()!) }
+
+        // Mutate the original heavily: overwrite, insert between, remove.
+        for n in 0..<30_000 {
+            index.insert(key(n * 3), entry(n + 1_000_000))
+            index.insert(key(n * 3 + 1), entry(n))
+            if n % 2 == 0 { index.remove(key(n * 3)) }
+        }
+        index.checkInvariants()
+        #expect(index.count == 45_000)
+        #expect(index.lookup(key(3)) == entry(1 + 1_000_000))
+
+        // The snapshot, and a cursor made from it before, saw none of it.
+        snapshot.checkInvariants()
+        #expect(snapshot.count == 30_000)
+        expectSame(contents(snapshot), frozen)
+        #expect(snapshot.lookup(key(3)) == entry(1))
+        #expect(snapshot.lookup(key(1)) == nil)
+        while let next = cursor.next() { cursorSeen.append(next) }
+        expectSame(cursorSeen, Array(frozen[1_000...]))
+
+        // And mutating the snapshot's copy leaves the original alone.
+        var other = snapshot
+        for n in 0..<30_000 { other.remove(key(n * 3)) }
+        #expect(other.count == 0)
+        expectSame(contents(snapshot), frozen)
+        #expect(index.count == 45_000)
+    }
+
+    @Test func cursorOutlivesItsIndex() {
+        var cursor: KeyIndex.Cursor
+        do {
+            var index = KeyIndex()
+            for n in 0..<5_000 { index.insert(key(n), entry(n)) }
+            cursor = index.makeCursor(from: key(4_990))
+            index = KeyIndex()
+            #expect(index.count == 0)
+        }
+        var seen = 0
+        while let (k, e) = cursor.next() {
+            #expect(k == key(4_990 + seen) && e == entry(4_990 + seen))
+            seen += 1
+        }
+        #expect(seen == 10)
+    }
+
+    /// One task mutates the index while others read snapshots of it; run
+    /// under `swift test --sanitize=thread` this also checks that no
+    /// mutation writes into a node a snapshot can see.
+    @Test func snapshotsReadWhileOriginalIsMutated() async {
+        var index = KeyIndex()
+        for n in 0..<20_000 { index.insert(key(n * 2), entry(n)) }
+        for round in 0..<4 {
+            let snapshot = index
+            let frozen = contents(snapshot)
+            let writer = index
+            async let mutated: KeyIndex = Task.detached {
+                var index = writer
+                var rng = SplitMix64(seed: UInt64(round))
+                for step in 0..<20_000 {
+                    let k = key(Int(rng.next() % 50_000))
+                    switch rng.next() % 3 {
+                    case 0: index.insert(k, entry(step + 1_000_000))
+                    case 1: index.remove(k)
+                    default: _ = k.withUnsafeBytes { index.replace($0, expected: entry(step), with: entry(step + 1)) }
+                    }
+                }
+                return index
+            }.value
+            async let readerOK: Bool = Task.detached {
+                var ok = true
+                for pass in 0..<3 {
+                    ok = ok && sameContents(contents(snapshot), frozen)
+                    ok = ok && sameContents(cursorContents(snapshot, from: pass == 1 ? key(777) : nil),
+                                            pass == 1 ? Array(frozen.drop { $0.0.lexicographicallyPrecedes(key(777)) }) : frozen)
+                    for (k, e) in frozen.prefix(2_000) where snapshot.lookup(k) != e { ok = false }
+                }
+                return ok
+            }.value
+            let (result, ok) = await (mutated, readerOK)
+            #expect(ok, "round \(round): a snapshot changed while the original was mutated")
+            result.checkInvariants()
+            snapshot.checkInvariants()
+            expectSame(contents(snapshot), frozen)
+            index = result
+        }
+    }
+
+    @Test func builderEqualsIncrementalInsert() {
+        var rng = SplitMix64(seed: 7)
+        for size in [0, 1, 31, 32, 33, 1_000, 50_000] {
+            var keys = Set<[UInt8]>()
+            while keys.count < size {
+                let length = rng.next() % 50 == 0 ? 3_000 + Int(rng.next() % 3_000) : 1 + Int(rng.next() % 24)
+                keys.insert((0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3 &* 100) })
+            }
+            let ordered = keys.sorted { $0.lexicographicallyPrecedes($1) }
+            var builder = KeyIndex.Builder()
+            var incremental = KeyIndex()
+            for (n, k) in ordered.enumerated() {
+                builder.append(k, entry(n))
+                incremental.insert(k, entry(n))
+            }
+            var built = builder.build()
+            built.checkInvariants()
+            #expect(built.count == size)
+            expectSame(contents(built), contents(incremental), "size \(size)")
+            expectSame(cursorContents(built), contents(incremental), "size \(size)")
+            for (n, k) in ordered.enumerated() where built.lookup(k) != entry(n) {
+                Issue.record("size \(size): lookup of key \(n) in the built index")
+                break
+            }
+            // A built index is an ordinary one: it takes inserts and removes.
+            for (n, k) in ordered.enumerated() where n % 3 == 0 {
+                #expect(built.remove(k) == incremental.remove(k))
+            }
+            for n in 0..<200 {
+                #expect(built.insert(key(n, prefix: [0x42]), entry(n)) == incremental.insert(key(n, prefix: [0x42]), entry(n)))
+            }
+            built.checkInvariants()
+            #expect(built.count == incremental.count)
+            expectSame(contents(built), contents(incremental), "size \(size), after edits")
+            // The builder starts over after build().
+            #expect(builder.build().count == 0)
+        }
+    }
+
+    @Test func memoryFootprintGrowsWithCount() {
+        var index = KeyIndex()
+        #expect(index.memoryFootprint == 0)
+        var previous = 0
+        for n in 0..<100_000 {
+            index.insert(key(n, width: 16), entry(n))
+            if n == 0 || n == 999 || n == 9_999 || n == 99_999 {
+                let footprint = index.memoryFootprint
+                #expect(footprint > previous)
+                #expect(footprint >= (n + 1) * (16 + 16))  // at least the keys and entries
+                previous = footprint
+            }
+        }
+        var builder = KeyIndex.Builder()
+        for n in 0..<100_000 { builder.append(key(n, width: 16), entry(n)) }
+        let built = builder.build()
+        #expect(built.memoryFootprint > 0)
+        #expect(built.memoryFootprint <= index.memoryFootprint)
+    }
+
+    @Test func longKeysSplitNodesByBytes() {
+        var index = KeyIndex()
+        var model: [[UInt8]: IndexEntry] = [:]
+        // 16 KiB keys (the maximum) differing only at the end, mixed with short ones.
+        for n in 0..<60 {
+            let long = Array(repeating: UInt8(0x61), count: KeyIndex.maxKeyLength - 2) + [UInt8(n / 256), UInt8(n % 256)]
+            index.insert(long, entry(n))
+            model[long] = entry(n)
+            index.insert(key(n), entry(n + 1000))
+            model[key(n)] = entry(n + 1000)
+        }
+        index.checkInvariants()
+        expectSame(contents(index), sorted(model))
+        for (k, e) in model { #expect(index.lookup(k) == e) }
+        for (n, k) in model.keys.enumerated() where n % 2 == 0 {
+            #expect(index.remove(k) == model.removeValue(forKey: k))
+        }
+        index.checkInvariants()
+        expectSame(cursorContents(index), sorted(model))
+    }
+
+    @Test func ascendingAndDescendingInserts() {
+        var ascending = KeyIndex()
+        var descending = KeyIndex()
+        for n in 0..<20_000 {
+            ascending.insert(key(n), entry(n))
+            descending.insert(key(19_999 - n), entry(19_999 - n))
+        }
+        ascending.checkInvariants()
+        descending.checkInvariants()
+        expectSame(contents(ascending), contents(descending))
+        // Right-biased splits leave full leaves behind an append.
+        #expect(ascending.memoryFootprint < descending.memoryFootprint)
+        for n in 0..<20_000 { ascending.remove(key(n)) }
+        #expect(ascending.count == 0)
+        #expect(ascending.memoryFootprint == 0)
+    }
+
+    @Test func emptyKeyIsRejected() async {
+        await #expect(processExitsWith: .failure) {
+            var index = KeyIndex()
+            index.insert([], IndexEntry(sequence: 1, file: 1, block: 1))
+        }
+    }
+
+    @Test func builderRejectsKeysOutOfOrder() async {
+        await #expect(processExitsWith: .failure) {
+            var builder = KeyIndex.Builder()
+            builder.append([2], IndexEntry(sequence: 1, file: 1, block: 1))
+            builder.append([1], IndexEntry(sequence: 1, file: 1, block: 1))
+        }
+    }
+}
