@@ -459,6 +459,24 @@ struct SlowSyncFileSystem: FileSystem {
         try store.close()
     }
 
+    @Test func opensWithoutWritesDoNotPileUpLogs() throws {
+        let dir = ScratchDirectory()
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            try store.put("k", "v")
+            try store.close()
+        }
+        for _ in 0..<4 { try StrataStore(directory: dir.store, options: smallOptions()).close() }
+        // The log with the batch, and the one the last open started.
+        #expect(dir.files().filter { $0.hasSuffix(".wal") }.count == 2)
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try store.string("k") == "v")
+        #expect(store.recoveryReport.emptyLogsRemoved == 1)
+        #expect(store.statistics.memtableBytes > 0)
+        try store.flush()
+        #expect(store.statistics.memtableBytes == 0)
+    }
+
     @Test func aSmallKeyDeleteHeavyLogReplaysIntoAMemtableBigEnough() throws {
         // Each delete of a 1-byte key logs 3 bytes but takes 12 in the memtable.
         let dir = ScratchDirectory()

@@ -1,3 +1,5 @@
+import Dispatch
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -129,16 +131,13 @@ enum Recovery {
 
         // 3. Segments → index.
         var files: [UInt32: StrataStore.StoredFile] = [:]
-        var opened: [SegmentReader.Opened] = []
-        for info in manifest.segments {
-            let segment = try SegmentReader.open(fileSystem: fs, directory: directory, fileNumber: info.fileNumber)
-            if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(info.fileNumber)) }
+        let opened = try openSegments(manifest.segments.map(\.fileNumber), fileSystem: fs, directory: directory)
+        for segment in opened {
+            if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(segment.reader.fileNumber)) }
             report.segmentRecords += segment.keys.entries.count
-            files[info.fileNumber] = .segment(segment.reader)
-            opened.append(segment)
+            files[segment.reader.fileNumber] = .segment(segment.reader)
         }
         var index = mergeSegmentKeys(opened)
-        opened.removeAll()
 
         // 4. Logs: read and check them all, then size the memtable for exactly
         // what they hold (a memtable record can take up to four times its
@@ -198,6 +197,16 @@ enum Recovery {
                     } catch { throw io("cannot cut the torn tail off the log", logPath, error) }
                 }
             }
+            if scan.frames.isEmpty && !options.readOnly && !stopReplay {
+                // A log with no batch (an open with no write before the
+                // close) holds nothing to replay: delete it rather than let
+                // such logs pile up across opens.
+                if (try? fs.status(logPath)) != nil {
+                    do throws(SystemCallError) { try fs.remove(logPath) } catch { throw io("cannot remove an empty log", logPath, error) }
+                    report.emptyLogsRemoved += 1
+                }
+                continue
+            }
             for frame in scan.frames { needed += frame.payload.count + 9 * frame.operationCount }
             lastSequence = scan.frames.last?.sequence ?? lastSequence
             report.logsReplayed += 1
@@ -254,54 +263,68 @@ enum Recovery {
         }
     }
 
+    /// Opens segments and reads their footers, one per core at a time; the
+    /// first error (in manifest order) wins.
+    static func openSegments(_ numbers: [UInt32], fileSystem: any FileSystem, directory: String) throws(StoreError) -> [SegmentReader.Opened] {
+        final class Results: @unchecked Sendable {
+            // Each slot is written by exactly one iteration of concurrentPerform,
+            // and read only after it returns.
+            var slots: [Result<SegmentReader.Opened, StoreError>?]
+            init(_ count: Int) { slots = Array(repeating: nil, count: count) }
+        }
+        let results = Results(numbers.count)
+        results.slots.withUnsafeMutableBufferPointer { slots in
+            nonisolated(unsafe) let slots = slots
+            DispatchQueue.concurrentPerform(iterations: numbers.count) { i in
+                do throws(StoreError) {
+                    slots[i] = .success(try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: numbers[i]))
+                } catch {
+                    slots[i] = .failure(error)
+                }
+            }
+        }
+        var opened: [SegmentReader.Opened] = []
+        for slot in results.slots { opened.append(try slot!.get()) }
+        return opened
+    }
+
     /// Merges the segments' sorted key lists: per key the highest sequence
     /// wins; a winning tombstone leaves the key out; losers count as dead.
     static func mergeSegmentKeys(_ segments: [SegmentReader.Opened]) -> KeyIndex {
-        var builder = KeyIndex.Builder()
-        // Flat, pointer-based views of each segment's keys, so the loop copies
-        // no arrays (and retains nothing) per key.
-        let tables = segments.map(\.keys)
+        // Nest `withUnsafeBytes` over every table, so the merge reads the
+        // footers' bytes in place: no copies, and no array retained per key.
+        func withTables<T>(_ i: Int, _ keys: [UnsafeRawBufferPointer], _ entries: [UnsafeBufferPointer<SegmentReader.KeyTable.Entry>],
+                           _ body: ([UnsafeRawBufferPointer], [UnsafeBufferPointer<SegmentReader.KeyTable.Entry>]) -> T) -> T {
+            guard i < segments.count else { return body(keys, entries) }
+            return segments[i].keys.bytes.withUnsafeBytes { k in
+                segments[i].keys.entries.withUnsafeBufferPointer { e in withTables(i + 1, keys + [k], entries + [e], body) }
+            }
+        }
         let readers = segments.map(\.reader)
-        let keyBytes: [UnsafeMutableRawBufferPointer] = tables.map { table in
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(table.bytes.count, 1), alignment: 8)
-            table.bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            return buffer
-        }
-        defer { keyBytes.forEach { $0.deallocate() } }
-        let entries: [UnsafeMutableBufferPointer<SegmentReader.KeyTable.Entry>] = tables.map { table in
-            let buffer = UnsafeMutableBufferPointer<SegmentReader.KeyTable.Entry>.allocate(capacity: max(table.entries.count, 1))
-            _ = buffer.initialize(from: table.entries)
-            return buffer
-        }
-        defer { entries.forEach { $0.deallocate() } }
-        let counts = tables.map(\.entries.count)
         let files = readers.map(\.fileNumber)
         var deadCounts = Array(repeating: 0, count: segments.count)
-        var positions = Array(repeating: 0, count: segments.count)
-
-        @inline(__always) func key(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])
-        }
-        @inline(__always) func add(_ c: Int, _ e: SegmentReader.KeyTable.Entry, _ k: UnsafeRawBufferPointer) {
-            if e.kind == .put {
-                builder.append(k, IndexEntry(sequence: e.sequence, file: files[c], block: e.location.packed))
+        let index = withTables(0, [], []) { keyBytes, entries in
+            var builder = KeyIndex.Builder()
+            @inline(__always) func key(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
+                UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])
             }
-        }
-
-        if segments.count == 1 {
-            // One sorted run: every record is the only version of its key.
-            for i in 0..<counts[0] {
-                let e = entries[0][i]
-                add(0, e, key(0, e))
+            @inline(__always) func add(_ c: Int, _ e: SegmentReader.KeyTable.Entry, _ k: UnsafeRawBufferPointer) {
+                if e.kind == .put {
+                    builder.append(k, IndexEntry(sequence: e.sequence, file: files[c], block: e.location.packed))
+                }
             }
-        } else {
+            if segments.count == 1 {
+                // One sorted run: every record is the only version of its key.
+                for e in entries[0] { add(0, e, key(0, e)) }
+                return builder.build()
+            }
             // A k-way merge; among equal keys the highest sequence comes first.
-            let heapLess: (Int, Int) -> Bool = { a, b in
+            var positions = Array(repeating: 0, count: segments.count)
+            var heap = MergeHeap(segments.indices.filter { !entries[$0].isEmpty }) { a, b in
                 let ea = entries[a][positions[a]], eb = entries[b][positions[b]]
                 let c = compareBytes(key(a, ea), key(b, eb))
                 return c < 0 || (c == 0 && ea.sequence > eb.sequence)
             }
-            var heap = MergeHeap(segments.indices.filter { counts[$0] > 0 }, by: heapLess)
             var previous: UnsafeRawBufferPointer? = nil
             while let top = heap.top {
                 let e = entries[top][positions[top]]
@@ -313,11 +336,12 @@ enum Recovery {
                     add(top, e, k)
                 }
                 positions[top] += 1
-                if positions[top] == counts[top] { heap.removeTop() } else { heap.topChanged() }
+                if positions[top] == entries[top].count { heap.removeTop() } else { heap.topChanged() }
             }
+            return builder.build()
         }
         for (reader, dead) in zip(readers, deadCounts) { reader.deadRecords += dead }
-        return builder.build()
+        return index
     }
 
     static func parseNumber(_ name: String, suffix: String) -> UInt32? {

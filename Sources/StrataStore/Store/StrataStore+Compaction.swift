@@ -76,7 +76,7 @@ extension StrataStore {
     func runCompaction(inputs requested: [UInt32]?) throws(StoreError) {
         // The snapshot, the inputs and the segments outside them, fixed together
         // while no flush is installing a segment.
-        let (snapshot, readers, oldestOutside): (KeyIndex, [SegmentReader], UInt64) = installLock.withLock {
+        var (snapshot, readers, oldestOutside): (KeyIndex, [SegmentReader], UInt64) = installLock.withLock {
             let live = manifestLock.withLock { manifest.segments }
             let wanted = requested.map(Set.init) ?? Set(live.map(\.fileNumber))
             let oldestOutside = live.filter { !wanted.contains($0.fileNumber) && $0.recordCount > 0 }.map(\.minimumSequence).min() ?? .max
@@ -175,6 +175,9 @@ extension StrataStore {
             try beforeSwitch { () throws(StoreError) in throw error }
         }
 
+        // Let go of the snapshot before repointing (see the flush).
+        snapshot = KeyIndex()
+
         // Finish the outputs.
         var infos: [SegmentInfo] = []
         do throws(SystemCallError) {
@@ -185,10 +188,11 @@ extension StrataStore {
             throw StoreError(.ioFailure, "compaction stopped before its manifest switch, the store is unchanged: cannot finish an output", path: directory, errno: error.errno, cause: error)
         }
 
+        // No `installLock` here: only a flush's install must exclude a
+        // compaction's snapshot; the entries the two repoint are disjoint, and
+        // holding it would make flushes (and so writers) wait out this repoint.
         do throws(StoreError) {
-            try installLock.withLock { () throws(StoreError) in
-                try install(outputs: infos, replacing: inputs, readers: readers, repoint: repoint, keyArena: keyArena)
-            }
+            try install(outputs: infos, replacing: inputs, readers: readers, repoint: repoint, keyArena: keyArena)
         } catch {
             // The switch failed or came before a failure: memory and disk may
             // disagree, so the store refuses writes (set outside the locks, as
@@ -210,7 +214,7 @@ extension StrataStore {
         }
     }
 
-    /// Switches the manifest, repoints the index and retires the inputs; under `installLock`.
+    /// Switches the manifest, repoints the index and retires the inputs.
     private func install(outputs infos: [SegmentInfo], replacing inputs: [UInt32], readers: [SegmentReader],
                          repoint: [(key: Range<Int>, sequence: UInt64, old: IndexEntry, output: Int, block: UInt32)],
                          keyArena: [UInt8]) throws(StoreError) {

@@ -7,14 +7,14 @@
 /// 2. switch the manifest to name the segment and advance its log number past
 ///    the frozen memtable's logs — from here on those logs are obsolete;
 /// 3. repoint index entries from the memtable to the segment, by
-///    compare-and-set in chunks (a key overwritten meanwhile keeps its newer
-///    entry, and the segment's copy counts as dead); readers and the writer
-///    wait for one chunk at most;
+///    compare-and-set in chunks of 256 (a key overwritten meanwhile keeps its
+///    newer entry, and the segment's copy counts as dead); readers and the
+///    writer wait for one chunk at most;
 /// 4. drop the memtable (read views that still hold it keep it alive) and
 ///    delete the obsolete logs.
 extension StrataStore {
     /// Keys repointed per hold of the state lock.
-    static let repointChunk = 1024
+    static let repointChunk = 256
 
     func flush(_ frozen: Memtable, nextLogNumber: UInt32) {
         do throws(StoreError) {
@@ -34,7 +34,7 @@ extension StrataStore {
     }
 
     private func writeSegment(from frozen: Memtable, nextLogNumber: UInt32) throws(StoreError) {
-        let snapshot = state.withLock { index }
+        var snapshot = state.withLock { index }
         let olderSegmentsExist = manifestLock.withLock { !manifest.segments.isEmpty }
 
         // The records to write, as memtable offsets in key order: every put the
@@ -60,6 +60,10 @@ extension StrataStore {
                 return last.map { compareBytes($0, key) != 0 } ?? true
             }
         }
+
+        // Let go of the snapshot before repointing: while it shares the index's
+        // nodes, every compare-and-set below would have to copy them.
+        snapshot = KeyIndex()
 
         let number = allocateFileNumber()
         var info: SegmentInfo? = nil

@@ -185,7 +185,10 @@ extension StrataStore {
             throw StoreError(.ioFailure, "cannot reserve memory for a memtable", path: directory)
         }
         let frozen = memtable!
-        state.withLock { files[number] = .memtable(newMemtable) }
+        state.withLock {
+            files[number] = .memtable(newMemtable)
+            counters.memtableBytes = 0
+        }
         log = newLog
         memtable = newMemtable
         try? oldLog.close()

@@ -87,11 +87,10 @@ public final class StrataStore: @unchecked Sendable {
     var frameBuffer: [UInt8] = []
 
     // MARK: Installing new segments.
-    /// Held by a flush or a compaction from its manifest switch until its index
-    /// entries are repointed, and by a compaction while it takes its snapshot
-    /// and fixes its inputs: so compaction never sees a segment the manifest
-    /// names but the index does not point into yet (whose records would look
-    /// dead to it).
+    /// Held by a flush from its manifest switch until its index entries are
+    /// repointed, and by a compaction while it takes its snapshot and fixes its
+    /// inputs: so compaction never sees a segment the manifest names but the
+    /// index does not point into yet (whose records would look dead to it).
     let installLock = Lock()
 
     // MARK: The manifest — guarded by `manifestLock` (flush and compaction edit it).
@@ -160,6 +159,7 @@ public final class StrataStore: @unchecked Sendable {
         self.liveSegments = opened.manifest.segments
         self.log = opened.log
         self.memtable = opened.memtable
+        self.counters.memtableBytes = opened.memtable?.used ?? 0
     }
 
     deinit {
@@ -198,5 +198,7 @@ public struct RecoveryReport: Sendable, Equatable {
     public var salvagedCorruption: String?
     /// Records found in segments.
     public var segmentRecords = 0
+    /// Logs that held no batch (opened and closed without a write), deleted.
+    public var emptyLogsRemoved = 0
     public init() {}
 }

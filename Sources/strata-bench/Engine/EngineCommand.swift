@@ -46,6 +46,7 @@ struct EngineBenchmark {
         var groupedBatches = 0
         var groupedSyncs = 0
         var gets: [Double] = []
+        var getsTwoThreads: [Double] = []
         var openSegments: [Double] = []  // seconds
         var openReplay: [Double] = []
         var replayedBatches = 0
@@ -86,13 +87,12 @@ struct EngineBenchmark {
         }.start()
         done.enter()
         Thread { [self] in
-            var n = 0
+            var g = SplitMix64(seed: 2)
             while !stop.isSet {
                 var small = WriteBatch()
-                for j in 0..<100 { small.put(Self.sequentialKey(keys.count + n * 100 + j), value(j)) }
+                for j in 0..<100 { small.put(keys[Int.random(in: 0..<keys.count, using: &g)], value(j)) }
                 let t = seconds { _ = try? store.write(small) }
                 longestWrite.record(t)
-                n += 1
             }
             done.leave()
         }.start()
@@ -161,6 +161,22 @@ struct EngineBenchmark {
             let t = try seconds { for i in order where try store.get(sequentialKeys[i]) != nil { found += 1 } }
             precondition(found == records, "gets found \(found) of \(records)")
             r.gets.append(Double(records) / t)
+            // The same gets split over two reader threads (one per core).
+            let halves = [Array(order[..<(records / 2)]), Array(order[(records / 2)...])]
+            let misses = LockedCounter()
+            let t2 = seconds {
+                let done = DispatchGroup()
+                for half in halves {
+                    done.enter()
+                    Thread {
+                        for i in half where (try? store.get(sequentialKeys[i])) == nil { misses.add() }
+                        done.leave()
+                    }.start()
+                }
+                done.wait()
+            }
+            precondition(misses.value == 0, "parallel gets missed \(misses.value)")
+            r.getsTwoThreads.append(Double(records) / t2)
             r.segmentBytes = store.statistics.segmentBytes
 
             progress("engine: run \(run + 1)/\(repeats): compaction under load")
@@ -253,7 +269,8 @@ extension EngineBenchmark.Results {
         t.add("write, random keys, batches of \(batchSize), sync none", thousands(median(fillRandom)), "records/s", "≥ 1,000,000")
         t.add("write, grouped sync, concurrent writers", thousands(median(grouped)), "records/s", "report")
         t.add("  batches written / log fsyncs (last run)", "\(groupedBatches) / \(groupedSyncs)", "", "fsyncs < batches")
-        t.add("point get, warm, random order (from segments)", thousands(median(gets)), "gets/s", "≥ 1,000,000")
+        t.add("point get, warm, random order, 1 thread", thousands(median(gets)), "gets/s", "≥ 1,000,000")
+        t.add("point get, warm, random order, 2 threads", thousands(median(getsTwoThreads)), "gets/s", "≥ 1,000,000")
         t.add("open, \(thousands(Double(records))) records in segments", fixed(median(openSegments) * 1000, 1), "ms", "≤ 200")
         t.add("open, replaying the log (\(replayedBatches) batches)", fixed(median(openReplay) * 1000, 1), "ms", "report")
         t.add("index memory, sequential keys", fixed(indexBytesPerKeySequential, 1), "bytes/key", "≤ 64")
