@@ -43,6 +43,29 @@ public struct WriteBatch: Sendable {
         appendKey(key)
     }
 
+    /// Sets `key` to `value` (the fast path for byte arrays: the generic
+    /// version cannot be specialized across the module boundary).
+    public mutating func put(_ key: [UInt8], _ value: [UInt8]) {
+        encoded.append(OperationKind.put.rawValue)
+        appendKey(bytes: key)
+        encoded.appendVarint(UInt64(value.count))
+        value.withUnsafeBytes { encoded.append(contentsOf: $0) }
+    }
+
+    /// Removes `key` (the fast path for byte arrays).
+    public mutating func delete(_ key: [UInt8]) {
+        encoded.append(OperationKind.delete.rawValue)
+        appendKey(bytes: key)
+    }
+
+    private mutating func appendKey(bytes key: [UInt8]) {
+        count += 1
+        longestKey = max(longestKey, key.count)
+        if key.isEmpty { hasEmptyKey = true }
+        encoded.appendVarint(UInt64(key.count))
+        key.withUnsafeBytes { encoded.append(contentsOf: $0) }
+    }
+
     /// Removes every operation, keeping the allocated capacity.
     public mutating func removeAll() {
         encoded.removeAll(keepingCapacity: true)

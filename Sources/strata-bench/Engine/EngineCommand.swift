@@ -103,6 +103,7 @@ struct EngineBenchmark {
         r.compactionBytesAfter = store.statistics.segmentBytes
         r.longestGetDuringCompaction.append(longestGet.value)
         r.longestWriteDuringCompaction.append(longestWrite.value)
+        try store.flush()  // so that the open measured next reads segments only
     }
 
     /// 16-byte keys: "key:" and a 12-digit decimal counter (ascending order).
