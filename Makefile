@@ -5,7 +5,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test test-tsan bench bench-engine crash-long clean
+.PHONY: deps build test test-tsan bench microbench crash-long clean
 
 deps:
 	@if ! pkg-config --exists liblz4 2>/dev/null; then \
@@ -21,13 +21,19 @@ test: deps
 	$(SWIFT) test --skip-build
 
 # The whole suite under ThreadSanitizer (its own build folder: a sanitized
-# build cannot share objects with the normal one).
+# build cannot share objects with the normal one). The model and crash tests
+# run shorter, as everything is about ten times slower under TSan.
 test-tsan: deps
-	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
+		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 # The main job: strata-bench in release mode (engine figures, see README).
 bench: deps
 	$(SWIFT) run -c release strata-bench
+
+# Micro-benchmarks of the hot paths (ordo-one/benchmark, a nested package).
+microbench: deps
+	cd Benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress
 
 # Many more crash cycles than CI runs: STRATA_CRASH_CYCLES=5000 make crash-long
 crash-long: deps

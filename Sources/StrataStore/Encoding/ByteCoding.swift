@@ -76,12 +76,6 @@ package struct ByteReader {
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
     }
-
-    package mutating func skip(_ count: Int) -> Bool {
-        guard count >= 0, remaining >= count else { return false }
-        offset += count
-        return true
-    }
 }
 
 /// Unsigned lexicographic order of byte strings: memcmp on the common prefix,

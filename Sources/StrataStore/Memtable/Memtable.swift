@@ -32,7 +32,6 @@ package final class Memtable: @unchecked Sendable {
     private let base: UnsafeMutableRawPointer
     package let capacity: Int
     package private(set) var used: Int = 0
-    package private(set) var recordCount: Int = 0
     package private(set) var maximumSequence: UInt64 = 0
     /// Offsets of delete records, which the index does not hold; a flush
     /// needs them to write tombstones.
@@ -90,7 +89,6 @@ package final class Memtable: @unchecked Sendable {
         if op.value.count > 0 { p.copyMemory(from: op.value.baseAddress!, byteCount: op.value.count) }
         p += op.value.count
         used = p - base
-        recordCount += 1
         maximumSequence = max(maximumSequence, sequence)
         if op.kind == .delete { tombstones.append(UInt32(offset)) }
         return UInt32(offset)
@@ -108,16 +106,6 @@ package final class Memtable: @unchecked Sendable {
         let key = UnsafeRawBufferPointer(start: k, count: Int(keyCount))
         let (valueCount, v) = Self.getVarint(at: k + Int(keyCount))
         return MemtableRecord(sequence: sequence, kind: kind, key: key, value: UnsafeRawBufferPointer(start: v, count: Int(valueCount)))
-    }
-
-    /// Calls `body` with every record, in the order appended.
-    package func forEachRecord(_ body: (UInt32, MemtableRecord) throws -> Void) rethrows {
-        var offset = 0
-        while offset < used {
-            let record = record(at: UInt32(offset))
-            try body(UInt32(offset), record)
-            offset = (record.value.baseAddress! + record.value.count) - UnsafeRawPointer(base)
-        }
     }
 
     @inline(__always)

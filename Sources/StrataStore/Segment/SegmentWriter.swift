@@ -18,8 +18,6 @@ package final class SegmentWriter {
     private var minimumSequence = UInt64.max
     private var maximumSequence: UInt64 = 0
     private var closed = false
-    /// Bytes written to the file so far.
-    package private(set) var bytesWritten: UInt64 = 0
 
     package init(fileSystem: any FileSystem, directory: String, fileNumber: UInt32, blockSize: Int) throws(SystemCallError) {
         self.fileSystem = fileSystem
@@ -75,7 +73,6 @@ package final class SegmentWriter {
             try fileSystem.writeAll(fd, bytes, at: fileOffset, path: path)
         }
         fileOffset += UInt64(pending.count)
-        bytesWritten = fileOffset
         pending.removeAll(keepingCapacity: true)
     }
 

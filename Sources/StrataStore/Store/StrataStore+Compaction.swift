@@ -118,7 +118,6 @@ extension StrataStore {
 
         do throws(StoreError) {
             while let top = heap.top {
-                if writers.withLock({ closing }) { throw StoreError(.closed, "compaction stopped: the store is closing", path: directory) }
                 let file = cursors[top].reader.fileNumber
                 let here = RecordLocation(block: cursors[top].blockIndex, slot: UInt32(cursors[top].record))
                 try withKey(top) { (r) throws(StoreError) in
@@ -157,6 +156,8 @@ extension StrataStore {
                 // Advance the top cursor.
                 cursors[top].record += 1
                 if cursors[top].record == cursors[top].block!.count {
+                    // Once per block: is the store closing?
+                    if writers.withLock({ closing }) { throw StoreError(.closed, "compaction stopped: the store is closing", path: directory) }
                     cursors[top].blockIndex += 1
                     cursors[top].record = 0
                     if Int(cursors[top].blockIndex) < cursors[top].reader.blocks.count {
@@ -260,6 +261,7 @@ extension StrataStore {
                 }
             }
             i = end
+            Self.letWaitersIn()
         }
         let removedBytes = readers.reduce(UInt64(0)) { $0 + $1.info.fileSize }
         state.withLock {

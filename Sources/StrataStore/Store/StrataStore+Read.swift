@@ -11,7 +11,7 @@ extension StrataStore {
     /// ```
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
         try key.withBytes { (k) throws(StoreError) -> [UInt8]? in
-            let lookup: Lookup = state.withLock {
+            let lookup: Lookup = state.withReadLock {
                 if isClosed { return .closed }
                 guard let entry = index.lookup(k) else { return .absent }
                 return .found(entry, files[entry.file])
@@ -36,17 +36,17 @@ extension StrataStore {
 
     /// A consistent view pinned at the current sequence number (see ``ReadView``).
     public func readView() -> ReadView {
-        state.withLock { ReadView(sequence: visibleSequence, index: index, files: files, cache: cache) }
+        state.withReadLock { ReadView(sequence: visibleSequence, index: index, files: files, cache: cache) }
     }
 
     /// The sequence number of the last batch written.
-    public var sequence: UInt64 { state.withLock { visibleSequence } }
+    public var sequence: UInt64 { state.withReadLock { visibleSequence } }
 
     /// Counters and sizes, for monitoring and benchmarks. Walks the index to
     /// measure its memory: O(keys), so not for a hot path.
     public var statistics: StoreStatistics {
         let (snapshot, files, counters, sequence, segments): (KeyIndex, [UInt32: StoredFile], Counters, UInt64, [SegmentInfo]) =
-            state.withLock { (self.index, self.files, self.counters, self.visibleSequence, self.liveSegments) }
+            state.withReadLock { (self.index, self.files, self.counters, self.visibleSequence, self.liveSegments) }
         var s = StoreStatistics()
         s.sequence = sequence
         s.keys = snapshot.count
@@ -71,6 +71,7 @@ extension StrataStore {
         s.flushedBytes = counters.flushedBytes
         s.compactionBytesWritten = counters.compactedBytesWritten
         s.compactionBytesRemoved = counters.compactedBytesRemoved
+        s.lastCompactionError = manifestLock.withLock { lastCompactionError }.map { "\($0)" }
         let cacheCounters = cache.counters
         s.cacheHits = cacheCounters.hits
         s.cacheMisses = cacheCounters.misses
@@ -140,5 +141,8 @@ public struct StoreStatistics: Sendable, Equatable {
     public var cacheHits = 0
     public var cacheMisses = 0
     public var cacheBytes = 0
+    /// Why the last background compaction failed, if one did. (It failed before
+    /// its manifest switch, so the store is unchanged and still writable.)
+    public var lastCompactionError: String?
     public init() {}
 }

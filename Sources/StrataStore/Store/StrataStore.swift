@@ -48,7 +48,7 @@ public final class StrataStore: @unchecked Sendable {
     let lockFile: FileDescriptor
 
     // MARK: State shared with readers — guarded by `state`.
-    let state = Lock()
+    let state = ReadWriteLock()
     /// The newest version of every key. Guarded by `state`.
     var index: KeyIndex
     /// The memtables and segments index entries point into. Guarded by `state`.
@@ -178,7 +178,7 @@ public final class StrataStore: @unchecked Sendable {
 
     /// Throws `.closed` after `close()`.
     func checkOpen() throws(StoreError) {
-        if state.withLock({ isClosed }) { throw StoreError(.closed, "the store is closed", path: directory) }
+        if state.withReadLock({ isClosed }) { throw StoreError(.closed, "the store is closed", path: directory) }
     }
 }
 

@@ -1,0 +1,65 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A reader-writer lock over `pthread_rwlock_t`: any number of readers at
+/// once, or one writer.
+///
+/// The store's `state` is one: point reads (the hot path, possibly from every
+/// core) share it, and writers, flushes and compactions take it exclusively
+/// for short steps. On glibc it prefers writers, so a stream of readers
+/// cannot starve the write path.
+///
+/// ```swift
+/// let state = ReadWriteLock()
+/// let entry = state.withReadLock { index.lookup(key) }
+/// state.withLock { index.insert(key, entry) }
+/// ```
+///
+/// `@unchecked Sendable`: the only state is the rwlock itself; owners document
+/// what it guards. Not recursive: taking it again on the same thread deadlocks.
+package final class ReadWriteLock: @unchecked Sendable {
+    /// Heap-allocated so it never moves (a pthread object must stay where it was initialised).
+    private let rwlock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    package init() {
+        rwlock = .allocate(capacity: 1)
+        rwlock.initialize(to: pthread_rwlock_t())
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        defer { pthread_rwlockattr_destroy(&attributes) }
+        #if os(Linux) && canImport(Glibc)
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        #endif
+        let rc = pthread_rwlock_init(rwlock, &attributes)
+        precondition(rc == 0, "pthread_rwlock_init failed: \(rc)")
+    }
+
+    deinit {
+        pthread_rwlock_destroy(rwlock)
+        rwlock.deinitialize(count: 1)
+        rwlock.deallocate()
+    }
+
+    /// Runs `body` holding the lock exclusively.
+    @inline(__always)
+    package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let rc = pthread_rwlock_wrlock(rwlock)
+        precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
+        defer { pthread_rwlock_unlock(rwlock) }
+        return try body()
+    }
+
+    /// Runs `body` holding the lock shared with other readers.
+    @inline(__always)
+    package func withReadLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let rc = pthread_rwlock_rdlock(rwlock)
+        precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
+        defer { pthread_rwlock_unlock(rwlock) }
+        return try body()
+    }
+}
