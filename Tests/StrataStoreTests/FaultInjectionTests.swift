@@ -93,7 +93,10 @@ import Testing
         let store: StrataStore
         do { store = try StrataStore(directory: dir, options: options) } catch {
             // Only possible if nothing was ever created or acknowledged.
-            if outcome.acknowledged >= 0 { Issue.record("\(label): reopening failed: \(error)") }
+            if outcome.acknowledged >= 0 {
+                let files = (try? FileManager.default.contentsOfDirectory(atPath: dir))?.sorted() ?? []
+                Issue.record("\(label): reopening failed: \(error); the workload ended with \(outcome.error.map { "\($0)" } ?? "no error") after acknowledging batch \(outcome.acknowledged); files: \(files)")
+            }
             return
         }
         defer { try? store.close() }
