@@ -54,19 +54,16 @@ package final class BlockCache: Sendable {
     }
 
     private final class Shard: @unchecked Sendable {
-        // Sendable because: every mutable property is guarded by `lock`.
-        private struct Slot {
-            var key: Key
-            var block: DecodedBlock?
-            var referenced: Bool
-        }
-
+        // Sendable because: every mutable property (and each cached block's
+        // `referenced` flag) is guarded by `lock`.
         private let lock = Lock()
         private let capacity: Int
-        // Guarded by `lock`.
-        private var slots: [Slot] = []
-        private var positions: [Key: Int] = [:]
-        private var free: [Int] = []
+        /// The cached blocks; a hit is one dictionary lookup. Guarded by `lock`.
+        private var blocks: [Key: DecodedBlock] = [:]
+        /// The CLOCK ring: the keys in the order the hand visits them (keys
+        /// evicted or dropped are skipped and removed as the hand meets them).
+        /// Guarded by `lock`.
+        private var ring: [Key] = []
         private var hand = 0
         private var used = 0
         private var hits = 0
@@ -79,10 +76,10 @@ package final class BlockCache: Sendable {
 
         func get(_ key: Key) -> DecodedBlock? {
             lock.withLock {
-                if let i = positions[key] {
-                    slots[i].referenced = true
+                if let block = blocks[key] {
+                    block.referenced = true
                     hits += 1
-                    return slots[i].block
+                    return block
                 }
                 misses += 1
                 return nil
@@ -93,16 +90,10 @@ package final class BlockCache: Sendable {
             let cost = block.memoryCost
             guard cost <= capacity else { return }
             lock.withLock {
-                if positions[key] != nil || retired.contains(key.file) { return }
+                if blocks[key] != nil || retired.contains(key.file) { return }
                 while used + cost > capacity, evictOne() {}
-                let slot = Slot(key: key, block: block, referenced: false)
-                if let i = free.popLast() {
-                    slots[i] = slot
-                    positions[key] = i
-                } else {
-                    positions[key] = slots.count
-                    slots.append(slot)
-                }
+                blocks[key] = block
+                ring.append(key)
                 used += cost
             }
         }
@@ -110,39 +101,42 @@ package final class BlockCache: Sendable {
         func removeFile(_ file: UInt32) {
             lock.withLock {
                 retired.insert(file)
-                for (i, slot) in slots.enumerated() where slot.block != nil && slot.key.file == file {
-                    remove(at: i)
+                for (key, block) in blocks where key.file == file {
+                    blocks[key] = nil
+                    used -= block.memoryCost
                 }
             }
         }
 
+        /// Evicts one block the hand finds unreferenced since its last pass.
         private func evictOne() -> Bool {
-            guard !positions.isEmpty else { return false }
-            while true {
-                if hand >= slots.count { hand = 0 }
-                if slots[hand].block != nil {
-                    if slots[hand].referenced {
-                        slots[hand].referenced = false
-                    } else {
-                        remove(at: hand)
-                        hand += 1
-                        return true
-                    }
+            while !ring.isEmpty {
+                if hand >= ring.count { hand = 0 }
+                let key = ring[hand]
+                guard let block = blocks[key] else {
+                    removeFromRing(at: hand)  // already dropped
+                    continue
                 }
-                hand += 1
+                if block.referenced {
+                    block.referenced = false
+                    hand += 1
+                } else {
+                    blocks[key] = nil
+                    used -= block.memoryCost
+                    removeFromRing(at: hand)
+                    return true
+                }
             }
+            return false
         }
 
-        private func remove(at i: Int) {
-            guard let block = slots[i].block else { return }
-            used -= block.memoryCost
-            positions[slots[i].key] = nil
-            slots[i].block = nil
-            free.append(i)
+        private func removeFromRing(at i: Int) {
+            ring[i] = ring[ring.count - 1]
+            ring.removeLast()
         }
 
         var counters: Counters {
-            lock.withLock { Counters(hits: hits, misses: misses, bytes: used, blocks: positions.count) }
+            lock.withLock { Counters(hits: hits, misses: misses, bytes: used, blocks: blocks.count) }
         }
     }
 }

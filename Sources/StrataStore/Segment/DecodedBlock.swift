@@ -1,6 +1,11 @@
 /// A decompressed segment block: sorted records and the table of their
 /// offsets, checked once on decode so lookups need no further bounds checks.
-package final class DecodedBlock: Sendable {
+package final class DecodedBlock: @unchecked Sendable {
+    // Sendable because: everything is immutable except `referenced`, which is
+    // guarded by the lock of the block-cache shard holding the block.
+
+    /// CLOCK's reference bit, set on a cache hit. Guarded by the cache shard's lock.
+    package var referenced = false
     package let bytes: [UInt8]
     package let count: Int
     /// Where the record-offset table starts in `bytes`.
