@@ -7,19 +7,6 @@ import Glibc
 import Darwin
 #endif
 
-/// SplitMix64: a tiny seeded generator, so a failing run can be replayed.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Two fixed seeds, or STRATA_TEST_SEED (the project's convention) to replay
 /// or explore one.
 private func modelTestSeeds() -> [UInt64] {
@@ -181,7 +168,7 @@ struct KeyIndexTests {
     /// periodically through forEach and Cursor.
     @Test(arguments: modelTestSeeds())
     func randomizedAgainstDictionary(seed: UInt64) {
-        var rng = SplitMix64(seed: seed)
+        var rng = SeededGenerator(seed: seed)
         // A fixed universe of keys, so operations hit existing keys often.
         // Few distinct byte values make long shared prefixes.
         var universe: [[UInt8]] = []
@@ -335,7 +322,7 @@ struct KeyIndexTests {
             let writer = index
             async let mutated: KeyIndex = Task.detached {
                 var index = writer
-                var rng = SplitMix64(seed: UInt64(round))
+                var rng = SeededGenerator(seed: UInt64(round))
                 for step in 0..<20_000 {
                     let k = key(Int(rng.next() % 50_000))
                     switch rng.next() % 3 {
@@ -366,7 +353,7 @@ struct KeyIndexTests {
     }
 
     @Test func builderEqualsIncrementalInsert() {
-        var rng = SplitMix64(seed: 7)
+        var rng = SeededGenerator(seed: 7)
         for size in [0, 1, 31, 32, 33, 1_000, 50_000] {
             var keys = Set<[UInt8]>()
             while keys.count < size {

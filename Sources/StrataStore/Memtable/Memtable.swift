@@ -49,12 +49,9 @@ package final class Memtable: @unchecked Sendable {
               let p = mmap(nil, capacity, PROT_READ | PROT_WRITE, flags, -1, 0),
               p != MAP_FAILED
         else { return nil }
-        #if os(Linux)
-        // Huge pages where the kernel offers them on request: a 64 MiB memtable
-        // then takes 32 page faults instead of 16,384 (faults on fresh pages
-        // were about a tenth of the write path's time).
-        _ = madvise(p, capacity, Int32(MADV_HUGEPAGE))
-        #endif
+        // No MADV_HUGEPAGE: measured side by side (two alternating pairs of
+        // `strata-bench engine` runs), it made random writes ~13% and two-thread
+        // gets ~25% slower here, and THP's direct compaction can stall a fault.
         self.base = p
         self.capacity = capacity
         self.number = number
