@@ -79,12 +79,23 @@ enum Recovery {
         do throws(SystemCallError) { lockFile = try fs.open(lockPath, options.readOnly ? .readOnly : .createOrOpen) } catch {
             throw io("cannot open the store's lock file", lockPath, error)
         }
-        do throws(SystemCallError) { try fs.lockExclusive(lockFile) } catch {
-            try? fs.close(lockFile)
-            if error.errno == EWOULDBLOCK || error.errno == EAGAIN {
-                throw StoreError(.locked, "the store is locked: another process, or another open in this process, is using it", path: lockPath, errno: error.errno)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, options.lockTimeout) * 1e9)
+        while true {
+            do throws(SystemCallError) {
+                try fs.lockExclusive(lockFile)
+                break
+            } catch {
+                let busy = error.errno == EWOULDBLOCK || error.errno == EAGAIN
+                if busy && DispatchTime.now().uptimeNanoseconds < deadline {
+                    usleep(5_000)
+                    continue
+                }
+                try? fs.close(lockFile)
+                if busy {
+                    throw StoreError(.locked, "the store is locked: another process, or another open in this process, is using it", path: lockPath, errno: error.errno)
+                }
+                throw io("cannot lock the store", lockPath, error)
             }
-            throw io("cannot lock the store", lockPath, error)
         }
         do throws(StoreError) {
             return try openLocked(directory: directory, options: options, names: names, hasManifest: hasManifest, lockFile: lockFile)

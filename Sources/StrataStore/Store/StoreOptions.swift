@@ -60,6 +60,12 @@ public struct StoreOptions: Sendable {
     /// Run compaction in the background when segments pass the dead ratio. Default true.
     public var automaticCompaction = true
 
+    /// How long open waits for the store's lock before reporting `.locked`.
+    /// Default 50 ms: long enough to ride out a process being spawned (until
+    /// its `exec`, a child holds copies of the parent's descriptors, the lock
+    /// file's included) or a previous instance finishing its close.
+    public var lockTimeout: Double = 0.05
+
     /// The system-call layer (replaced by fault-injection tests).
     package var fileSystem: any FileSystem = POSIXFileSystem()
 
