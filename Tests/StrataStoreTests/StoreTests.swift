@@ -477,6 +477,44 @@ struct SlowSyncFileSystem: FileSystem {
         #expect(store.statistics.memtableBytes == 0)
     }
 
+    /// Open waits for the lock; what it read of the directory before the wait
+    /// must not be used after it.
+    ///
+    ///     main (instance A)               thread (instance B)
+    ///     open, write k0…k9
+    ///                                     open: lists the directory, waits on LOCK
+    ///     flush (new log, old deleted)
+    ///     write k10…k19 into the new log
+    ///     close (releases LOCK)
+    ///                                     takes LOCK, opens: must see k0…k19
+    @Test func anOpenWaitingForTheLockSeesWhatTheHolderDidMeanwhile() throws {
+        let dir = ScratchDirectory()
+        let a = try StrataStore(directory: dir.store, options: smallOptions())
+        for i in 0..<10 { try a.put("k\(i)", "v\(i)") }
+        var patient = smallOptions()
+        patient.lockTimeout = 10
+        let waiting = patient
+        let path = dir.store
+        let opened = DispatchSemaphore(value: 0)
+        final class Box: @unchecked Sendable { var store: StrataStore?; var error: (any Error)? }  // handed over by `opened`
+        let box = Box()
+        Thread {
+            do { box.store = try StrataStore(directory: path, options: waiting) } catch { box.error = error }
+            opened.signal()
+        }.start()
+        Thread.sleep(forTimeInterval: 0.2)  // B has listed the directory and is waiting
+        try a.flush()
+        for i in 10..<20 { try a.put("k\(i)", "v\(i)") }
+        try a.close()
+        opened.wait()
+        #expect(box.error == nil)
+        let b = try #require(box.store)
+        #expect(b.statistics.keys == 20)
+        #expect(try b.string("k19") == "v19")
+        #expect(b.sequence == 20)
+        try b.close()
+    }
+
     @Test func aSmallKeyDeleteHeavyLogReplaysIntoAMemtableBigEnough() throws {
         // Each delete of a 1-byte key logs 3 bytes but takes 12 in the memtable.
         let dir = ScratchDirectory()

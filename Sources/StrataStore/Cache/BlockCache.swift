@@ -68,9 +68,12 @@ package final class BlockCache: Sendable {
         private var used = 0
         private var hits = 0
         private var misses = 0
-        /// Files whose blocks were dropped for good; a reader still holding one
-        /// must not bring its blocks back. Guarded by `lock`.
+        /// Files whose blocks were dropped for good, so that a reader still
+        /// holding one does not bring its blocks back. Only the most recent 64
+        /// are kept: past them a re-admitted block merely waits for eviction
+        /// (file numbers are never reused, so it is never wrong). Guarded by `lock`.
         private var retired: Set<UInt32> = []
+        private var retiredOrder: [UInt32] = []
 
         init(capacity: Int) { self.capacity = capacity }
 
@@ -100,11 +103,16 @@ package final class BlockCache: Sendable {
 
         func removeFile(_ file: UInt32) {
             lock.withLock {
-                retired.insert(file)
+                if retired.insert(file).inserted {
+                    retiredOrder.append(file)
+                    if retiredOrder.count > 64 { retired.remove(retiredOrder.removeFirst()) }
+                }
                 for (key, block) in blocks where key.file == file {
                     blocks[key] = nil
                     used -= block.memoryCost
                 }
+                ring.removeAll { $0.file == file }
+                hand = min(hand, ring.count)
             }
         }
 

@@ -98,7 +98,17 @@ enum Recovery {
             }
         }
         do throws(StoreError) {
-            return try openLocked(directory: directory, options: options, names: names, hasManifest: hasManifest, lockFile: lockFile)
+            // List again now that the lock is held: while open waited for it, a
+            // previous instance may have rotated logs, switched the manifest
+            // and deleted files, and a stale listing would skip logs whose
+            // batches were acknowledged.
+            let locked: [String]
+            do throws(SystemCallError) { locked = try fs.listDirectory(directory) } catch { throw io("cannot list the store directory", directory, error) }
+            let hasManifestNow = locked.contains(Manifest.fileName)
+            if !hasManifestNow, options.readOnly || locked.contains(where: { $0 != "LOCK" && $0 != Manifest.temporaryName }) {
+                throw StoreError(.notAStore, "\(directory) changed while open waited for its lock and is not a Strata store now", path: directory)
+            }
+            return try openLocked(directory: directory, options: options, names: locked, hasManifest: hasManifestNow, lockFile: lockFile)
         } catch {
             try? fs.close(lockFile)
             throw error
@@ -311,10 +321,30 @@ enum Recovery {
                 segments[i].keys.entries.withUnsafeBufferPointer { e in withTables(i + 1, keys + [k], entries + [e], body) }
             }
         }
+        // Beyond a few dozen segments, copy the tables into owned buffers
+        // instead: one closure frame per segment would grow the stack.
+        func withTablePointers<T>(_ body: ([UnsafeRawBufferPointer], [UnsafeBufferPointer<SegmentReader.KeyTable.Entry>]) -> T) -> T {
+            if segments.count <= 32 { return withTables(0, [], [], body) }
+            let keyCopies = segments.map { segment in
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(segment.keys.bytes.count, 1), alignment: 8)
+                segment.keys.bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                return buffer
+            }
+            let entryCopies = segments.map { segment in
+                let buffer = UnsafeMutableBufferPointer<SegmentReader.KeyTable.Entry>.allocate(capacity: max(segment.keys.entries.count, 1))
+                _ = buffer.initialize(from: segment.keys.entries)
+                return UnsafeBufferPointer(rebasing: buffer[0..<segment.keys.entries.count])
+            }
+            defer {
+                keyCopies.forEach { $0.deallocate() }
+                entryCopies.forEach { $0.deallocate() }
+            }
+            return body(keyCopies.map { UnsafeRawBufferPointer($0) }, entryCopies)
+        }
         let readers = segments.map(\.reader)
         let files = readers.map(\.fileNumber)
         var deadCounts = Array(repeating: 0, count: segments.count)
-        let index = withTables(0, [], []) { keyBytes, entries in
+        let index = withTablePointers { keyBytes, entries in
             var builder = KeyIndex.Builder()
             @inline(__always) func key(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
                 UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])

@@ -49,7 +49,9 @@ public struct StoreOptions: Sendable {
     public var blockSize = 32 << 10 {
         didSet { blockSize = min(max(blockSize, 4 << 10), 64 << 10) }
     }
-    /// The byte budget of the decompressed-block cache. Default 64 MiB.
+    /// The byte budget of the decompressed-block cache. Default 64 MiB. It is
+    /// split over 16 shards, so a block is cached only if it fits in a
+    /// sixteenth (keep it at least 16 × the block size).
     public var blockCacheCapacity = 64 << 20
     /// The size at which compaction starts a new output segment. Default 256 MiB; at most 2 GiB.
     public var segmentSizeLimit = 256 << 20 {
