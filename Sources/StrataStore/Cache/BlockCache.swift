@@ -29,7 +29,10 @@ package final class BlockCache: Sendable {
         shards[Int((key.block &+ key.file &* 0x9E37_79B9) & UInt32(Self.shardCount - 1))]
     }
 
-    package func get(_ key: Key) -> DecodedBlock? { shard(key).get(key) }
+    /// The cached block, or nil. `countingMiss: false` is for a probe that
+    /// may not concern a segment at all (a get tries the cache before it
+    /// knows whether the key lives in a memtable).
+    package func get(_ key: Key, countingMiss: Bool = true) -> DecodedBlock? { shard(key).get(key, countingMiss: countingMiss) }
 
     package func insert(_ key: Key, _ block: DecodedBlock) { shard(key).insert(key, block) }
 
@@ -77,14 +80,14 @@ package final class BlockCache: Sendable {
 
         init(capacity: Int) { self.capacity = capacity }
 
-        func get(_ key: Key) -> DecodedBlock? {
+        func get(_ key: Key, countingMiss: Bool) -> DecodedBlock? {
             lock.withLock {
                 if let block = blocks[key] {
                     block.referenced = true
                     hits += 1
                     return block
                 }
-                misses += 1
+                if countingMiss { misses += 1 }
                 return nil
             }
         }

@@ -138,14 +138,29 @@ enum ValueReader {
                 block = try segment.readBlock(location.block)
                 cache.insert(cacheKey, block)
             }
-            guard Int(location.slot) < block.count,
-                  let value = block.withRecord(Int(location.slot), { compareBytes($0.key, key) == 0 ? Array($0.value) : nil })
-            else {
-                throw StoreError(.corruption, "the index points at block \(location.block) slot \(location.slot), which does not hold the key", path: segment.path)
-            }
-            return value
+            return try value(of: key, at: location, in: block, path: segment.path)
         case nil:
             throw StoreError(.corruption, "the index points at file \(entry.file), which is not open")
         }
+    }
+
+    /// The value from the block cache alone, or nil when the entry's block is
+    /// not cached (or the entry points into a memtable, never cached).
+    @inline(__always)
+    static func cachedValue(key: UnsafeRawBufferPointer, entry: IndexEntry, cache: BlockCache) throws(StoreError) -> [UInt8]? {
+        let location = RecordLocation(packed: entry.block)
+        guard let block = cache.get(BlockCache.Key(file: entry.file, block: location.block), countingMiss: false) else { return nil }
+        return try value(of: key, at: location, in: block, path: nil)
+    }
+
+    /// The value of the record at `location` in `block`, which must hold `key`.
+    @inline(__always)
+    private static func value(of key: UnsafeRawBufferPointer, at location: RecordLocation, in block: DecodedBlock, path: String?) throws(StoreError) -> [UInt8] {
+        guard Int(location.slot) < block.count,
+              let value = block.withRecord(Int(location.slot), { compareBytes($0.key, key) == 0 ? Array($0.value) : nil })
+        else {
+            throw StoreError(.corruption, "the index points at block \(location.block) slot \(location.slot), which does not hold the key", path: path)
+        }
+        return value
     }
 }

@@ -1,7 +1,7 @@
 extension StrataStore {
     private enum Lookup {
         case closed, absent
-        case found(IndexEntry, StoredFile?)
+        case found(IndexEntry)
     }
 
     /// The value of `key`, or nil when it is absent.
@@ -11,15 +11,25 @@ extension StrataStore {
     /// ```
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
         try key.withBytes { (k) throws(StoreError) -> [UInt8]? in
-            let lookup: Lookup = state.withReadLock {
-                if isClosed { return .closed }
-                guard let entry = index.lookup(k) else { return .absent }
-                return .found(entry, files[entry.file])
-            }
-            switch lookup {
-            case .absent: return nil
-            case .closed: throw StoreError(.closed, "the store is closed", path: directory)
-            case .found(let entry, let file): return try ValueReader.read(key: k, entry: entry, file: file, cache: cache)
+            while true {
+                let lookup: Lookup = state.withReadLock {
+                    if isClosed { return .closed }
+                    guard let entry = index.lookup(k) else { return .absent }
+                    return .found(entry)
+                }
+                guard case .found(let entry) = lookup else {
+                    if case .closed = lookup { throw StoreError(.closed, "the store is closed", path: directory) }
+                    return nil
+                }
+                // The warm path: the block is cached, and the file table (a
+                // dictionary and a reference count that both cores would
+                // share) is not touched. A memtable entry never hits: memtable
+                // and segment numbers are distinct.
+                if let value = try ValueReader.cachedValue(key: k, entry: entry, cache: cache) { return value }
+                // Cold: find the file. If a flush or compaction retired it since
+                // the lookup, the index points elsewhere now: look again.
+                guard let file = state.withReadLock({ files[entry.file] }) else { continue }
+                return try ValueReader.read(key: k, entry: entry, file: file, cache: cache)
             }
         }
     }
