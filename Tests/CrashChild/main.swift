@@ -2,14 +2,16 @@
 // printing "ack <batch>" for each batch whose write returned (durable under
 // the sync mode used), and flushing stdout so the parent sees it at once.
 //
-// usage: strata-crash-child <store directory> <seed>
+// usage: strata-crash-child <store directory> <seed> [grouped|always|none]
 import Foundation
 import StrataStore
 import CrashWorkload
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let seed = UInt64(arguments[2]) else {
-    FileHandle.standardError.write(Data("usage: strata-crash-child <store directory> <seed>\n".utf8))
+guard arguments.count == 3 || arguments.count == 4, let seed = UInt64(arguments[2]),
+      let sync = arguments.count == 4 ? CrashWorkload.syncModes[arguments[3]] : .grouped
+else {
+    FileHandle.standardError.write(Data("usage: strata-crash-child <store directory> <seed> [grouped|always|none]\n".utf8))
     exit(2)
 }
 /// Writes a line straight to fd 1, unbuffered: the parent must see every
@@ -19,7 +21,7 @@ func report(_ line: String) {
 }
 
 do {
-    let store = try StrataStore(directory: arguments[1], options: CrashWorkload.options)
+    let store = try StrataStore(directory: arguments[1], options: CrashWorkload.options(sync: sync))
     var batch = (try store.get(CrashWorkload.lastKey)).flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
     var random = seed
     while true {

@@ -6,9 +6,14 @@ public import StrataStore
 public enum CrashWorkload {
     public static let lastKey = Array("meta/last".utf8)
 
-    public static var options: StoreOptions {
+    public static var options: StoreOptions { options(sync: .grouped) }
+
+    /// The sync modes the child can be asked for, by name on its command line.
+    public static let syncModes: [String: StoreOptions.SyncMode] = ["grouped": .grouped, "always": .always, "none": .none]
+
+    public static func options(sync: StoreOptions.SyncMode) -> StoreOptions {
         var options = StoreOptions()
-        options.syncMode = .grouped
+        options.syncMode = sync
         options.logSizeLimit = 192 << 10  // flush often, so kills land in flushes too
         options.blockSize = 4 << 10
         options.segmentSizeLimit = 512 << 10

@@ -73,12 +73,22 @@ import Testing
         try store.close()
     }
 
+    /// `.grouped`: every acknowledged batch is durable, so it must survive.
     @Test func acknowledgedBatchesSurviveSIGKILL() throws {
+        try killCycles(sync: "grouped", cycles: Int(ProcessInfo.processInfo.environment["STRATA_CRASH_CYCLES"] ?? "") ?? 40)
+    }
+
+    /// `.none`: nothing is fsynced, but a process crash (not a power loss)
+    /// still loses nothing the process wrote: the kernel keeps its page cache.
+    @Test func withoutSyncAProcessCrashLosesNothingAcknowledged() throws {
+        try killCycles(sync: "none", cycles: max(5, (Int(ProcessInfo.processInfo.environment["STRATA_CRASH_CYCLES"] ?? "") ?? 40) / 4))
+    }
+
+    func killCycles(sync: String, cycles: Int) throws {
         guard let child = Self.childPath else {
             Issue.record("strata-crash-child was not built beside the tests")
             return
         }
-        let cycles = Int(ProcessInfo.processInfo.environment["STRATA_CRASH_CYCLES"] ?? "") ?? 40
         let seed = testSeed()
         var g = SeededGenerator(seed: seed)
         let dir = ScratchDirectory()
@@ -89,7 +99,7 @@ import Testing
         for cycle in 0..<cycles {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: child)
-            process.arguments = [dir.store, String(g.next())]
+            process.arguments = [dir.store, String(g.next()), sync]
             let pipe = Pipe()
             process.standardOutput = pipe
             let acks = Acknowledgements()
@@ -127,7 +137,7 @@ import Testing
             acknowledged = last  // the batch in flight may have landed: the child continues from here
             try store.close()
         }
-        print("crash test: \(cycles) kills, \(killsDuringWork) after new acknowledgements, \(acknowledged) batches in the end, up to \(flushesSeen) segments (seed \(seed))")
+        print("crash test (\(sync)): \(cycles) kills, \(killsDuringWork) after new acknowledgements, \(acknowledged) batches in the end, up to \(flushesSeen) segments (seed \(seed))")
         #expect(acknowledged > cycles)  // the children did real work
     }
 }

@@ -64,7 +64,7 @@ extension StrataStore {
         s.segments = segments.count
         s.segmentBytes = segments.reduce(0) { $0 + $1.fileSize }
         s.segmentRecords = segments.reduce(0) { $0 + $1.recordCount }
-        s.deadRecords = state.withLock { () -> Int in
+        s.deadRecords = state.withReadLock { () -> Int in
             var dead = 0
             for info in segments {
                 if case .segment(let r)? = files[info.fileNumber] { dead += r.deadRecords }

@@ -199,22 +199,10 @@ extension StrataStore {
         }
     }
 
-    /// Used when the replayed log is already past the size limit.
+    /// Used when the replayed log is already past the size limit. (A failure
+    /// is kept as the store's failed state: the next write reports it.)
     func scheduleRotationAfterOpen() {
-        // An empty batch does not rotate; run the rotation as a leader would,
-        // by taking the lead with a sentinel.
-        writers.lock()
-        let sentinel = PendingWrite(WriteBatch())
-        queue.append(sentinel)
-        while queue.first !== sentinel { writers.wait() }
-        writers.unlock()
-        let error: StoreError?
-        do throws(StoreError) { try rotate(needing: 0); error = nil } catch let e { error = e }
-        writers.withLock {
-            if let error, failure == nil { failure = error }
-            queue.removeFirst()
-            writers.broadcast()
-        }
+        try? rotateAsLeader()
     }
 
     /// Writes the memtable out as a segment now (and waits for it), so that its
@@ -222,6 +210,17 @@ extension StrataStore {
     public func flush() throws(StoreError) {
         try checkOpen()
         if options.readOnly { throw StoreError(.readOnly, "the store was opened read-only", path: directory) }
+        try rotateAsLeader()
+        flushQueue.sync {}
+        if let failed = writers.withLock({ failure }) {
+            throw StoreError(.storeFailed, "the flush failed", path: directory, cause: failed)
+        }
+    }
+
+    /// Takes the lead as a writer would, with an empty sentinel in the queue
+    /// (never grouped), rotates the memtable if it holds anything, and hands
+    /// the lead on. A rotation that fails puts the store in the failed state.
+    private func rotateAsLeader() throws(StoreError) {
         writers.lock()
         // Checked under `writers`, where close() sets it: once close() began,
         // the index may already be gone, and a flush of it would retire logs
@@ -246,9 +245,5 @@ extension StrataStore {
             writers.broadcast()
         }
         if let error { throw error }
-        flushQueue.sync {}
-        if let failed = writers.withLock({ failure }) {
-            throw StoreError(.storeFailed, "the flush failed", path: directory, cause: failed)
-        }
     }
 }
