@@ -9,7 +9,9 @@
 //             ↑
 //       StrataStore         the storage engine; knows nothing of objects
 //             ↑
-//       strata-bench        thin executable over the library
+//          Strata           the object graph: model, contexts, coordinator
+//             ↑
+//       strata-bench        thin executable over the libraries
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
@@ -22,6 +24,7 @@ let package = Package(
     name: "Strata",
     platforms: [.macOS(.v14)],
     products: [
+        .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataStore", targets: ["StrataStore"]),
         .executable(name: "strata-bench", targets: ["strata-bench"]),
     ],
@@ -39,6 +42,11 @@ let package = Package(
         .target(
             name: "StrataStore",
             dependencies: ["CLZ4", "CStrataCRC32C"],
+            swiftSettings: strictSwift
+        ),
+        .target(
+            name: "Strata",
+            dependencies: ["StrataStore"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -59,6 +67,11 @@ let package = Package(
             name: "strata-crash-child",
             dependencies: ["StrataStore", "CrashWorkload"],
             path: "Tests/CrashChild",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StrataTests",
+            dependencies: ["Strata", "StrataStore"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -67,6 +67,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public var file: String
         public var line: Int
         public var description: String { "\(file):\(line)" }
+
+        package init(file: String, line: Int) {
+            self.file = file
+            self.line = line
+        }
     }
 
     package init(

@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+internal import Dispatch
+internal import StrataStore
+
+/// The concurrency debug switch (SEMANTICS.md line 22): with
+/// `STRATA_CONCURRENCY_DEBUG=1` in the environment when Strata first checks,
+/// every use of a context or of one of its objects verifies that it runs on
+/// the context's queue, and traps with a message naming the context, its
+/// concurrency type and the offending thread and queue.
+enum ConcurrencyDebug {
+    static let isEnabled: Bool = {
+        guard let value = getenv("STRATA_CONCURRENCY_DEBUG") else { return false }
+        return String(cString: value) == "1"
+    }()
+}
+
+/// Which contexts' blocks the current thread is executing, innermost last.
+///
+/// This is what makes `performAndWait` reentrant (SEMANTICS.md line 6) and
+/// what the queue checks consult: `DispatchQueue.sync` runs a block on the
+/// calling thread, so a thread can be "inside" several contexts at once — an
+/// import child's block that saves calls its parent's `performAndWait`, which
+/// may call back into the child. `mainDepth` counts blocks entered from code
+/// that was on the main queue, so that a main-queue context stays usable
+/// inline from a private context's `performAndWait` issued on the main queue
+/// (the `importContext.performAndWait { try importContext.save() }` pattern).
+///
+/// One instance per thread, reached through a pthread key; only its own
+/// thread touches it, so it needs no lock.
+final class ExecutionStack {
+    var contexts: [UInt64] = []
+    var mainDepth = 0
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { pointer in
+            #if canImport(Darwin)
+            Unmanaged<ExecutionStack>.fromOpaque(pointer).release()
+            #else
+            if let pointer { Unmanaged<ExecutionStack>.fromOpaque(pointer).release() }
+            #endif
+        }
+        precondition(rc == 0, "pthread_key_create failed: \(rc)")
+        return key
+    }()
+
+    /// This thread's stack.
+    static var current: ExecutionStack {
+        if let pointer = pthread_getspecific(key) {
+            return Unmanaged<ExecutionStack>.fromOpaque(pointer).takeUnretainedValue()
+        }
+        let stack = ExecutionStack()
+        pthread_setspecific(key, Unmanaged.passRetained(stack).toOpaque())
+        return stack
+    }
+}
+
+/// Marks the main queue, so that "am I on the main queue" is a queue check
+/// (`DispatchQueue.getSpecific`) and not a thread check: after `dispatchMain()`
+/// and in an async main, main-queue blocks run on worker threads.
+enum MainQueue {
+    private static let key = DispatchSpecificKey<Bool>()
+    private static let marked: Bool = {
+        DispatchQueue.main.setSpecific(key: key, value: true)
+        return true
+    }()
+
+    /// On the main queue, or inside a context block entered from it.
+    static var isCurrent: Bool {
+        _ = marked
+        return DispatchQueue.getSpecific(key: key) == true || ExecutionStack.current.mainDepth > 0
+    }
+}
+
+/// Process-wide counter for context serial numbers.
+enum ContextSerial {
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var last: UInt64 = 0  // guarded by `lock`
+    static func next() -> UInt64 { lock.withLock { last += 1; return last } }
+}

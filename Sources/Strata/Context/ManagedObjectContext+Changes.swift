@@ -1,0 +1,226 @@
+import Foundation
+
+extension ManagedObjectContext {
+    // MARK: Inspecting changes
+
+    /// Whether the context holds unsaved inserts, updates or deletes.
+    public var hasChanges: Bool {
+        checkQueue()
+        return !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty
+    }
+    public var insertedObjects: Set<ManagedObject> { checkQueue(); return Set(inserted.values) }
+    public var updatedObjects: Set<ManagedObject> { checkQueue(); return Set(updated.values) }
+    public var deletedObjects: Set<ManagedObject> { checkQueue(); return Set(deleted.values) }
+    public var registeredObjects: Set<ManagedObject> { checkQueue(); return Set(registry.values) }
+
+    /// The object registered under `id`, if any (never loads anything).
+    public func registeredObject(for id: ObjectID) -> ManagedObject? {
+        checkQueue()
+        return registry[id]
+    }
+
+    // MARK: Inserting and deleting
+
+    /// Inserts `object` (created with `insertInto: nil`), giving it a
+    /// temporary ID. Objects created with ``ManagedObject/init(context:)`` are
+    /// inserted already.
+    public func insert(_ object: ManagedObject) {
+        checkQueue()
+        if object.context === self {
+            if object.flags.contains(.deleted) { undelete(object) }
+            return
+        }
+        precondition(object.context == nil, "Strata: \(object) belongs to another context")
+        precondition(object.entity.isResolved && model.entity(named: object.entity.name) === object.entity,
+                     "Strata: \(object.entity.name) is not an entity of this context's model")
+        object.primaryKey = allocatePrimaryKey(for: object.entity)
+        object.isTemporary = true
+        object.context = self
+        object.committed = nil
+        object.version = 0
+        object.exposedVersion = nextVersion()
+        object.flags = [.inserted, .dirty, .exposedVersionFresh]
+        let id = object.objectID
+        registry[id] = object
+        inserted[id] = object
+        noteChange(object)
+    }
+
+    /// Deletes `object`, applying each relationship's delete rule: nullify
+    /// removes it from the other side, cascade deletes the objects it holds,
+    /// deny is checked when saving, no action does nothing.
+    public func delete(_ object: ManagedObject) {
+        checkQueue()
+        precondition(object.context === self, "Strata: \(object) is not registered in \(name)")
+        guard !object.flags.contains(.deleted) else { return }
+        object.fulfill()
+        let id = object.objectID
+        object.flags.insert(.deleted)
+        if object.flags.contains(.inserted) {
+            inserted[id] = nil
+            registry[id] = nil
+            discardedInserts.insert(id)
+        } else {
+            updated[id] = nil
+            deleted[id] = object
+        }
+        noteChange(object)
+        let resolved = object.entity.resolved
+        for (i, property) in object.entity.properties.enumerated() {
+            guard case .relationship(let relationship) = property else { continue }
+            let targets = object.values[i].objectIDs
+            guard !targets.isEmpty else { continue }
+            switch relationship.deleteRule {
+            case .nullify, .cascade:
+                for targetID in targets {
+                    guard let target = liveObject(for: targetID) else { continue }
+                    if let inverse = resolved.inverses[i] { unlink(id, from: target, at: inverse) }
+                    if relationship.deleteRule == .cascade { delete(target) }
+                }
+            case .deny, .noAction:
+                break
+            }
+        }
+        if object.flags.contains(.inserted) { object.context = nil }
+    }
+
+    private func undelete(_ object: ManagedObject) {
+        object.flags.remove(.deleted)
+        deleted[object.objectID] = nil
+        if object.flags.contains(.dirty) { updated[object.objectID] = object }
+        noteChange(object)
+    }
+
+    // MARK: Relationship upkeep
+
+    /// Sets relationship `index` of `object` and keeps the inverse in step on
+    /// the objects added and removed (computed from the old value when not given).
+    func setRelationship(of object: ManagedObject, at index: Int, to value: PropertyValue, added: [ObjectID]?, removed: [ObjectID]?) {
+        let old = object.values[index]
+        objectWillChange(object)
+        object.values[index] = value
+        guard let inverse = object.entity.resolved.inverses[index] else { return }
+        var added = added ?? []
+        var removed = removed ?? []
+        if added.isEmpty && removed.isEmpty {
+            switch (old, value) {
+            case (.objects(let before), .objects(let after)):
+                removed = Array(before.subtracting(after))
+                added = Array(after.subtracting(before))
+            default:
+                removed = old.objectIDs
+                added = value.objectIDs
+            }
+        }
+        let id = object.objectID
+        for targetID in removed {
+            if let target = liveObject(for: targetID) { unlink(id, from: target, at: inverse) }
+        }
+        for targetID in added {
+            guard let target = liveObject(for: targetID) else { continue }
+            switch target.values[inverse] {
+            case .objects(var ids):
+                guard !ids.contains(id) else { continue }
+                objectWillChange(target)
+                target.values[inverse] = .null
+                ids.insert(id)
+                target.values[inverse] = .objects(ids)
+            case .object(let previous):
+                guard previous != id else { continue }
+                objectWillChange(target)
+                target.values[inverse] = .object(id)
+                // The target belonged to another object: take it from there.
+                if let other = liveObject(for: previous) { unlink(targetID, from: other, at: index) }
+            default:
+                objectWillChange(target)
+                target.values[inverse] = .object(id)
+            }
+        }
+    }
+
+    /// Removes `id` from relationship `index` of `target` (one side only).
+    func unlink(_ id: ObjectID, from target: ManagedObject, at index: Int) {
+        switch target.values[index] {
+        case .objects(var ids):
+            guard ids.contains(id) else { return }
+            objectWillChange(target)
+            target.values[index] = .null
+            ids.remove(id)
+            target.values[index] = .objects(ids)
+        case .object(let current) where current == id:
+            objectWillChange(target)
+            target.values[index] = .null
+        default:
+            break
+        }
+    }
+
+    /// The registered object (or a new fault) for `id`, filled, unless it no longer exists.
+    private func liveObject(for id: ObjectID) -> ManagedObject? {
+        let object = registeredOrFault(for: id)
+        object.fulfill()
+        return object.flags.contains(.invalidated) ? nil : object
+    }
+
+    // MARK: Change tracking
+
+    /// Called before every change to `object`'s values.
+    func objectWillChange(_ object: ManagedObject) {
+        if !object.flags.contains(.dirty) {
+            object.flags.insert(.dirty)
+            if !object.flags.contains(.inserted) && !object.flags.contains(.deleted) {
+                updated[object.objectID] = object
+            }
+        }
+        if !object.flags.contains(.exposedVersionFresh) {
+            object.exposedVersion = nextVersion()
+            object.flags.insert(.exposedVersionFresh)
+        }
+        noteChange(object)
+    }
+
+    func noteChange(_ object: ManagedObject) {
+        guard !object.flags.contains(.pendingNotification) else { return }
+        object.flags.insert(.pendingNotification)
+        pendingChanges.append(object)
+        scheduleProcessingIfUsedDirectly()
+    }
+
+    /// A `.mainQueue` context changed outside any block (direct use on the
+    /// main queue) gets its notification from one main-queue block, as Core
+    /// Data posts it at the end of the run-loop turn.
+    func scheduleProcessingIfUsedDirectly() {
+        guard concurrencyType == .mainQueue, !processingScheduled, !isInsideBlock else { return }
+        processingScheduled = true
+        DispatchQueue.main.async { self.processPendingChanges() }
+    }
+
+    /// Posts one objects-did-change notification for everything changed since
+    /// the last one (SEMANTICS.md line 8). Blocks run through `perform` and
+    /// `performAndWait` call it when they end; a `.confinement` context calls
+    /// it when saving or fetching, or when you do.
+    public func processPendingChanges() {
+        checkQueue()
+        processingScheduled = false
+        guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty else { return }
+        var changes = ObjectChanges()
+        for object in pendingChanges {
+            object.flags.remove(.pendingNotification)
+            if object.flags.contains(.inserted) {
+                if !object.flags.contains(.deleted) { changes.inserted.append(object.objectID) }
+            } else if object.flags.contains(.deleted) {
+                changes.deleted.append(object.objectID)
+            } else if object.flags.contains(.dirty) {
+                changes.updated.append(object.objectID)
+            }
+        }
+        changes.refreshed = pendingRefreshed
+        changes.invalidated = pendingInvalidated
+        pendingChanges.removeAll(keepingCapacity: true)
+        pendingRefreshed.removeAll()
+        pendingInvalidated.removeAll()
+        guard !changes.isEmpty else { return }
+        NotificationCenter.default.post(
+            name: ManagedObjectContext.objectsDidChange, object: self, userInfo: [ObjectChanges.userInfoKey: changes])
+    }
+}

@@ -1,0 +1,136 @@
+public import Foundation
+
+extension ManagedObjectContext {
+    /// Applies another context's did-save to this one (SEMANTICS.md line 19):
+    /// registered objects it updated take the saved values (keeping this
+    /// context's own unsaved changes on top), objects it deleted leave this
+    /// context. Posts objects-did-change with the refreshed and invalidated IDs.
+    ///
+    /// ```swift
+    /// main.perform { main.mergeChanges(fromContextDidSave: notification) }
+    /// ```
+    public func mergeChanges(fromContextDidSave notification: Notification) {
+        guard let changes = ObjectChanges(notification) else { return }
+        mergeChanges(fromContextDidSave: changes)
+    }
+
+    /// Applies the payload of another context's did-save; see ``mergeChanges(fromContextDidSave:)-(Notification)``.
+    public func mergeChanges(fromContextDidSave changes: ObjectChanges) {
+        checkQueue()
+        guard changes.sourceSerial != serial else { return }
+        for (i, id) in changes.updated.enumerated() {
+            guard let object = registry[id], !object.flags.contains(.fault) else { continue }
+            if let snapshots = changes.updatedSnapshots, i < snapshots.count {
+                refresh(object, with: snapshots[i], keepingChanges: true)
+            } else {
+                refresh(object, mergeChanges: true)
+            }
+            pendingRefreshed.append(id)
+        }
+        for id in changes.deleted {
+            guard let object = registry[id] else { continue }
+            invalidate(object)
+            pendingInvalidated.append(id)
+        }
+        scheduleProcessingIfUsedDirectly()
+        if !isInsideBlock && concurrencyType != .mainQueue { processPendingChanges() }
+    }
+
+    /// Refreshes `object` from this context's source. With `mergeChanges`
+    /// false its unsaved changes are discarded and it becomes a fault; with
+    /// true it takes the source's present values and keeps its own changes on
+    /// top (an object gone from the source becomes inaccessible).
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        checkQueue()
+        guard object.context === self, !object.flags.contains(.inserted), !object.flags.contains(.fault) else { return }
+        if !mergeChanges {
+            let id = object.objectID
+            updated[id] = nil
+            deleted[id] = nil
+            object.values = []
+            object.committed = nil
+            object.flags = [.fault]
+            return
+        }
+        do {
+            if let snapshot = try sourceSnapshot(for: object.objectID) {
+                refresh(object, with: snapshot, keepingChanges: true)
+                return
+            }
+        } catch {
+            FileHandleStandardError.write("Strata: could not refresh \(object.objectID) in \(name): \(error)\n")
+            return
+        }
+        invalidate(object)
+    }
+
+    /// Refreshes every registered object: changed ones keep their changes on
+    /// top of the source's present values, unchanged ones become faults.
+    public func refreshAllObjects() {
+        checkQueue()
+        for object in Array(registry.values) where !object.flags.contains(.fault) && !object.flags.contains(.inserted) {
+            refresh(object, mergeChanges: object.flags.contains(.dirty) || object.flags.contains(.deleted))
+        }
+    }
+
+    /// Forgets every registered object and every unsaved change; objects
+    /// held from before leave the context.
+    public func reset() {
+        checkQueue()
+        for object in registry.values { object.context = nil }
+        registry.removeAll()
+        inserted.removeAll()
+        updated.removeAll()
+        deleted.removeAll()
+        discardedInserts.removeAll()
+        for object in pendingChanges { object.flags.remove(.pendingNotification) }
+        pendingChanges.removeAll()
+        pendingRefreshed.removeAll()
+        pendingInvalidated.removeAll()
+    }
+
+    /// Discards every unsaved change: inserted objects leave, updated and
+    /// deleted ones return to their last saved values.
+    public func rollback() {
+        checkQueue()
+        for (id, object) in inserted {
+            registry[id] = nil
+            object.context = nil
+            object.flags = []
+        }
+        for object in Array(updated.values) + Array(deleted.values) {
+            guard let committed = object.committed else { continue }
+            object.values = committed
+            object.flags.remove([.dirty, .deleted])
+            object.exposedVersion = nextVersion()
+            object.flags.insert(.exposedVersionFresh)
+            pendingRefreshed.append(object.objectID)
+        }
+        inserted.removeAll()
+        updated.removeAll()
+        deleted.removeAll()
+        discardedInserts.removeAll()
+        scheduleProcessingIfUsedDirectly()
+    }
+
+    /// Takes `snapshot` as the source's state of `object`, re-applying the
+    /// object's unsaved changes on top when `keepingChanges`.
+    func refresh(_ object: ManagedObject, with snapshot: Snapshot, keepingChanges: Bool) {
+        if keepingChanges && object.flags.contains(.dirty) {
+            let base = object.committed ?? snapshot.values
+            var merged = snapshot.values
+            for i in merged.indices where object.values[i] != base[i] { merged[i] = object.values[i] }
+            object.values = merged
+        } else {
+            object.values = snapshot.values
+            if object.flags.contains(.dirty) {
+                object.flags.remove(.dirty)
+                updated[object.objectID] = nil
+            }
+        }
+        object.committed = snapshot.values
+        object.version = snapshot.version
+        object.exposedVersion = nextVersion()
+        object.flags.insert(.exposedVersionFresh)
+    }
+}

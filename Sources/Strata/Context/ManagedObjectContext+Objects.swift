@@ -1,0 +1,131 @@
+extension ManagedObjectContext {
+    /// The object for `id` in this context: the registered one, or a fault
+    /// that loads its values from the parent chain or the store when first
+    /// used (SEMANTICS.md line 15). Never fails; a fault whose object turns
+    /// out not to exist reads as deleted, with default values.
+    ///
+    /// ```swift
+    /// let recipe = context.object(with: id) as! Recipe
+    /// ```
+    public func object(with id: ObjectID) -> ManagedObject {
+        checkQueue()
+        precondition(model.entity(named: id.entity.name) === id.entity, "Strata: \(id) is not an ID of this context's model")
+        return registeredOrFault(for: id)
+    }
+
+    /// The object for `id`, loaded now; throws ``StrataError/Code/objectNotFound``
+    /// when neither this context, its ancestors nor the store has it.
+    public func existingObject(with id: ObjectID) throws(StrataError) -> ManagedObject {
+        checkQueue()
+        guard model.entity(named: id.entity.name) === id.entity else {
+            throw StrataError(.invalidArgument, "\(id) is not an ID of this context's model")
+        }
+        if let object = registry[id] {
+            object.fulfill()
+            guard !object.flags.contains(.invalidated) else { throw StrataError(.objectNotFound, "\(id) no longer exists") }
+            return object
+        }
+        guard let snapshot = try sourceSnapshot(for: id) else {
+            throw StrataError(.objectNotFound, "no object \(id) in \(name), its parents or the store")
+        }
+        return materialize(id, snapshot)
+    }
+
+    // MARK: Internal
+
+    func registeredOrFault(for id: ObjectID) -> ManagedObject {
+        if let object = registry[id] { return object }
+        let object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
+        object.primaryKey = id.primaryKey
+        object.isTemporary = id.isTemporaryID
+        object.context = self
+        object.values = []
+        object.flags = [.fault]
+        registry[id] = object
+        return object
+    }
+
+    /// Registers an object read from the source.
+    @discardableResult
+    func materialize(_ id: ObjectID, _ snapshot: Snapshot) -> ManagedObject {
+        let object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
+        object.primaryKey = id.primaryKey
+        object.isTemporary = id.isTemporaryID
+        object.context = self
+        fill(object, snapshot)
+        registry[id] = object
+        return object
+    }
+
+    func fill(_ object: ManagedObject, _ snapshot: Snapshot) {
+        object.values = snapshot.values
+        object.committed = snapshot.values
+        object.version = snapshot.version
+        object.exposedVersion = snapshot.version
+        object.flags.remove(.fault)
+    }
+
+    /// Loads a fault. If the object no longer exists (or the store fails) it
+    /// becomes an inaccessible object: default values, reported as deleted,
+    /// never saved — Core Data's `shouldDeleteInaccessibleFaults`, without the crash.
+    func fulfillFault(_ object: ManagedObject) {
+        let id = object.objectID
+        do {
+            if let snapshot = try sourceSnapshot(for: id) {
+                fill(object, snapshot)
+                return
+            }
+        } catch {
+            FileHandleStandardError.write("Strata: could not load \(id) in \(name): \(error)\n")
+        }
+        invalidate(object)
+    }
+
+    /// The object no longer exists at the source: it stays readable (with its
+    /// last values, or defaults for a fault) but leaves the context.
+    func invalidate(_ object: ManagedObject) {
+        let id = object.objectID
+        if object.flags.contains(.fault) { object.values = object.entity.resolved.initialValues }
+        registry[id] = nil
+        inserted[id] = nil
+        updated[id] = nil
+        deleted[id] = nil
+        object.flags = [.invalidated]
+    }
+
+    /// The source's present snapshot of `id`: the parent's view (taken on the
+    /// parent's queue) or the store's.
+    func sourceSnapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
+        if let parent {
+            return try parent.performAndWait { () throws(StrataError) -> Snapshot? in try parent.snapshotForChild(id) }
+        }
+        return try persistentStoreCoordinator.snapshot(for: id)
+    }
+
+    /// Runs on this context's queue for a child: this context's view of `id`,
+    /// registering the object here so that the child's later save of it is
+    /// checked against exactly what the child saw.
+    func snapshotForChild(_ id: ObjectID) throws(StrataError) -> Snapshot? {
+        let object: ManagedObject
+        if let registered = registry[id] {
+            object = registered
+            if object.flags.contains(.fault) {
+                guard let snapshot = try sourceSnapshot(for: id) else { invalidate(object); return nil }
+                fill(object, snapshot)
+            }
+        } else {
+            guard let snapshot = try sourceSnapshot(for: id) else { return nil }
+            object = materialize(id, snapshot)
+        }
+        guard !object.flags.contains(.deleted), !object.flags.contains(.invalidated) else { return nil }
+        object.flags.remove(.exposedVersionFresh)  // a child now holds this version
+        return Snapshot(values: object.values, version: object.exposedVersion)
+    }
+}
+
+import Foundation
+
+/// Writes diagnostics to standard error.
+enum FileHandleStandardError {
+    static func write(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+}

@@ -1,0 +1,144 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+
+extension ManagedObjectContext {
+    /// Enqueues `block` on the context's queue and returns at once
+    /// (SEMANTICS.md line 5). Blocks run one at a time in the order they were
+    /// enqueued; a `perform` from inside a block of the same context goes to
+    /// the end of the queue, never inline. Each block ends by processing
+    /// pending changes (line 8).
+    ///
+    /// ```swift
+    /// context.perform {
+    ///     let soup = Recipe(context: context)
+    ///     soup.name = "Soup"
+    ///     try? context.save()
+    /// }
+    /// ```
+    ///
+    /// Calling it on a `.confinement` context is a programming error and traps (line 3).
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        guard let queue else {
+            preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
+        }
+        queue.async { self.runBlock(block, enteredFromMain: false) }
+    }
+
+    /// Runs `block` on the context's queue and waits for it (SEMANTICS.md
+    /// line 6): blocks enqueued before it run first; called from inside a block
+    /// of the same context (however deep) it runs inline; it returns the
+    /// block's value and rethrows its error.
+    ///
+    /// ```swift
+    /// let count = try context.performAndWait { try context.count(for: FetchRequest<Recipe>()) }
+    /// ```
+    ///
+    /// On a `.confinement` context it runs inline on the owning thread and
+    /// traps on any other.
+    public func performAndWait<T, E: Error>(_ block: () throws(E) -> T) throws(E) -> T {
+        if isCurrent {
+            return try runBlock(block, enteredFromMain: false)
+        }
+        guard let queue else {
+            preconditionFailure("Strata: performAndWait on \(name) (.confinement) from \(Self.currentExecutionDescription) — it is bound to the thread that created it")
+        }
+        let fromMain = MainQueue.isCurrent
+        let result: Result<T, E> = queue.sync {
+            do throws(E) {
+                return .success(try runBlock(block, enteredFromMain: fromMain))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Runs `block` on the context's queue and suspends the caller until it
+    /// has run, handing back its value or error (SEMANTICS.md line 7).
+    ///
+    /// ```swift
+    /// let names = try await context.perform {
+    ///     try context.fetch(FetchRequest<Recipe>()).map(\.name)
+    /// }
+    /// ```
+    public func perform<T: Sendable, E: Error>(_ block: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        guard let queue else {
+            preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
+        }
+        let result: Result<T, E> = await withCheckedContinuation { continuation in
+            queue.async {
+                let result: Result<T, E>
+                do throws(E) {
+                    result = .success(try self.runBlock(block, enteredFromMain: false))
+                } catch {
+                    result = .failure(error)
+                }
+                continuation.resume(returning: result)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Runs one block as the context's: marks this thread as inside the
+    /// context, and after the outermost block of the context processes its
+    /// pending changes (one objects-did-change notification per block).
+    func runBlock<T, E: Error>(_ block: () throws(E) -> T, enteredFromMain: Bool) throws(E) -> T {
+        let stack = ExecutionStack.current
+        let outermost = !stack.contexts.contains(serial)
+        stack.contexts.append(serial)
+        if enteredFromMain { stack.mainDepth += 1 }
+        defer {
+            if outermost { processPendingChanges() }
+            stack.contexts.removeLast()
+            if enteredFromMain { stack.mainDepth -= 1 }
+        }
+        return try block()
+    }
+
+    /// Whether the caller may use this context now: inside one of its blocks,
+    /// on the main queue for a `.mainQueue` context, on the owning thread for
+    /// a `.confinement` one.
+    var isCurrent: Bool {
+        switch concurrencyType {
+        case .privateQueue: return ExecutionStack.current.contexts.contains(serial)
+        case .mainQueue: return ExecutionStack.current.contexts.contains(serial) || MainQueue.isCurrent
+        case .confinement: return pthread_equal(owningThread!, pthread_self()) != 0
+        }
+    }
+
+    /// Whether the caller is inside one of this context's blocks (as opposed
+    /// to using a main-queue context directly).
+    var isInsideBlock: Bool { ExecutionStack.current.contexts.contains(serial) }
+
+    /// With the concurrency debug switch on, traps unless the caller may use
+    /// the context (SEMANTICS.md line 22).
+    @inline(__always)
+    func checkQueue(function: @autoclosure () -> String = "the context") {
+        if ConcurrencyDebug.isEnabled && !isCurrent {
+            concurrencyViolation(function())
+        }
+    }
+
+    func concurrencyViolation(_ what: String) -> Never {
+        fatalError("""
+            Strata concurrency violation: \(what) of context '\(name)' (\(concurrencyType)) \
+            used from \(Self.currentExecutionDescription), outside the context's \
+            \(concurrencyType == .confinement ? "thread" : "queue"). \
+            Use perform/performAndWait, or hand an ObjectID across queues.
+            """)
+    }
+
+    /// "thread 0x… on the main queue" / "… inside context #3's block" / "… on no context's queue".
+    static var currentExecutionDescription: String {
+        let thread = "thread \(String(describing: pthread_self()))"
+        if let innermost = ExecutionStack.current.contexts.last { return thread + " inside a block of context #\(innermost)" }
+        if MainQueue.isCurrent { return thread + " on the main queue" }
+        return thread + " on no context's queue"
+    }
+}

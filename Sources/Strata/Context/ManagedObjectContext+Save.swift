@@ -1,0 +1,297 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Saves the context's changes one level up (SEMANTICS.md lines 9, 11, 12):
+    /// into the parent context, in memory; or, for a context attached to the
+    /// coordinator, to the store as ONE atomic batch, after which the saved
+    /// objects' IDs are permanent (line 14).
+    ///
+    /// ```swift
+    /// try context.performAndWait { try context.save() }
+    /// ```
+    ///
+    /// The save validates every changed object first and throws
+    /// ``StrataError/Code/validationFailed`` listing every failure; it throws
+    /// ``StrataError/Code/mergeConflict`` when another save changed the same
+    /// objects first and ``mergePolicy`` is ``MergePolicy/error``. A failed save
+    /// changes nothing anywhere: the context keeps its changes, the destination
+    /// and the store are as they were. Posts will-save and did-save.
+    public func save() throws(StrataError) {
+        checkQueue()
+        processPendingChanges()
+        guard hasChanges else { return }
+        NotificationCenter.default.post(name: Self.willSave, object: self)
+        let changes = try buildChangeSet()
+        let outcome: SaveOutcome
+        if let parent {
+            outcome = try parent.performAndWait { () throws(StrataError) -> SaveOutcome in
+                try parent.acceptChildSave(changes, from: self)
+            }
+        } else {
+            outcome = try persistentStoreCoordinator.save(changes, from: self)
+        }
+        let saved = apply(outcome, of: changes)
+        processPendingChanges()
+        NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
+    }
+
+    /// Makes the IDs of `objects` permanent now, before they are saved (each
+    /// already has the primary key it will be stored under).
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws(StrataError) {
+        checkQueue()
+        for object in objects {
+            guard object.context === self else {
+                throw StrataError(.invalidArgument, "\(object) is not registered in \(name)")
+            }
+            object.isTemporary = false
+        }
+    }
+
+    // MARK: Building the change set
+
+    func buildChangeSet() throws(StrataError) -> ChangeSet {
+        var failures: [ValidationFailure] = []
+        var changes = ChangeSet()
+        changes.mergePolicy = mergePolicy
+        changes.inserted.reserveCapacity(inserted.count)
+        changes.insertedValues.reserveCapacity(inserted.count)
+        for (id, object) in inserted {
+            validate(object, into: &failures)
+            changes.inserted.append(id)
+            changes.insertedValues.append(object.values)
+        }
+        for (id, object) in updated {
+            validate(object, into: &failures)
+            changes.updated.append(id)
+            changes.updatedValues.append(object.values)
+            changes.updatedBase.append(object.committed ?? object.values)
+            changes.updatedVersions.append(object.version)
+        }
+        for (id, object) in deleted {
+            validateDelete(object, into: &failures)
+            changes.deleted.append(id)
+            changes.deletedVersions.append(object.version)
+        }
+        if !failures.isEmpty {
+            var error = StrataError(.validationFailed, "\(failures.count) validation failure(s); nothing was saved")
+            error.validationFailures = failures
+            throw error
+        }
+        return changes
+    }
+
+    private func validate(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
+        let entity = object.entity
+        for (i, property) in entity.properties.enumerated() {
+            let value = object.values[i]
+            switch property {
+            case .attribute(let attribute):
+                if value == .null && !attribute.isOptional {
+                    failures.append(ValidationFailure(objectID: object.objectID, property: attribute.name, reason: .missingValue))
+                }
+            case .relationship(let relationship):
+                if value == .null && !relationship.isToMany && !relationship.isOptional {
+                    failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .missingValue))
+                }
+                let destination = entity.resolved.destinations[i]
+                for target in value.objectIDs {
+                    if target.entity !== destination {
+                        failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .wrongEntity))
+                    } else if isDeletedHere(target) {
+                        failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .targetDeleted))
+                    }
+                }
+            }
+        }
+    }
+
+    private func validateDelete(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
+        for (i, property) in object.entity.properties.enumerated() {
+            guard case .relationship(let relationship) = property, relationship.deleteRule == .deny else { continue }
+            if object.values[i].objectIDs.contains(where: { !isDeletedHere($0) }) {
+                failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .deleteDenied))
+            }
+        }
+    }
+
+    /// Deleted in this context (pending), inserted and deleted again, or gone.
+    private func isDeletedHere(_ id: ObjectID) -> Bool {
+        if deleted[id] != nil || discardedInserts.contains(id) { return true }
+        return registry[id]?.flags.contains(.invalidated) ?? false
+    }
+
+    // MARK: Applying the outcome
+
+    /// Updates this context after its destination accepted `changes`; returns
+    /// the did-save payload. Nothing here can fail.
+    func apply(_ outcome: SaveOutcome, of changes: ChangeSet) -> ObjectChanges {
+        var saved = ObjectChanges()
+        saved.sourceSerial = serial
+        saved.inserted.reserveCapacity(changes.inserted.count)
+        for (i, id) in changes.inserted.enumerated() {
+            guard let object = inserted[id] else { continue }
+            object.flags.remove([.inserted, .dirty])
+            object.committed = object.values
+            object.version = outcome.insertedVersions[i]
+            if outcome.reachedStore { object.isTemporary = false }
+            saved.inserted.append(object.objectID)
+        }
+        var snapshots: [Snapshot] = []
+        snapshots.reserveCapacity(changes.updated.count)
+        for (i, id) in changes.updated.enumerated() {
+            guard let object = updated[id] else { continue }
+            if outcome.droppedUpdates.contains(i) {
+                invalidate(object)
+                pendingInvalidated.append(id)
+                continue
+            }
+            if let values = outcome.resolvedValues[i] {
+                object.values = values
+                object.exposedVersion = nextVersion()
+                object.flags.insert(.exposedVersionFresh)
+                pendingRefreshed.append(id)
+            }
+            object.flags.remove(.dirty)
+            object.committed = object.values
+            object.version = outcome.updatedVersions[i]
+            if outcome.reachedStore { object.isTemporary = false }
+            saved.updated.append(object.objectID)
+            snapshots.append(Snapshot(values: object.values, version: object.version))
+        }
+        saved.updatedSnapshots = snapshots
+        for (i, id) in changes.deleted.enumerated() {
+            guard let object = deleted[id] else { continue }
+            if let kept = outcome.keptDeletes[i] {
+                object.flags.remove([.deleted, .dirty])
+                fill(object, kept)
+                object.exposedVersion = nextVersion()
+                object.flags.insert(.exposedVersionFresh)
+                pendingRefreshed.append(id)
+                continue
+            }
+            registry[id] = nil
+            object.context = nil
+            object.flags = []
+            saved.deleted.append(id)
+        }
+        inserted.removeAll(keepingCapacity: false)
+        updated.removeAll(keepingCapacity: false)
+        deleted.removeAll(keepingCapacity: false)
+        discardedInserts.removeAll()
+        return saved
+    }
+
+    // MARK: Receiving a child's save
+
+    /// Runs on this context's queue: takes a child's changes as this
+    /// context's own unsaved changes (SEMANTICS.md line 9). Checks every
+    /// updated and deleted object against what the child saw first, and
+    /// changes nothing if the save fails.
+    func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
+        var currentUpdated: [Snapshot?] = []
+        currentUpdated.reserveCapacity(changes.updated.count)
+        for id in changes.updated { currentUpdated.append(try currentSnapshot(of: id)) }
+        var currentDeleted: [Snapshot?] = []
+        currentDeleted.reserveCapacity(changes.deleted.count)
+        for id in changes.deleted { currentDeleted.append(try currentSnapshot(of: id)) }
+        let (updates, deletes) = try ConflictResolution.decide(changes, currentUpdated: currentUpdated, currentDeleted: currentDeleted)
+
+        // Nothing below throws.
+        var outcome = SaveOutcome()
+        outcome.insertedVersions.reserveCapacity(changes.inserted.count)
+        for (i, id) in changes.inserted.enumerated() {
+            let object: ManagedObject
+            if let existing = registry[id] {
+                object = existing
+                objectWillChange(object)
+                object.values = changes.insertedValues[i]
+            } else {
+                object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
+                object.primaryKey = id.primaryKey
+                object.isTemporary = id.isTemporaryID
+                object.context = self
+                object.values = changes.insertedValues[i]
+                object.flags = [.inserted, .dirty]
+                registry[id] = object
+                inserted[id] = object
+                noteChange(object)
+            }
+            object.exposedVersion = nextVersion()
+            object.flags.remove(.exposedVersionFresh)  // the child holds this version
+            outcome.insertedVersions.append(object.exposedVersion)
+        }
+        outcome.updatedVersions.reserveCapacity(changes.updated.count)
+        for (i, id) in changes.updated.enumerated() {
+            switch updates[i] {
+            case .write(let values):
+                let object = registry[id]!  // registered by currentSnapshot(of:)
+                objectWillChange(object)
+                object.values = values
+                object.exposedVersion = nextVersion()
+                object.flags.remove(.exposedVersionFresh)
+                outcome.updatedVersions.append(object.exposedVersion)
+                if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
+            case .keep(let current):
+                outcome.updatedVersions.append(current.version)
+                outcome.resolvedValues[i] = current.values
+            case .drop:
+                outcome.updatedVersions.append(0)
+                outcome.droppedUpdates.insert(i)
+            }
+        }
+        for (i, id) in changes.deleted.enumerated() {
+            switch deletes[i] {
+            case .delete:
+                guard let object = registry[id] else { continue }
+                noteChange(object)
+                if object.flags.contains(.inserted) {
+                    registry[id] = nil
+                    inserted[id] = nil
+                    object.flags.insert(.deleted)
+                    object.context = nil
+                } else {
+                    object.flags.insert(.deleted)
+                    updated[id] = nil
+                    deleted[id] = object
+                }
+            case .alreadyGone:
+                break
+            case .keep(let current):
+                outcome.keptDeletes[i] = current
+            }
+        }
+        notifyMergingChildren(of: changes, outcome: outcome, excluding: child)
+        return outcome
+    }
+
+    /// This context's present view of `id` for a conflict check; nil when it
+    /// is deleted here or gone from the source.
+    private func currentSnapshot(of id: ObjectID) throws(StrataError) -> Snapshot? {
+        if let object = registry[id], !object.flags.contains(.fault) {
+            guard object.flags.isDisjoint(with: [.deleted, .invalidated]) else { return nil }
+            return Snapshot(values: object.values, version: object.exposedVersion)
+        }
+        return try snapshotForChild(id)
+    }
+
+    /// Hands the children that merge automatically (SEMANTICS.md line 20)
+    /// what a sibling's save changed here, with this context's new snapshots,
+    /// on their own queues.
+    private func notifyMergingChildren(of changes: ChangeSet, outcome: SaveOutcome, excluding child: ManagedObjectContext) {
+        let children = mergingChildren(excluding: child)
+        guard !children.isEmpty else { return }
+        var payload = ObjectChanges(inserted: changes.inserted, deleted: changes.deleted)
+        var snapshots: [Snapshot] = []
+        for id in changes.updated {
+            guard let object = registry[id], object.flags.isDisjoint(with: [.deleted, .invalidated]) else { continue }
+            payload.updated.append(id)
+            snapshots.append(Snapshot(values: object.values, version: object.exposedVersion))
+        }
+        payload.updatedSnapshots = snapshots
+        for id in changes.inserted { registry[id]?.flags.remove(.exposedVersionFresh) }
+        let finished = payload
+        for child in children {
+            child.perform { child.mergeChanges(fromContextDidSave: finished) }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+internal import StrataStore
+
+/// A scratch pad of managed objects: objects are fetched into it, changed,
+/// and saved — into its parent context, or, for a context attached to a
+/// ``PersistentStoreCoordinator``, to the store as one atomic batch.
+///
+/// ```swift
+/// let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+/// let main = ManagedObjectContext(.mainQueue, parent: writer)
+/// let importer = ManagedObjectContext(.privateQueue, parent: main)
+///
+/// importer.perform {
+///     let soup = Recipe(context: importer)
+///     soup.name = "Soup"
+///     try? importer.save()                       // into main, in memory
+///     main.perform {
+///         try? main.save()                       // into writer, in memory
+///         writer.perform { try? writer.save() }  // to disk, off the main queue
+///     }
+/// }
+/// ```
+///
+/// A context and its objects are used only on the context's queue
+/// (SEMANTICS.md lines 1–3, 15): `.privateQueue` through ``perform(_:)`` and
+/// ``performAndWait(_:)``; `.mainQueue` directly from the main queue or
+/// through them; `.confinement` only on the thread that created it. The
+/// concurrency rules are numbered in the DocC article *Concurrency*.
+///
+/// `@unchecked Sendable`: the context is shared across threads only to call
+/// `perform`/`performAndWait`, which run on its queue; every other member is
+/// guarded by that queue (checked under `STRATA_CONCURRENCY_DEBUG=1`), except
+/// `children` and `mergesFromParent`, guarded by `relationsLock`.
+public final class ManagedObjectContext: @unchecked Sendable, CustomStringConvertible {
+    /// How a context is bound to a queue or thread.
+    public enum ConcurrencyType: Sendable, Hashable, CustomStringConvertible {
+        /// The context owns a serial queue; use it through `perform`/`performAndWait`.
+        case privateQueue
+        /// Bound to the main queue: direct use from the main queue, `perform` elsewhere.
+        case mainQueue
+        /// Bound to the thread that created it; cannot be a parent; no `perform`.
+        case confinement
+        public var description: String {
+            switch self {
+            case .privateQueue: ".privateQueue"
+            case .mainQueue: ".mainQueue"
+            case .confinement: ".confinement"
+            }
+        }
+    }
+
+    public let concurrencyType: ConcurrencyType
+    /// The context this one saves into; nil for a context attached to the coordinator.
+    public let parent: ManagedObjectContext?
+    /// The coordinator at the root of this context's chain.
+    public let persistentStoreCoordinator: PersistentStoreCoordinator
+    public let model: ManagedObjectModel
+    /// A name for messages and debugging.
+    public let name: String
+
+    let serial: UInt64
+    /// The private queue, or the main queue; nil for `.confinement`.
+    let queue: DispatchQueue?
+    /// The creating thread of a `.confinement` context.
+    let owningThread: pthread_t?
+
+    // MARK: State guarded by the context's queue
+
+    var registry: [ObjectID: ManagedObject] = [:]
+    var inserted: [ObjectID: ManagedObject] = [:]
+    var updated: [ObjectID: ManagedObject] = [:]
+    var deleted: [ObjectID: ManagedObject] = [:]
+    /// Objects inserted and deleted again before a save: gone, but a
+    /// reference to one must still fail validation.
+    var discardedInserts: Set<ObjectID> = []
+    /// Objects changed since the last objects-did-change notification.
+    var pendingChanges: [ManagedObject] = []
+    /// IDs refreshed or invalidated by merges since the last notification.
+    var pendingRefreshed: [ObjectID] = []
+    var pendingInvalidated: [ObjectID] = []
+    /// A main-queue context used directly (outside a block) has its pending
+    /// changes processed by one main-queue block scheduled for the purpose.
+    var processingScheduled = false
+    /// Source of fresh exposed versions: (1 << 63) | serial << 40 | counter,
+    /// never equal to a store version (those stay below 2^63).
+    var versionCounter: UInt64 = 0
+    /// Primary keys reserved from the coordinator, by entity index.
+    var reservedKeys: [UInt16: Range<UInt64>] = [:]
+    var keyReservationSize: [UInt16: UInt64] = [:]
+
+    /// What a save does when another save changed the same objects first.
+    public var mergePolicy: MergePolicy = .error
+
+    // MARK: State guarded by `relationsLock`
+
+    let relationsLock = Lock()
+    private var _children: [WeakContext] = []
+    private var _mergesFromParent = false
+
+    /// Creates a context attached to `coordinator`: its saves go to the store.
+    public init(_ concurrencyType: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String? = nil) {
+        self.concurrencyType = concurrencyType
+        self.parent = nil
+        self.persistentStoreCoordinator = coordinator
+        self.model = coordinator.model
+        self.serial = ContextSerial.next()
+        self.name = name ?? "context #\(serial)"
+        (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
+        coordinator.register(self)
+    }
+
+    /// Creates a child of `parent`: its saves go into the parent (SEMANTICS.md
+    /// line 9). A `.confinement` context cannot be a parent (lines 3–4); using
+    /// one is a programming error and traps.
+    public init(_ concurrencyType: ConcurrencyType, parent: ManagedObjectContext, name: String? = nil) {
+        precondition(parent.concurrencyType != .confinement,
+                     "Strata: a .confinement context cannot be a parent (\(parent.name))")
+        self.concurrencyType = concurrencyType
+        self.parent = parent
+        self.persistentStoreCoordinator = parent.persistentStoreCoordinator
+        self.model = parent.model
+        self.serial = ContextSerial.next()
+        self.name = name ?? "context #\(serial)"
+        (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
+        parent.relationsLock.withLock { parent._children.append(WeakContext(self)) }
+    }
+
+    private static func binding(_ type: ConcurrencyType, serial: UInt64, name: String) -> (DispatchQueue?, pthread_t?) {
+        switch type {
+        case .privateQueue: return (DispatchQueue(label: "strata.context.\(serial) (\(name))"), nil)
+        case .mainQueue: return (DispatchQueue.main, nil)
+        case .confinement: return (nil, pthread_self())
+        }
+    }
+
+    public var description: String { "<ManagedObjectContext \(name) \(concurrencyType)>" }
+
+    // MARK: Merging from the parent
+
+    /// Whether this context merges, by itself, the saves its parent receives
+    /// from its other children — or, attached to the coordinator, the saves
+    /// other contexts make to the store (SEMANTICS.md line 20).
+    public var automaticallyMergesChangesFromParent: Bool {
+        get { relationsLock.withLock { _mergesFromParent } }
+        set { relationsLock.withLock { _mergesFromParent = newValue } }
+    }
+
+    /// The live children that merge automatically, other than `excluded`.
+    func mergingChildren(excluding excluded: ManagedObjectContext?) -> [ManagedObjectContext] {
+        relationsLock.withLock {
+            _children.removeAll { $0.context == nil }
+            return _children.compactMap { weak in
+                guard let child = weak.context, child !== excluded, child.automaticallyMergesChangesFromParent else { return nil }
+                return child
+            }
+        }
+    }
+
+    // MARK: Versions and keys
+
+    func nextVersion() -> UInt64 {
+        versionCounter += 1
+        return (1 << 63) | (serial & 0x7F_FFFF) << 40 | (versionCounter & 0xFF_FFFF_FFFF)
+    }
+
+    func allocatePrimaryKey(for entity: EntityDescription) -> UInt64 {
+        let index = entity.index
+        if let range = reservedKeys[index], !range.isEmpty {
+            reservedKeys[index] = range.dropFirst()
+            return range.lowerBound
+        }
+        // Reservations grow (64 … 4096) so a bulk import asks the coordinator rarely.
+        let size = min((keyReservationSize[index] ?? 32) * 2, 4096)
+        keyReservationSize[index] = size
+        let range = persistentStoreCoordinator.reservePrimaryKeys(for: entity, count: size)
+        reservedKeys[index] = range.dropFirst()
+        return range.lowerBound
+    }
+}
+
+/// A weak reference to a context, for lists of children and listeners.
+struct WeakContext {
+    weak var context: ManagedObjectContext?
+    init(_ context: ManagedObjectContext) { self.context = context }
+}

@@ -1,0 +1,67 @@
+public import Foundation
+
+/// The IDs of the objects a change touched: the `Sendable` payload of every
+/// Strata notification, under ``userInfoKey`` (SEMANTICS.md line 19).
+///
+/// ```swift
+/// NotificationCenter.default.addObserver(
+///     forName: ManagedObjectContext.didSave, object: importContext, queue: nil
+/// ) { note in
+///     guard let changes = ObjectChanges(note) else { return }
+///     main.perform { main.mergeChanges(fromContextDidSave: changes) }
+/// }
+/// ```
+public struct ObjectChanges: Sendable, Hashable {
+    public static let userInfoKey = "StrataObjectChanges"
+
+    public var inserted: [ObjectID] = []
+    public var updated: [ObjectID] = []
+    public var deleted: [ObjectID] = []
+    /// Objects whose values a merge or refresh replaced (objects-did-change only).
+    public var refreshed: [ObjectID] = []
+    /// Objects a merge found deleted elsewhere (objects-did-change only).
+    public var invalidated: [ObjectID] = []
+    /// For did-save: the destination's values and version of each updated
+    /// object, aligned with `updated`, so a merge needs no round trip to the
+    /// destination's queue (the main queue never waits on the writer's).
+    var updatedSnapshots: [Snapshot]?
+    /// The context whose save this describes (did-save only).
+    var sourceSerial: UInt64 = 0
+
+    public init(inserted: [ObjectID] = [], updated: [ObjectID] = [], deleted: [ObjectID] = []) {
+        self.inserted = inserted
+        self.updated = updated
+        self.deleted = deleted
+    }
+
+    /// The payload of a Strata notification; nil for any other notification.
+    public init?(_ notification: Notification) {
+        guard let changes = notification.userInfo?[Self.userInfoKey] as? ObjectChanges else { return nil }
+        self = changes
+    }
+
+    public var isEmpty: Bool {
+        inserted.isEmpty && updated.isEmpty && deleted.isEmpty && refreshed.isEmpty && invalidated.isEmpty
+    }
+
+    public static func == (a: ObjectChanges, b: ObjectChanges) -> Bool {
+        a.inserted == b.inserted && a.updated == b.updated && a.deleted == b.deleted
+            && a.refreshed == b.refreshed && a.invalidated == b.invalidated
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(inserted); hasher.combine(updated); hasher.combine(deleted)
+    }
+}
+
+extension ManagedObjectContext {
+    /// Posted (object: the context) on the context's queue at the start of a
+    /// save that has changes.
+    public static let willSave = Notification.Name("StrataManagedObjectContextWillSave")
+    /// Posted (object: the context) on the context's queue after a successful
+    /// save, with the saved IDs in ``ObjectChanges``.
+    public static let didSave = Notification.Name("StrataManagedObjectContextDidSave")
+    /// Posted (object: the context) on the context's queue once per block
+    /// that changed objects (SEMANTICS.md line 8).
+    public static let objectsDidChange = Notification.Name("StrataManagedObjectContextObjectsDidChange")
+}

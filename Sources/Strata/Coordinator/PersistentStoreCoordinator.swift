@@ -1,0 +1,308 @@
+public import Foundation
+public import StrataStore
+
+/// The bridge between contexts and storage: it owns the store, turns each
+/// save of an attached context into ONE atomic batch (SEMANTICS.md line 11),
+/// keeps a row cache of committed snapshots, hands out primary keys, and is
+/// safe to call from any queue.
+///
+/// ```swift
+/// let coordinator = PersistentStoreCoordinator(model: model)
+/// try coordinator.addPersistentStore(.log, directory: "/var/lib/app/recipes.strata")
+/// let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+/// ```
+///
+/// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
+/// `rootContexts` are guarded by `lock`; `rowCache` and `cacheEpoch` by
+/// `cacheLock`; saves are serialized by `saveLock`. Lock order: saveLock →
+/// lock → cacheLock; none is held while calling into a context.
+public final class PersistentStoreCoordinator: @unchecked Sendable {
+    /// Where records live.
+    public enum StoreType: Sendable, Hashable {
+        /// A StrataStore directory on disk: durable, crash-safe (the default).
+        case log
+        /// A dictionary in memory, gone with the coordinator.
+        case inMemory
+    }
+
+    public let model: ManagedObjectModel
+    /// How many committed snapshots the row cache keeps at most.
+    public let rowCacheCapacity: Int
+
+    private let saveLock = Lock()
+    private let lock = Lock()
+    private var store: (any RecordStore)?   // guarded by `lock`
+    private var nextKeys: [UInt64]           // guarded by `lock`
+    private var persistedKeys: [UInt64]      // guarded by `lock`
+    private var rootContexts: [WeakContext] = []  // guarded by `lock`
+    private var _storeIdentifier: UUID?      // guarded by `lock`
+
+    private let cacheLock = Lock()
+    private var rowCache: [ObjectID: Snapshot] = [:]  // guarded by `cacheLock`
+    /// Bumped by every save, so a read that raced a save does not cache a stale snapshot.
+    private var cacheEpoch: UInt64 = 0       // guarded by `cacheLock`
+
+    public init(model: ManagedObjectModel, rowCacheCapacity: Int = 1 << 20) {
+        self.model = model
+        self.rowCacheCapacity = rowCacheCapacity
+        self.nextKeys = Array(repeating: 1, count: model.entities.count)
+        self.persistedKeys = nextKeys
+    }
+
+    /// Opens (or creates) the coordinator's one store.
+    ///
+    /// A new store records the model; an existing one must have been written
+    /// with a model of the same ``ManagedObjectModel/versionHash``, or this
+    /// throws ``StrataError/Code/modelMismatch`` naming both. A missing,
+    /// foreign, locked or corrupt directory gives ``StrataError/Code/storage``
+    /// with the engine's `StoreError` as the cause.
+    public func addPersistentStore(_ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions()) throws(StrataError) {
+        try saveLock.withLock { () throws(StrataError) in
+            guard lock.withLock({ store == nil }) else {
+                throw StrataError(.storeAlreadyAdded, "the coordinator already has a store")
+            }
+            let newStore: any RecordStore
+            switch type {
+            case .inMemory:
+                newStore = InMemoryRecordStore()
+            case .log:
+                guard let directory else { throw StrataError(.invalidArgument, "a log store needs a directory") }
+                newStore = try LogRecordStore(directory: directory, options: options)
+            }
+            do throws(StrataError) {
+                let (keys, identifier) = try prepare(newStore, readOnly: options.readOnly && type == .log)
+                lock.withLock {
+                    store = newStore
+                    for (i, next) in keys.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
+                    persistedKeys = keys
+                    _storeIdentifier = identifier
+                }
+            } catch {
+                try? newStore.close()
+                throw error
+            }
+        }
+    }
+
+    /// Checks (or writes) the model, reads the key counters and the store's identity.
+    private func prepare(_ store: any RecordStore, readOnly: Bool) throws(StrataError) -> ([UInt64], UUID) {
+        if let record = try store.get(RecordCoding.modelKey) {
+            guard let hash = RecordCoding.hash(inModelRecord: record) else {
+                throw StrataError(.corruptRecord, "the store's model record is damaged")
+            }
+            guard hash == model.versionHash else {
+                throw StrataError(.modelMismatch, "the store was written with model \(hash); this model is \(model.versionHash)")
+            }
+            var keys = Array(repeating: UInt64(1), count: model.entities.count)
+            if let bytes = try store.get(RecordCoding.keysKey) {
+                guard let stored = RecordCoding.decodeKeys(bytes), stored.count == keys.count else {
+                    throw StrataError(.corruptRecord, "the store's key counters are damaged")
+                }
+                keys = stored
+            }
+            let identity = try store.get(RecordCoding.storeKey)
+            let uuid = identity.flatMap { $0.count == 16 ? UUID(uuid: $0.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }) : nil }
+            return (keys, uuid ?? UUID())
+        }
+        var foreign = false
+        try store.forEach(prefix: []) { _, _ throws(StrataError) in foreign = true }
+        guard !foreign else {
+            throw StrataError(.modelMismatch, "the store holds records but no Strata model: it is not an object store")
+        }
+        let identifier = UUID()
+        let keys = Array(repeating: UInt64(1), count: model.entities.count)
+        if !readOnly {
+            var batch = WriteBatch()
+            batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(model))
+            batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys))
+            batch.put(RecordCoding.storeKey, withUnsafeBytes(of: identifier.uuid) { Array($0) })
+            try store.write(batch)
+        }
+        return (keys, identifier)
+    }
+
+    /// Closes the store; later saves and loads throw ``StrataError/Code/noPersistentStore``.
+    public func close() throws(StrataError) {
+        try saveLock.withLock { () throws(StrataError) in
+            let closing = lock.withLock { () -> (any RecordStore)? in
+                defer { store = nil }
+                return store
+            }
+            cacheLock.withLock { rowCache.removeAll(); cacheEpoch &+= 1 }
+            try closing?.close()
+        }
+    }
+
+    /// The store's identity, made when it was created.
+    public var storeIdentifier: UUID? { lock.withLock { _storeIdentifier } }
+
+    /// The storage engine's counters (nil for the in-memory store or none).
+    public var storeStatistics: StoreStatistics? { lock.withLock { store }?.statistics }
+
+    /// The ID a URI from ``ObjectID/uriRepresentation()`` names; nil when it
+    /// is not such a URI or names an entity this model lacks.
+    public func managedObjectID(forURIRepresentation uri: URL) -> ObjectID? {
+        let parts = uri.pathComponents.filter { $0 != "/" }
+        guard uri.scheme == "x-strata", parts.count == 2, let entity = model.entity(named: parts[0]),
+              let kind = parts[1].first, kind == "p" || kind == "t", let pk = UInt64(parts[1].dropFirst()), pk > 0
+        else { return nil }
+        return ObjectID(entity: entity, primaryKey: pk, isTemporary: kind == "t")
+    }
+
+    // MARK: For contexts
+
+    func register(_ context: ManagedObjectContext) {
+        lock.withLock {
+            rootContexts.removeAll { $0.context == nil }
+            rootContexts.append(WeakContext(context))
+        }
+    }
+
+    /// `count` primary keys of `entity` that no one else will ever get.
+    func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) -> Range<UInt64> {
+        lock.withLock {
+            let start = nextKeys[Int(entity.index)]
+            nextKeys[Int(entity.index)] = start + count
+            return start..<start + count
+        }
+    }
+
+    private func currentStore() throws(StrataError) -> any RecordStore {
+        guard let store = lock.withLock({ store }) else {
+            throw StrataError(.noPersistentStore, "the coordinator has no open store")
+        }
+        return store
+    }
+
+    /// The store's snapshot of `id`, through the row cache; nil when absent.
+    func snapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
+        let (cached, epoch) = cacheLock.withLock { (rowCache[id], cacheEpoch) }
+        if let cached { return cached }
+        guard !id.isTemporaryID || true else { return nil }
+        let store = try currentStore()
+        guard let bytes = try store.get(RecordCoding.key(id)) else { return nil }
+        guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
+            throw StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
+        }
+        cacheLock.withLock {
+            if cacheEpoch == epoch { cache(id, snapshot) }
+        }
+        return snapshot
+    }
+
+    /// Every stored object of `entity` (one prefix scan), in primary-key order.
+    func objects(of entity: EntityDescription) throws(StrataError) -> [SourceObject] {
+        let store = try currentStore()
+        let epoch = cacheLock.withLock { cacheEpoch }
+        var result: [SourceObject] = []
+        try store.forEach(prefix: RecordCoding.prefix(of: entity)) { key, value throws(StrataError) in
+            guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity,
+                  let snapshot = RecordCoding.decode(value, entity: entity, model: model)
+            else {
+                throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
+            }
+            result.append(SourceObject(id: id, snapshot: snapshot))
+        }
+        cacheLock.withLock {
+            guard cacheEpoch == epoch, rowCache.count + result.count <= rowCacheCapacity else { return }
+            for item in result { rowCache[item.id] = item.snapshot }
+        }
+        return result
+    }
+
+    /// Must hold `cacheLock`.
+    private func cache(_ id: ObjectID, _ snapshot: Snapshot) {
+        if rowCache.count >= rowCacheCapacity { rowCache.removeAll(keepingCapacity: true) }
+        rowCache[id] = snapshot
+    }
+
+    /// Writes a save of an attached context as one atomic batch, after
+    /// checking every updated and deleted object against the store's version.
+    /// Nothing changes (store, cache) if it throws.
+    func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
+        let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
+            let store = try currentStore()
+            var currentUpdated: [Snapshot?] = []
+            currentUpdated.reserveCapacity(changes.updated.count)
+            for id in changes.updated { currentUpdated.append(try snapshot(for: id)) }
+            var currentDeleted: [Snapshot?] = []
+            currentDeleted.reserveCapacity(changes.deleted.count)
+            for id in changes.deleted { currentDeleted.append(try snapshot(for: id)) }
+            let (updates, deletes) = try ConflictResolution.decide(changes, currentUpdated: currentUpdated, currentDeleted: currentDeleted)
+
+            var batch = WriteBatch()
+            var record: [UInt8] = []
+            var outcome = SaveOutcome()
+            outcome.reachedStore = true
+            var written: [(ObjectID, Snapshot)] = []
+            written.reserveCapacity(changes.inserted.count + changes.updated.count)
+            var payload = ObjectChanges(inserted: changes.inserted)
+            payload.sourceSerial = context.serial
+            var payloadSnapshots: [Snapshot] = []
+
+            outcome.insertedVersions = Array(repeating: 1, count: changes.inserted.count)
+            for (i, id) in changes.inserted.enumerated() {
+                record.removeAll(keepingCapacity: true)
+                RecordCoding.encode(changes.insertedValues[i], version: 1, into: &record)
+                batch.put(RecordCoding.key(id), record)
+                written.append((id, Snapshot(values: changes.insertedValues[i], version: 1)))
+            }
+            outcome.updatedVersions.reserveCapacity(changes.updated.count)
+            for (i, id) in changes.updated.enumerated() {
+                switch updates[i] {
+                case .write(let values):
+                    let version = currentUpdated[i]!.version + 1
+                    record.removeAll(keepingCapacity: true)
+                    RecordCoding.encode(values, version: version, into: &record)
+                    batch.put(RecordCoding.key(id), record)
+                    let snapshot = Snapshot(values: values, version: version)
+                    written.append((id, snapshot))
+                    outcome.updatedVersions.append(version)
+                    if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
+                    payload.updated.append(id)
+                    payloadSnapshots.append(snapshot)
+                case .keep(let current):
+                    outcome.updatedVersions.append(current.version)
+                    outcome.resolvedValues[i] = current.values
+                case .drop:
+                    outcome.updatedVersions.append(0)
+                    outcome.droppedUpdates.insert(i)
+                }
+            }
+            var removed: [ObjectID] = []
+            for (i, id) in changes.deleted.enumerated() {
+                switch deletes[i] {
+                case .delete:
+                    batch.delete(RecordCoding.key(id))
+                    removed.append(id)
+                case .alreadyGone:
+                    removed.append(id)
+                case .keep(let current):
+                    outcome.keptDeletes[i] = current
+                }
+            }
+            payload.deleted = removed
+            payload.updatedSnapshots = payloadSnapshots
+            let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
+            if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
+            if !batch.isEmpty { try store.write(batch) }
+            if let keys { lock.withLock { persistedKeys = keys } }
+            cacheLock.withLock {
+                cacheEpoch &+= 1
+                for (id, snapshot) in written { cache(id, snapshot) }
+                for id in removed { rowCache[id] = nil }
+            }
+            return (outcome, payload)
+        }
+        let listeners = lock.withLock {
+            rootContexts.compactMap { weak -> ManagedObjectContext? in
+                guard let other = weak.context, other !== context, other.automaticallyMergesChangesFromParent else { return nil }
+                return other
+            }
+        }
+        for listener in listeners {
+            listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
+        }
+        return outcome
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+internal import StrataStore
+
+/// How objects are laid out in the store.
+///
+/// Object keys are `o`, the entity's position (2 bytes, big-endian) and the
+/// primary key (8 bytes, big-endian): all objects of an entity are one prefix
+/// scan, in primary-key order. Metadata keys are `m` and a name.
+///
+/// A record is a format byte (1), the object's store version (varint), the
+/// property count (varint) and each property in the entity's order: a tag
+/// byte and its payload. Relationships store the targets' entity position
+/// and primary key.
+enum RecordCoding {
+    static let objectTag: UInt8 = 0x6F  // "o"
+    static let metaTag: UInt8 = 0x6D    // "m"
+    static let modelKey: [UInt8] = [metaTag] + Array("model".utf8)
+    static let keysKey: [UInt8] = [metaTag] + Array("keys".utf8)
+    static let storeKey: [UInt8] = [metaTag] + Array("store".utf8)
+
+    private enum Tag: UInt8 {
+        case null = 0, string, integer, double, boolFalse, boolTrue, date, data, uuid, object, objects
+    }
+
+    static func prefix(of entity: EntityDescription) -> [UInt8] {
+        [objectTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF)]
+    }
+
+    static func key(_ id: ObjectID) -> [UInt8] {
+        var key = prefix(of: id.entity)
+        key.reserveCapacity(11)
+        withUnsafeBytes(of: id.primaryKey.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    /// The ID a key names; nil for a key that is not a well-formed object key of `model`.
+    static func objectID(fromKey key: [UInt8], model: ManagedObjectModel) -> ObjectID? {
+        guard key.count == 11, key[0] == objectTag, let entity = model.entity(at: UInt16(key[1]) << 8 | UInt16(key[2])) else { return nil }
+        var pk: UInt64 = 0
+        for byte in key[3...] { pk = pk << 8 | UInt64(byte) }
+        return ObjectID(entity: entity, primaryKey: pk, isTemporary: false)
+    }
+
+    static func encode(_ values: [PropertyValue], version: UInt64, into out: inout [UInt8]) {
+        out.append(1)
+        out.appendVarint(version)
+        out.appendVarint(UInt64(values.count))
+        for value in values {
+            switch value {
+            case .null: out.append(Tag.null.rawValue)
+            case .string(let s):
+                out.append(Tag.string.rawValue)
+                var s = s
+                s.withUTF8 { utf8 in
+                    out.appendVarint(UInt64(utf8.count))
+                    out.append(contentsOf: utf8)
+                }
+            case .integer(let i):
+                out.append(Tag.integer.rawValue)
+                out.appendVarint(UInt64(bitPattern: (i << 1) ^ (i >> 63)))  // zigzag
+            case .double(let d):
+                out.append(Tag.double.rawValue)
+                out.appendInteger(d.bitPattern)
+            case .bool(let b): out.append(b ? Tag.boolTrue.rawValue : Tag.boolFalse.rawValue)
+            case .date(let d):
+                out.append(Tag.date.rawValue)
+                out.appendInteger(d.timeIntervalSinceReferenceDate.bitPattern)
+            case .data(let d):
+                out.append(Tag.data.rawValue)
+                out.appendVarint(UInt64(d.count))
+                out.append(contentsOf: d)
+            case .uuid(let u):
+                out.append(Tag.uuid.rawValue)
+                withUnsafeBytes(of: u.uuid) { out.append(contentsOf: $0) }
+            case .object(let id):
+                out.append(Tag.object.rawValue)
+                out.appendVarint(UInt64(id.entity.index))
+                out.appendVarint(id.primaryKey)
+            case .objects(let ids):
+                out.append(Tag.objects.rawValue)
+                out.appendVarint(UInt64(ids.count))
+                for id in ids {
+                    out.appendVarint(UInt64(id.entity.index))
+                    out.appendVarint(id.primaryKey)
+                }
+            }
+        }
+    }
+
+    /// Decodes a record of `entity`, checking every tag, length and
+    /// relationship target against the model; nil when anything is off.
+    static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel) -> Snapshot? {
+        bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
+                  let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
+            else { return nil }
+            let resolved = entity.resolved
+            var values: [PropertyValue] = []
+            values.reserveCapacity(count)
+            for i in 0..<count {
+                guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag) else { return nil }
+                let value: PropertyValue
+                switch tag {
+                case .null: value = .null
+                case .string:
+                    guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length),
+                          let string = String(validating: bytes, as: UTF8.self) else { return nil }
+                    value = .string(string)
+                case .integer:
+                    guard let z = reader.readVarint() else { return nil }
+                    value = .integer(Int64(bitPattern: z >> 1) ^ -Int64(bitPattern: z & 1))
+                case .double:
+                    guard let bits = reader.readInteger(UInt64.self) else { return nil }
+                    value = .double(Double(bitPattern: bits))
+                case .boolFalse: value = .bool(false)
+                case .boolTrue: value = .bool(true)
+                case .date:
+                    guard let bits = reader.readInteger(UInt64.self) else { return nil }
+                    value = .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)))
+                case .data:
+                    guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length) else { return nil }
+                    value = .data(Data(bytes))
+                case .uuid:
+                    guard let bytes = reader.readBytes(16) else { return nil }
+                    var uuid = UUID().uuid
+                    withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
+                    value = .uuid(UUID(uuid: uuid))
+                case .object:
+                    guard let destination = resolved.destinations[i], let id = readID(&reader, destination) else { return nil }
+                    value = .object(id)
+                case .objects:
+                    guard let destination = resolved.destinations[i],
+                          let n = reader.readLength(limit: reader.remaining / 2) else { return nil }
+                    var ids = Set<ObjectID>(minimumCapacity: n)
+                    for _ in 0..<n {
+                        guard let id = readID(&reader, destination) else { return nil }
+                        ids.insert(id)
+                    }
+                    value = .objects(ids)
+                }
+                guard fits(value, entity.properties[i]) else { return nil }
+                values.append(value)
+            }
+            guard reader.isAtEnd else { return nil }
+            return Snapshot(values: values, version: version)
+        }
+    }
+
+    private static func readID(_ reader: inout ByteReader, _ destination: EntityDescription) -> ObjectID? {
+        guard let index = reader.readVarint(), index == UInt64(destination.index), let pk = reader.readVarint() else { return nil }
+        return ObjectID(entity: destination, primaryKey: pk, isTemporary: false)
+    }
+
+    private static func fits(_ value: PropertyValue, _ property: PropertyDescription) -> Bool {
+        switch (property, value) {
+        case (.attribute, .null): return true
+        case (.attribute(let a), _): return a.type.accepts(value)
+        case (.relationship(let r), .null): return !r.isToMany
+        case (.relationship(let r), .object): return !r.isToMany
+        case (.relationship(let r), .objects): return r.isToMany
+        default: return false
+        }
+    }
+
+    // MARK: Metadata
+
+    /// The `model` record: the version hash (16 ASCII hex digits) then the schema.
+    static func modelRecord(_ model: ManagedObjectModel) -> [UInt8] { Array(model.versionHash.utf8) + model.schema }
+
+    static func hash(inModelRecord record: [UInt8]) -> String? {
+        guard record.count >= 16 else { return nil }
+        return String(decoding: record[0..<16], as: UTF8.self)
+    }
+
+    /// The `keys` record: for each entity, the next primary key never handed out.
+    static func keysRecord(_ next: [UInt64]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.appendVarint(UInt64(next.count))
+        for value in next { out.appendVarint(value) }
+        return out
+    }
+
+    static func decodeKeys(_ bytes: [UInt8]) -> [UInt64]? {
+        bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            guard let count = reader.readLength(limit: 1 << 16) else { return nil }
+            var result: [UInt64] = []
+            for _ in 0..<count {
+                guard let value = reader.readVarint() else { return nil }
+                result.append(value)
+            }
+            return reader.isAtEnd ? result : nil
+        }
+    }
+}

@@ -1,0 +1,96 @@
+internal import StrataStore
+
+/// Where the coordinator keeps records: the StrataStore log store on disk,
+/// or a dictionary in memory. Implementations are safe to call from any thread.
+protocol RecordStore: AnyObject, Sendable {
+    func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]?
+    /// Calls `body` with each record whose key starts with `prefix`, in key order.
+    func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws(StrataError) -> Void) throws(StrataError)
+    /// Applies `batch` atomically (and durably, for the log store).
+    func write(_ batch: WriteBatch) throws(StrataError)
+    func close() throws(StrataError)
+    var statistics: StoreStatistics? { get }
+}
+
+/// The first key after every key that starts with `prefix` (nil: no end).
+func endOfPrefix(_ prefix: [UInt8]) -> [UInt8]? {
+    var end = prefix
+    while let last = end.last {
+        if last < 0xFF { end[end.count - 1] = last + 1; return end }
+        end.removeLast()
+    }
+    return nil
+}
+
+/// The default store: one `StrataStore` directory. Each coordinator save is
+/// one `write`, so one atomic, durable log batch.
+final class LogRecordStore: RecordStore {
+    let engine: StrataStore
+
+    init(directory: String, options: StoreOptions) throws(StrataError) {
+        do {
+            engine = try StrataStore(directory: directory, options: options)
+        } catch let error as StoreError {
+            throw StrataError.storage(error)
+        } catch {
+            throw StrataError(.storage, "\(error)")
+        }
+    }
+
+    func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
+        do throws(StoreError) { return try engine.get(key) } catch { throw StrataError.storage(error) }
+    }
+
+    func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws(StrataError) -> Void) throws(StrataError) {
+        do {
+            try engine.readView().forEach(from: prefix, to: endOfPrefix(prefix)) { key, value in
+                try body(key, value)
+                return true
+            }
+        } catch let error as StrataError {
+            throw error
+        } catch let error as StoreError {
+            throw StrataError.storage(error)
+        } catch {
+            throw StrataError(.storage, "\(error)")
+        }
+    }
+
+    func write(_ batch: WriteBatch) throws(StrataError) {
+        do throws(StoreError) { _ = try engine.write(batch) } catch { throw StrataError.storage(error) }
+    }
+
+    func close() throws(StrataError) {
+        do throws(StoreError) { try engine.close() } catch { throw StrataError.storage(error) }
+    }
+
+    var statistics: StoreStatistics? { engine.statistics }
+}
+
+/// A store that lives and dies with the coordinator, for tests and caches.
+///
+/// `@unchecked Sendable`: `records` is guarded by `lock`.
+final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
+    private let lock = Lock()
+    private var records: [[UInt8]: [UInt8]] = [:]  // guarded by `lock`
+
+    func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? { lock.withLock { records[key] } }
+
+    func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws(StrataError) -> Void) throws(StrataError) {
+        let matching = lock.withLock { records.filter { $0.key.starts(with: prefix) } }
+        for (key, value) in matching.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) { try body(key, value) }
+    }
+
+    func write(_ batch: WriteBatch) throws(StrataError) {
+        var operations: [([UInt8], [UInt8]?)] = []
+        batch.encoded.withUnsafeBytes { payload in
+            BatchDecoder.forEach(payload) { op in
+                operations.append((Array(op.key), op.kind == .put ? Array(op.value) : nil))
+            }
+        }
+        lock.withLock { for (key, value) in operations { records[key] = value } }
+    }
+
+    func close() throws(StrataError) {}
+    var statistics: StoreStatistics? { nil }
+}

@@ -1,0 +1,119 @@
+public import StrataStore
+
+/// The one error type of the object-graph layer: a code to switch on, a
+/// message for people, the objects and properties involved, the storage error
+/// underneath (if any) and where in Strata it was raised.
+///
+/// ```swift
+/// do {
+///     try context.save()
+/// } catch let error as StrataError where error.code == .validationFailed {
+///     for failure in error.validationFailures { print(failure) }
+/// }
+/// ```
+public struct StrataError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, in a form to switch on.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Value: String, Sendable {
+            case invalidModel, modelMismatch, noPersistentStore, storeAlreadyAdded
+            case storage, corruptRecord, objectNotFound, validationFailed, mergeConflict
+            case invalidArgument, contextMisuse
+        }
+        let value: Value
+        /// The model given to ``ManagedObjectModel/init(entities:)`` is inconsistent.
+        public static let invalidModel = Code(value: .invalidModel)
+        /// The store was written with a different model (see ``StrataError/message``
+        /// for both hashes).
+        public static let modelMismatch = Code(value: .modelMismatch)
+        /// The coordinator has no store, or a context has neither a parent nor a coordinator.
+        public static let noPersistentStore = Code(value: .noPersistentStore)
+        /// A coordinator holds one store; a second was added.
+        public static let storeAlreadyAdded = Code(value: .storeAlreadyAdded)
+        /// The storage engine failed; ``StrataError/cause`` holds its `StoreError`.
+        public static let storage = Code(value: .storage)
+        /// A record in the store does not decode under the model.
+        public static let corruptRecord = Code(value: .corruptRecord)
+        /// No object with that ID exists (``ManagedObjectContext/existingObject(with:)``).
+        public static let objectNotFound = Code(value: .objectNotFound)
+        /// A save was refused; ``StrataError/validationFailures`` lists every reason.
+        public static let validationFailed = Code(value: .validationFailed)
+        /// A save met newer changes to the same objects under ``MergePolicy/error``;
+        /// ``StrataError/conflicts`` lists them.
+        public static let mergeConflict = Code(value: .mergeConflict)
+        /// An argument was out of range, of the wrong entity, or otherwise invalid.
+        public static let invalidArgument = Code(value: .invalidArgument)
+        /// A context was used in a way its type does not allow.
+        public static let contextMisuse = Code(value: .contextMisuse)
+        public var description: String { value.rawValue }
+    }
+
+    public var code: Code
+    public var message: String
+    /// For ``Code/validationFailed``: every invalid object and why.
+    public var validationFailures: [ValidationFailure] = []
+    /// For ``Code/mergeConflict``: every conflicting object and property.
+    public var conflicts: [MergeConflict] = []
+    /// The error underneath this one (a `StoreError` for ``Code/storage``).
+    public var cause: (any Error & Sendable)?
+    /// Where in Strata's source the error was raised.
+    public var location: StoreError.SourceLocation
+
+    init(
+        _ code: Code,
+        _ message: String,
+        cause: (any Error & Sendable)? = nil,
+        file: String = #fileID,
+        line: Int = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+        self.location = StoreError.SourceLocation(file: file, line: line)
+    }
+
+    static func storage(_ error: StoreError, file: String = #fileID, line: Int = #line) -> StrataError {
+        StrataError(.storage, error.message, cause: error, file: file, line: line)
+    }
+
+    public var description: String {
+        var text = "StrataError.\(code): \(message)"
+        for failure in validationFailures { text += "\n  - \(failure)" }
+        for conflict in conflicts { text += "\n  - \(conflict)" }
+        if let cause { text += " [cause: \(cause)]" }
+        return text
+    }
+}
+
+/// Why one object failed validation during a save.
+public struct ValidationFailure: Sendable, Hashable, CustomStringConvertible {
+    public enum Reason: String, Sendable, Hashable {
+        /// A non-optional attribute or to-one relationship holds no value.
+        case missingValue
+        /// A relationship holds an object of the wrong entity.
+        case wrongEntity
+        /// A relationship points at an object deleted in the saving context.
+        case targetDeleted
+        /// The object is deleted but a `.deny` relationship still holds objects.
+        case deleteDenied
+        /// A string, data or to-many value is larger than the store accepts.
+        case valueTooLarge
+    }
+    public var objectID: ObjectID
+    public var property: String
+    public var reason: Reason
+    public var description: String { "\(objectID): \(property): \(reason.rawValue)" }
+}
+
+/// One object that two saves changed concurrently.
+public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
+    public var objectID: ObjectID
+    /// The properties whose values changed at the destination since the saving
+    /// context read the object (empty when the destination deleted it).
+    public var properties: [String]
+    /// True when the destination deleted the object since the saving context read it.
+    public var deletedAtDestination: Bool
+    public var description: String {
+        deletedAtDestination ? "\(objectID): deleted at the destination"
+            : "\(objectID): changed at the destination: \(properties.joined(separator: ", "))"
+    }
+}

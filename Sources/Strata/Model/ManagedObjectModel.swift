@@ -1,0 +1,150 @@
+internal import StrataStore
+
+/// The schema of an object graph: its entities and how they relate.
+///
+/// ```swift
+/// let model = try ManagedObjectModel(entities: [
+///     EntityDescription(name: "Recipe", managedObjectClass: Recipe.self, properties: [
+///         .attribute("name", .string),
+///         .toMany("ingredients", "Ingredient", inverse: "recipe", deleteRule: .cascade),
+///     ]),
+///     EntityDescription(name: "Ingredient", managedObjectClass: Ingredient.self, properties: [
+///         .attribute("name", .string),
+///         .toOne("recipe", "Recipe", inverse: "ingredients"),
+///     ]),
+/// ])
+/// ```
+///
+/// The store records the model's ``versionHash`` and refuses to open with a
+/// model whose hash differs (``StrataError/Code/modelMismatch``).
+public final class ManagedObjectModel: Sendable {
+    /// Sorted by name: an entity's position is part of every key it stores.
+    public let entities: [EntityDescription]
+    private let byName: [String: EntityDescription]
+    private let byClass: [ObjectIdentifier: EntityDescription]
+    /// A hash of everything the stored records depend on (entity and
+    /// property names, kinds and types, in order), as 16 hex digits.
+    public let versionHash: String
+    /// The whole schema, encoded; stored beside the data so that tools can
+    /// decode a store without the application's classes.
+    let schema: [UInt8]
+
+    /// Checks and resolves `entities`: names are unique, every relationship's
+    /// destination exists, inverses exist and point back, defaults have the
+    /// attribute's type. Throws ``StrataError/Code/invalidModel`` otherwise.
+    public init(entities: [EntityDescription]) throws(StrataError) {
+        let sorted = entities.sorted { $0.name < $1.name }
+        guard sorted.count <= Int(UInt16.max) else { throw StrataError(.invalidModel, "too many entities") }
+        var byName: [String: EntityDescription] = [:]
+        for entity in sorted {
+            guard !entity.isResolved else {
+                throw StrataError(.invalidModel, "entity \(entity.name) already belongs to another model")
+            }
+            guard !entity.name.isEmpty, byName.updateValue(entity, forKey: entity.name) == nil else {
+                throw StrataError(.invalidModel, "entity name \(String(reflecting: entity.name)) is empty or used twice")
+            }
+            guard entity.propertyIndex.count == entity.properties.count else {
+                throw StrataError(.invalidModel, "entity \(entity.name) declares a property name twice")
+            }
+        }
+        var resolvedAll: [EntityDescription.Resolved] = []
+        for (i, entity) in sorted.enumerated() {
+            var destinations: [EntityDescription?] = []
+            var inverses: [Int?] = []
+            var initial: [PropertyValue] = []
+            for property in entity.properties {
+                switch property {
+                case .attribute(let a):
+                    guard a.defaultValue == .null || a.type.accepts(a.defaultValue) else {
+                        throw StrataError(.invalidModel, "\(entity.name).\(a.name): default value \(a.defaultValue) is not a \(a.type)")
+                    }
+                    destinations.append(nil); inverses.append(nil); initial.append(a.defaultValue)
+                case .relationship(let r):
+                    guard let destination = byName[r.destinationEntityName] else {
+                        throw StrataError(.invalidModel, "\(entity.name).\(r.name): no entity named \(r.destinationEntityName)")
+                    }
+                    var inverseIndex: Int?
+                    if let inverseName = r.inverseName {
+                        guard let j = destination.propertyIndex[inverseName],
+                              case .relationship(let inverse) = destination.properties[j],
+                              inverse.destinationEntityName == entity.name, inverse.inverseName == r.name
+                        else {
+                            throw StrataError(.invalidModel, "\(entity.name).\(r.name): inverse \(destination.name).\(inverseName) is missing or does not point back")
+                        }
+                        inverseIndex = j
+                    }
+                    destinations.append(destination); inverses.append(inverseIndex)
+                    initial.append(r.isToMany ? .objects([]) : .null)
+                }
+            }
+            resolvedAll.append(.init(index: UInt16(i), destinations: destinations, inverses: inverses, initialValues: initial))
+        }
+        for (entity, resolved) in zip(sorted, resolvedAll) { entity.resolve(resolved) }
+        var byClass: [ObjectIdentifier: EntityDescription] = [:]
+        var ambiguous: Set<ObjectIdentifier> = []
+        for entity in sorted where entity.managedObjectClass != ManagedObject.self {
+            let key = ObjectIdentifier(entity.managedObjectClass)
+            if byClass.updateValue(entity, forKey: key) != nil { ambiguous.insert(key) }
+        }
+        for key in ambiguous { byClass[key] = nil }
+        self.entities = sorted
+        self.byName = byName
+        self.byClass = byClass
+        self.schema = ModelSchema.encode(sorted)
+        self.versionHash = ModelSchema.hash(sorted)
+    }
+
+    /// The entity named `name`.
+    public func entity(named name: String) -> EntityDescription? { byName[name] }
+
+    /// The entity whose ``EntityDescription/managedObjectClass`` is `type`
+    /// (nil when none is, or when several entities share the class).
+    public func entity(for type: ManagedObject.Type) -> EntityDescription? { byClass[ObjectIdentifier(type)] }
+
+    func entity(at index: UInt16) -> EntityDescription? {
+        Int(index) < entities.count ? entities[Int(index)] : nil
+    }
+}
+
+/// The model in bytes: what the store keeps in its `model` record.
+enum ModelSchema {
+    static func encode(_ entities: [EntityDescription]) -> [UInt8] {
+        var out: [UInt8] = [1]  // format version
+        func string(_ s: String) { out.appendVarint(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8) }
+        out.appendVarint(UInt64(entities.count))
+        for entity in entities {
+            string(entity.name)
+            out.appendVarint(UInt64(entity.properties.count))
+            for property in entity.properties {
+                switch property {
+                case .attribute(let a):
+                    out.append(0); string(a.name); out.append(a.type.rawValue); out.append(a.isOptional ? 1 : 0)
+                case .relationship(let r):
+                    out.append(r.isToMany ? 2 : 1); string(r.name); string(r.destinationEntityName)
+                    string(r.inverseName ?? ""); out.append(r.isOptional ? 1 : 0); out.append(r.deleteRule.rawValue)
+                }
+            }
+        }
+        return out
+    }
+
+    /// FNV-1a over what records depend on: entity order and names, property
+    /// order, names, kinds and types (not optionality, defaults or delete
+    /// rules, which change no stored byte).
+    static func hash(_ entities: [EntityDescription]) -> String {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix<S: Sequence<UInt8>>(_ bytes: S) { for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
+        for entity in entities {
+            mix(entity.name.utf8); mix([0])
+            for property in entity.properties {
+                switch property {
+                case .attribute(let a): mix([1, a.type.rawValue]); mix(a.name.utf8)
+                case .relationship(let r): mix([r.isToMany ? 3 : 2]); mix(r.name.utf8); mix([0]); mix(r.destinationEntityName.utf8)
+                }
+                mix([0])
+            }
+        }
+        let hex = String(h, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

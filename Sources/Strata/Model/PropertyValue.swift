@@ -1,0 +1,50 @@
+public import Foundation
+
+/// The value of one property of a managed object, as the object graph stores
+/// it: what ``ManagedObject/changedValues()`` and
+/// ``ManagedObject/committedValues(forKeys:)`` return, and what the store encodes.
+///
+/// Relationships hold object IDs, never objects, so a `PropertyValue` is
+/// `Sendable` and may cross queues.
+public enum PropertyValue: Sendable, Hashable {
+    /// No value: an optional attribute that is unset, or an empty to-one relationship.
+    case null
+    case string(String)
+    /// Every integer attribute (16, 32 and 64 bits) is held as 64 bits.
+    case integer(Int64)
+    case double(Double)
+    case bool(Bool)
+    case date(Date)
+    case data(Data)
+    case uuid(UUID)
+    /// A to-one relationship.
+    case object(ObjectID)
+    /// A to-many relationship.
+    case objects(Set<ObjectID>)
+
+    /// The IDs a relationship value refers to.
+    var objectIDs: [ObjectID] {
+        switch self {
+        case .object(let id): return [id]
+        case .objects(let ids): return Array(ids)
+        default: return []
+        }
+    }
+}
+
+extension PropertyValue: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .null: return "nil"
+        case .string(let s): return String(reflecting: s)
+        case .integer(let i): return String(i)
+        case .double(let d): return String(d)
+        case .bool(let b): return String(b)
+        case .date(let d): return d.formatted(.iso8601)
+        case .data(let d): return "<\(d.count) bytes>"
+        case .uuid(let u): return u.uuidString
+        case .object(let id): return id.description
+        case .objects(let ids): return "[" + ids.map(\.description).sorted().joined(separator: ", ") + "]"
+        }
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+
+extension ManagedObject {
+    // MARK: By name
+
+    /// The value of the property named `key`, as a Swift value: `String`,
+    /// `Int` (for every integer type), `Double`, `Bool`, `Date`, `Data`,
+    /// `UUID`, a `ManagedObject` (to-one), `Set<ManagedObject>` (to-many), or nil.
+    ///
+    /// ```swift
+    /// let name = recipe.value(forKey: "name") as? String
+    /// ```
+    ///
+    /// An unknown key is a programming error and traps, as in Core Data.
+    public final func value(forKey key: String) -> Any? {
+        let index = propertyIndex(forKey: key)
+        let value = storedValue(at: index)
+        switch value {
+        case .null: return nil
+        case .string(let s): return s
+        case .integer(let i): return Int(i)
+        case .double(let d): return d
+        case .bool(let b): return b
+        case .date(let d): return d
+        case .data(let d): return d
+        case .uuid(let u): return u
+        case .object(let id): return context?.registeredOrFault(for: id)
+        case .objects(let ids):
+            guard let context else { return Set<ManagedObject>() }
+            return Set(ids.map { context.registeredOrFault(for: $0) })
+        }
+    }
+
+    /// Sets the property named `key` from a Swift value of the kinds
+    /// ``value(forKey:)`` returns (any fixed-width integer for integers, a
+    /// set or array of objects for to-many). An unknown key or a value of the
+    /// wrong type is a programming error and traps; ``setPropertyValue(_:forKey:)``
+    /// throws instead.
+    public final func setValue(_ value: Any?, forKey key: String) {
+        do {
+            try setPropertyValue(Self.propertyValue(from: value), forKey: key)
+        } catch {
+            preconditionFailure("Strata: setValue(_:forKey: \(key)) on \(entity.name): \(error.message)")
+        }
+    }
+
+    /// The value of the property named `key`; nil if the entity has no such property.
+    public final func propertyValue(forKey key: String) -> PropertyValue? {
+        entity.propertyIndex[key].map { storedValue(at: $0) }
+    }
+
+    /// Sets the property named `key`, checking the key and the value's type.
+    /// Setting a relationship keeps its inverse in step on the other objects.
+    public final func setPropertyValue(_ value: PropertyValue, forKey key: String) throws(StrataError) {
+        guard let index = entity.propertyIndex[key] else {
+            throw StrataError(.invalidArgument, "\(entity.name) has no property \(key)")
+        }
+        switch (entity.properties[index], value) {
+        case (.attribute, .null): break
+        case (.attribute(let a), _):
+            guard a.type.accepts(value) else {
+                throw StrataError(.invalidArgument, "\(entity.name).\(key) is \(a.type); \(value) does not fit")
+            }
+        case (.relationship(let r), .null) where !r.isToMany: break
+        case (.relationship(let r), .object(let id)) where !r.isToMany:
+            guard id.entity === entity.resolved.destinations[index] else {
+                throw StrataError(.invalidArgument, "\(entity.name).\(key) holds \(r.destinationEntityName), not \(id.entity.name)")
+            }
+        case (.relationship(let r), .objects(let ids)) where r.isToMany:
+            let destination = entity.resolved.destinations[index]
+            guard ids.allSatisfy({ $0.entity === destination }) else {
+                throw StrataError(.invalidArgument, "\(entity.name).\(key) holds only \(r.destinationEntityName) objects")
+            }
+        default:
+            throw StrataError(.invalidArgument, "\(entity.name).\(key) cannot hold \(value)")
+        }
+        setStoredValue(value, at: index)
+    }
+
+    /// Adds `object` to the to-many relationship `key` (and sets the inverse),
+    /// without building the whole set.
+    public final func add(_ object: ManagedObject, to key: String) {
+        let index = propertyIndex(forKey: key)
+        checkQueue()
+        fulfill()
+        guard case .objects(var ids) = values[index] else { preconditionFailure("Strata: \(entity.name).\(key) is not to-many") }
+        let id = object.objectID
+        guard id.entity === entity.resolved.destinations[index] else {
+            preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
+        }
+        guard !ids.contains(id) else { return }
+        values[index] = .null  // so that `ids` is the only reference and inserts in place
+        ids.insert(id)
+        changeToMany(at: index, to: ids, added: [id], removed: [])
+    }
+
+    /// Removes `object` from the to-many relationship `key` (and clears the inverse).
+    public final func remove(_ object: ManagedObject, from key: String) {
+        let index = propertyIndex(forKey: key)
+        checkQueue()
+        fulfill()
+        guard case .objects(var ids) = values[index] else { preconditionFailure("Strata: \(entity.name).\(key) is not to-many") }
+        let id = object.objectID
+        guard ids.contains(id) else { return }
+        values[index] = .null
+        ids.remove(id)
+        changeToMany(at: index, to: ids, added: [], removed: [id])
+    }
+
+    private final func changeToMany(at index: Int, to ids: Set<ObjectID>, added: [ObjectID], removed: [ObjectID]) {
+        if let context {
+            context.setRelationship(of: self, at: index, to: .objects(ids), added: added, removed: removed)
+        } else {
+            values[index] = .objects(ids)
+        }
+    }
+
+    // MARK: Changes
+
+    /// The properties changed since the object was last saved or refreshed,
+    /// with their new values (every non-empty property of an inserted object).
+    public final func changedValues() -> [String: PropertyValue] {
+        checkQueue()
+        guard !flags.contains(.fault) else { return [:] }
+        var changes: [String: PropertyValue] = [:]
+        for (i, property) in entity.properties.enumerated() {
+            let base = committed?[i] ?? entity.resolved.initialValues[i]
+            if values[i] != base || (committed == nil && values[i] != .null && values[i] != .objects([])) {
+                changes[property.name] = values[i]
+            }
+        }
+        return changes
+    }
+
+    /// The values of `keys` (every property when nil) as last saved or
+    /// fetched, before this context's changes; empty for an inserted object.
+    public final func committedValues(forKeys keys: [String]?) -> [String: PropertyValue] {
+        checkQueue()
+        fulfill()
+        guard let committed else { return [:] }
+        var result: [String: PropertyValue] = [:]
+        for (i, property) in entity.properties.enumerated() where keys?.contains(property.name) ?? true {
+            result[property.name] = committed[i]
+        }
+        return result
+    }
+
+    // MARK: Internal
+
+    final func propertyIndex(forKey key: String) -> Int {
+        guard let index = entity.propertyIndex[key] else {
+            preconditionFailure("Strata: entity \(entity.name) has no property named \(key)")
+        }
+        return index
+    }
+
+    @inline(__always)
+    final func storedValue(at index: Int) -> PropertyValue {
+        checkQueue()
+        fulfill()
+        return values[index]
+    }
+
+    /// Every write goes through here: change tracking, and inverse upkeep for relationships.
+    final func setStoredValue(_ value: PropertyValue, at index: Int) {
+        checkQueue()
+        fulfill()
+        guard values[index] != value else { return }
+        if let context, entity.resolved.destinations[index] != nil {
+            context.setRelationship(of: self, at: index, to: value, added: nil, removed: nil)
+        } else {
+            context?.objectWillChange(self)
+            values[index] = value
+        }
+    }
+
+    static func propertyValue(from value: Any?) throws(StrataError) -> PropertyValue {
+        switch value {
+        case nil: return .null
+        case let v as PropertyValue: return v
+        case let v as String: return .string(v)
+        case let v as Bool: return .bool(v)
+        case let v as any BinaryInteger:
+            guard let i = Int64(exactly: v) else { throw StrataError(.invalidArgument, "\(v) does not fit in 64 bits") }
+            return .integer(i)
+        case let v as Double: return .double(v)
+        case let v as Float: return .double(Double(v))
+        case let v as Date: return .date(v)
+        case let v as Data: return .data(v)
+        case let v as UUID: return .uuid(v)
+        case let v as ManagedObject: return .object(v.objectID)
+        case let v as ObjectID: return .object(v)
+        case let v as any Sequence<ManagedObject>: return .objects(Set(v.map(\.objectID)))
+        case let v as any Sequence<ObjectID>: return .objects(Set(v))
+        default: throw StrataError(.invalidArgument, "\(type(of: value!)) is not a property value type")
+        }
+    }
+}

@@ -1,0 +1,84 @@
+/// What a destination does with one updated object of a save.
+enum UpdateDecision {
+    /// Store these values (the saving context's, or a property-level merge).
+    case write([PropertyValue])
+    /// Keep the destination's state; the saving context takes this snapshot.
+    case keep(Snapshot)
+    /// The destination deleted the object; the saving context's change is dropped.
+    case drop
+}
+
+/// What a destination does with one deleted object of a save.
+enum DeleteDecision {
+    case delete
+    /// The destination had deleted it already.
+    case alreadyGone
+    /// The destination changed it and the policy keeps that change.
+    case keep(Snapshot)
+}
+
+/// Optimistic conflict detection, shared by parent contexts and the
+/// coordinator: a change conflicts when the destination's version of the
+/// object is no longer the one the saving context started from.
+enum ConflictResolution {
+    /// `currentUpdated[i]` / `currentDeleted[i]`: the destination's present
+    /// snapshot of each updated / deleted object, nil when it no longer has it.
+    /// Throws ``StrataError/Code/mergeConflict`` listing every conflict under
+    /// ``MergePolicy/error``; otherwise decides each object by the policy.
+    static func decide(
+        _ changes: ChangeSet, currentUpdated: [Snapshot?], currentDeleted: [Snapshot?]
+    ) throws(StrataError) -> (updates: [UpdateDecision], deletes: [DeleteDecision]) {
+        let policy = changes.mergePolicy
+        var conflicts: [MergeConflict] = []
+        var updates: [UpdateDecision] = []
+        updates.reserveCapacity(changes.updated.count)
+        for i in changes.updated.indices {
+            guard let current = currentUpdated[i] else {
+                if policy == .error {
+                    conflicts.append(MergeConflict(objectID: changes.updated[i], properties: [], deletedAtDestination: true))
+                }
+                updates.append(.drop)
+                continue
+            }
+            if current.version == changes.updatedVersions[i] {
+                updates.append(.write(changes.updatedValues[i]))
+                continue
+            }
+            if policy == .error {
+                conflicts.append(conflict(changes.updated[i], base: changes.updatedBase[i], current: current.values))
+                updates.append(.drop)
+            } else if let merged = policy.resolve(base: changes.updatedBase[i], mine: changes.updatedValues[i], destination: current.values) {
+                updates.append(.write(merged))
+            } else {
+                updates.append(.keep(current))
+            }
+        }
+        var deletes: [DeleteDecision] = []
+        deletes.reserveCapacity(changes.deleted.count)
+        for i in changes.deleted.indices {
+            guard let current = currentDeleted[i] else { deletes.append(.alreadyGone); continue }
+            if current.version == changes.deletedVersions[i] || policy.deleteWinsOverChange {
+                deletes.append(.delete)
+            } else if policy == .error {
+                conflicts.append(conflict(changes.deleted[i], base: nil, current: current.values))
+                deletes.append(.delete)
+            } else {
+                deletes.append(.keep(current))
+            }
+        }
+        if !conflicts.isEmpty {
+            var error = StrataError(.mergeConflict, "\(conflicts.count) object(s) changed at the destination since this context read them")
+            error.conflicts = conflicts
+            throw error
+        }
+        return (updates, deletes)
+    }
+
+    private static func conflict(_ id: ObjectID, base: [PropertyValue]?, current: [PropertyValue]) -> MergeConflict {
+        var names: [String] = []
+        for (i, property) in id.entity.properties.enumerated() where base == nil || base![i] != current[i] {
+            names.append(property.name)
+        }
+        return MergeConflict(objectID: id, properties: names, deletedAtDestination: false)
+    }
+}

@@ -1,0 +1,44 @@
+/// An object's values at one level of a context chain (a parent context or
+/// the store), with the version a later save checks for conflicts.
+struct Snapshot: Sendable {
+    var values: [PropertyValue]
+    var version: UInt64
+}
+
+/// Everything one save hands to its destination (the parent context or the
+/// coordinator): struct-of-arrays, so building and sending it costs a few
+/// array appends per object and no hashing.
+struct ChangeSet: Sendable {
+    var inserted: [ObjectID] = []
+    var insertedValues: [[PropertyValue]] = []
+    var updated: [ObjectID] = []
+    var updatedValues: [[PropertyValue]] = []
+    /// The values the saving context started from (for property-level merges).
+    var updatedBase: [[PropertyValue]] = []
+    /// The destination's version the saving context started from.
+    var updatedVersions: [UInt64] = []
+    var deleted: [ObjectID] = []
+    var deletedVersions: [UInt64] = []
+    var mergePolicy: MergePolicy = .error
+
+    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
+}
+
+/// What the destination did with a ``ChangeSet``.
+struct SaveOutcome: Sendable {
+    /// The destination's new version of each inserted object.
+    var insertedVersions: [UInt64] = []
+    /// The destination's version of each updated object after the save.
+    var updatedVersions: [UInt64] = []
+    /// Updated objects (by position) whose values a merge policy changed:
+    /// the values the destination now holds.
+    var resolvedValues: [Int: [PropertyValue]] = [:]
+    /// Updated objects (by position) the destination had deleted and the
+    /// policy let stay deleted.
+    var droppedUpdates: Set<Int> = []
+    /// Deleted objects (by position) the destination had changed and the
+    /// policy kept: their values and version at the destination.
+    var keptDeletes: [Int: Snapshot] = [:]
+    /// True when the save reached the store (IDs become permanent).
+    var reachedStore = false
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Strata
+import StrataStore
+import Testing
+
+// The model every object-graph test uses: recipes with ingredients (to-many,
+// cascade), tags (many-to-many, nullify), an author (to-one; an author with
+// recipes cannot be deleted: deny), and a one-to-one card.
+
+final class Recipe: ManagedObject {
+    @Attribute("name") var name: String
+    @Attribute("servings") var servings: Int
+    @Attribute("rating") var rating: Double
+    @Attribute("notes") var notes: String?
+    @Attribute("vegetarian") var vegetarian: Bool
+    @Attribute("created") var created: Date
+    @Attribute("photo") var photo: Data?
+    @Attribute("uuid") var uuid: UUID?
+    @Relationship("ingredients") var ingredients: Set<Ingredient>
+    @Relationship("tags") var tags: Set<Tag>
+    @Relationship("author") var author: Author?
+    @Relationship("card") var card: Card?
+}
+
+final class Ingredient: ManagedObject {
+    @Attribute("name") var name: String
+    @Attribute("grams") var grams: Int32
+    @Relationship("recipe") var recipe: Recipe?
+}
+
+final class Tag: ManagedObject {
+    @Attribute("label") var label: String
+    @Relationship("recipes") var recipes: Set<Recipe>
+}
+
+final class Author: ManagedObject {
+    @Attribute("name") var name: String
+    @Relationship("recipes") var recipes: Set<Recipe>
+}
+
+final class Card: ManagedObject {
+    @Attribute("text") var text: String
+    @Relationship("recipe") var recipe: Recipe?
+}
+
+/// A fresh model (an entity belongs to one model, so each test makes its own).
+func makeModel() -> ManagedObjectModel {
+    try! ManagedObjectModel(entities: [
+        EntityDescription(name: "Recipe", managedObjectClass: Recipe.self, properties: [
+            .attribute("name", .string),
+            .attribute("servings", .integer64, defaultValue: .integer(1)),
+            .attribute("rating", .double, defaultValue: .double(0)),
+            .attribute("notes", .string, optional: true),
+            .attribute("vegetarian", .bool, defaultValue: .bool(false)),
+            .attribute("created", .date, defaultValue: .date(Date(timeIntervalSinceReferenceDate: 0))),
+            .attribute("photo", .binaryData, optional: true),
+            .attribute("uuid", .uuid, optional: true),
+            .toMany("ingredients", "Ingredient", inverse: "recipe", deleteRule: .cascade),
+            .toMany("tags", "Tag", inverse: "recipes"),
+            .toOne("author", "Author", inverse: "recipes"),
+            .toOne("card", "Card", inverse: "recipe", deleteRule: .cascade),
+        ]),
+        EntityDescription(name: "Ingredient", managedObjectClass: Ingredient.self, properties: [
+            .attribute("name", .string),
+            .attribute("grams", .integer32, defaultValue: .integer(0)),
+            .toOne("recipe", "Recipe", inverse: "ingredients"),
+        ]),
+        EntityDescription(name: "Tag", managedObjectClass: Tag.self, properties: [
+            .attribute("label", .string),
+            .toMany("recipes", "Recipe", inverse: "tags"),
+        ]),
+        EntityDescription(name: "Author", managedObjectClass: Author.self, properties: [
+            .attribute("name", .string),
+            .toMany("recipes", "Recipe", inverse: "author", deleteRule: .deny),
+        ]),
+        EntityDescription(name: "Card", managedObjectClass: Card.self, properties: [
+            .attribute("text", .string),
+            .toOne("recipe", "Recipe", inverse: "card"),
+        ]),
+    ])
+}
+
+/// A fresh directory, removed when the test ends.
+final class TemporaryDirectory {
+    let path: String
+    init(_ name: String = #function) {
+        let clean = name.filter { $0.isLetter || $0.isNumber }
+        path = FileManager.default.temporaryDirectory
+            .appendingPathComponent("strata-graph-tests/\(clean)-\(UUID().uuidString.prefix(8))").path
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Store options for tests: no fsync (crash safety is the engine's tests' business).
+func testStoreOptions() -> StoreOptions {
+    var options = StoreOptions()
+    options.syncMode = .none
+    return options
+}
+
+/// A coordinator over a fresh store: on disk under `directory`, or in memory.
+func makeCoordinator(_ directory: TemporaryDirectory? = nil, model: ManagedObjectModel = makeModel()) throws -> PersistentStoreCoordinator {
+    let coordinator = PersistentStoreCoordinator(model: model)
+    if let directory {
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
+    } else {
+        try coordinator.addPersistentStore(.inMemory)
+    }
+    return coordinator
+}
+
+/// Collects notifications of one name from one object, thread-safely.
+final class NotificationRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: [ObjectChanges] = []  // guarded by `lock`
+    private var token: (any NSObjectProtocol)?
+
+    init(_ name: Notification.Name, from object: AnyObject) {
+        token = NotificationCenter.default.addObserver(forName: name, object: object, queue: nil) { [weak self] note in
+            guard let self, let changes = ObjectChanges(note) else { return }
+            self.lock.withLock { self.received.append(changes) }
+        }
+    }
+    deinit { if let token { NotificationCenter.default.removeObserver(token) } }
+
+    var all: [ObjectChanges] { lock.withLock { received } }
+}
+
+/// Waits (without blocking the main queue) until `condition` holds or `seconds` pass.
+func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 2_000_000)
+    }
+    return condition()
+}
