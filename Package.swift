@@ -51,7 +51,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "strata-bench",
-            dependencies: ["StrataStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Strata", "StrataStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strictSwift
         ),
         // The crash tests: a child process writes the batches CrashWorkload

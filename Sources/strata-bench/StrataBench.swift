@@ -6,7 +6,7 @@ struct StrataBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata-bench",
         abstract: "Measures Strata's storage engine and object graph.",
-        subcommands: [EngineCommand.self],
+        subcommands: [EngineCommand.self, GraphCommand.self],
         defaultSubcommand: EngineCommand.self
     )
 }

@@ -65,7 +65,7 @@ extension ManagedObjectContext {
             deleted[id] = object
         }
         noteChange(object)
-        let resolved = object.entity.resolved
+        let inverses = object.entity.inverses
         for (i, property) in object.entity.properties.enumerated() {
             guard case .relationship(let relationship) = property else { continue }
             let targets = object.values[i].objectIDs
@@ -74,7 +74,7 @@ extension ManagedObjectContext {
             case .nullify, .cascade:
                 for targetID in targets {
                     guard let target = liveObject(for: targetID) else { continue }
-                    if let inverse = resolved.inverses[i] { unlink(id, from: target, at: inverse) }
+                    if let inverse = inverses[i] { unlink(id, from: target, at: inverse) }
                     if relationship.deleteRule == .cascade { delete(target) }
                 }
             case .deny, .noAction:
@@ -99,7 +99,7 @@ extension ManagedObjectContext {
         let old = object.values[index]
         objectWillChange(object)
         object.values[index] = value
-        guard let inverse = object.entity.resolved.inverses[index] else { return }
+        guard let inverse = object.entity.inverses[index] else { return }
         var added = added ?? []
         var removed = removed ?? []
         if added.isEmpty && removed.isEmpty {

@@ -85,7 +85,7 @@ extension ManagedObjectContext {
     /// last values, or defaults for a fault) but leaves the context.
     func invalidate(_ object: ManagedObject) {
         let id = object.objectID
-        if object.flags.contains(.fault) { object.values = object.entity.resolved.initialValues }
+        if object.flags.contains(.fault) { object.values = object.entity.initialValues }
         registry[id] = nil
         inserted[id] = nil
         updated[id] = nil

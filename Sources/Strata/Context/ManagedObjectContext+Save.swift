@@ -82,42 +82,46 @@ extension ManagedObjectContext {
 
     private func validate(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
         let entity = object.entity
-        for (i, property) in entity.properties.enumerated() {
-            let value = object.values[i]
-            switch property {
-            case .attribute(let attribute):
-                if value == .null && !attribute.isOptional {
-                    failures.append(ValidationFailure(objectID: object.objectID, property: attribute.name, reason: .missingValue))
+        for i in entity.requiredIndices where object.values[i] == .null {
+            failures.append(ValidationFailure(objectID: object.objectID, property: entity.properties[i].name, reason: .missingValue))
+        }
+        let checkTargets = !deleted.isEmpty || !discardedInserts.isEmpty
+        for i in entity.relationshipIndices {
+            let destination = entity.destinations[i]
+            switch object.values[i] {
+            case .object(let target):
+                checkTarget(target, of: object, at: i, destination: destination, deletions: checkTargets, into: &failures)
+            case .objects(let targets):
+                for target in targets {
+                    checkTarget(target, of: object, at: i, destination: destination, deletions: checkTargets, into: &failures)
                 }
-            case .relationship(let relationship):
-                if value == .null && !relationship.isToMany && !relationship.isOptional {
-                    failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .missingValue))
-                }
-                let destination = entity.resolved.destinations[i]
-                for target in value.objectIDs {
-                    if target.entity !== destination {
-                        failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .wrongEntity))
-                    } else if isDeletedHere(target) {
-                        failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .targetDeleted))
-                    }
-                }
+            default:
+                break
             }
+        }
+    }
+
+    @inline(__always)
+    private func checkTarget(
+        _ target: ObjectID, of object: ManagedObject, at index: Int, destination: EntityDescription?,
+        deletions: Bool, into failures: inout [ValidationFailure]
+    ) {
+        if target.entity !== destination {
+            failures.append(ValidationFailure(objectID: object.objectID, property: object.entity.properties[index].name, reason: .wrongEntity))
+        } else if deletions && isDeletedHere(target) {
+            failures.append(ValidationFailure(objectID: object.objectID, property: object.entity.properties[index].name, reason: .targetDeleted))
         }
     }
 
     private func validateDelete(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
-        for (i, property) in object.entity.properties.enumerated() {
-            guard case .relationship(let relationship) = property, relationship.deleteRule == .deny else { continue }
-            if object.values[i].objectIDs.contains(where: { !isDeletedHere($0) }) {
-                failures.append(ValidationFailure(objectID: object.objectID, property: relationship.name, reason: .deleteDenied))
-            }
+        for i in object.entity.denyIndices where object.values[i].objectIDs.contains(where: { !isDeletedHere($0) }) {
+            failures.append(ValidationFailure(objectID: object.objectID, property: object.entity.properties[i].name, reason: .deleteDenied))
         }
     }
 
-    /// Deleted in this context (pending), inserted and deleted again, or gone.
+    /// Deleted in this context (pending), or inserted and deleted again.
     private func isDeletedHere(_ id: ObjectID) -> Bool {
-        if deleted[id] != nil || discardedInserts.contains(id) { return true }
-        return registry[id]?.flags.contains(.invalidated) ?? false
+        deleted[id] != nil || discardedInserts.contains(id)
     }
 
     // MARK: Applying the outcome

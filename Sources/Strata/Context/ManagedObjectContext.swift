@@ -92,8 +92,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// never equal to a store version (those stay below 2^63).
     var versionCounter: UInt64 = 0
     /// Primary keys reserved from the coordinator, by entity index.
-    var reservedKeys: [UInt16: Range<UInt64>] = [:]
-    var keyReservationSize: [UInt16: UInt64] = [:]
+    lazy var reservedKeys: [Range<UInt64>] = Array(repeating: 0..<0, count: model.entities.count)
+    lazy var keyReservationSize: [UInt64] = Array(repeating: 32, count: model.entities.count)
 
     /// What a save does when another save changed the same objects first.
     public var mergePolicy: MergePolicy = .error
@@ -171,17 +171,18 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     }
 
     func allocatePrimaryKey(for entity: EntityDescription) -> UInt64 {
-        let index = entity.index
-        if let range = reservedKeys[index], !range.isEmpty {
-            reservedKeys[index] = range.dropFirst()
+        let index = Int(entity.index)
+        let range = reservedKeys[index]
+        if !range.isEmpty {
+            reservedKeys[index] = range.lowerBound + 1..<range.upperBound
             return range.lowerBound
         }
         // Reservations grow (64 … 4096) so a bulk import asks the coordinator rarely.
-        let size = min((keyReservationSize[index] ?? 32) * 2, 4096)
+        let size = min(keyReservationSize[index] * 2, 4096)
         keyReservationSize[index] = size
-        let range = persistentStoreCoordinator.reservePrimaryKeys(for: entity, count: size)
-        reservedKeys[index] = range.dropFirst()
-        return range.lowerBound
+        let fresh = persistentStoreCoordinator.reservePrimaryKeys(for: entity, count: size)
+        reservedKeys[index] = fresh.dropFirst()
+        return fresh.lowerBound
     }
 }
 

@@ -241,11 +241,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             var payloadSnapshots: [Snapshot] = []
 
             outcome.insertedVersions = Array(repeating: 1, count: changes.inserted.count)
+            // A bulk import would spend as long filling the row cache as
+            // writing the batch; its objects are read back from the store's
+            // own caches when needed.
+            let cacheInserted = changes.inserted.count <= 4096
             for (i, id) in changes.inserted.enumerated() {
                 record.removeAll(keepingCapacity: true)
                 RecordCoding.encode(changes.insertedValues[i], version: 1, into: &record)
                 batch.put(RecordCoding.key(id), record)
-                written.append((id, Snapshot(values: changes.insertedValues[i], version: 1)))
+                if cacheInserted { written.append((id, Snapshot(values: changes.insertedValues[i], version: 1))) }
             }
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
             for (i, id) in changes.updated.enumerated() {

@@ -95,7 +95,7 @@ enum RecordCoding {
             guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
             else { return nil }
-            let resolved = entity.resolved
+            let destinations = entity.destinations
             var values: [PropertyValue] = []
             values.reserveCapacity(count)
             for i in 0..<count {
@@ -127,10 +127,10 @@ enum RecordCoding {
                     withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
                     value = .uuid(UUID(uuid: uuid))
                 case .object:
-                    guard let destination = resolved.destinations[i], let id = readID(&reader, destination) else { return nil }
+                    guard let destination = destinations[i], let id = readID(&reader, destination) else { return nil }
                     value = .object(id)
                 case .objects:
-                    guard let destination = resolved.destinations[i],
+                    guard let destination = destinations[i],
                           let n = reader.readLength(limit: reader.remaining / 2) else { return nil }
                     var ids = Set<ObjectID>(minimumCapacity: n)
                     for _ in 0..<n {

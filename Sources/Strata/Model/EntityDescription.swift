@@ -12,7 +12,7 @@
 /// An entity belongs to the one ``ManagedObjectModel`` it is given to, which
 /// resolves its relationships.
 ///
-/// `@unchecked Sendable`: `resolved` is written once, by
+/// `@unchecked Sendable`: the resolved tables below are written once, by
 /// ``ManagedObjectModel/init(entities:)`` before the model (and so the entity)
 /// can be shared, and only read afterwards.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
@@ -21,6 +21,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Attributes and relationships, in declaration order.
     public let properties: [PropertyDescription]
     let propertyIndex: [String: Int]
+    /// Per property: the attribute's type, nil for a relationship.
+    let attributeTypes: [AttributeType?]
+    /// Per property: whether it is a to-many relationship.
+    let toManyFlags: [Bool]
+    private let propertyNames: [String]
 
     struct Resolved {
         /// Position in the model, sorted by name; part of every record key.
@@ -32,10 +37,22 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         /// What a newly inserted object holds.
         var initialValues: [PropertyValue]
     }
-    private var _resolved: Resolved?
-    var resolved: Resolved { _resolved! }
-    var index: UInt16 { _resolved!.index }
-    var isResolved: Bool { _resolved != nil }
+
+    // Written once by `resolve(_:)` inside `ManagedObjectModel.init`, before
+    // the entity is shared; read-only afterwards, so the per-access dynamic
+    // exclusivity check (on every property read and write of every object)
+    // is switched off.
+    @exclusivity(unchecked) private(set) var index: UInt16 = 0
+    @exclusivity(unchecked) private(set) var destinations: [EntityDescription?] = []
+    @exclusivity(unchecked) private(set) var inverses: [Int?] = []
+    @exclusivity(unchecked) private(set) var initialValues: [PropertyValue] = []
+    @exclusivity(unchecked) private(set) var isResolved = false
+    /// Positions of non-optional attributes and to-one relationships.
+    @exclusivity(unchecked) private(set) var requiredIndices: [Int] = []
+    /// Positions of relationships.
+    @exclusivity(unchecked) private(set) var relationshipIndices: [Int] = []
+    /// Positions of relationships with the deny rule.
+    @exclusivity(unchecked) private(set) var denyIndices: [Int] = []
 
     public init(name: String, managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription]) {
         self.name = name
@@ -44,9 +61,56 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         var index: [String: Int] = [:]
         for (i, p) in properties.enumerated() where index[p.name] == nil { index[p.name] = i }
         self.propertyIndex = index
+        self.propertyNames = properties.map(\.name)
+        self.attributeTypes = properties.map { if case .attribute(let a) = $0 { a.type } else { nil } }
+        self.toManyFlags = properties.map { if case .relationship(let r) = $0 { r.isToMany } else { false } }
     }
 
-    func resolve(_ resolved: Resolved) { _resolved = resolved }
+    func resolve(_ resolved: Resolved) {
+        index = resolved.index
+        destinations = resolved.destinations
+        inverses = resolved.inverses
+        initialValues = resolved.initialValues
+        for (i, property) in properties.enumerated() {
+            switch property {
+            case .attribute(let a):
+                if !a.isOptional { requiredIndices.append(i) }
+            case .relationship(let r):
+                relationshipIndices.append(i)
+                if !r.isToMany && !r.isOptional { requiredIndices.append(i) }
+                if r.deleteRule == .deny { denyIndices.append(i) }
+            }
+        }
+        isResolved = true
+    }
+
+    /// The position of the property named `key`. Typed accessors call this
+    /// on every read and write: for the usual handful of properties a scan
+    /// comparing small (inline) strings beats hashing the key.
+    @inline(__always)
+    func indexOfProperty(_ key: String) -> Int? {
+        if propertyNames.count <= 16 {
+            for i in propertyNames.indices where propertyNames[i] == key { return i }
+            return nil
+        }
+        return propertyIndex[key]
+    }
+
+    /// Whether property `index` can hold `value` (type, entity, to-one or to-many).
+    func accepts(_ value: PropertyValue, at index: Int) -> Bool {
+        if let type = attributeTypes[index] {
+            if case .null = value { return true }
+            return type.accepts(value)
+        }
+        switch value {
+        case .null: return !toManyFlags[index]
+        case .object(let id): return !toManyFlags[index] && id.entity === destinations[index]
+        case .objects(let ids):
+            let destination = destinations[index]
+            return toManyFlags[index] && ids.allSatisfy { $0.entity === destination }
+        default: return false
+        }
+    }
 
     /// The attributes, in declaration order.
     public var attributes: [AttributeDescription] {

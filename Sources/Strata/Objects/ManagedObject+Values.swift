@@ -52,27 +52,16 @@ extension ManagedObject {
     /// Sets the property named `key`, checking the key and the value's type.
     /// Setting a relationship keeps its inverse in step on the other objects.
     public final func setPropertyValue(_ value: PropertyValue, forKey key: String) throws(StrataError) {
-        guard let index = entity.propertyIndex[key] else {
+        guard let index = entity.indexOfProperty(key) else {
             throw StrataError(.invalidArgument, "\(entity.name) has no property \(key)")
         }
-        switch (entity.properties[index], value) {
-        case (.attribute, .null): break
-        case (.attribute(let a), _):
-            guard a.type.accepts(value) else {
-                throw StrataError(.invalidArgument, "\(entity.name).\(key) is \(a.type); \(value) does not fit")
+        guard entity.accepts(value, at: index) else {
+            let expected: String
+            switch entity.properties[index] {
+            case .attribute(let a): expected = "\(a.type)"
+            case .relationship(let r): expected = r.isToMany ? "a set of \(r.destinationEntityName)" : "a \(r.destinationEntityName) or nil"
             }
-        case (.relationship(let r), .null) where !r.isToMany: break
-        case (.relationship(let r), .object(let id)) where !r.isToMany:
-            guard id.entity === entity.resolved.destinations[index] else {
-                throw StrataError(.invalidArgument, "\(entity.name).\(key) holds \(r.destinationEntityName), not \(id.entity.name)")
-            }
-        case (.relationship(let r), .objects(let ids)) where r.isToMany:
-            let destination = entity.resolved.destinations[index]
-            guard ids.allSatisfy({ $0.entity === destination }) else {
-                throw StrataError(.invalidArgument, "\(entity.name).\(key) holds only \(r.destinationEntityName) objects")
-            }
-        default:
-            throw StrataError(.invalidArgument, "\(entity.name).\(key) cannot hold \(value)")
+            throw StrataError(.invalidArgument, "\(entity.name).\(key) holds \(expected); \(value) does not fit")
         }
         setStoredValue(value, at: index)
     }
@@ -85,7 +74,7 @@ extension ManagedObject {
         fulfill()
         guard case .objects(var ids) = values[index] else { preconditionFailure("Strata: \(entity.name).\(key) is not to-many") }
         let id = object.objectID
-        guard id.entity === entity.resolved.destinations[index] else {
+        guard id.entity === entity.destinations[index] else {
             preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
         }
         guard !ids.contains(id) else { return }
@@ -124,7 +113,7 @@ extension ManagedObject {
         guard !flags.contains(.fault) else { return [:] }
         var changes: [String: PropertyValue] = [:]
         for (i, property) in entity.properties.enumerated() {
-            let base = committed?[i] ?? entity.resolved.initialValues[i]
+            let base = committed?[i] ?? entity.initialValues[i]
             if values[i] != base || (committed == nil && values[i] != .null && values[i] != .objects([])) {
                 changes[property.name] = values[i]
             }
@@ -148,7 +137,7 @@ extension ManagedObject {
     // MARK: Internal
 
     final func propertyIndex(forKey key: String) -> Int {
-        guard let index = entity.propertyIndex[key] else {
+        guard let index = entity.indexOfProperty(key) else {
             preconditionFailure("Strata: entity \(entity.name) has no property named \(key)")
         }
         return index
@@ -166,7 +155,7 @@ extension ManagedObject {
         checkQueue()
         fulfill()
         guard values[index] != value else { return }
-        if let context, entity.resolved.destinations[index] != nil {
+        if let context, entity.destinations[index] != nil {
             context.setRelationship(of: self, at: index, to: value, added: nil, removed: nil)
         } else {
             context?.objectWillChange(self)

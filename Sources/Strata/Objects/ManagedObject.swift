@@ -68,7 +68,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// objects it reads).
     public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
         self.entity = entity
-        self.values = entity.resolved.initialValues
+        self.values = entity.initialValues
         if let context { context.insert(self) }
     }
 

@@ -37,8 +37,9 @@ public struct ObjectID: Sendable, Hashable, CustomStringConvertible {
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(primaryKey)
-        hasher.combine(ObjectIdentifier(entity))
+        // One word: the primary key with the entity's position on top (IDs of
+        // different models that collide here still differ under ==).
+        hasher.combine(primaryKey ^ UInt64(entity.index) << 48)
     }
 
     /// `x-strata:/Recipe/p42` (permanent) or `x-strata:/Recipe/t42`

@@ -1,0 +1,110 @@
+public import StrataStore
+
+/// The stack the seeds recommend, ready-made (SEMANTICS.md lines 16–17): a
+/// `.privateQueue` *writer* context owns the coordinator and does the disk
+/// work; the `.mainQueue` ``viewContext`` is its child, so saving it is an
+/// in-memory hand-off; background contexts are children of those.
+///
+/// ```swift
+/// let container = try PersistentContainer(name: "Recipes", model: model, directory: path)
+/// container.performBackgroundTask { context in
+///     let soup = Recipe(context: context)
+///     soup.name = "Soup"
+///     try? context.save()                    // into the view context
+///     container.save(wait: false)            // view → writer → disk, off the main queue
+/// }
+/// ```
+public final class PersistentContainer: Sendable {
+    public let name: String
+    public let model: ManagedObjectModel
+    public let coordinator: PersistentStoreCoordinator
+    /// The private-queue context attached to the coordinator: its saves go to disk.
+    public let writerContext: ManagedObjectContext
+    /// The main-queue context for the UI, a child of ``writerContext``. It
+    /// merges the writer's other children's saves automatically.
+    public let viewContext: ManagedObjectContext
+
+    /// Opens (or creates) the store in `directory` (the log store), or an
+    /// in-memory store when `directory` is nil.
+    public init(name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions()) throws(StrataError) {
+        self.name = name
+        self.model = model
+        coordinator = PersistentStoreCoordinator(model: model)
+        if let directory {
+            try coordinator.addPersistentStore(.log, directory: directory, options: options)
+        } else {
+            try coordinator.addPersistentStore(.inMemory)
+        }
+        writerContext = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).writer")
+        viewContext = ManagedObjectContext(.mainQueue, parent: writerContext, name: "\(name).view")
+        viewContext.automaticallyMergesChangesFromParent = true
+    }
+
+    /// A new `.privateQueue` context for background work: a child of
+    /// ``viewContext`` (its saves reach the UI at once; seed layout), or with
+    /// `childOfWriter` a child of the writer (its saves bypass the main queue
+    /// and reach the view context by automatic merge).
+    public func newBackgroundContext(childOfWriter: Bool = false) -> ManagedObjectContext {
+        ManagedObjectContext(.privateQueue, parent: childOfWriter ? writerContext : viewContext, name: "\(name).background")
+    }
+
+    /// Runs `block` on a new background context's queue.
+    public func performBackgroundTask(childOfWriter: Bool = false, _ block: @escaping @Sendable (ManagedObjectContext) -> Void) {
+        let context = newBackgroundContext(childOfWriter: childOfWriter)
+        context.perform { block(context) }
+    }
+
+    /// Runs `block` on a new background context's queue and returns its value.
+    public func performBackgroundTask<T: Sendable, E: Error>(
+        childOfWriter: Bool = false, _ block: @escaping @Sendable (ManagedObjectContext) throws(E) -> T
+    ) async throws(E) -> T {
+        let context = newBackgroundContext(childOfWriter: childOfWriter)
+        return try await context.perform { () throws(E) -> T in try block(context) }
+    }
+
+    /// Saves ``viewContext`` into the writer (on the main queue, in memory),
+    /// then the writer to disk (on the writer's queue). With `wait` the call
+    /// returns once the data is durable (for shutdown); without, it returns
+    /// after the in-memory hand-off and `completion` (if any) learns how the
+    /// disk save went, on the writer's queue.
+    public func save(wait: Bool, completion: (@Sendable (Result<Void, StrataError>) -> Void)? = nil) {
+        let writer = writerContext
+        if wait {
+            do throws(StrataError) {
+                try saveAndWait()
+                completion?(.success(()))
+            } catch {
+                completion?(.failure(error))
+            }
+            return
+        }
+        do throws(StrataError) {
+            try viewContext.performAndWait { () throws(StrataError) in try viewContext.save() }
+        } catch {
+            completion?(.failure(error))
+            return
+        }
+        writer.perform {
+            do throws(StrataError) {
+                try writer.save()
+                completion?(.success(()))
+            } catch {
+                completion?(.failure(error))
+            }
+        }
+    }
+
+    /// ``save(wait:completion:)`` with `wait`, throwing: returns once
+    /// everything the view context and the writer hold is on disk.
+    public func saveAndWait() throws(StrataError) {
+        try viewContext.performAndWait { () throws(StrataError) in try viewContext.save() }
+        let writer = writerContext
+        try writer.performAndWait { () throws(StrataError) in try writer.save() }
+    }
+
+    /// Saves everything and closes the store (waits for pending writer work).
+    public func close() throws(StrataError) {
+        try saveAndWait()
+        try coordinator.close()
+    }
+}

@@ -1,0 +1,228 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+
+/// `strata-bench graph`: the object graph's figures — bulk insert and save to
+/// disk, a child's save into a main-queue parent, fetching by predicate.
+struct GraphCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "graph",
+        abstract: "Object-graph figures: insert+save to disk, child→main save, fetch by predicate."
+    )
+
+    @Option(help: "Objects inserted, saved and fetched.") var objects = 100_000
+    @Option(help: "Changed objects in the child→main save.") var childObjects = 10_000
+    @Option(help: "Runs per measurement; the table shows the median.") var repeats = 3
+    @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
+    @Option(help: "Run only one part (insert, child, fetch), e.g. under a profiler.") var only: String?
+
+    func run() throws {
+        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-graph-bench-\(ProcessInfo.processInfo.processIdentifier)")
+        try? FileManager.default.removeItem(atPath: root)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let bench = GraphBenchmark(root: root, objects: objects, childObjects: childObjects, repeats: max(1, repeats), only: only)
+        // The child→main figures need the main queue drained by the main
+        // thread, so the benchmark runs on a worker while this thread spins
+        // the main run loop.
+        let outcome = MainThreadDriver.run { try bench.run() }
+        print(try outcome.get().render(bench))
+    }
+}
+
+/// Runs `work` on a worker thread while the calling (main) thread spins the
+/// main run loop, so that main-queue blocks run on the real main thread.
+enum MainThreadDriver {
+    static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) -> Result<T, any Error> {
+        let box = ResultBox<T>()
+        let thread = Thread {
+            let result = Result { try work() }
+            box.set(result)
+        }
+        thread.stackSize = 8 << 20
+        thread.start()
+        while box.get() == nil {
+            _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 0.005))
+        }
+        return box.get()!
+    }
+}
+
+/// `@unchecked Sendable`: `value` is guarded by `lock`.
+final class ResultBox<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Result<T, any Error>?
+    func set(_ result: Result<T, any Error>) { lock.withLock { value = result } }
+    func get() -> Result<T, any Error>? { lock.withLock { value } }
+}
+
+struct GraphBenchmark: Sendable {
+    let root: String
+    let objects: Int
+    let childObjects: Int
+    let repeats: Int
+    let only: String?
+
+    struct Results: Sendable {
+        var insertSaveFlat: [Double] = []       // objects/s, attributes only
+        var insertSaveGraph: [Double] = []      // objects/s, recipes + 4 ingredients each
+        var insertSaveStack: [Double] = []      // objects/s, private child → private writer → disk
+        var childInsertWall: [Double] = []      // seconds
+        var childInsertStall: [Double] = []     // seconds: longest main-queue timer lateness
+        var childUpdateWall: [Double] = []
+        var childUpdateStall: [Double] = []
+        var fetchCold: [Double] = []            // objects scanned/s
+        var fetchWarm: [Double] = []
+        var fetchMatches = 0
+        var bytesPerObject = 0.0
+    }
+
+    func run() throws -> Results {
+        var r = Results()
+        for run in 0..<repeats {
+            progress("graph run \(run + 1)/\(repeats)")
+            if only == nil || only == "insert" {
+                r.insertSaveFlat.append(Double(objects) / (try insertAndSave(ingredients: 0, stack: false, name: "flat-\(run)", results: &r)))
+                r.insertSaveGraph.append(Double(objects) / (try insertAndSave(ingredients: 4, stack: false, name: "graph-\(run)", results: &r)))
+                r.insertSaveStack.append(Double(objects) / (try insertAndSave(ingredients: 4, stack: true, name: "stack-\(run)", results: &r)))
+            }
+            if only == nil || only == "child" { try childIntoMain(run: run, results: &r) }
+            if only == nil || only == "fetch" { try fetch(run: run, results: &r) }
+        }
+        return r
+    }
+
+    private func coordinator(_ name: String) throws -> PersistentStoreCoordinator {
+        let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
+        try coordinator.addPersistentStore(.log, directory: root + "/" + name)
+        return coordinator
+    }
+
+    /// Seconds from the first insert to the save being durable on disk.
+    private func insertAndSave(ingredients: Int, stack: Bool, name: String, results: inout Results) throws -> Double {
+        let coordinator = try coordinator(name)
+        defer { try? coordinator.close() }
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let importer = stack ? ManagedObjectContext(.privateQueue, parent: writer) : writer
+        var insertSeconds = 0.0, saveSeconds = 0.0, writerSeconds = 0.0
+        let elapsed = try seconds {
+            try importer.performAndWait {
+                insertSeconds = seconds { insertObjects(objects, ingredientsPerRecipe: ingredients, into: importer) }
+                saveSeconds = try seconds { try importer.save() }
+            }
+            if stack { writerSeconds = try seconds { try writer.performAndWait { try writer.save() } } }
+        }
+        progress("  \(name): insert \(fixed(insertSeconds * 1000, 1)) ms, save \(fixed(saveSeconds * 1000, 1)) ms, writer save \(fixed(writerSeconds * 1000, 1)) ms")
+        if let stats = coordinator.storeStatistics, ingredients == 0 {
+            results.bytesPerObject = Double(stats.logBytesWritten) / Double(objects)
+        }
+        return elapsed
+    }
+
+    /// A private child saves `childObjects` inserted, then updated, objects
+    /// into a `.mainQueue` parent; a main-queue timer measures how late it
+    /// fires meanwhile (the main queue's share of the save).
+    private func childIntoMain(run: Int, results: inout Results) throws {
+        let coordinator = try coordinator("child-\(run)")
+        defer { try? coordinator.close() }
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let main = ManagedObjectContext(.mainQueue, parent: writer)
+        let child = ManagedObjectContext(.privateQueue, parent: main)
+        child.performAndWait { insertObjects(childObjects, ingredientsPerRecipe: 0, into: child) }
+        var probe = MainQueueProbe()
+        var wall = try probe.measure { try child.performAndWait { try child.save() } }
+        results.childInsertWall.append(wall)
+        results.childInsertStall.append(probe.longestLateness)
+        child.performAndWait {
+            for case let recipe as BenchRecipe in child.registeredObjects { recipe.servings += 1 }
+        }
+        probe = MainQueueProbe()
+        wall = try probe.measure { try child.performAndWait { try child.save() } }
+        results.childUpdateWall.append(wall)
+        results.childUpdateStall.append(probe.longestLateness)
+    }
+
+    /// Fetches every recipe with a predicate on an attribute: cold (a freshly
+    /// opened store, empty row cache) and warm (a new context, cache filled).
+    private func fetch(run: Int, results: inout Results) throws {
+        let name = "fetch-\(run)"
+        do {
+            let coordinator = try coordinator(name)
+            let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            try writer.performAndWait {
+                insertObjects(objects, ingredientsPerRecipe: 0, into: writer)
+                try writer.save()
+            }
+            try coordinator.close()
+        }
+        let coordinator = try coordinator(name)
+        defer { try? coordinator.close() }
+        let request = FetchRequest<BenchRecipe>(predicate: #Predicate { $0.servings > 3 })
+        for warm in [false, true] {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            var matches = 0
+            let elapsed = try seconds { matches = try context.performAndWait { try context.fetch(request).count } }
+            results.fetchMatches = matches
+            if warm { results.fetchWarm.append(Double(objects) / elapsed) } else { results.fetchCold.append(Double(objects) / elapsed) }
+        }
+    }
+}
+
+/// A timer on the main queue every millisecond, recording how late each
+/// tick runs: the longest lateness is the longest the main queue was busy.
+struct MainQueueProbe {
+    private(set) var longestLateness = 0.0
+
+    mutating func measure(_ body: () throws -> Void) throws -> Double {
+        let recorder = LatenessRecorder()
+        let timer = DispatchSource.makeTimerSource(queue: .main)
+        timer.schedule(deadline: .now(), repeating: .milliseconds(1), leeway: .nanoseconds(0))
+        timer.setEventHandler { recorder.tick() }
+        timer.resume()
+        Thread.sleep(forTimeInterval: 0.02)  // let the probe settle
+        recorder.reset()
+        let wall = try seconds(body)
+        Thread.sleep(forTimeInterval: 0.005)
+        timer.cancel()
+        longestLateness = recorder.longest
+        return wall
+    }
+}
+
+/// `@unchecked Sendable`: the fields are guarded by `lock`.
+final class LatenessRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var last: UInt64 = 0
+    private var _longest: UInt64 = 0
+    func tick() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        lock.withLock {
+            if last != 0 { _longest = max(_longest, now - last > 1_000_000 ? now - last - 1_000_000 : 0) }
+            last = now
+        }
+    }
+    func reset() { lock.withLock { last = 0; _longest = 0 } }
+    var longest: Double { lock.withLock { Double(_longest) / 1e9 } }
+}
+
+extension GraphBenchmark.Results {
+    func render(_ bench: GraphBenchmark) -> String {
+        var table = Table("Object graph (median of \(bench.repeats))", "Figure", "Target")
+        let n = thousands(Double(bench.objects))
+        table.add("insert+save \(n) objects to disk (attributes only)", thousands(median(insertSaveFlat)) + " obj/s", ">= 500,000 obj/s")
+        table.add("insert+save \(n) objects (recipes + 4 ingredients)", thousands(median(insertSaveGraph)) + " obj/s", ">= 500,000 obj/s")
+        table.add("  same through private child -> writer -> disk", thousands(median(insertSaveStack)) + " obj/s", "")
+        let c = thousands(Double(bench.childObjects))
+        table.add("child saves \(c) inserted objects into main: wall", fixed(median(childInsertWall) * 1000, 2) + " ms", "")
+        table.add("  longest main-queue stall meanwhile", fixed(median(childInsertStall) * 1000, 2) + " ms", "<= 10 ms")
+        table.add("child saves \(c) updated objects into main: wall", fixed(median(childUpdateWall) * 1000, 2) + " ms", "")
+        table.add("  longest main-queue stall meanwhile", fixed(median(childUpdateStall) * 1000, 2) + " ms", "<= 10 ms")
+        table.add("fetch \(n) recipes by predicate, cold store", thousands(median(fetchCold)) + " obj/s", "report")
+        table.add("  same, warm row cache", thousands(median(fetchWarm)) + " obj/s", "report")
+        table.add("  objects matched", thousands(Double(fetchMatches)), "")
+        table.add("log bytes per object (attributes only)", fixed(bytesPerObject, 1), "")
+        return table.render()
+    }
+}
