@@ -16,15 +16,18 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# The object-graph tests run with the concurrency debug switch on: every use
+# of a context off its queue would trap, so a green run also proves that
+# correct use never trips the checks.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build
 
 # The whole suite under ThreadSanitizer (its own build folder: a sanitized
 # build cannot share objects with the normal one). The model and crash tests
 # run shorter, as everything is about ten times slower under TSan.
 test-tsan: deps
-	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
+	STRATA_CONCURRENCY_DEBUG=1 STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
 		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 # The main job: strata-bench in release mode (engine figures, see README).

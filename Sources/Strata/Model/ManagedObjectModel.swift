@@ -17,6 +17,9 @@ internal import StrataStore
 ///
 /// The store records the model's ``versionHash`` and refuses to open with a
 /// model whose hash differs (``StrataError/Code/modelMismatch``).
+///
+/// A model, once made, lives until the process ends (an app has one or a
+/// few): ``ObjectID``s refer to their entity without reference counting.
 public final class ManagedObjectModel: Sendable {
     /// Sorted by name: an entity's position is part of every key it stores.
     public let entities: [EntityDescription]
@@ -92,6 +95,7 @@ public final class ManagedObjectModel: Sendable {
         self.byClass = byClass
         self.schema = ModelSchema.encode(sorted)
         self.versionHash = ModelSchema.hash(sorted)
+        ModelSchema.keepAlive(self)
     }
 
     /// The entity named `name`.
@@ -108,6 +112,12 @@ public final class ManagedObjectModel: Sendable {
 
 /// The model in bytes: what the store keeps in its `model` record.
 enum ModelSchema {
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var models: [ManagedObjectModel] = []  // guarded by `lock`
+
+    /// Makes `model` immortal (see ``ManagedObjectModel``).
+    static func keepAlive(_ model: ManagedObjectModel) { lock.withLock { models.append(model) } }
+
     static func encode(_ entities: [EntityDescription]) -> [UInt8] {
         var out: [UInt8] = [1]  // format version
         func string(_ s: String) { out.appendVarint(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8) }
