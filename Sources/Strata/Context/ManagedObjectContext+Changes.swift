@@ -31,7 +31,7 @@ extension ManagedObjectContext {
             return
         }
         precondition(object.context == nil, "Strata: \(object) belongs to another context")
-        precondition(object.entity.isResolved && model.entity(named: object.entity.name) === object.entity,
+        precondition(model.contains(object.entity),
                      "Strata: \(object.entity.name) is not an entity of this context's model")
         object.primaryKey = allocatePrimaryKey(for: object.entity)
         object.isTemporary = true

@@ -9,7 +9,7 @@ extension ManagedObjectContext {
     /// ```
     public func object(with id: ObjectID) -> ManagedObject {
         checkQueue()
-        precondition(model.entity(named: id.entity.name) === id.entity, "Strata: \(id) is not an ID of this context's model")
+        precondition(model.contains(id.entity), "Strata: \(id) is not an ID of this context's model")
         return registeredOrFault(for: id)
     }
 
@@ -17,7 +17,7 @@ extension ManagedObjectContext {
     /// when neither this context, its ancestors nor the store has it.
     public func existingObject(with id: ObjectID) throws(StrataError) -> ManagedObject {
         checkQueue()
-        guard model.entity(named: id.entity.name) === id.entity else {
+        guard model.contains(id.entity) else {
             throw StrataError(.invalidArgument, "\(id) is not an ID of this context's model")
         }
         if let object = registry[id] {
@@ -58,6 +58,8 @@ extension ManagedObjectContext {
     }
 
     func fill(_ object: ManagedObject, _ snapshot: Snapshot) {
+        // Loaded from the store: whatever ID it was asked for by, it is permanent.
+        if parent == nil { object.isTemporary = false }
         object.values = snapshot.values
         object.committed = snapshot.values
         object.version = snapshot.version

@@ -49,7 +49,18 @@ extension ManagedObjectContext {
             preconditionFailure("Strata: performAndWait on \(name) (.confinement) from \(Self.currentExecutionDescription) — it is bound to the thread that created it")
         }
         let fromMain = MainQueue.isCurrent
+        // `sync` on a main queue drained by the real main thread (a run loop)
+        // runs the block on the main thread, not here. It acts for this
+        // blocked caller, so it is inside the caller's contexts too: without
+        // that, child block → main parent's performAndWait → child's
+        // performAndWait would deadlock on the child's busy queue.
+        let callerStack = ExecutionStack.current
+        let callerContexts = callerStack.contexts
         let result: Result<T, E> = queue.sync {
+            let stack = ExecutionStack.current
+            let inherited = stack === callerStack ? [] : callerContexts
+            stack.contexts.append(contentsOf: inherited)
+            defer { stack.contexts.removeLast(inherited.count) }
             do throws(E) {
                 return .success(try runBlock(block, enteredFromMain: fromMain))
             } catch {

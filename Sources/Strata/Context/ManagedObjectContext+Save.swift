@@ -32,6 +32,7 @@ extension ManagedObjectContext {
         }
         let saved = apply(outcome, of: changes)
         processPendingChanges()
+        if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
         NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
     }
 
@@ -71,6 +72,7 @@ extension ManagedObjectContext {
             validateDelete(object, into: &failures)
             changes.deleted.append(id)
             changes.deletedVersions.append(object.version)
+            changes.deletedBase.append(object.committed ?? object.values)
         }
         if !failures.isEmpty {
             var error = StrataError(.validationFailed, "\(failures.count) validation failure(s); nothing was saved")
@@ -114,8 +116,36 @@ extension ManagedObjectContext {
     }
 
     private func validateDelete(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
-        for i in object.entity.denyIndices where object.values[i].objectIDs.contains(where: { !isDeletedHere($0) }) {
-            failures.append(ValidationFailure(objectID: object.objectID, property: object.entity.properties[i].name, reason: .deleteDenied))
+        let entity = object.entity
+        for i in entity.denyIndices
+        where object.values[i].objectIDs.contains(where: { !isDeletedHere($0) && refersBack($0, to: object, at: i) }) {
+            failures.append(ValidationFailure(objectID: object.objectID, property: entity.properties[i].name, reason: .deleteDenied))
+        }
+        // noAction leaves the other side pointing at the deleted object. A
+        // target this context changed is checked by `validate`; any other
+        // that still points back would keep a dangling reference.
+        for i in entity.relationshipIndices {
+            guard case .relationship(let relationship) = entity.properties[i], relationship.deleteRule == .noAction,
+                  let inverseName = relationship.inverseName else { continue }
+            for target in object.values[i].objectIDs
+            where !isDeletedHere(target) && inserted[target] == nil && updated[target] == nil && refersBack(target, to: object, at: i) {
+                failures.append(ValidationFailure(objectID: target, property: inverseName, reason: .targetDeleted))
+            }
+        }
+    }
+
+    /// Whether `target` still holds `object` in the inverse of relationship
+    /// `index`. A target loaded here is checked (a parent's copy of an object
+    /// its child deleted keeps the values it had, so its own relationship
+    /// values may be stale); one not loaded is as the source has it, which
+    /// points back.
+    private func refersBack(_ target: ObjectID, to object: ManagedObject, at index: Int) -> Bool {
+        guard let inverse = object.entity.inverses[index], let loaded = registry[target],
+              !loaded.flags.contains(.fault) else { return true }
+        switch loaded.values[inverse] {
+        case .object(let id): return id == object.objectID
+        case .objects(let ids): return ids.contains(object.objectID)
+        default: return false
         }
     }
 
@@ -273,6 +303,8 @@ extension ManagedObjectContext {
     private func currentSnapshot(of id: ObjectID) throws(StrataError) -> Snapshot? {
         if let object = registry[id], !object.flags.contains(.fault) {
             guard object.flags.isDisjoint(with: [.deleted, .invalidated]) else { return nil }
+            // A kept conflict hands this version to the child: the next change here must move it on.
+            object.flags.remove(.exposedVersionFresh)
             return Snapshot(values: object.values, version: object.exposedVersion)
         }
         return try snapshotForChild(id)
@@ -284,7 +316,9 @@ extension ManagedObjectContext {
     private func notifyMergingChildren(of changes: ChangeSet, outcome: SaveOutcome, excluding child: ManagedObjectContext) {
         let children = mergingChildren(excluding: child)
         guard !children.isEmpty else { return }
-        var payload = ObjectChanges(inserted: changes.inserted, deleted: changes.deleted)
+        // Deletes the policy kept (outcome.keptDeletes) did not happen here.
+        let removed = changes.deleted.indices.filter { outcome.keptDeletes[$0] == nil }.map { changes.deleted[$0] }
+        var payload = ObjectChanges(inserted: changes.inserted, deleted: removed)
         var snapshots: [Snapshot] = []
         for id in changes.updated {
             guard let object = registry[id], object.flags.isDisjoint(with: [.deleted, .invalidated]) else { continue }

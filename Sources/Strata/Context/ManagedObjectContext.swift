@@ -98,6 +98,13 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// What a save does when another save changed the same objects first.
     public var mergePolicy: MergePolicy = .error
 
+    /// Whether the context keeps every object it registered until `reset()`.
+    /// Off (the default, as in Core Data), a save lets go of the objects it
+    /// saved that nothing outside the context references; using one again by
+    /// ID loads it afresh. That keeps a long import's contexts — the main
+    /// context above all — from growing with everything ever imported.
+    public var retainsRegisteredObjects = false
+
     // MARK: State guarded by `relationsLock`
 
     let relationsLock = Lock()

@@ -178,7 +178,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func snapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], cacheEpoch) }
         if let cached { return cached }
-        guard !id.isTemporaryID || true else { return nil }
         let store = try currentStore()
         guard let bytes = try store.get(RecordCoding.key(id)) else { return nil }
         guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {

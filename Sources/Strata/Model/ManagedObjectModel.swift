@@ -103,7 +103,25 @@ public final class ManagedObjectModel: Sendable {
 
     /// The entity whose ``EntityDescription/managedObjectClass`` is `type`
     /// (nil when none is, or when several entities share the class).
-    public func entity(for type: ManagedObject.Type) -> EntityDescription? { byClass[ObjectIdentifier(type)] }
+    public func entity(for type: ManagedObject.Type) -> EntityDescription? {
+        // `Recipe(context:)` asks on every insert: scanning a few entities
+        // beats hashing the class.
+        if entities.count <= 16 {
+            let key = ObjectIdentifier(type)
+            var found: EntityDescription?
+            for entity in entities where ObjectIdentifier(entity.managedObjectClass) == key {
+                if found != nil { return nil }  // ambiguous
+                found = entity
+            }
+            return found
+        }
+        return byClass[ObjectIdentifier(type)]
+    }
+
+    /// Whether `entity` is one of this model's entities.
+    func contains(_ entity: EntityDescription) -> Bool {
+        entity.isResolved && Int(entity.index) < entities.count && entities[Int(entity.index)] === entity
+    }
 
     func entity(at index: UInt16) -> EntityDescription? {
         Int(index) < entities.count ? entities[Int(index)] : nil

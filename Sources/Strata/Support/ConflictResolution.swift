@@ -40,7 +40,9 @@ enum ConflictResolution {
                 updates.append(.drop)
                 continue
             }
-            if current.version == changes.updatedVersions[i] {
+            // Same version, or (a destination that let go of its object and
+            // reloaded it has a new version) the very values the saver started from.
+            if current.version == changes.updatedVersions[i] || current.values == changes.updatedBase[i] {
                 updates.append(.write(changes.updatedValues[i]))
                 continue
             }
@@ -57,7 +59,7 @@ enum ConflictResolution {
         deletes.reserveCapacity(changes.deleted.count)
         for i in changes.deleted.indices {
             guard let current = currentDeleted[i] else { deletes.append(.alreadyGone); continue }
-            if current.version == changes.deletedVersions[i] || policy.deleteWinsOverChange {
+            if current.version == changes.deletedVersions[i] || current.values == changes.deletedBase[i] || policy.deleteWinsOverChange {
                 deletes.append(.delete)
             } else if policy == .error {
                 conflicts.append(conflict(changes.deleted[i], base: nil, current: current.values))

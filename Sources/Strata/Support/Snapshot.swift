@@ -19,6 +19,8 @@ struct ChangeSet: Sendable {
     var updatedVersions: [UInt64] = []
     var deleted: [ObjectID] = []
     var deletedVersions: [UInt64] = []
+    /// The values the saving context started from for each deleted object.
+    var deletedBase: [[PropertyValue]] = []
     var mergePolicy: MergePolicy = .error
 
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
