@@ -163,7 +163,7 @@ extension ManagedObjectContext {
         saved.sourceSerial = serial
         saved.inserted.reserveCapacity(changes.inserted.count)
         for (i, id) in changes.inserted.enumerated() {
-            guard let object = inserted[id] else { continue }
+            guard let object = inserted.removeValue(forKey: id) else { continue }
             object.flags.remove([.inserted, .dirty])
             object.committed = object.values
             object.version = outcome.insertedVersions[i]
@@ -173,7 +173,7 @@ extension ManagedObjectContext {
         var snapshots: [Snapshot] = []
         snapshots.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
-            guard let object = updated[id] else { continue }
+            guard let object = updated.removeValue(forKey: id) else { continue }
             if outcome.droppedUpdates.contains(i) {
                 invalidate(object)
                 pendingInvalidated.append(id)

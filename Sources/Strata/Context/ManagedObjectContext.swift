@@ -72,16 +72,19 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     let owningThread: pthread_t?
 
     // MARK: State guarded by the context's queue
+    //
+    // The queue rules out overlapping access, so the hottest tables skip the
+    // dynamic exclusivity checks (`@exclusivity(unchecked)`).
 
-    var registry: [ObjectID: ManagedObject] = [:]
-    var inserted: [ObjectID: ManagedObject] = [:]
-    var updated: [ObjectID: ManagedObject] = [:]
-    var deleted: [ObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var registry: [ObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var inserted: [ObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var updated: [ObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var deleted: [ObjectID: ManagedObject] = [:]
     /// Objects inserted and deleted again before a save: gone, but a
     /// reference to one must still fail validation.
     var discardedInserts: Set<ObjectID> = []
     /// Objects changed since the last objects-did-change notification.
-    var pendingChanges: [ManagedObject] = []
+    @exclusivity(unchecked) var pendingChanges: [ManagedObject] = []
     /// IDs refreshed or invalidated by merges since the last notification.
     var pendingRefreshed: [ObjectID] = []
     var pendingInvalidated: [ObjectID] = []
@@ -90,7 +93,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     var processingScheduled = false
     /// Source of fresh exposed versions: (1 << 63) | serial << 40 | counter,
     /// never equal to a store version (those stay below 2^63).
-    var versionCounter: UInt64 = 0
+    @exclusivity(unchecked) var versionCounter: UInt64 = 0
     /// Primary keys reserved from the coordinator, by entity index.
     lazy var reservedKeys: [Range<UInt64>] = Array(repeating: 0..<0, count: model.entities.count)
     lazy var keyReservationSize: [UInt64] = Array(repeating: 32, count: model.entities.count)

@@ -231,6 +231,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
             var batch = WriteBatch()
             var record: [UInt8] = []
+            var key: [UInt8] = []
             var outcome = SaveOutcome()
             outcome.reachedStore = true
             var written: [(ObjectID, Snapshot)] = []
@@ -247,7 +248,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             for (i, id) in changes.inserted.enumerated() {
                 record.removeAll(keepingCapacity: true)
                 RecordCoding.encode(changes.insertedValues[i], version: 1, into: &record)
-                batch.put(RecordCoding.key(id), record)
+                RecordCoding.writeKey(id, into: &key)
+                batch.put(key, record)
                 if cacheInserted { written.append((id, Snapshot(values: changes.insertedValues[i], version: 1))) }
             }
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
@@ -257,7 +259,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     let version = currentUpdated[i]!.version + 1
                     record.removeAll(keepingCapacity: true)
                     RecordCoding.encode(values, version: version, into: &record)
-                    batch.put(RecordCoding.key(id), record)
+                    RecordCoding.writeKey(id, into: &key)
+                    batch.put(key, record)
                     let snapshot = Snapshot(values: values, version: version)
                     written.append((id, snapshot))
                     outcome.updatedVersions.append(version)

@@ -27,10 +27,21 @@ enum RecordCoding {
     }
 
     static func key(_ id: ObjectID) -> [UInt8] {
-        var key = prefix(of: id.entity)
-        key.reserveCapacity(11)
-        withUnsafeBytes(of: id.primaryKey.bigEndian) { key.append(contentsOf: $0) }
+        var key: [UInt8] = []
+        writeKey(id, into: &key)
         return key
+    }
+
+    /// Replaces `key`'s contents with `id`'s key (reusing its storage: a
+    /// bulk save builds one key per object).
+    @inline(__always)
+    static func writeKey(_ id: ObjectID, into key: inout [UInt8]) {
+        key.removeAll(keepingCapacity: true)
+        let index = id.entity.index
+        key.append(objectTag)
+        key.append(UInt8(index >> 8))
+        key.append(UInt8(index & 0xFF))
+        withUnsafeBytes(of: id.primaryKey.bigEndian) { key.append(contentsOf: $0) }
     }
 
     /// The ID a key names; nil for a key that is not a well-formed object key of `model`.

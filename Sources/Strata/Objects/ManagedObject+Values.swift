@@ -136,6 +136,7 @@ extension ManagedObject {
 
     // MARK: Internal
 
+    @usableFromInline
     final func propertyIndex(forKey key: String) -> Int {
         guard let index = entity.indexOfProperty(key) else {
             preconditionFailure("Strata: entity \(entity.name) has no property named \(key)")
@@ -143,7 +144,7 @@ extension ManagedObject {
         return index
     }
 
-    @inline(__always)
+    @usableFromInline
     final func storedValue(at index: Int) -> PropertyValue {
         checkQueue()
         fulfill()

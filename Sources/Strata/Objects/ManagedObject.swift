@@ -24,25 +24,27 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public final let entity: EntityDescription
 
     // Everything below is guarded by the owning context's queue (or, before
-    // insertion, by whoever created the object).
+    // insertion, by whoever created the object). That queue already rules
+    // out overlapping access, so the per-access dynamic exclusivity checks
+    // (a measurable share of every property read and write) are off.
 
     /// Assigned when the object is inserted into (or materialized by) a context.
-    final var primaryKey: UInt64 = 0
-    final var isTemporary = true
+    @exclusivity(unchecked) final var primaryKey: UInt64 = 0
+    @exclusivity(unchecked) final var isTemporary = true
     /// Weak: the context owns its registered objects, not the other way round.
     final weak var context: ManagedObjectContext?
     /// The current values, one per property in the entity's order; empty while a fault.
-    final var values: [PropertyValue]
+    @exclusivity(unchecked) final var values: [PropertyValue]
     /// The values this context's source (parent or store) held when the object
     /// was registered or last saved or refreshed; nil for an inserted object.
-    final var committed: [PropertyValue]?
+    @exclusivity(unchecked) final var committed: [PropertyValue]?
     /// The source's version of the object that ``committed`` corresponds to:
     /// what the next save checks for conflicts (0 for an inserted object).
-    final var version: UInt64 = 0
+    @exclusivity(unchecked) final var version: UInt64 = 0
     /// The version this context shows its children; changes whenever the
     /// values change here, so a child that saw an older state conflicts.
-    final var exposedVersion: UInt64 = 0
-    final var flags: Flags = []
+    @exclusivity(unchecked) final var exposedVersion: UInt64 = 0
+    @exclusivity(unchecked) final var flags: Flags = []
 
     struct Flags: OptionSet {
         let rawValue: UInt8

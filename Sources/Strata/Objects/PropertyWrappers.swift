@@ -83,6 +83,7 @@ public struct Attribute<Value: AttributeValueConvertible> {
         set { fatalError("unavailable") }  // swiftlint:disable:this unused_setter_value
     }
 
+    @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
@@ -150,6 +151,7 @@ public struct Relationship<Value: RelationshipValueConvertible> {
         set { fatalError("unavailable") }  // swiftlint:disable:this unused_setter_value
     }
 
+    @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
@@ -157,7 +159,7 @@ public struct Relationship<Value: RelationshipValueConvertible> {
     ) -> Value {
         get {
             let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
-            return Value.fromPropertyValue(object.storedValue(at: index), in: object.context)
+            return Value.fromPropertyValue(object.storedValue(at: index), in: object.managedObjectContext)
         }
         set {
             let key = object[keyPath: storageKeyPath].key
