@@ -35,9 +35,11 @@ test-tsan: deps
 		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
 	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataTests
 
-# The main job: strata-bench in release mode (engine figures, see README).
+# The main job: strata-bench in release mode (engine figures, then the object
+# graph's; see README).
 bench: deps
 	$(SWIFT) run -c release strata-bench
+	$(SWIFT) run -c release strata-bench graph
 
 # Micro-benchmarks of the hot paths (ordo-one/benchmark, a nested package).
 microbench: deps
