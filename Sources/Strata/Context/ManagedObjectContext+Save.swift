@@ -222,13 +222,7 @@ extension ManagedObjectContext {
     /// updated and deleted object against what the child saw first, and
     /// changes nothing if the save fails.
     func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
-        var currentUpdated: [Snapshot?] = []
-        currentUpdated.reserveCapacity(changes.updated.count)
-        for id in changes.updated { currentUpdated.append(try currentSnapshot(of: id)) }
-        var currentDeleted: [Snapshot?] = []
-        currentDeleted.reserveCapacity(changes.deleted.count)
-        for id in changes.deleted { currentDeleted.append(try currentSnapshot(of: id)) }
-        let (updates, deletes) = try ConflictResolution.decide(changes, currentUpdated: currentUpdated, currentDeleted: currentDeleted)
+        let (updates, deletes) = try ConflictResolution.decide(changes) { id throws(StrataError) in try currentSnapshot(of: id) }
 
         // Nothing below throws.
         var outcome = SaveOutcome()
@@ -257,7 +251,7 @@ extension ManagedObjectContext {
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
             switch updates[i] {
-            case .write(let values):
+            case .write(let values, _):
                 let object = registry[id]!  // registered by currentSnapshot(of:)
                 objectWillChange(object)
                 object.values = values
@@ -266,11 +260,9 @@ extension ManagedObjectContext {
                 outcome.updatedVersions.append(object.exposedVersion)
                 if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
             case .keep(let current):
-                outcome.updatedVersions.append(current.version)
-                outcome.resolvedValues[i] = current.values
+                outcome.keep(current, forUpdate: i)
             case .drop:
-                outcome.updatedVersions.append(0)
-                outcome.droppedUpdates.insert(i)
+                outcome.drop(update: i)
             }
         }
         for (i, id) in changes.deleted.enumerated() {

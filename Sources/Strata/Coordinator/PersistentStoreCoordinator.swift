@@ -221,13 +221,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
         let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
             let store = try currentStore()
-            var currentUpdated: [Snapshot?] = []
-            currentUpdated.reserveCapacity(changes.updated.count)
-            for id in changes.updated { currentUpdated.append(try snapshot(for: id)) }
-            var currentDeleted: [Snapshot?] = []
-            currentDeleted.reserveCapacity(changes.deleted.count)
-            for id in changes.deleted { currentDeleted.append(try snapshot(for: id)) }
-            let (updates, deletes) = try ConflictResolution.decide(changes, currentUpdated: currentUpdated, currentDeleted: currentDeleted)
+            let (updates, deletes) = try ConflictResolution.decide(changes) { id throws(StrataError) in try snapshot(for: id) }
 
             var batch = WriteBatch()
             var record: [UInt8] = []
@@ -255,8 +249,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
             for (i, id) in changes.updated.enumerated() {
                 switch updates[i] {
-                case .write(let values):
-                    let version = currentUpdated[i]!.version + 1
+                case .write(let values, let current):
+                    let version = current + 1
                     record.removeAll(keepingCapacity: true)
                     RecordCoding.encode(values, version: version, into: &record)
                     RecordCoding.writeKey(id, into: &key)
@@ -268,11 +262,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     payload.updated.append(id)
                     payloadSnapshots.append(snapshot)
                 case .keep(let current):
-                    outcome.updatedVersions.append(current.version)
-                    outcome.resolvedValues[i] = current.values
+                    outcome.keep(current, forUpdate: i)
                 case .drop:
-                    outcome.updatedVersions.append(0)
-                    outcome.droppedUpdates.insert(i)
+                    outcome.drop(update: i)
                 }
             }
             var removed: [ObjectID] = []

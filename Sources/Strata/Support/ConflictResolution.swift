@@ -1,7 +1,8 @@
 /// What a destination does with one updated object of a save.
 enum UpdateDecision {
-    /// Store these values (the saving context's, or a property-level merge).
-    case write([PropertyValue])
+    /// Store these values (the saving context's, or a property-level merge)
+    /// over the destination's present version of the object.
+    case write([PropertyValue], over: UInt64)
     /// Keep the destination's state; the saving context takes this snapshot.
     case keep(Snapshot)
     /// The destination deleted the object; the saving context's change is dropped.
@@ -21,13 +22,19 @@ enum DeleteDecision {
 /// coordinator: a change conflicts when the destination's version of the
 /// object is no longer the one the saving context started from.
 enum ConflictResolution {
-    /// `currentUpdated[i]` / `currentDeleted[i]`: the destination's present
-    /// snapshot of each updated / deleted object, nil when it no longer has it.
-    /// Throws ``StrataError/Code/mergeConflict`` listing every conflict under
-    /// ``MergePolicy/error``; otherwise decides each object by the policy.
+    /// `current(id)`: the destination's present snapshot of an object, nil
+    /// when it no longer has it. Throws ``StrataError/Code/mergeConflict``
+    /// listing every conflict under ``MergePolicy/error``; otherwise decides
+    /// each updated and deleted object by the policy.
     static func decide(
-        _ changes: ChangeSet, currentUpdated: [Snapshot?], currentDeleted: [Snapshot?]
+        _ changes: ChangeSet, current: (ObjectID) throws(StrataError) -> Snapshot?
     ) throws(StrataError) -> (updates: [UpdateDecision], deletes: [DeleteDecision]) {
+        var currentUpdated: [Snapshot?] = []
+        currentUpdated.reserveCapacity(changes.updated.count)
+        for id in changes.updated { currentUpdated.append(try current(id)) }
+        var currentDeleted: [Snapshot?] = []
+        currentDeleted.reserveCapacity(changes.deleted.count)
+        for id in changes.deleted { currentDeleted.append(try current(id)) }
         let policy = changes.mergePolicy
         var conflicts: [MergeConflict] = []
         var updates: [UpdateDecision] = []
@@ -43,14 +50,14 @@ enum ConflictResolution {
             // Same version, or (a destination that let go of its object and
             // reloaded it has a new version) the very values the saver started from.
             if current.version == changes.updatedVersions[i] || current.values == changes.updatedBase[i] {
-                updates.append(.write(changes.updatedValues[i]))
+                updates.append(.write(changes.updatedValues[i], over: current.version))
                 continue
             }
             if policy == .error {
                 conflicts.append(conflict(changes.updated[i], base: changes.updatedBase[i], current: current.values))
                 updates.append(.drop)
             } else if let merged = policy.resolve(base: changes.updatedBase[i], mine: changes.updatedValues[i], destination: current.values) {
-                updates.append(.write(merged))
+                updates.append(.write(merged, over: current.version))
             } else {
                 updates.append(.keep(current))
             }

@@ -43,4 +43,16 @@ struct SaveOutcome: Sendable {
     var keptDeletes: [Int: Snapshot] = [:]
     /// True when the save reached the store (IDs become permanent).
     var reachedStore = false
+
+    /// Updated object `i` keeps the destination's state (a conflict the policy resolved its way).
+    mutating func keep(_ current: Snapshot, forUpdate i: Int) {
+        updatedVersions.append(current.version)
+        resolvedValues[i] = current.values
+    }
+
+    /// Updated object `i` was deleted at the destination; its change is dropped.
+    mutating func drop(update i: Int) {
+        updatedVersions.append(0)
+        droppedUpdates.insert(i)
+    }
 }
