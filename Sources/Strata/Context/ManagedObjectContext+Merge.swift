@@ -49,7 +49,8 @@ extension ManagedObjectContext {
             deleted[id] = nil
             object.values = []
             object.committed = nil
-            object.flags = [.fault]
+            // Keep its place in the pending notification (it is listed once).
+            object.flags = object.flags.intersection(.pendingNotification).union(.fault)
             return
         }
         do {
@@ -77,7 +78,13 @@ extension ManagedObjectContext {
     /// held from before leave the context.
     public func reset() {
         checkQueue()
-        for object in registry.values { object.context = nil }
+        // Objects held from before stay readable (a fault reads as defaults)
+        // but leave the context, as Core Data invalidates them.
+        for object in registry.values {
+            if object.flags.contains(.fault) { object.values = object.entity.initialValues }
+            object.context = nil
+            object.flags = [.invalidated]
+        }
         registry.removeAll()
         inserted.removeAll()
         updated.removeAll()
