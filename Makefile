@@ -12,6 +12,10 @@ deps:
 		echo "make: installing liblz4-dev (the LZ4 headers) ..."; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq liblz4-dev pkg-config; \
 	fi
+	@if ! pkg-config --exists sqlite3 2>/dev/null; then \
+		echo "make: installing libsqlite3-dev (strata-bench's SQLite baseline) ..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libsqlite3-dev pkg-config; \
+	fi
 
 build: deps
 	$(SWIFT) build
@@ -25,7 +29,7 @@ build: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter StrataStoreTests
-	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --filter StrataTests
+	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --filter 'StrataTests|StrataDumpTests'
 
 # The whole suite under ThreadSanitizer (its own build folder: a sanitized
 # build cannot share objects with the normal one). The model and crash tests
@@ -33,7 +37,7 @@ test: deps
 test-tsan: deps
 	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
 		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
-	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataTests
+	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter 'StrataTests|StrataDumpTests'
 
 # The main job: strata-bench in release mode (engine figures, then the object
 # graph's; see README).

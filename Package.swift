@@ -11,7 +11,7 @@
 //             ↑
 //          Strata           the object graph: model, contexts, coordinator
 //             ↑
-//       strata-bench        thin executable over the libraries
+//  strata-bench, strata-dump   thin executables over the libraries
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
@@ -27,10 +27,13 @@ let package = Package(
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataStore", targets: ["StrataStore"]),
         .executable(name: "strata-bench", targets: ["strata-bench"]),
+        .executable(name: "strata-dump", targets: ["strata-dump"]),
     ],
     dependencies: [
         // For the command-line tools only; the libraries depend on nothing.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // strata-bench's latency histograms.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         .systemLibrary(
@@ -39,6 +42,12 @@ let package = Package(
             providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
         ),
         .target(name: "CStrataCRC32C"),
+        // SQLite, for strata-bench's side-by-side baseline only.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
         .target(
             name: "StrataStore",
             dependencies: ["CLZ4", "CStrataCRC32C"],
@@ -51,6 +60,15 @@ let package = Package(
         ),
         .executableTarget(
             name: "strata-bench",
+            dependencies: [
+                "Strata", "StrataStore", "CSQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "strata-dump",
             dependencies: ["Strata", "StrataStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strictSwift
         ),
@@ -72,6 +90,11 @@ let package = Package(
         .testTarget(
             name: "StrataTests",
             dependencies: ["Strata", "StrataStore"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StrataDumpTests",
+            dependencies: ["Strata", "StrataStore", "strata-dump"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -1,0 +1,5 @@
+import Testing
+
+@Suite struct StrataDumpPlaceholderTests {
+    @Test func builds() {}
+}
