@@ -5,8 +5,8 @@ import ArgumentParser
 struct StrataBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata-bench",
-        abstract: "Measures Strata's storage engine and object graph.",
-        subcommands: [EngineCommand.self, GraphCommand.self],
-        defaultSubcommand: EngineCommand.self
+        abstract: "Measures how Strata keeps the main queue free, and its object graph and storage engine.",
+        subcommands: [StallCommand.self, EngineCommand.self, GraphCommand.self],
+        defaultSubcommand: StallCommand.self
     )
 }

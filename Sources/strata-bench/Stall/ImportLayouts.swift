@@ -1,0 +1,122 @@
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+
+/// The stack layouts `strata-bench stall` imports through.
+enum ImportLayout: String, CaseIterable, Codable, Sendable {
+    /// (a) one `.mainQueue` context attached to the coordinator: the import
+    /// and every save to disk run on the main queue — the naive baseline.
+    case naive
+    /// (b) the seed stack: a private import child of the main context →
+    /// main → private writer → disk, saving every K objects.
+    case seedStack = "seed-stack"
+    /// (c) the import as a private child of the writer; the main context
+    /// merges the writer's changes by itself.
+    case writerChild = "writer-child"
+    /// One private context attached to the coordinator: no main queue
+    /// involved, the like-for-like comparison with SQLite.
+    case privateContext = "private-context"
+
+    /// The layouts of the stall table.
+    static let stallLayouts: [ImportLayout] = [.naive, .seedStack, .writerChild]
+
+    var title: String {
+        switch self {
+        case .naive: "(a) main context on the coordinator"
+        case .seedStack: "(b) import child -> main -> writer -> disk"
+        case .writerChild: "(c) import child of writer, merged into main"
+        case .privateContext: "Strata, private context on the coordinator"
+        }
+    }
+}
+
+/// One import's figures.
+struct ImportRun: Codable, Sendable {
+    var layout: String
+    var objects: Int
+    var saveEvery: Int
+    var seconds: Double
+    var objectsPerSecond: Double
+    var stall: StallFigures
+    var bytesWritten: UInt64
+    var fsyncs: Int
+}
+
+/// Imports `objects` recipe-like objects (recipes with `ingredients` each)
+/// into a fresh store at `directory` through `layout`, saving every
+/// `saveEvery` objects, while `probe` watches the main queue. Runs on a
+/// worker thread; the main thread must be spinning the main run loop.
+func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: Int, directory: String) throws -> ImportRun {
+    let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
+    try coordinator.addPersistentStore(.log, directory: directory)
+    defer { try? coordinator.close() }
+    let before = coordinator.storeStatistics
+    let probe = StallProbe()
+    probe.startProbing()
+    let started = DispatchTime.now().uptimeNanoseconds
+    let chunks = stride(from: 0, to: objects, by: saveEvery).map { min(saveEvery, objects - $0) }
+    var offset = 0
+    switch layout {
+    case .naive, .privateContext:
+        let context = ManagedObjectContext(layout == .naive ? .mainQueue : .privateQueue, coordinator: coordinator, name: "import")
+        for count in chunks {
+            try context.performAndWait {
+                insertObjects(count, ingredientsPerRecipe: ingredients, into: context, offset: offset)
+                try context.save()
+            }
+            offset += count
+        }
+    case .seedStack:
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
+        let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
+        let failure = FailureBox()
+        for count in chunks {
+            try importer.performAndWait {
+                insertObjects(count, ingredientsPerRecipe: ingredients, into: importer, offset: offset)
+                try importer.save()
+            }
+            try main.performAndWait { try main.save() }
+            writer.perform { do { try writer.save() } catch { failure.set(error) } }
+            offset += count
+        }
+        try writer.performAndWait { try writer.save() }
+        try failure.check()
+    case .writerChild:
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
+        main.automaticallyMergesChangesFromParent = true
+        let importer = ManagedObjectContext(.privateQueue, parent: writer, name: "import")
+        let failure = FailureBox()
+        for count in chunks {
+            try importer.performAndWait {
+                insertObjects(count, ingredientsPerRecipe: ingredients, into: importer, offset: offset)
+                try importer.save()
+            }
+            writer.perform { do { try writer.save() } catch { failure.set(error) } }
+            offset += count
+        }
+        try writer.performAndWait { try writer.save() }
+        main.performAndWait {}  // the merges queued on the main queue have run
+        try failure.check()
+    }
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+    let stall = probe.stopProbing()
+    let after = coordinator.storeStatistics
+    return ImportRun(
+        layout: layout.rawValue, objects: objects, saveEvery: saveEvery, seconds: seconds,
+        objectsPerSecond: Double(objects) / seconds, stall: stall,
+        bytesWritten: (after?.logBytesWritten ?? 0) &- (before?.logBytesWritten ?? 0),
+        fsyncs: (after?.logSyncs ?? 0) - (before?.logSyncs ?? 0))
+}
+
+/// The first error of asynchronous writer saves.
+///
+/// `@unchecked Sendable`: `error` is guarded by `lock`.
+final class FailureBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var error: (any Error)?
+    func set(_ error: any Error) { lock.withLock { if self.error == nil { self.error = error } } }
+    func check() throws { if let error = lock.withLock({ self.error }) { throw error } }
+}
