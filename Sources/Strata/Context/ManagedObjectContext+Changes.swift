@@ -180,6 +180,8 @@ extension ManagedObjectContext {
     }
 
     func noteChange(_ object: ManagedObject) {
+        changeGeneration &+= 1
+        object.changeStamp = changeGeneration
         guard !object.flags.contains(.pendingNotification) else { return }
         object.flags.insert(.pendingNotification)
         pendingChanges.append(object)

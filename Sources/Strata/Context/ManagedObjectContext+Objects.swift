@@ -99,7 +99,7 @@ extension ManagedObjectContext {
     /// parent's queue) or the store's.
     func sourceSnapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
         if let parent {
-            return try parent.performAndWait { () throws(StrataError) -> Snapshot? in try parent.snapshotForChild(id) }
+            return try parent.childAccess { () throws(StrataError) -> Snapshot? in try parent.snapshotForChild(id) }
         }
         return try persistentStoreCoordinator.snapshot(for: id)
     }

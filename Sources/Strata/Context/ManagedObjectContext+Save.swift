@@ -22,15 +22,20 @@ extension ManagedObjectContext {
         guard hasChanges else { return }
         NotificationCenter.default.post(name: Self.willSave, object: self)
         let changes = try buildChangeSet()
+        let generation = changeGeneration
         let outcome: SaveOutcome
         if let parent {
-            outcome = try parent.performAndWait { () throws(StrataError) -> SaveOutcome in
+            outcome = try parent.childAccess { () throws(StrataError) -> SaveOutcome in
                 try parent.acceptChildSave(changes, from: self)
             }
         } else {
-            outcome = try persistentStoreCoordinator.save(changes, from: self)
+            // While the batch is written and synced, children (the main
+            // context) get in as guests instead of waiting (line 17).
+            outcome = try parked { () throws(StrataError) -> SaveOutcome in
+                try persistentStoreCoordinator.save(changes, from: self)
+            }
         }
-        let saved = apply(outcome, of: changes)
+        let saved = apply(outcome, of: changes, since: generation)
         processPendingChanges()
         if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
         NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
@@ -157,15 +162,28 @@ extension ManagedObjectContext {
     // MARK: Applying the outcome
 
     /// Updates this context after its destination accepted `changes`; returns
-    /// the did-save payload. Nothing here can fail.
-    func apply(_ outcome: SaveOutcome, of changes: ChangeSet) -> ObjectChanges {
+    /// the did-save payload. Nothing here can fail. Objects changed after
+    /// `generation` (by a child's guest call during a store write) take the
+    /// saved state as their committed state but stay dirty.
+    func apply(_ outcome: SaveOutcome, of changes: ChangeSet, since generation: UInt64) -> ObjectChanges {
         var saved = ObjectChanges()
         saved.sourceSerial = serial
         saved.inserted.reserveCapacity(changes.inserted.count)
         for (i, id) in changes.inserted.enumerated() {
-            guard let object = inserted.removeValue(forKey: id) else { continue }
-            object.flags.remove([.inserted, .dirty])
-            object.committed = object.values
+            guard let object = inserted.removeValue(forKey: id) else {
+                // A guest deleted it while it was being written: delete it again.
+                rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]))
+                saved.inserted.append(id)
+                continue
+            }
+            if object.changeStamp > generation {
+                object.flags.remove(.inserted)
+                object.committed = changes.insertedValues[i]
+                if !object.flags.contains(.deleted) { updated[id] = object }
+            } else {
+                object.flags.remove([.inserted, .dirty])
+                object.committed = object.values
+            }
             object.version = outcome.insertedVersions[i]
             if outcome.reachedStore { object.isTemporary = false }
             saved.inserted.append(object.objectID)
@@ -173,7 +191,17 @@ extension ManagedObjectContext {
         var snapshots: [Snapshot] = []
         snapshots.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
-            guard let object = updated.removeValue(forKey: id) else { continue }
+            guard let object = updated.removeValue(forKey: id) ?? deleted[id] else { continue }
+            if object.changeStamp > generation {
+                // Changed again (or deleted) by a guest while being written.
+                if !object.flags.contains(.deleted) { updated[id] = object }
+                object.committed = outcome.resolvedValues[i] ?? changes.updatedValues[i]
+                object.version = outcome.updatedVersions[i]
+                if outcome.reachedStore { object.isTemporary = false }
+                saved.updated.append(id)
+                snapshots.append(Snapshot(values: object.committed!, version: object.version))
+                continue
+            }
             if outcome.droppedUpdates.contains(i) {
                 invalidate(object)
                 pendingInvalidated.append(id)
@@ -196,6 +224,7 @@ extension ManagedObjectContext {
         for (i, id) in changes.deleted.enumerated() {
             guard let object = deleted[id] else { continue }
             if let kept = outcome.keptDeletes[i] {
+                deleted[id] = nil
                 object.flags.remove([.deleted, .dirty])
                 fill(object, kept)
                 object.exposedVersion = nextVersion()
@@ -203,16 +232,31 @@ extension ManagedObjectContext {
                 pendingRefreshed.append(id)
                 continue
             }
+            deleted[id] = nil
             registry[id] = nil
             object.context = nil
             object.flags = []
             saved.deleted.append(id)
         }
-        inserted.removeAll(keepingCapacity: false)
-        updated.removeAll(keepingCapacity: false)
-        deleted.removeAll(keepingCapacity: false)
+        // Only what was saved leaves the tables: a guest may have added more.
         discardedInserts.removeAll()
         return saved
+    }
+
+    /// An object written by a save and deleted by a guest meanwhile: put a
+    /// stand-in in the deleted table, so that the next save removes it from
+    /// the destination.
+    private func rememberDeletion(of id: ObjectID, stored: Snapshot) {
+        let ghost = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
+        ghost.primaryKey = id.primaryKey
+        ghost.isTemporary = false
+        ghost.context = self
+        ghost.values = stored.values
+        ghost.committed = stored.values
+        ghost.version = stored.version
+        ghost.flags = [.deleted]
+        registry[id] = ghost
+        deleted[id] = ghost
     }
 
     // MARK: Receiving a child's save

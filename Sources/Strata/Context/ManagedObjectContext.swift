@@ -80,6 +80,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     @exclusivity(unchecked) var inserted: [ObjectID: ManagedObject] = [:]
     @exclusivity(unchecked) var updated: [ObjectID: ManagedObject] = [:]
     @exclusivity(unchecked) var deleted: [ObjectID: ManagedObject] = [:]
+    /// Bumped by every change; each object records the value of its last
+    /// change (`changeStamp`), so a save can tell what changed while it wrote.
+    @exclusivity(unchecked) var changeGeneration: UInt64 = 0
     /// Objects inserted and deleted again before a save: gone, but a
     /// reference to one must still fail validation.
     var discardedInserts: Set<ObjectID> = []
@@ -109,6 +112,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     public var retainsRegisteredObjects = false
 
     // MARK: State guarded by `relationsLock`
+
+    /// Lets children in while this context's save writes to the store (see
+    /// ``childAccess(_:)``).
+    let parking = ParkingState()
 
     let relationsLock = Lock()
     private var _children: [WeakContext] = []

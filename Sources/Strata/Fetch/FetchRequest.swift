@@ -110,7 +110,7 @@ extension ManagedObjectContext {
     /// Every object of `entity` in this context's source.
     func sourceObjects(of entity: EntityDescription) throws(StrataError) -> [SourceObject] {
         if let parent {
-            return try parent.performAndWait { () throws(StrataError) -> [SourceObject] in try parent.objectsForChild(of: entity) }
+            return try parent.childAccess { () throws(StrataError) -> [SourceObject] in try parent.objectsForChild(of: entity) }
         }
         return try persistentStoreCoordinator.objects(of: entity)
     }

@@ -45,6 +45,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// values change here, so a child that saw an older state conflicts.
     @exclusivity(unchecked) final var exposedVersion: UInt64 = 0
     @exclusivity(unchecked) final var flags: Flags = []
+    /// The context's change generation at this object's last change (see
+    /// ``ManagedObjectContext/childAccess(_:)``: a save that wrote while a
+    /// child changed the object keeps it dirty).
+    @exclusivity(unchecked) final var changeStamp: UInt64 = 0
 
     struct Flags: OptionSet {
         let rawValue: UInt8

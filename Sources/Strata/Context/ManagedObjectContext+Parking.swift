@@ -1,0 +1,129 @@
+internal import StrataStore
+
+/// Guest access: how a context attached to the coordinator keeps its children
+/// — above all the main-queue context — from waiting on its disk I/O
+/// (SEMANTICS.md line 17, better than Core Data).
+///
+/// A child reaches its parent (to save into it, to fault or fetch through it)
+/// with ``ManagedObjectContext/childAccess(_:)`` instead of `performAndWait`.
+/// While the parent's own save is writing to the store it is *parked*: its
+/// queue is blocked in I/O, but its objects are not being touched, so the
+/// child's call runs at once on the child's thread, as a guest of the
+/// parent, instead of queueing behind the write. The parent takes its state
+/// back when the write returns (waiting for a running guest to finish) and
+/// then applies the save's outcome, keeping dirty whatever a guest changed
+/// meanwhile (``ManagedObject/changeStamp``).
+///
+///     main queue                     writer queue
+///     main.save()                    writer.save(): build change set
+///       writer.childAccess ──┐       park ─────────────────────────┐
+///                            │       coordinator.save: write+fsync │
+///       (runs here, now) ◀───┘       ...                           │
+///       acceptChildSave              ...                           │
+///     returns                        unpark (waits for guests) ◀───┘
+///                                    apply outcome; objects a guest
+///                                    changed stay dirty
+///
+/// Only Strata's own child→parent calls are guests; a user's
+/// `performAndWait` on the parent still waits for the queue.
+///
+/// `@unchecked Sendable`: `parked` is guarded by `condition`; so are the
+/// fields of every `GuestCall`.
+final class ParkingState: @unchecked Sendable {
+    let condition = ConditionLock()
+    var parked = false
+}
+
+/// One child→parent call, which either the parent's queue or the caller (as
+/// a guest) runs — whichever claims it first. Fields guarded by the parent's
+/// `parking.condition`.
+private final class GuestCall<T, E: Error>: @unchecked Sendable {
+    var body: (() throws(E) -> T)?
+    var claimed = false
+    var result: Result<T, E>?
+    init(_ body: @escaping () throws(E) -> T) { self.body = body }
+}
+
+extension ManagedObjectContext {
+    /// Runs `body` as this context for a child: inline when already inside
+    /// it, as a guest while this context is parked in store I/O, otherwise on
+    /// its queue (like `performAndWait`).
+    func childAccess<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        if isCurrent { return try runBlock(body, enteredFromMain: false) }
+        guard let queue else { return try performAndWait(body) }
+        let fromMain = MainQueue.isCurrent
+        let callerStack = ObjectIdentifier(ExecutionStack.current)
+        let callerContexts = ExecutionStack.current.contexts
+        let outcome: Result<T, E> = withoutActuallyEscaping(body) { escapable in
+            let call = GuestCall(escapable)
+            queue.async {
+                let result: Result<T, E>
+                do {
+                    // Taken out of `call` and released before the result is
+                    // published: once the caller sees it, it returns and the
+                    // closure must have no other owner.
+                    guard let body = self.parking.condition.withLock({ () -> (() throws(E) -> T)? in
+                        guard !call.claimed else { return nil }
+                        call.claimed = true
+                        defer { call.body = nil }
+                        return call.body
+                    }) else { return }
+                    let stack = ExecutionStack.current
+                    let inherited = ObjectIdentifier(stack) == callerStack ? [] : callerContexts
+                    stack.contexts.append(contentsOf: inherited)
+                    defer { stack.contexts.removeLast(inherited.count) }
+                    do throws(E) {
+                        result = .success(try self.runBlock(body, enteredFromMain: fromMain))
+                    } catch {
+                        result = .failure(error)
+                    }
+                }
+                self.parking.condition.withLock {
+                    call.result = result
+                    self.parking.condition.broadcast()
+                }
+            }
+            let condition = parking.condition
+            condition.lock()
+            while call.result == nil {
+                if parking.parked && !call.claimed, let body = call.body {
+                    call.claimed = true
+                    call.body = nil
+                    // Run as a guest, holding the lock so the owner cannot
+                    // take its state back meanwhile.
+                    call.result = runAsGuest(body)
+                    break
+                }
+                condition.wait()
+            }
+            let result = call.result!
+            call.body = nil  // the queued block must not keep the closure
+            condition.unlock()
+            return result
+        }
+        return try outcome.get()
+    }
+
+    private func runAsGuest<T, E: Error>(_ body: () throws(E) -> T) -> Result<T, E> {
+        let stack = ExecutionStack.current
+        stack.contexts.append(serial)
+        defer { stack.contexts.removeLast() }
+        do throws(E) {
+            return .success(try body())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Runs `io` (which must not touch this context's state) with the context
+    /// parked: children's calls run as guests meanwhile. Returns once no
+    /// guest is running.
+    func parked<T, E: Error>(_ io: () throws(E) -> T) throws(E) -> T {
+        parking.condition.withLock {
+            parking.parked = true
+            parking.condition.broadcast()
+        }
+        defer { parking.condition.withLock { parking.parked = false } }
+        return try io()
+    }
+}
