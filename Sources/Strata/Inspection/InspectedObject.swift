@@ -1,0 +1,158 @@
+public import Foundation
+
+/// An object as stored, decoded with the model kept in the store (no
+/// application classes needed): what `strata-dump get` and `entity` print.
+///
+/// ```swift
+/// let object = try inspector.object(inspector.objectID(parsing: "Recipe/p42"))
+/// print(object?.description ?? "not found")
+/// // Recipe/p42 (version 3)
+/// //   name = "Soup"
+/// //   ingredients = [Ingredient/p1, Ingredient/p2]
+/// ```
+public struct InspectedObject: Codable, Sendable, Hashable, CustomStringConvertible {
+    /// `Entity/pN`, as ``ObjectID/description`` writes it.
+    public var id: String
+    public var entity: String
+    public var primaryKey: UInt64
+    /// The store's version of the object (how many saves wrote it).
+    public var version: UInt64
+    /// Every property, in the entity's declaration order.
+    public var properties: [InspectedProperty]
+
+    /// The ID line, then `name = value` per property.
+    public var description: String {
+        "\(id) (version \(version))" + properties.map { "\n  \($0.name) = \($0.value)" }.joined()
+    }
+}
+
+/// One property of an ``InspectedObject``.
+public struct InspectedProperty: Codable, Sendable, Hashable {
+    /// What kind of property this is.
+    public enum Kind: String, Codable, Sendable, Hashable {
+        case attribute, toOne = "to-one", toMany = "to-many"
+    }
+    public var name: String
+    public var kind: Kind
+    /// The attribute's type (`string`, `integer64`, `date`, …) or the
+    /// relationship's destination entity.
+    public var type: String
+    public var value: InspectedValue
+
+    public init(name: String, kind: Kind, type: String, value: InspectedValue) {
+        self.name = name
+        self.kind = kind
+        self.type = type
+        self.value = value
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, kind, type, value }
+
+    /// Reads `value` according to `kind` and `type` (JSON alone cannot tell a
+    /// date from a string).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        kind = try container.decode(Kind.self, forKey: .kind)
+        type = try container.decode(String.self, forKey: .type)
+        if try container.decodeNil(forKey: .value) {
+            value = .null
+            return
+        }
+        switch (kind, type) {
+        case (.toOne, _): value = .object(try container.decode(String.self, forKey: .value))
+        case (.toMany, _): value = .objects(try container.decode([String].self, forKey: .value))
+        case (_, "string"): value = .string(try container.decode(String.self, forKey: .value))
+        case (_, "integer16"), (_, "integer32"), (_, "integer64"): value = .integer(try container.decode(Int64.self, forKey: .value))
+        case (_, "double"): value = .double(try container.decode(Double.self, forKey: .value))
+        case (_, "bool"): value = .bool(try container.decode(Bool.self, forKey: .value))
+        case (_, "date"): value = .date(try container.decode(String.self, forKey: .value))
+        case (_, "binaryData"):
+            let text = try container.decode(String.self, forKey: .value)
+            guard let data = Data(base64Encoded: text) else {
+                throw DecodingError.dataCorruptedError(forKey: .value, in: container, debugDescription: "not base64")
+            }
+            value = .data(data)
+        case (_, "uuid"): value = .uuid(try container.decode(String.self, forKey: .value))
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown attribute type \(type)")
+        }
+    }
+}
+
+/// A stored value, readable: as text (``description``) and as plain JSON
+/// (strings, numbers, booleans, null; dates as ISO 8601, data as base64,
+/// relationships as `Entity/pN` strings).
+public enum InspectedValue: Encodable, Sendable, Hashable, CustomStringConvertible {
+    case null
+    case string(String)
+    case integer(Int64)
+    case double(Double)
+    case bool(Bool)
+    /// ISO 8601, with fractional seconds.
+    case date(String)
+    case data(Data)
+    /// The UUID's string.
+    case uuid(String)
+    /// A to-one relationship's target: `Entity/pN`.
+    case object(String)
+    /// A to-many relationship's targets, by primary key.
+    case objects([String])
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .string(let s), .date(let s), .uuid(let s), .object(let s): try container.encode(s)
+        case .integer(let i): try container.encode(i)
+        case .double(let d): try container.encode(d)
+        case .bool(let b): try container.encode(b)
+        case .data(let d): try container.encode(d.base64EncodedString())
+        case .objects(let ids): try container.encode(ids)
+        }
+    }
+
+    /// `nil`, `"quoted"` strings, numbers, `true`/`false`, dates and UUIDs
+    /// bare, `<N bytes: hex…>`, `Entity/pN`, `[Entity/p1, Entity/p2]`.
+    public var description: String {
+        switch self {
+        case .null: return "nil"
+        case .string(let s): return String(reflecting: s)
+        case .integer(let i): return String(i)
+        case .double(let d): return String(d)
+        case .bool(let b): return String(b)
+        case .date(let s), .uuid(let s), .object(let s): return s
+        case .data(let d):
+            let hex = d.prefix(16).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+            return "<\(d.count) bytes" + (d.isEmpty ? "" : ": " + hex + (d.count > 16 ? "…" : "")) + ">"
+        case .objects(let ids): return "[" + ids.joined(separator: ", ") + "]"
+        }
+    }
+}
+
+/// How many objects of one entity the store holds.
+public struct EntityCount: Codable, Sendable, Hashable {
+    public var entity: String
+    public var objects: Int
+    /// The next primary key the store will hand out for the entity (from the
+    /// store's key counters; nil when it has none).
+    public var nextPrimaryKey: UInt64?
+}
+
+/// The object layer's part of `strata-dump info`.
+public struct ObjectStoreSummary: Codable, Sendable, Hashable {
+    /// The model's version hash, as stored and as recomputed from the stored schema (they are equal).
+    public var modelHash: String
+    /// The store's identity, made when it was created.
+    public var storeIdentifier: String?
+    /// Every entity of the stored model, in model order, with its object count.
+    public var entities: [EntityCount]
+}
+
+/// A record that fails the object layer's checks.
+public struct RecordProblem: Codable, Sendable, Hashable, CustomStringConvertible {
+    /// The record's key, rendered (`Entity/pN`, `m:name`, or escaped bytes).
+    public var key: String
+    public var message: String
+    public var description: String { "record \(key): \(message)" }
+}

@@ -1,0 +1,226 @@
+public import Foundation
+public import StrataStore
+
+/// Reads the objects of a store on disk without the application: the model is
+/// rebuilt from the schema the store keeps in its `m model` record, and its
+/// hash checked against the one stored beside it.
+///
+/// Nothing is opened for writing and no lock is taken (see `StoreInspector`):
+/// an application may have the store open meanwhile.
+///
+/// ```swift
+/// let inspector = try ObjectStoreInspector(directory: "/var/lib/app/recipes")
+/// print(inspector.model.versionHash)
+/// for count in try inspector.summary().entities { print(count.entity, count.objects) }
+/// if let soup = try inspector.object(inspector.objectID(parsing: "x-strata:/Recipe/p1")) {
+///     print(soup)    // Recipe/p1 (version 1) / name = "Soup" / …
+/// }
+/// ```
+///
+/// Throws ``StrataError``: `.storage` (the engine's `StoreError` as the cause:
+/// missing, not a store, corrupt), `.modelMismatch` (a plain StrataStore with
+/// no Strata model), `.corruptRecord` (the model record is damaged, or its
+/// schema does not hash to the stored hash).
+public final class ObjectStoreInspector: Sendable {
+    /// The store's live records.
+    public let contents: StoreContents
+    /// The model rebuilt from the stored schema (every entity's class is `ManagedObject`).
+    public let model: ManagedObjectModel
+    /// The store's identity, if it has one.
+    public let storeIdentifier: UUID?
+    /// Per entity (model order): the next primary key, from the store's key counters.
+    let nextKeys: [UInt64]?
+
+    /// Inspects the store in `directory`.
+    public convenience init(directory: String) throws(StrataError) {
+        let contents: StoreContents
+        do throws(StoreError) { contents = try StoreInspector(directory: directory).contents() } catch { throw StrataError.storage(error) }
+        try self.init(contents: contents)
+    }
+
+    /// Inspects contents already read by a `StoreInspector`.
+    public init(contents: StoreContents) throws(StrataError) {
+        self.contents = contents
+        func value(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
+            do throws(StoreError) { return try contents.value(forKey: key) } catch { throw StrataError.storage(error) }
+        }
+        guard let record = try value(RecordCoding.modelKey) else {
+            throw StrataError(.modelMismatch, "the store holds no Strata model (no m:model record): it is a plain StrataStore, not an object store")
+        }
+        guard let hash = RecordCoding.hash(inModelRecord: record) else {
+            throw StrataError(.corruptRecord, "the store's model record is too short to hold a model hash")
+        }
+        let model = try ModelSchema.decode(Array(record.dropFirst(16)))
+        guard model.versionHash == hash else {
+            throw StrataError(.corruptRecord, "the stored schema hashes to \(model.versionHash) but the model record says \(hash)")
+        }
+        self.model = model
+        let identity = try value(RecordCoding.storeKey)
+        storeIdentifier = identity.flatMap { $0.count == 16 ? UUID(uuid: $0.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }) : nil }
+        nextKeys = try value(RecordCoding.keysKey).flatMap(RecordCoding.decodeKeys)
+    }
+
+    /// Entity counts, the model's hash and the store's identity.
+    public func summary() -> ObjectStoreSummary {
+        var counts = Array(repeating: 0, count: model.entities.count)
+        contents.forEachKey(prefix: [RecordCoding.objectTag]) { key in
+            if let id = RecordCoding.objectID(fromKey: key, model: model) { counts[Int(id.entity.index)] += 1 }
+        }
+        let entities = model.entities.enumerated().map { i, entity in
+            EntityCount(entity: entity.name, objects: counts[i],
+                        nextPrimaryKey: nextKeys.flatMap { i < $0.count ? $0[i] : nil })
+        }
+        return ObjectStoreSummary(modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities)
+    }
+
+    /// The ID `text` names: `Recipe/p42`, `Recipe/42` or the URI form
+    /// `x-strata:/Recipe/p42`. Throws `.invalidArgument` for anything else,
+    /// an entity the model lacks, or a temporary ID (never stored).
+    public func objectID(parsing text: String) throws(StrataError) -> ObjectID {
+        var rest = Substring(text)
+        if rest.hasPrefix("x-strata:") { rest = rest.dropFirst("x-strata:".count) }
+        while rest.hasPrefix("/") { rest = rest.dropFirst() }
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw StrataError(.invalidArgument, "\(String(reflecting: text)) is not an object ID (expected Entity/pN or x-strata:/Entity/pN)")
+        }
+        guard let entity = model.entity(named: String(parts[0])) else {
+            throw StrataError(.invalidArgument, "the store's model has no entity \(parts[0]) (it has \(model.entities.map(\.name).joined(separator: ", ")))")
+        }
+        var number = parts[1]
+        if number.first == "t" {
+            throw StrataError(.invalidArgument, "\(text) is a temporary ID; temporary IDs are never stored")
+        }
+        if number.first == "p" { number = number.dropFirst() }
+        guard let pk = UInt64(number), pk > 0 else {
+            throw StrataError(.invalidArgument, "\(String(reflecting: text)) has no valid primary key (expected Entity/pN with N ≥ 1)")
+        }
+        return ObjectID(entity: entity, primaryKey: pk, isTemporary: false)
+    }
+
+    /// The stored object `id` names, decoded; nil when the store has no such object.
+    public func object(_ id: ObjectID) throws(StrataError) -> InspectedObject? {
+        guard model.contains(id.entity) else {
+            throw StrataError(.invalidArgument, "\(id) belongs to another model than the store's")
+        }
+        let bytes: [UInt8]?
+        do throws(StoreError) { bytes = try contents.value(forKey: RecordCoding.key(id)) } catch { throw StrataError.storage(error) }
+        guard let bytes else { return nil }
+        return try inspect(id, bytes)
+    }
+
+    /// The objects of the entity named `entity`, in primary-key order, at most `limit`.
+    public func objects(ofEntity name: String, limit: Int = .max) throws(StrataError) -> [InspectedObject] {
+        guard let entity = model.entity(named: name) else {
+            throw StrataError(.invalidArgument, "the store's model has no entity \(name) (it has \(model.entities.map(\.name).joined(separator: ", ")))")
+        }
+        var result: [InspectedObject] = []
+        var failure: StrataError?
+        do throws(StoreError) {
+            try contents.forEach(prefix: RecordCoding.prefix(of: entity)) { key, value in
+                guard result.count < limit else { return false }
+                guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity else {
+                    failure = StrataError(.corruptRecord, "the key \(describeKey(key)) is not a well-formed object key")
+                    return false
+                }
+                do throws(StrataError) { result.append(try inspect(id, value)) } catch {
+                    failure = error
+                    return false
+                }
+                return result.count < limit
+            }
+        } catch {
+            throw StrataError.storage(error)
+        }
+        if let failure { throw failure }
+        return result
+    }
+
+    /// Checks every live record: object records decode under the stored model
+    /// and their relationships point at stored objects; the metadata records
+    /// are well formed; no key is foreign to the object layer.
+    public func verifyRecords() throws(StrataError) -> (records: Int, problems: [RecordProblem]) {
+        var objectKeys = Set<[UInt8]>()
+        contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert($0) }
+        var problems: [RecordProblem] = []
+        var records = 0
+        do throws(StoreError) {
+            try contents.forEach(prefix: []) { key, value in
+                records += 1
+                let name = describeKey(key)
+                func problem(_ message: String) { problems.append(RecordProblem(key: name, message: message)) }
+                switch key.first {
+                case RecordCoding.objectTag?:
+                    guard let id = RecordCoding.objectID(fromKey: key, model: model) else {
+                        problem("an object key that names no entity of the model")
+                        return true
+                    }
+                    guard let snapshot = RecordCoding.decode(value, entity: id.entity, model: model) else {
+                        problem("does not decode under the stored model")
+                        return true
+                    }
+                    for (i, value) in snapshot.values.enumerated() {
+                        for target in value.objectIDs where !objectKeys.contains(RecordCoding.key(target)) {
+                            problem("\(id.entity.properties[i].name) refers to \(target), which is not in the store")
+                        }
+                    }
+                case RecordCoding.metaTag?:
+                    if key == RecordCoding.keysKey, RecordCoding.decodeKeys(value)?.count != model.entities.count {
+                        problem("the key counters do not decode, or do not match the model's \(model.entities.count) entities")
+                    } else if key == RecordCoding.storeKey, value.count != 16 {
+                        problem("the store identity is \(value.count) bytes, not 16")
+                    }
+                default:
+                    problem("neither an object nor a metadata key")
+                }
+                return true
+            }
+        } catch {
+            throw StrataError.storage(error)
+        }
+        return (records, problems)
+    }
+
+    /// A readable key: `Entity/pN` for an object key, `m:name` for a metadata
+    /// key, escaped bytes otherwise.
+    @Sendable public func describeKey(_ key: [UInt8]) -> String {
+        if let id = RecordCoding.objectID(fromKey: key, model: model) { return id.description }
+        if key.first == RecordCoding.metaTag, key.count > 1, let name = String(validating: key[1...], as: UTF8.self),
+           name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }) {
+            return "m:" + name
+        }
+        return StoreInspector.describeKey(key)
+    }
+
+    // MARK: Helpers
+
+    private func inspect(_ id: ObjectID, _ bytes: [UInt8]) throws(StrataError) -> InspectedObject {
+        guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
+            throw StrataError(.corruptRecord, "the record of \(id) does not decode under the stored model")
+        }
+        let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        var properties: [InspectedProperty] = []
+        for (property, value) in zip(id.entity.properties, snapshot.values) {
+            let inspected: InspectedValue
+            switch value {
+            case .null: inspected = .null
+            case .string(let s): inspected = .string(s)
+            case .integer(let i): inspected = .integer(i)
+            case .double(let d): inspected = .double(d)
+            case .bool(let b): inspected = .bool(b)
+            case .date(let d): inspected = .date(d.formatted(dateStyle))
+            case .data(let d): inspected = .data(d)
+            case .uuid(let u): inspected = .uuid(u.uuidString)
+            case .object(let target): inspected = .object(target.description)
+            case .objects(let targets): inspected = .objects(targets.sorted { $0.primaryKey < $1.primaryKey }.map(\.description))
+            }
+            switch property {
+            case .attribute(let a):
+                properties.append(InspectedProperty(name: a.name, kind: .attribute, type: "\(a.type)", value: inspected))
+            case .relationship(let r):
+                properties.append(InspectedProperty(name: r.name, kind: r.isToMany ? .toMany : .toOne, type: r.destinationEntityName, value: inspected))
+            }
+        }
+        return InspectedObject(id: id.description, entity: id.entity.name, primaryKey: id.primaryKey, version: snapshot.version, properties: properties)
+    }
+}

@@ -1,0 +1,59 @@
+internal import StrataStore
+
+extension ModelSchema {
+    /// Rebuilds a model from the bytes ``encode(_:)`` wrote — without the
+    /// application's classes: every entity is represented by `ManagedObject`
+    /// itself. Enough to decode records (the schema holds every name, kind,
+    /// type, optionality, inverse and delete rule; not default values, which
+    /// no stored byte depends on).
+    ///
+    /// Throws ``StrataError/Code/corruptRecord`` when the bytes are malformed,
+    /// and ``StrataError/Code/invalidModel`` when they describe an inconsistent model.
+    static func decode(_ bytes: [UInt8]) throws(StrataError) -> ManagedObjectModel {
+        let entities: [EntityDescription]? = bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            func string() -> String? {
+                guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length) else { return nil }
+                return String(validating: bytes, as: UTF8.self)
+            }
+            func flag() -> Bool? {
+                switch reader.readInteger(UInt8.self) {
+                case 0?: return false
+                case 1?: return true
+                default: return nil
+                }
+            }
+            guard reader.readInteger(UInt8.self) == 1, let count = reader.readLength(limit: Int(UInt16.max)) else { return nil }
+            var entities: [EntityDescription] = []
+            for _ in 0..<count {
+                guard let name = string(), let propertyCount = reader.readLength(limit: reader.remaining) else { return nil }
+                var properties: [PropertyDescription] = []
+                for _ in 0..<propertyCount {
+                    guard let kind = reader.readInteger(UInt8.self) else { return nil }
+                    switch kind {
+                    case 0:
+                        guard let name = string(), let rawType = reader.readInteger(UInt8.self),
+                              let type = AttributeType(rawValue: rawType), let optional = flag()
+                        else { return nil }
+                        properties.append(.attribute(name, type, optional: optional))
+                    case 1, 2:
+                        guard let name = string(), let destination = string(), let inverse = string(), let optional = flag(),
+                              let rawRule = reader.readInteger(UInt8.self), let rule = DeleteRule(rawValue: rawRule)
+                        else { return nil }
+                        properties.append(.relationship(RelationshipDescription(
+                            name: name, destination: destination, inverse: inverse.isEmpty ? nil : inverse,
+                            toMany: kind == 2, isOptional: optional, deleteRule: rule)))
+                    default:
+                        return nil
+                    }
+                }
+                entities.append(EntityDescription(name: name, properties: properties))
+            }
+            return reader.isAtEnd ? entities : nil
+        }
+        guard let entities else {
+            throw StrataError(.corruptRecord, "the store's model schema is malformed")
+        }
+        return try ManagedObjectModel(entities: entities)
+    }
+}

@@ -1,5 +1,0 @@
-import Testing
-
-@Suite struct StrataDumpPlaceholderTests {
-    @Test func builds() {}
-}
