@@ -103,12 +103,24 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
     let stall = probe.stopProbing()
+    // Everything imported must be in the store.
+    let check = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "check")
+    let stored = try check.performAndWait {
+        try check.count(for: FetchRequest<BenchRecipe>()) + check.count(for: FetchRequest<BenchIngredient>())
+    }
+    guard stored == objects else {
+        throw ImportCheckFailure(description: "\(layout.rawValue): \(stored) of \(objects) objects reached the store")
+    }
     let after = coordinator.storeStatistics
     return ImportRun(
         layout: layout.rawValue, objects: objects, saveEvery: saveEvery, seconds: seconds,
         objectsPerSecond: Double(objects) / seconds, stall: stall,
         bytesWritten: (after?.logBytesWritten ?? 0) &- (before?.logBytesWritten ?? 0),
         fsyncs: (after?.logSyncs ?? 0) - (before?.logSyncs ?? 0))
+}
+
+struct ImportCheckFailure: Error, CustomStringConvertible {
+    let description: String
 }
 
 /// The first error of asynchronous writer saves.

@@ -17,7 +17,7 @@ struct StallCommand: ParsableCommand {
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
     @Option(help: "Write every figure to this JSON file.") var json: String?
     @Option(help: "Draw the main-queue stall over time, one line per layout, into this SVG file.") var plot: String?
-    @Flag(help: "Skip the SQLite baseline.") var noSQLite = false
+    @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
 
     func run() throws {
         let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-stall-\(ProcessInfo.processInfo.processIdentifier)")

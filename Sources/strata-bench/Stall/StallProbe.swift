@@ -36,6 +36,7 @@ final class StallProbe: @unchecked Sendable {
             histogram.reset()
             timeline.removeAll()
             lateOver8 = 0; lateOver16 = 0; ticks = 0
+            lastTick = 0
             start = DispatchTime.now().uptimeNanoseconds
         }
     }
@@ -59,7 +60,7 @@ final class StallProbe: @unchecked Sendable {
         let now = DispatchTime.now().uptimeNanoseconds
         lock.withLock {
             defer { lastTick = now }
-            guard lastTick != 0 else { return }
+            guard lastTick != 0, now > lastTick else { return }
             let late = now - lastTick > Self.interval ? now - lastTick - Self.interval : 0
             ticks += 1
             // Corrected for coordinated omission: a 30 ms stall also stands
@@ -67,7 +68,8 @@ final class StallProbe: @unchecked Sendable {
             _ = histogram.recordCorrectedValue(late / 1000, expectedInterval: Self.interval / 1000)
             if late > 8_333_333 { lateOver8 += 1 }
             if late > 16_666_667 { lateOver16 += 1 }
-            timeline.append((Double(now - start) / 1e6, Double(late) / 1e6))
+            // `now` was read before the lock: a reset may have moved `start` past it.
+            timeline.append((Double(now > start ? now - start : 0) / 1e6, Double(late) / 1e6))
         }
     }
 }
