@@ -39,11 +39,13 @@ test-tsan: deps
 		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
 	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter 'StrataTests|StrataDumpTests'
 
-# The main job: strata-bench in release mode (engine figures, then the object
-# graph's; see README).
+# The main job: strata-bench in release mode — main-queue stalls per stack
+# layout beside SQLite (the default scenario), then the object graph's and
+# the engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
 	$(SWIFT) run -c release strata-bench graph
+	$(SWIFT) run -c release strata-bench engine
 
 # Micro-benchmarks of the hot paths (ordo-one/benchmark, a nested package).
 microbench: deps
