@@ -72,8 +72,14 @@ extension StrataStore {
         }
 
         // Let go of the snapshot before repointing: while it shares the index's
-        // nodes, every compare-and-set below would have to copy them.
-        snapshot = KeyIndex()
+        // nodes, every compare-and-set below would have to copy them. Let go
+        // of it under the state lock: once it is gone the writer (which
+        // mutates under that lock) may find the nodes read above unshared and
+        // write them in place, and the lock is what orders those writes after
+        // this thread's reads. (The reference count orders them too, but
+        // ThreadSanitizer cannot see inside the Swift runtime and reported
+        // the in-place write as a race.)
+        state.withLock { snapshot = KeyIndex() }
 
         let number = allocateFileNumber()
         var info: SegmentInfo? = nil
