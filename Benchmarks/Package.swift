@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 //
-// StrataStore's micro-benchmarks, a package of their own (as swift-nio keeps
+// StrataStore's and Strata's micro-benchmarks, a package of their own (as swift-nio keeps
 // its benchmarks) so the library's package depends on nothing.
 //
 //     cd Benchmarks && swift package benchmark
@@ -27,6 +27,17 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/StrataStoreBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Strata's object graph, through its public API: record encode and
+        // decode (a save and a fetch of 16 objects), a child→parent save.
+        .executableTarget(
+            name: "StrataGraphBenchmarks",
+            dependencies: [
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/StrataGraphBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

@@ -63,7 +63,7 @@ private enum Boom: Error, Equatable {
         enqueueBlock(main) { ran.withLock { $0 = true } }
         #expect(!ran.value)  // we still hold the main queue
         let hasRun: @Sendable () -> Bool = { ran.value }
-        #expect(await eventually(5, hasRun))
+        #expect(await eventually(30, hasRun))
     }
 
     /// Line 5: blocks of one context run one at a time, in enqueue order,
@@ -618,7 +618,7 @@ private enum Boom: Error, Equatable {
         stew.name = "Stew"
         #expect(recorder.all.isEmpty)  // not posted synchronously: we still hold the main queue
         let posted: @Sendable () -> Bool = { !recorder.all.isEmpty }
-        #expect(await eventually(5, posted))
+        #expect(await eventually(30, posted))
         // Let any further main-queue block that would post again run first.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.main.async { continuation.resume() }

@@ -1,0 +1,112 @@
+public import Foundation
+
+/// Typed finders, MagicalRecord's `MR_findAll…`, `MR_findFirst…` and
+/// `MR_countOf…`, over ``FetchRequest`` and ``ManagedObjectContext/fetch(_:)``:
+/// they see the context's unsaved changes and its ancestors' (SEMANTICS.md
+/// line 13).
+///
+/// Each takes the context explicitly (`in:`) and must be called on that
+/// context's queue; anywhere else it throws ``StrataError/Code/contextMisuse``
+/// (whether or not the concurrency debug switch is on). The forms without
+/// `in:` use ``ManagedObjectContext/default`` and so run only on the main
+/// queue (or inside a block of the default context).
+extension FetchableObject {
+    /// Every object of this class's entity that matches `predicate`, in the
+    /// order of `sortDescriptors` (store order when empty).
+    ///
+    /// ```swift
+    /// let hearty = try Recipe.all(in: context,
+    ///                             where: #Predicate { $0.servings > 2 },
+    ///                             sortedBy: [SortDescriptor(\.name)])
+    /// ```
+    public static func all(
+        in context: ManagedObjectContext,
+        where predicate: Predicate<Self>? = nil,
+        sortedBy sortDescriptors: [SortDescriptor<Self>] = []
+    ) throws(StrataError) -> [Self] {
+        try checkDirectUse(of: context, "\(Self.self).all(in:)")
+        return try context.fetch(FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors))
+    }
+
+    /// The first object matching `predicate` in the order of
+    /// `sortDescriptors`, or nil when none matches. Without a sort order
+    /// "first" is the store's order (primary keys, then unsaved inserts),
+    /// which is not meaningful: pass one.
+    ///
+    /// ```swift
+    /// let newest = try Recipe.first(in: context, sortedBy: [SortDescriptor(\.created, order: .reverse)])
+    /// ```
+    public static func first(
+        in context: ManagedObjectContext,
+        where predicate: Predicate<Self>? = nil,
+        sortedBy sortDescriptors: [SortDescriptor<Self>] = []
+    ) throws(StrataError) -> Self? {
+        try checkDirectUse(of: context, "\(Self.self).first(in:)")
+        var request = FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors)
+        request.fetchLimit = 1
+        return try context.fetch(request).first
+    }
+
+    /// How many objects of this class's entity match `predicate`.
+    ///
+    /// ```swift
+    /// let vegetarian = try Recipe.count(in: context, where: #Predicate { $0.vegetarian })
+    /// ```
+    public static func count(in context: ManagedObjectContext, where predicate: Predicate<Self>? = nil) throws(StrataError) -> Int {
+        try checkDirectUse(of: context, "\(Self.self).count(in:)")
+        return try context.count(for: FetchRequest<Self>(predicate: predicate))
+    }
+
+    // MARK: In the default context (main queue only)
+
+    /// ``all(in:where:sortedBy:)`` in ``ManagedObjectContext/default``. Call
+    /// it on the main queue: elsewhere it throws
+    /// ``StrataError/Code/contextMisuse``; without a default container,
+    /// ``StrataError/Code/noPersistentStore``.
+    ///
+    /// ```swift
+    /// // on the main queue, after `PersistentContainer.default = container`
+    /// let recipes = try Recipe.all(sortedBy: [SortDescriptor(\.name)])
+    /// ```
+    public static func all(
+        where predicate: Predicate<Self>? = nil,
+        sortedBy sortDescriptors: [SortDescriptor<Self>] = []
+    ) throws(StrataError) -> [Self] {
+        let context = try ManagedObjectContext.defaultForDirectUse("\(Self.self).all()")
+        return try context.fetch(FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors))
+    }
+
+    /// ``first(in:where:sortedBy:)`` in ``ManagedObjectContext/default``; main queue only.
+    ///
+    /// ```swift
+    /// let soup = try Recipe.first(where: #Predicate { $0.name == "Soup" })
+    /// ```
+    public static func first(
+        where predicate: Predicate<Self>? = nil,
+        sortedBy sortDescriptors: [SortDescriptor<Self>] = []
+    ) throws(StrataError) -> Self? {
+        let context = try ManagedObjectContext.defaultForDirectUse("\(Self.self).first()")
+        var request = FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors)
+        request.fetchLimit = 1
+        return try context.fetch(request).first
+    }
+
+    /// ``count(in:where:)`` in ``ManagedObjectContext/default``; main queue only.
+    ///
+    /// ```swift
+    /// let total = try Recipe.count()
+    /// ```
+    public static func count(where predicate: Predicate<Self>? = nil) throws(StrataError) -> Int {
+        let context = try ManagedObjectContext.defaultForDirectUse("\(Self.self).count()")
+        return try context.count(for: FetchRequest<Self>(predicate: predicate))
+    }
+
+    private static func checkDirectUse(of context: ManagedObjectContext, _ helper: @autoclosure () -> String) throws(StrataError) {
+        guard context.isCurrent else {
+            throw StrataError(.contextMisuse, """
+                \(helper()) must be called on the queue of '\(context.name)' (\(context.concurrencyType)); \
+                it was called from \(ManagedObjectContext.currentExecutionDescription)
+                """)
+        }
+    }
+}
