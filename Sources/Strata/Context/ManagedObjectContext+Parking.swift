@@ -50,7 +50,10 @@ extension ManagedObjectContext {
     /// its queue (like `performAndWait`).
     func childAccess<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         if isCurrent { return try runBlock(body, enteredFromMain: false) }
-        guard let queue else { return try performAndWait(body) }
+        // Only a context attached to the coordinator ever parks; for any
+        // other parent the cheaper `performAndWait` (which runs the block on
+        // this thread when the queue is free) is the same thing.
+        guard let queue, parent == nil else { return try performAndWait(body) }
         let fromMain = MainQueue.isCurrent
         let callerStack = ObjectIdentifier(ExecutionStack.current)
         let callerContexts = ExecutionStack.current.contexts
