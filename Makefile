@@ -29,7 +29,7 @@ build: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter StrataStoreTests
-	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --filter 'StrataTests|StrataDumpTests'
+	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --filter 'StrataTests|StrataDumpTests|StrataBenchTests'
 
 # The whole suite under ThreadSanitizer (its own build folder: a sanitized
 # build cannot share objects with the normal one). The model and crash tests
@@ -37,13 +37,15 @@ test: deps
 test-tsan: deps
 	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
 		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
-	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter 'StrataTests|StrataDumpTests'
+	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter 'StrataTests|StrataDumpTests|StrataBenchTests'
 
 # The main job: strata-bench in release mode — main-queue stalls per stack
 # layout beside SQLite (the default scenario), then the object graph's and
 # the engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
+	$(SWIFT) run -c release strata-bench reads
+	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine
 

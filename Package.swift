@@ -93,6 +93,11 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "StrataBenchTests",
+            dependencies: ["strata-bench"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "StrataDumpTests",
             dependencies: ["Strata", "StrataStore", "strata-dump"],
             swiftSettings: strictSwift

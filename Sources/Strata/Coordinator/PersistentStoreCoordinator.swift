@@ -133,6 +133,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Writes the store's log out to segments and compacts them, reclaiming
+    /// the space of overwritten and deleted objects. Saves and reads go on
+    /// meanwhile (the engine compacts in the background of its own locks);
+    /// a no-op for the in-memory store.
+    ///
+    /// ```swift
+    /// try coordinator.compactStore()
+    /// ```
+    public func compactStore() throws(StrataError) {
+        try currentStore().compact()
+    }
+
     /// The store's identity, made when it was created.
     public var storeIdentifier: UUID? { lock.withLock { _storeIdentifier } }
 

@@ -10,6 +10,8 @@ protocol RecordStore: AnyObject, Sendable {
     func write(_ batch: WriteBatch) throws(StrataError)
     func close() throws(StrataError)
     var statistics: StoreStatistics? { get }
+    /// Writes the log out to segments and reclaims the space of dead records.
+    func compact() throws(StrataError)
 }
 
 /// The first key after every key that starts with `prefix` (nil: no end).
@@ -65,6 +67,15 @@ final class LogRecordStore: RecordStore {
     }
 
     var statistics: StoreStatistics? { engine.statistics }
+
+    func compact() throws(StrataError) {
+        do throws(StoreError) {
+            try engine.flush()
+            try engine.compact()
+        } catch {
+            throw StrataError.storage(error)
+        }
+    }
 }
 
 /// A store that lives and dies with the coordinator, for tests and caches.
@@ -93,4 +104,5 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
 
     func close() throws(StrataError) {}
     var statistics: StoreStatistics? { nil }
+    func compact() throws(StrataError) {}
 }

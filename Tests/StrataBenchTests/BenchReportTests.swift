@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+
+/// The `strata-bench` executable, built beside the test bundle.
+private let benchExecutable: String? = {
+    #if os(Linux)
+    let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    #else
+    let me = Bundle.main.bundleURL.path
+    #endif
+    var dir = URL(fileURLWithPath: me).deletingLastPathComponent()
+    for _ in 0..<4 {
+        let candidate = dir.appendingPathComponent("strata-bench").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        dir = dir.deletingLastPathComponent()
+    }
+    return nil
+}()
+
+/// Runs strata-bench with `arguments`; returns its exit status and stdout.
+private func runBench(_ arguments: [String]) throws -> (status: Int32, stdout: String) {
+    let executable = try #require(benchExecutable, "strata-bench was not built beside the tests")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+private func scratch(_ name: String) -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("strata-bench-tests/\(name)-\(UUID().uuidString.prefix(8))").path
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+private func object(_ value: Any?, _ what: String) throws -> [String: Any] {
+    try #require(value as? [String: Any], "\(what) is not an object")
+}
+
+private func number(_ value: Any?, _ what: String) throws -> Double {
+    try #require((value as? NSNumber)?.doubleValue, "\(what) is not a number")
+}
+
+/// The bench's `--json` documents keep their schema (other tools read them),
+/// and a small run of each scenario works end to end.
+@Suite(.serialized) struct BenchReportTests {
+    @Test func stallJSONSchemaAndPlot() throws {
+        let dir = scratch("stall")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let result = try runBench(["stall", "--objects", "800", "--save-every", "200", "--store", dir + "/stores",
+                                   "--json", dir + "/stall.json", "--plot", dir + "/stall.svg"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("(b) import child -> main -> writer -> disk"))
+        #expect(result.stdout.contains("SQLite"))
+        let report = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/stall.json"))), "report")
+        #expect(try number(report["objects"], "objects") == 800)
+        #expect(try number(report["saveEvery"], "saveEvery") == 200)
+        for key in ["date", "ingredientsPerRecipe", "cores", "runs", "sqlite"] { #expect(report[key] != nil, "missing \(key)") }
+        let runs = try #require(report["runs"] as? [Any])
+        let layouts = try runs.map { try object($0, "run")["layout"] as? String }
+        #expect(layouts == ["naive", "seed-stack", "writer-child", "private-context"])
+        for run in runs {
+            let run = try object(run, "run")
+            for key in ["objects", "saveEvery", "seconds", "objectsPerSecond", "bytesWritten", "fsyncs"] {
+                #expect(try number(run[key], key) >= 0)
+            }
+            #expect(try number(run["objectsPerSecond"], "objectsPerSecond") > 0)
+            #expect(try number(run["fsyncs"], "fsyncs") >= 4)  // 800 objects, a durable save every 200
+            let stall = try object(run["stall"], "stall")
+            for key in ["p50", "p99", "p999", "max", "ticks", "ticksLaterThan8_3ms", "ticksLaterThan16_7ms"] {
+                #expect(try number(stall[key], key) >= 0)
+            }
+            #expect(try number(stall["p50"], "p50") <= number(stall["max"], "max"))
+            let timeline = try #require(stall["timeline"] as? [Any])
+            if let point = timeline.first {
+                let point = try object(point, "point")
+                _ = try number(point["ms"], "ms")
+                _ = try number(point["latenessMs"], "latenessMs")
+            }
+        }
+        let sqlite = try object(report["sqlite"], "sqlite")
+        for key in ["seconds", "objectsPerSecond", "bytesOnDisk"] { #expect(try number(sqlite[key], key) > 0) }
+
+        let svg = try String(contentsOfFile: dir + "/stall.svg", encoding: .utf8)
+        #expect(svg.hasPrefix("<svg"))
+        #expect(svg.components(separatedBy: "<polyline").count - 1 == 3)  // one line per layout
+        #expect(svg.hasSuffix("</svg>\n"))
+        // --store keeps the stores: one per layout, plus SQLite's.
+        let kept = try FileManager.default.contentsOfDirectory(atPath: dir + "/stores").sorted()
+        #expect(kept.contains("seed-stack") && kept.contains("sqlite.db"))
+    }
+
+    @Test func readsAndCompactionJSON() throws {
+        let dir = scratch("reads")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let reads = try runBench(["reads", "--objects", "400", "--lookups", "50", "--repeats", "1", "--json", dir + "/reads.json"])
+        #expect(reads.status == 0)
+        let r = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/reads.json"))), "reads")
+        #expect(try number(r["recipes"], "recipes") == 100)
+        for key in ["openMilliseconds", "byIDColdPerSecond", "byIDWarmPerSecond", "byPredicateScannedPerSecond"] {
+            let values = try #require(r[key] as? [NSNumber], "missing \(key)")
+            #expect(values.count == 1 && values[0].doubleValue > 0)
+        }
+        #expect(try number(r["byPredicateMatched"], "byPredicateMatched") == 49)  // servings n % 6 + 1 for n in 0..<100: 17 + 16 + 16 above 3
+
+        let compaction = try runBench(["compaction", "--objects", "400", "--json", dir + "/compaction.json"])
+        #expect(compaction.status == 0)
+        let c = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/compaction.json"))), "compaction")
+        #expect(try number(c["liveObjects"], "liveObjects") == 300)  // a quarter of the recipes, with their ingredients, deleted
+        #expect(try number(c["bytesAfter"], "bytesAfter") < number(c["bytesBefore"], "bytesBefore"))
+        _ = try object(c["stall"], "stall")
+    }
+}
