@@ -81,6 +81,12 @@ let package = Package(
             path: "Tests/CrashWorkload",
             swiftSettings: strictSwift
         ),
+        // Finds the package's executables beside a test binary.
+        .target(
+            name: "ExecutableLocator",
+            path: "Tests/ExecutableLocator",
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "strata-crash-child",
             dependencies: ["StrataStore", "CrashWorkload"],
@@ -94,17 +100,17 @@ let package = Package(
         ),
         .testTarget(
             name: "StrataBenchTests",
-            dependencies: ["strata-bench"],
+            dependencies: ["strata-bench", "ExecutableLocator"],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "StrataDumpTests",
-            dependencies: ["Strata", "StrataStore", "strata-dump"],
+            dependencies: ["Strata", "StrataStore", "strata-dump", "ExecutableLocator"],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "StrataStoreTests",
-            dependencies: ["StrataStore", "CrashWorkload", "strata-crash-child"],
+            dependencies: ["StrataStore", "CrashWorkload", "strata-crash-child", "ExecutableLocator"],
             swiftSettings: strictSwift
         ),
     ]

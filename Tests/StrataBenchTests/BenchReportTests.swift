@@ -1,21 +1,9 @@
+import ExecutableLocator
 import Foundation
 import Testing
 
 /// The `strata-bench` executable, built beside the test bundle.
-private let benchExecutable: String? = {
-    #if os(Linux)
-    let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    #else
-    let me = Bundle.main.bundleURL.path
-    #endif
-    var dir = URL(fileURLWithPath: me).deletingLastPathComponent()
-    for _ in 0..<4 {
-        let candidate = dir.appendingPathComponent("strata-bench").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        dir = dir.deletingLastPathComponent()
-    }
-    return nil
-}()
+private let benchExecutable = builtExecutable(named: "strata-bench")
 
 /// Runs strata-bench with `arguments`; returns its exit status and stdout.
 private func runBench(_ arguments: [String]) throws -> (status: Int32, stdout: String) {

@@ -1,3 +1,4 @@
+import ExecutableLocator
 import Foundation
 import Strata
 import StrataStore
@@ -170,20 +171,7 @@ func buildFlushedStore(at path: String, dishes: Int = 300) throws {
 // MARK: Running strata-dump
 
 /// The `strata-dump` executable, built beside the test bundle.
-let dumpExecutable: String? = {
-    #if os(Linux)
-    let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    #else
-    let me = Bundle.main.bundleURL.path
-    #endif
-    var dir = URL(fileURLWithPath: me).deletingLastPathComponent()
-    for _ in 0..<4 {
-        let candidate = dir.appendingPathComponent("strata-dump").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        dir = dir.deletingLastPathComponent()
-    }
-    return nil
-}()
+let dumpExecutable = builtExecutable(named: "strata-dump")
 
 struct DumpResult {
     var status: Int32

@@ -1,4 +1,5 @@
 import CrashWorkload
+import ExecutableLocator
 import Foundation
 import Testing
 
@@ -11,20 +12,7 @@ import Testing
 /// CI runs `STRATA_CRASH_CYCLES` cycles (default 40); `make crash-long` runs thousands.
 @Suite struct CrashTests {
     /// The child executable, built beside this test binary.
-    static var childPath: String? {
-        #if os(Linux)
-        let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        #else
-        let me = Bundle.main.bundleURL.path
-        #endif
-        var dir = URL(fileURLWithPath: me).deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("strata-crash-child").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            dir = dir.deletingLastPathComponent()
-        }
-        return nil
-    }
+    static var childPath: String? { builtExecutable(named: "strata-crash-child") }
 
     /// Collects the child's "ack N" lines as they arrive.
     final class Acknowledgements: @unchecked Sendable {

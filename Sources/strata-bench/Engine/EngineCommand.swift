@@ -20,10 +20,9 @@ struct EngineCommand: ParsableCommand {
     @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
 
     func run() throws {
-        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-bench-\(ProcessInfo.processInfo.processIdentifier)")
-        try? FileManager.default.removeItem(atPath: root)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let work = try WorkDirectory(store, scenario: "bench")
+        defer { work.cleanUp() }
+        let root = work.path
         let bench = EngineBenchmark(root: root, records: records, batchSize: batchSize, valueSize: valueSize, repeats: max(1, repeats), writers: writers)
         let results = try bench.run()
         print(results.render(records: records, valueSize: valueSize, batchSize: batchSize, repeats: repeats))

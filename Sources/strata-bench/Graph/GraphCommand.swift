@@ -19,10 +19,9 @@ struct GraphCommand: ParsableCommand {
     @Option(help: "Run only one part (insert, child, fetch), e.g. under a profiler.") var only: String?
 
     func run() throws {
-        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-graph-bench-\(ProcessInfo.processInfo.processIdentifier)")
-        try? FileManager.default.removeItem(atPath: root)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let work = try WorkDirectory(store, scenario: "graph-bench")
+        defer { work.cleanUp() }
+        let root = work.path
         let bench = GraphBenchmark(root: root, objects: objects, childObjects: childObjects, repeats: max(1, repeats), only: only)
         // The child→main figures need the main queue drained by the main
         // thread, so the benchmark runs on a worker while this thread spins

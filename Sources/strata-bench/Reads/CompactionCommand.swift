@@ -28,10 +28,9 @@ struct CompactionCommand: ParsableCommand {
     }
 
     func run() throws {
-        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-compaction-\(ProcessInfo.processInfo.processIdentifier)")
-        try? FileManager.default.removeItem(atPath: root)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let work = try WorkDirectory(store, scenario: "compaction")
+        defer { work.cleanUp() }
+        let root = work.path
         let path = root + "/store"
         let objects = objects
         let report = try MainThreadDriver.run { () throws -> Report in

@@ -31,10 +31,9 @@ struct ReadsCommand: ParsableCommand {
     }
 
     func run() throws {
-        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-reads-\(ProcessInfo.processInfo.processIdentifier)")
-        try? FileManager.default.removeItem(atPath: root)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let work = try WorkDirectory(store, scenario: "reads")
+        defer { work.cleanUp() }
+        let root = work.path
         let path = root + "/store"
         progress("reads: importing \(objects) objects ...")
         try importStore(objects: objects, at: path)

@@ -20,10 +20,9 @@ struct StallCommand: ParsableCommand {
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
 
     func run() throws {
-        let root = store ?? (FileManager.default.temporaryDirectory.path + "/strata-stall-\(ProcessInfo.processInfo.processIdentifier)")
-        try? FileManager.default.removeItem(atPath: root)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { if store == nil { try? FileManager.default.removeItem(atPath: root) } }
+        let work = try WorkDirectory(store, scenario: "stall")
+        defer { work.cleanUp() }
+        let root = work.path
         let (objects, saveEvery, ingredients, noSQLite) = (objects, saveEvery, ingredients, noSQLite)
         let report = try MainThreadDriver.run { () throws -> StallReport in
             var report = StallReport(date: ISO8601DateFormatter().string(from: Date()), objects: objects, saveEvery: saveEvery,
