@@ -171,9 +171,12 @@ extension ManagedObjectContext {
         saved.inserted.reserveCapacity(changes.inserted.count)
         for (i, id) in changes.inserted.enumerated() {
             guard let object = inserted.removeValue(forKey: id) else {
-                // A guest deleted it while it was being written: delete it again.
-                rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]))
-                saved.inserted.append(id)
+                // A guest deleted it while it was being written (only a store
+                // save parks): the store has it now, so delete it again.
+                if outcome.reachedStore {
+                    rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]))
+                    saved.inserted.append(id)
+                }
                 continue
             }
             if object.changeStamp > generation {
