@@ -135,12 +135,12 @@ private enum Boom: Error, Equatable {
     func nestedPerformIsAppended(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
-        let log = await runOnDedicatedThread(timeout: 20) { () -> [String] in
+        let log = await runOnDedicatedThread(timeout: 60) { () -> [String] in
             let log = ConcurrencyTestBox<[String]>([])
             let bEnqueued = DispatchSemaphore(value: 0)
             let done = DispatchSemaphore(value: 0)
             context.perform {
-                _ = bEnqueued.wait(timeout: .now() + 5)
+                _ = bEnqueued.wait(timeout: .now() + 15)
                 log.withLock { $0.append("A1") }
                 context.perform {
                     log.withLock { $0.append("C") }
@@ -150,7 +150,7 @@ private enum Boom: Error, Equatable {
             }
             context.perform { log.withLock { $0.append("B") } }
             bEnqueued.signal()
-            _ = done.wait(timeout: .now() + 10)
+            _ = done.wait(timeout: .now() + 30)
             return log.value
         }
         #expect(log == ["A1", "A2", "B", "C"])
