@@ -392,26 +392,13 @@ import Testing
 }
 
 /// POSIX, with every fsync taking at least `delay` seconds.
-struct SlowSyncFileSystem: FileSystem {
-    let base = POSIXFileSystem()
+struct SlowSyncFileSystem: ForwardingFileSystem {
+    let base: any FileSystem = POSIXFileSystem()
     let delay: Double
-    func open(_ path: String, _ mode: FileOpenMode) throws(SystemCallError) -> FileDescriptor { try base.open(path, mode) }
-    func close(_ fd: FileDescriptor) throws(SystemCallError) { try base.close(fd) }
-    func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int { try base.read(fd, into: buffer, at: offset) }
-    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int { try base.write(fd, bytes, at: offset) }
     func sync(_ fd: FileDescriptor) throws(SystemCallError) {
         Thread.sleep(forTimeInterval: delay)
         try base.sync(fd)
     }
-    func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) { try base.truncate(fd, to: size) }
-    func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 { try base.size(fd) }
-    func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) { try base.lockExclusive(fd) }
-    func rename(_ source: String, to destination: String) throws(SystemCallError) { try base.rename(source, to: destination) }
-    func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
-    func makeDirectory(_ path: String) throws(SystemCallError) { try base.makeDirectory(path) }
-    func listDirectory(_ path: String) throws(SystemCallError) -> [String] { try base.listDirectory(path) }
-    func syncDirectory(_ path: String) throws(SystemCallError) { try base.syncDirectory(path) }
-    func status(_ path: String) throws(SystemCallError) -> FileStatus? { try base.status(path) }
 }
 
 /// Regressions for what a review of the concurrency design found.

@@ -6,9 +6,9 @@ import Testing
 
 /// A file system whose fsync can be held shut, so a test can keep a save
 /// "in the middle of its disk write" for as long as it likes.
-private final class GatedSyncFileSystem: FileSystem, @unchecked Sendable {
+private final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendable {
     // `@unchecked Sendable`: `armed` is guarded by `lock`; the semaphores are thread-safe.
-    let base = POSIXFileSystem()
+    let base: any FileSystem = POSIXFileSystem()
     private let lock = NSLock()
     private var armed = false
     let entered = DispatchSemaphore(value: 0)
@@ -27,19 +27,6 @@ private final class GatedSyncFileSystem: FileSystem, @unchecked Sendable {
         }
         try base.sync(fd)
     }
-    func open(_ path: String, _ mode: FileOpenMode) throws(SystemCallError) -> FileDescriptor { try base.open(path, mode) }
-    func close(_ fd: FileDescriptor) throws(SystemCallError) { try base.close(fd) }
-    func read(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int { try base.read(fd, into: buffer, at: offset) }
-    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int { try base.write(fd, bytes, at: offset) }
-    func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) { try base.truncate(fd, to: size) }
-    func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 { try base.size(fd) }
-    func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) { try base.lockExclusive(fd) }
-    func rename(_ source: String, to destination: String) throws(SystemCallError) { try base.rename(source, to: destination) }
-    func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
-    func makeDirectory(_ path: String) throws(SystemCallError) { try base.makeDirectory(path) }
-    func listDirectory(_ path: String) throws(SystemCallError) -> [String] { try base.listDirectory(path) }
-    func syncDirectory(_ path: String) throws(SystemCallError) { try base.syncDirectory(path) }
-    func status(_ path: String) throws(SystemCallError) -> FileStatus? { try base.status(path) }
 }
 
 /// SEMANTICS.md line 17 (better than Core Data): a child never waits for
@@ -47,8 +34,8 @@ private final class GatedSyncFileSystem: FileSystem, @unchecked Sendable {
 /// child's save into the writer (and its faults and fetches through it) run
 /// at once, as guests; the writer then keeps what they changed as unsaved.
 @Suite struct GuestAccessTests {
-    /// Shared set-up: a writer on a gated store with `seeded` saved recipes,
-    /// and a private child of it that has registered them.
+    /// Shared set-up: a writer on a store whose fsync can be held shut, and
+    /// a private child of it.
     private struct Stack {
         let directory = TemporaryDirectory("guest")
         let files = GatedSyncFileSystem()

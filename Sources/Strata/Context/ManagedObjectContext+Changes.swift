@@ -95,22 +95,22 @@ extension ManagedObjectContext {
 
     /// Sets relationship `index` of `object` and keeps the inverse in step on
     /// the objects added and removed (computed from the old value when not given).
-    func setRelationship(of object: ManagedObject, at index: Int, to value: PropertyValue, added: [ObjectID]?, removed: [ObjectID]?) {
+    func setRelationship(
+        of object: ManagedObject, at index: Int, to value: PropertyValue,
+        added addedGiven: [ObjectID]?, removed removedGiven: [ObjectID]?
+    ) {
         let old = object.values[index]
         objectWillChange(object)
         object.values[index] = value
         guard let inverse = object.entity.inverses[index] else { return }
-        var added = added ?? []
-        var removed = removed ?? []
-        if added.isEmpty && removed.isEmpty {
-            switch (old, value) {
-            case (.objects(let before), .objects(let after)):
-                removed = Array(before.subtracting(after))
-                added = Array(after.subtracting(before))
-            default:
-                removed = old.objectIDs
-                added = value.objectIDs
-            }
+        let (added, removed): ([ObjectID], [ObjectID])
+        switch (addedGiven, removedGiven, old, value) {
+        case (let a?, let r?, _, _):
+            (added, removed) = (a, r)
+        case (_, _, .objects(let before), .objects(let after)):
+            (added, removed) = (Array(after.subtracting(before)), Array(before.subtracting(after)))
+        default:
+            (added, removed) = (value.objectIDs, old.objectIDs)
         }
         let id = object.objectID
         for targetID in removed {

@@ -17,9 +17,16 @@ extension ManagedObjectContext {
     /// changes nothing anywhere: the context keeps its changes, the destination
     /// and the store are as they were. Posts will-save and did-save.
     public func save() throws(StrataError) {
+        try saveReportingChanges()
+    }
+
+    /// ``save()``, returning its did-save payload (nil when there was
+    /// nothing to save).
+    @discardableResult
+    func saveReportingChanges() throws(StrataError) -> ObjectChanges? {
         checkQueue()
         processPendingChanges()
-        guard hasChanges else { return }
+        guard hasChanges else { return nil }
         NotificationCenter.default.post(name: Self.willSave, object: self)
         let changes = try buildChangeSet()
         let generation = changeGeneration
@@ -39,6 +46,7 @@ extension ManagedObjectContext {
         processPendingChanges()
         if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
         NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
+        return saved
     }
 
     /// Makes the IDs of `objects` permanent now, before they are saved (each

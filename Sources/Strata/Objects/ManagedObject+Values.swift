@@ -69,36 +69,28 @@ extension ManagedObject {
     /// Adds `object` to the to-many relationship `key` (and sets the inverse),
     /// without building the whole set.
     public final func add(_ object: ManagedObject, to key: String) {
-        let index = propertyIndex(forKey: key)
-        checkQueue()
-        fulfill()
-        guard case .objects(var ids) = values[index] else { preconditionFailure("Strata: \(entity.name).\(key) is not to-many") }
-        let id = object.objectID
-        guard id.entity === entity.destinations[index] else {
-            preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
-        }
-        guard !ids.contains(id) else { return }
-        values[index] = .null  // so that `ids` is the only reference and inserts in place
-        ids.insert(id)
-        changeToMany(at: index, to: ids, added: [id], removed: [])
+        changeMembership(of: object, in: key, adding: true)
     }
 
     /// Removes `object` from the to-many relationship `key` (and clears the inverse).
     public final func remove(_ object: ManagedObject, from key: String) {
+        changeMembership(of: object, in: key, adding: false)
+    }
+
+    private final func changeMembership(of object: ManagedObject, in key: String, adding: Bool) {
         let index = propertyIndex(forKey: key)
         checkQueue()
         fulfill()
         guard case .objects(var ids) = values[index] else { preconditionFailure("Strata: \(entity.name).\(key) is not to-many") }
         let id = object.objectID
-        guard ids.contains(id) else { return }
-        values[index] = .null
-        ids.remove(id)
-        changeToMany(at: index, to: ids, added: [], removed: [id])
-    }
-
-    private final func changeToMany(at index: Int, to ids: Set<ObjectID>, added: [ObjectID], removed: [ObjectID]) {
+        guard !adding || id.entity === entity.destinations[index] else {
+            preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
+        }
+        guard ids.contains(id) != adding else { return }
+        values[index] = .null  // so that `ids` is the only reference and changes in place
+        if adding { ids.insert(id) } else { ids.remove(id) }
         if let context {
-            context.setRelationship(of: self, at: index, to: .objects(ids), added: added, removed: removed)
+            context.setRelationship(of: self, at: index, to: .objects(ids), added: adding ? [id] : [], removed: adding ? [] : [id])
         } else {
             values[index] = .objects(ids)
         }

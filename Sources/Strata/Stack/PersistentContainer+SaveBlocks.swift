@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 
 /// What a block save did.
 public enum BlockSaveResult: Sendable, Equatable {
@@ -55,20 +54,13 @@ extension PersistentContainer {
         } catch {
             return .failure(StrataError(.invalidArgument, "the save block threw: \(error)", cause: SendableDescription(error)))
         }
-        guard context.hasChanges else { return .success(.nothingToSave) }
-        // The did-save is posted synchronously, on this thread, by `save()`.
-        let saved = SavedChangesBox()
-        let token = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSave, object: context, queue: nil) { note in
-            saved.changes = ObjectChanges(note)
-        }
-        defer { NotificationCenter.default.removeObserver(token) }
         do throws(StrataError) {
-            try context.save()
+            guard let saved = try context.saveReportingChanges() else { return .success(.nothingToSave) }
             try writer.performAndWait { () throws(StrataError) in try writer.save() }
+            return .success(.saved(saved))
         } catch {
             return .failure(error)
         }
-        return .success(.saved(saved.changes ?? ObjectChanges()))
     }
 }
 
@@ -76,10 +68,4 @@ extension PersistentContainer {
 struct SendableDescription: Error, Sendable, CustomStringConvertible {
     let description: String
     init(_ error: any Error) { description = "\(error)" }
-}
-
-/// `@unchecked Sendable`: written by the did-save observer and read after
-/// `save()` returns, both on the saving context's queue.
-private final class SavedChangesBox: @unchecked Sendable {
-    var changes: ObjectChanges?
 }

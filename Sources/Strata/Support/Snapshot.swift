@@ -22,8 +22,6 @@ struct ChangeSet: Sendable {
     /// The values the saving context started from for each deleted object.
     var deletedBase: [[PropertyValue]] = []
     var mergePolicy: MergePolicy = .error
-
-    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
 }
 
 /// What the destination did with a ``ChangeSet``.

@@ -109,17 +109,15 @@ struct GraphBenchmark: Sendable {
             insertObjects(childObjects, ingredientsPerRecipe: 0, into: child)
             return ObjectHolder(child.registeredObjects.compactMap { $0 as? BenchRecipe })
         }
-        var probe = MainQueueProbe()
-        var wall = try probe.measure { try child.performAndWait { try child.save() } }
+        var (wall, stall) = try measureStall { try child.performAndWait { try child.save() } }
         results.childInsertWall.append(wall)
-        results.childInsertStall.append(probe.longestLateness)
+        results.childInsertStall.append(stall)
         child.performAndWait {
             for recipe in held.recipes { recipe.servings += 1 }
         }
-        probe = MainQueueProbe()
-        wall = try probe.measure { try child.performAndWait { try child.save() } }
+        (wall, stall) = try measureStall { try child.performAndWait { try child.save() } }
         results.childUpdateWall.append(wall)
-        results.childUpdateStall.append(probe.longestLateness)
+        results.childUpdateStall.append(stall)
     }
 
     /// Fetches every recipe with a predicate on an attribute: cold (a freshly
@@ -166,41 +164,13 @@ func directorySize(_ path: String) -> UInt64 {
     }
 }
 
-/// A timer on the main queue every millisecond, recording how late each
-/// tick runs: the longest lateness is the longest the main queue was busy.
-struct MainQueueProbe {
-    private(set) var longestLateness = 0.0
-
-    mutating func measure(_ body: () throws -> Void) throws -> Double {
-        let recorder = LatenessRecorder()
-        let timer = DispatchSource.makeTimerSource(queue: .main)
-        timer.schedule(deadline: .now(), repeating: .milliseconds(1), leeway: .nanoseconds(0))
-        timer.setEventHandler { recorder.tick() }
-        timer.resume()
-        Thread.sleep(forTimeInterval: 0.02)  // let the probe settle
-        recorder.reset()
-        let wall = try seconds(body)
-        Thread.sleep(forTimeInterval: 0.005)
-        timer.cancel()
-        longestLateness = recorder.longest
-        return wall
-    }
-}
-
-/// `@unchecked Sendable`: the fields are guarded by `lock`.
-final class LatenessRecorder: @unchecked Sendable {
-    private let lock = NSLock()
-    private var last: UInt64 = 0
-    private var _longest: UInt64 = 0
-    func tick() {
-        let now = DispatchTime.now().uptimeNanoseconds
-        lock.withLock {
-            if last != 0 { _longest = max(_longest, now - last > 1_000_000 ? now - last - 1_000_000 : 0) }
-            last = now
-        }
-    }
-    func reset() { lock.withLock { last = 0; _longest = 0 } }
-    var longest: Double { lock.withLock { Double(_longest) / 1e9 } }
+/// Seconds `body` takes, and the longest the main queue stalled meanwhile
+/// (seconds), as a ``StallProbe`` sees it.
+func measureStall(_ body: () throws -> Void) throws -> (wall: Double, stall: Double) {
+    let probe = StallProbe()
+    probe.startProbing()
+    let wall = try seconds(body)
+    return (wall, probe.stopProbing().max / 1000)
 }
 
 extension GraphBenchmark.Results {

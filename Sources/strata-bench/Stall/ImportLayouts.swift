@@ -45,7 +45,7 @@ struct ImportRun: Codable, Sendable {
 
 /// Imports `objects` recipe-like objects (recipes with `ingredients` each)
 /// into a fresh store at `directory` through `layout`, saving every
-/// `saveEvery` objects, while `probe` watches the main queue. Runs on a
+/// `saveEvery` objects, while a ``StallProbe`` watches the main queue. Runs on a
 /// worker thread; the main thread must be spinning the main run loop.
 func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: Int, directory: String) throws -> ImportRun {
     let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
@@ -67,33 +67,19 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
             }
             offset += count
         }
-    case .seedStack:
+    case .seedStack, .writerChild:
+        let seed = layout == .seedStack
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
         let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
-        let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
+        main.automaticallyMergesChangesFromParent = !seed
+        let importer = ManagedObjectContext(.privateQueue, parent: seed ? main : writer, name: "import")
         let failure = FailureBox()
         for count in chunks {
             try importer.performAndWait {
                 insertObjects(count, ingredientsPerRecipe: ingredients, into: importer, offset: offset)
                 try importer.save()
             }
-            try main.performAndWait { try main.save() }
-            writer.perform { do { try writer.save() } catch { failure.set(error) } }
-            offset += count
-        }
-        try writer.performAndWait { try writer.save() }
-        try failure.check()
-    case .writerChild:
-        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
-        let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
-        main.automaticallyMergesChangesFromParent = true
-        let importer = ManagedObjectContext(.privateQueue, parent: writer, name: "import")
-        let failure = FailureBox()
-        for count in chunks {
-            try importer.performAndWait {
-                insertObjects(count, ingredientsPerRecipe: ingredients, into: importer, offset: offset)
-                try importer.save()
-            }
+            if seed { try main.performAndWait { try main.save() } }
             writer.perform { do { try writer.save() } catch { failure.set(error) } }
             offset += count
         }
