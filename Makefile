@@ -36,6 +36,7 @@ test: deps
 # run shorter, as everything is about ten times slower under TSan.
 test-tsan: deps
 	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
+		STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
 		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
 	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter 'StrataTests|StrataDumpTests|StrataBenchTests'
 
@@ -53,9 +54,12 @@ bench: deps
 microbench: deps
 	cd Benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress
 
-# Many more crash cycles than CI runs: STRATA_CRASH_CYCLES=5000 make crash-long
+# Many more crash cycles than CI runs, for the engine (CrashTests) and for a
+# PersistentContainer (ContainerCrashTests):
+#   STRATA_CRASH_CYCLES=5000 STRATA_CONTAINER_CRASH_CYCLES=5000 make crash-long
 crash-long: deps
-	STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-2000} $(SWIFT) test --filter CrashTests
+	STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-2000} STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-2000} \
+		$(SWIFT) test --filter 'CrashTests|ContainerCrashTests' 
 
 clean:
 	rm -rf .build .build-tsan

@@ -81,10 +81,11 @@ let package = Package(
             path: "Tests/CrashWorkload",
             swiftSettings: strictSwift
         ),
-        // Finds the package's executables beside a test binary.
+        // What several test targets share: finding the package's executables
+        // beside a test binary, running them, a seeded generator.
         .target(
-            name: "ExecutableLocator",
-            path: "Tests/ExecutableLocator",
+            name: "SharedTestSupport",
+            path: "Tests/SharedTestSupport",
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -93,24 +94,41 @@ let package = Package(
             path: "Tests/CrashChild",
             swiftSettings: strictSwift
         ),
+        // The user-level crash test: a child saves ContainerCrashWorkload's
+        // saves through a PersistentContainer until SIGKILLed.
+        .target(
+            name: "ContainerCrashWorkload",
+            dependencies: ["Strata", "StrataStore"],
+            path: "Tests/ContainerCrashWorkload",
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "strata-container-crash-child",
+            dependencies: ["Strata", "ContainerCrashWorkload"],
+            path: "Tests/ContainerCrashChild",
+            swiftSettings: strictSwift
+        ),
         .testTarget(
             name: "StrataTests",
-            dependencies: ["Strata", "StrataStore"],
+            dependencies: [
+                "Strata", "StrataStore", "ContainerCrashWorkload", "SharedTestSupport",
+                "strata-container-crash-child", "strata-dump",
+            ],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "StrataBenchTests",
-            dependencies: ["strata-bench", "ExecutableLocator"],
+            dependencies: ["strata-bench", "SharedTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "StrataDumpTests",
-            dependencies: ["Strata", "StrataStore", "strata-dump", "ExecutableLocator"],
+            dependencies: ["Strata", "StrataStore", "strata-dump", "SharedTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "StrataStoreTests",
-            dependencies: ["StrataStore", "CrashWorkload", "strata-crash-child", "ExecutableLocator"],
+            dependencies: ["StrataStore", "CrashWorkload", "strata-crash-child", "SharedTestSupport"],
             swiftSettings: strictSwift
         ),
     ]

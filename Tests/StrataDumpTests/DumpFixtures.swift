@@ -1,4 +1,4 @@
-import ExecutableLocator
+import SharedTestSupport
 import Foundation
 import Strata
 import StrataStore

@@ -1,5 +1,5 @@
 import CrashWorkload
-import ExecutableLocator
+import SharedTestSupport
 import Foundation
 import Testing
 
@@ -13,32 +13,6 @@ import Testing
 @Suite struct CrashTests {
     /// The child executable, built beside this test binary.
     static var childPath: String? { builtExecutable(named: "strata-crash-child") }
-
-    /// Collects the child's "ack N" lines as they arrive.
-    final class Acknowledgements: @unchecked Sendable {
-        // Guarded by `lock`.
-        private let lock = NSLock()
-        private var highest = 0
-        private var buffer = Data()
-        private var errors: [String] = []
-
-        func consume(_ data: Data) {
-            lock.lock()
-            defer { lock.unlock() }
-            buffer.append(data)
-            while let newline = buffer.firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                if line.hasPrefix("ack "), let n = Int(line.dropFirst(4)) { highest = max(highest, n) } else { errors.append(line) }
-            }
-        }
-
-        var snapshot: (highest: Int, errors: [String]) {
-            lock.lock()
-            defer { lock.unlock() }
-            return (highest, errors)
-        }
-    }
 
     @Test func anotherProcessGetsTheLockedError() throws {
         guard let child = Self.childPath else {
@@ -90,7 +64,7 @@ import Testing
             process.arguments = [dir.store, String(g.next()), sync]
             let pipe = Pipe()
             process.standardOutput = pipe
-            let acks = Acknowledgements()
+            let acks = AcknowledgementCollector()
             pipe.fileHandleForReading.readabilityHandler = { handle in acks.consume(handle.availableData) }
             try process.run()
             // Let it start and write for a random while (startup takes tens of ms).

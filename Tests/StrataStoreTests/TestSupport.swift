@@ -25,25 +25,6 @@ final class ScratchDirectory {
     }
 }
 
-/// SplitMix64: a tiny seeded generator, so random tests reproduce from their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// A seed from STRATA_TEST_SEED, or a fresh one; tests print it on failure.
-func testSeed() -> UInt64 {
-    if let text = ProcessInfo.processInfo.environment["STRATA_TEST_SEED"], let seed = UInt64(text) { return seed }
-    return UInt64.random(in: 1...UInt64.max)
-}
-
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 func string(_ bytes: [UInt8]?) -> String? { bytes.map { String(decoding: $0, as: UTF8.self) } }
