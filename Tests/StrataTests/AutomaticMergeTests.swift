@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Strata
 import Testing
@@ -11,6 +12,49 @@ import Testing
     static let quietPeriod: UInt64 = 150_000_000
 
     // MARK: Sibling children of one parent
+
+    /// A merge that arrives late must not undo a newer state. Found by
+    /// StressTests: the parent's versions for an object it reloaded from the
+    /// store were the store's, which cannot be ordered against the versions
+    /// of its notifications, so a late notification's older snapshot won.
+    ///
+    ///     watcher queue                 saver / parent
+    ///     blocked ─────────────┐        saver: rating = 1, save → parent
+    ///                          │          parent queues merge M1 (servings 0)
+    ///                          │        parent: servings = 7, save to disk,
+    ///                          │          lets go of the object
+    ///     fetch: reloads it ◀──┘          (servings 7, rating 1)
+    ///     M1 runs: must keep servings 7
+    @Test func line20_aLateMergeDoesNotUndoANewerState() async throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory())
+        let soup = try MergeSupport.seedRecipes(coordinator, ["Soup"])[0]
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
+        let saver = ManagedObjectContext(.privateQueue, parent: parent, name: "saver")
+        let watcher = ManagedObjectContext(.privateQueue, parent: parent, name: "watcher")
+        watcher.automaticallyMergesChangesFromParent = true
+        let gate = DispatchSemaphore(value: 0)
+        let blocker: @Sendable () -> Void = {
+            _ = gate.wait(timeout: .now() + 10)
+            _ = try? watcher.fetch(FetchRequest<Recipe>())
+        }
+        enqueueBlock(watcher, blocker)
+        try saver.performAndWait { () throws in
+            (try saver.existingObject(with: soup) as! Recipe).rating = 1
+            try saver.save()
+        }
+        try parent.performAndWait { () throws in
+            (try parent.existingObject(with: soup) as! Recipe).servings = 7
+            try parent.save()
+        }
+        gate.signal()
+        let state = await runOnDedicatedThread(timeout: 20) {
+            watcher.performAndWait { () -> [Double] in
+                guard let recipe = watcher.registeredObject(for: soup) as? Recipe else { return [] }
+                return [Double(recipe.servings), recipe.rating]
+            }
+        }
+        #expect(state == [7, 1], "the late merge took the older snapshot")
+    }
 
     @Test func line20_siblingSaveShowsUpInMergingChildWithoutRefresh() async throws {
         let coordinator = try makeCoordinator()

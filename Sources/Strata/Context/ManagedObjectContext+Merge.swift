@@ -21,6 +21,12 @@ extension ManagedObjectContext {
         for (i, id) in changes.updated.enumerated() {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
             if let snapshots = changes.updatedSnapshots, i < snapshots.count {
+                // A merge can arrive after this context saved the same object
+                // into the same destination again (the notification was
+                // posted first, the merge queued behind the save): its
+                // snapshot is then older than what this context has, and
+                // taking it would undo that save here.
+                if snapshots[i].isOlder(than: object.version) { continue }
                 refresh(object, with: snapshots[i], keepingChanges: true)
             } else {
                 refresh(object, mergeChanges: true)

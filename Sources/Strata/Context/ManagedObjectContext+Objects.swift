@@ -63,7 +63,11 @@ extension ManagedObjectContext {
         object.values = snapshot.values
         object.committed = snapshot.values
         object.version = snapshot.version
-        object.exposedVersion = snapshot.version
+        // Versions this context shows its children come from its own
+        // counter only, never the source's (a store's sequence, a parent's
+        // counter): so two of them can always be ordered, which is how a
+        // child tells a late merge from a newer state (Snapshot.isOlder).
+        object.exposedVersion = nextVersion()
         object.flags.remove(.fault)
     }
 

@@ -54,6 +54,11 @@ extension ManagedObjectContext {
         // other parent the cheaper `performAndWait` (which runs the block on
         // this thread when the queue is free) is the same thing.
         guard let queue, parent == nil else { return try performAndWait(body) }
+        // As in performAndWait: a wait that would close a cycle runs now (Rule 7).
+        guard let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else {
+            return try runAsGuest(body).get()
+        }
+        defer { WaitGraph.shared.endWait(ticket) }
         let fromMain = MainQueue.isCurrent
         let callerStack = ObjectIdentifier(ExecutionStack.current)
         let callerContexts = ExecutionStack.current.contexts
@@ -71,6 +76,7 @@ extension ManagedObjectContext {
                         defer { call.body = nil }
                         return call.body
                     }) else { return }
+                    WaitGraph.shared.endWait(ticket)
                     let stack = ExecutionStack.current
                     let inherited = ObjectIdentifier(stack) == callerStack ? [] : callerContexts
                     stack.contexts.append(contentsOf: inherited)
@@ -94,6 +100,7 @@ extension ManagedObjectContext {
                     call.body = nil
                     // Run as a guest, holding the lock so the owner cannot
                     // take its state back meanwhile.
+                    WaitGraph.shared.endWait(ticket)
                     call.result = runAsGuest(body)
                     break
                 }
@@ -105,17 +112,6 @@ extension ManagedObjectContext {
             return result
         }
         return try outcome.get()
-    }
-
-    private func runAsGuest<T, E: Error>(_ body: () throws(E) -> T) -> Result<T, E> {
-        let stack = ExecutionStack.current
-        stack.contexts.append(serial)
-        defer { stack.contexts.removeLast() }
-        do throws(E) {
-            return .success(try body())
-        } catch {
-            return .failure(error)
-        }
     }
 
     /// Runs `io` (which must not touch this context's state) with the context

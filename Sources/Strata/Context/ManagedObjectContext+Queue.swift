@@ -48,6 +48,11 @@ extension ManagedObjectContext {
         guard let queue else {
             preconditionFailure("Strata: performAndWait on \(name) (.confinement) from \(Self.currentExecutionDescription) — it is bound to the thread that created it")
         }
+        // Waiting here could close a cycle of threads waiting for each other
+        // (Rule 7): then run the block now, as a guest.
+        guard let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else {
+            return try runAsGuest(block).get()
+        }
         let fromMain = MainQueue.isCurrent
         // `sync` on a main queue drained by the real main thread (a run loop)
         // runs the block on the main thread, not here. It acts for this
@@ -57,6 +62,7 @@ extension ManagedObjectContext {
         let callerStack = ExecutionStack.current
         let callerContexts = callerStack.contexts
         let result: Result<T, E> = queue.sync {
+            WaitGraph.shared.endWait(ticket)
             let stack = ExecutionStack.current
             let inherited = stack === callerStack ? [] : callerContexts
             stack.contexts.append(contentsOf: inherited)

@@ -94,6 +94,10 @@ extension ManagedObjectContext {
         result.reserveCapacity(source.count + inserted.count)
         for item in source {
             if let object = registry[item.id] {
+                // An insert whose store save is in flight (this context is
+                // parked, or a guest saved through it) is in the store
+                // already; it is listed once, with the inserts.
+                if object.flags.contains(.inserted) { continue }
                 if object.flags.contains(.fault) { fill(object, item.snapshot) }
                 if object.flags.contains(.invalidated) || (includesPendingChanges && object.flags.contains(.deleted)) { continue }
                 result.append(object)
@@ -125,6 +129,9 @@ extension ManagedObjectContext {
             let object: ManagedObject
             if let registered = registry[item.id] {
                 object = registered
+                // In the store already while its save is in flight (parked):
+                // listed once, with the inserts below.
+                if object.flags.contains(.inserted) { continue }
                 if object.flags.contains(.fault) { fill(object, item.snapshot) }
             } else {
                 object = materialize(item.id, item.snapshot)

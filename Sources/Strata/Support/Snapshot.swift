@@ -3,6 +3,17 @@
 struct Snapshot: Sendable {
     var values: [PropertyValue]
     var version: UInt64
+
+    /// Whether this snapshot is known to be older than `version`: both are
+    /// versions one context issued (``ManagedObjectContext/nextVersion()``:
+    /// the top bit, the context's serial, a counter that only grows) and
+    /// this one's counter is lower. Versions from different sources (a
+    /// store's, another context's) are not comparable: then false.
+    func isOlder(than version: UInt64) -> Bool {
+        let issuer: UInt64 = 0xFFFF_FF00_0000_0000  // the top bit and the serial
+        guard self.version >> 63 == 1, self.version & issuer == version & issuer else { return false }
+        return self.version < version
+    }
 }
 
 /// Everything one save hands to its destination (the parent context or the

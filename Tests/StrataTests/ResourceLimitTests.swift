@@ -1,0 +1,150 @@
+import ContainerCrashWorkload
+import Foundation
+import SharedTestSupport
+import Strata
+import StrataStore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Resource limits at the user's level (hardening issue, part 6): a full disk
+// during a save, a segment flush and a compaction; too few file descriptors;
+// a read-only file system. Each ends in a typed error that says what went
+// wrong, loses nothing that was acknowledged, and after the limit is lifted
+// (and the store reopened) the store works again.
+
+@Suite struct ResourceLimitTests {
+    typealias Workload = ContainerCrashWorkload
+
+    enum Phase: String, CaseIterable, Sendable {
+        case save, flush, compaction
+    }
+
+    /// ENOSPC from every write to the log (a save), to a new segment (a
+    /// flush: the log grows past its limit) or during a compaction.
+    @Test(arguments: Phase.allCases)
+    func aFullDiskFailsTheOperationKeepsWhatWasSavedAndTheStoreRecovers(phase: Phase) throws {
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        let disk = FaultInjectingFileSystem()
+        var options = Workload.options(sync: .always)
+        options.fileSystem = disk
+        options.automaticCompaction = false
+        let container = try PersistentContainer(name: "Full", model: Workload.makeModel(), directory: store, options: options)
+
+        // Acknowledged saves before the disk fills.
+        var acknowledged = 0
+        for s in 1...40 {
+            try container.saveAndWait { context in try Workload.applySave(s, in: context) }
+            acknowledged = s
+        }
+
+        switch phase {
+        case .save, .flush:
+            disk.injectAlways(.error(ENOSPC), on: .write, pathContains: phase == .save ? ".wal" : ".seg")
+        case .compaction:
+            disk.injectAlways(.error(ENOSPC), on: .write)
+        }
+        var failure: StrataError?
+        if phase == .compaction {
+            do throws(StrataError) { try container.coordinator.compactStore() } catch { failure = error }
+        } else {
+            // A log write fails at once; a flush only once the log is full.
+            for s in (acknowledged + 1)...(acknowledged + 400) {
+                do throws(StrataError) {
+                    try container.saveAndWait { context in try Workload.applySave(s, in: context) }
+                    acknowledged = s
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+        }
+        let error = try #require(failure, "the \(phase) did not fail with the disk full")
+        #expect(error.code == .storage, "\(error)")
+        #expect("\(error)".contains("No space left on device") || "\(error)".contains("ENOSPC"), "the error does not say the disk is full: \(error)")
+        #expect(disk.injectedFaultCount > 0)
+
+        // What was saved stays readable from the store (a fresh context: the
+        // writer itself still holds the failed save's changes, unsaved).
+        let reader = ManagedObjectContext(.privateQueue, coordinator: container.coordinator, name: "reader")
+        let readable = try reader.performAndWait { () throws -> Int in
+            try Workload.Checkpoint.first(in: reader).map { Int($0.lastSave) } ?? -1
+        }
+        #expect(readable == acknowledged, "saves up to \(acknowledged) were acknowledged; the store reads \(readable)")
+        try? container.coordinator.close()
+
+        // Space returns: the store reopens with everything, and takes saves again.
+        disk.clearFaults()
+        var healthy = Workload.options(sync: .always)
+        healthy.automaticCompaction = false
+        let reopened = try PersistentContainer(name: "Full", model: Workload.makeModel(), directory: store, options: healthy)
+        defer { try? reopened.coordinator.close() }
+        let last = try reopened.writerContext.performAndWait { () throws -> Int in
+            try Workload.Checkpoint.first(in: reopened.writerContext).map { Int($0.lastSave) } ?? -1
+        }
+        #expect(last == acknowledged, "after the disk filled, the reopened store ends at save \(last), not \(acknowledged)")
+        var expected = ExpectedGraph()
+        expected.advance(to: last)
+        let recipes = try reopened.writerContext.performAndWait { () throws -> Int in try Workload.CrashRecipe.count(in: reopened.writerContext) }
+        #expect(recipes == expected.recipes.count)
+        try reopened.saveAndWait { context in try Workload.applySave(last + 1, in: context) }
+        if phase == .compaction { try reopened.coordinator.compactStore() }
+    }
+
+    /// A read-only file system (EROFS on every open for writing is how it
+    /// shows; tests run as root, so a chmod would not stop them): opening the
+    /// store for writing is a typed error naming the call, the path and errno.
+    @Test func aReadOnlyFileSystemIsATypedErrorAtOpen() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        try PersistentContainer(name: "RO", model: Workload.makeModel(), directory: store, options: Workload.options()).close()
+        let disk = FaultInjectingFileSystem()
+        disk.injectAlways(.error(EROFS), on: .open)
+        disk.injectAlways(.error(EROFS), on: .makeDirectory)
+        var options = Workload.options()
+        options.fileSystem = disk
+        #expect {
+            _ = try PersistentContainer(name: "RO", model: Workload.makeModel(), directory: store, options: options)
+        } throws: { error in
+            guard let error = error as? StrataError, error.code == .storage else { return false }
+            let text = "\(error)"
+            return text.contains("Read-only file system") && text.contains(store)
+        }
+    }
+
+    /// Too few file descriptors (`ulimit -n`), in a child process so the test
+    /// runner keeps its own: a container that cannot open its files exits
+    /// with a one-line error, never a crash; one that can, works.
+    @Test func tooFewFileDescriptorsIsAClearErrorNotACrash() throws {
+        let child = try #require(builtExecutable(named: "strata-container-crash-child"), "the crash child was not built beside the tests")
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        var refused = 0
+        for limit in [6, 8, 10, 12, 16, 24, 64] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(limit) && exec \"$0\" \"$1\"", child, store]
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            // Running for a second means it opened the store and is saving.
+            Thread.sleep(forTimeInterval: 1)
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            let said = String(decoding: out.fileHandleForReading.readDataToEndOfFile() + err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if process.terminationReason == .exit {
+                #expect(process.terminationStatus == 1, "ulimit -n \(limit): exit \(process.terminationStatus): \(said)")
+                #expect(said.contains("Too many open files") || said.contains("EMFILE"), "ulimit -n \(limit): \(said)")
+                refused += 1
+            } else {
+                #expect(process.terminationStatus == SIGKILL, "ulimit -n \(limit): the child died of signal \(process.terminationStatus): \(said)")
+            }
+        }
+        #expect(refused > 0, "no limit was low enough to be refused")
+        #expect(refused < 7, "even 64 descriptors were not enough")
+    }
+}
