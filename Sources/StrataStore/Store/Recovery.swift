@@ -152,7 +152,7 @@ enum Recovery {
 
         // 3. Segments → index.
         var files: [UInt32: StrataStore.StoredFile] = [:]
-        let opened = try openSegments(manifest.segments.map(\.fileNumber), fileSystem: fs, directory: directory)
+        let opened = try openSegments(manifest.segments, fileSystem: fs, directory: directory)
         for segment in opened {
             if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(segment.reader.fileNumber)) }
             report.segmentRecords += segment.keys.entries.count
@@ -286,19 +286,20 @@ enum Recovery {
 
     /// Opens segments and reads their footers, one per core at a time; the
     /// first error (in manifest order) wins.
-    static func openSegments(_ numbers: [UInt32], fileSystem: any FileSystem, directory: String) throws(StoreError) -> [SegmentReader.Opened] {
+    static func openSegments(_ segments: [SegmentInfo], fileSystem: any FileSystem, directory: String) throws(StoreError) -> [SegmentReader.Opened] {
         final class Results: @unchecked Sendable {
             // Each slot is written by exactly one iteration of concurrentPerform,
             // and read only after it returns.
             var slots: [Result<SegmentReader.Opened, StoreError>?]
             init(_ count: Int) { slots = Array(repeating: nil, count: count) }
         }
-        let results = Results(numbers.count)
+        let results = Results(segments.count)
         results.slots.withUnsafeMutableBufferPointer { slots in
             nonisolated(unsafe) let slots = slots
-            DispatchQueue.concurrentPerform(iterations: numbers.count) { i in
+            DispatchQueue.concurrentPerform(iterations: segments.count) { i in
                 do throws(StoreError) {
-                    slots[i] = .success(try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: numbers[i]))
+                    slots[i] = .success(try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: segments[i].fileNumber,
+                                                               expectedSize: segments[i].fileSize))
                 } catch {
                     slots[i] = .failure(error)
                 }
