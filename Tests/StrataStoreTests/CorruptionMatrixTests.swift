@@ -91,6 +91,10 @@ import Testing
         var outcome: Outcome
         /// The same copy opened with `recovery: .salvage`, when the normal open failed on a log.
         var salvaged: Outcome?
+        /// For a damaged log: the copy opened read-only first, and whether
+        /// that left every file as it was.
+        var readOnly: Outcome?
+        var readOnlyChangedFiles = false
     }
 
     static var full: Bool { ProcessInfo.processInfo.environment["STRATA_CORRUPTION_FULL"] == "1" }
@@ -138,6 +142,18 @@ import Testing
             verdict.error = error
         }
         var options = CorruptionFixture.options
+        // A read-only open must see what a writable one does, and cut or
+        // remove nothing (logs are where an open repairs things).
+        var readOnly: Outcome? = nil
+        var readOnlyChangedFiles = false
+        if file.kind == .log {
+            var readOnlyOptions = options
+            readOnlyOptions.readOnly = true
+            readOnly = openAndRead(directory, options: readOnlyOptions, fixture: fixture)
+            let names = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            readOnlyChangedFiles = names != Set(fixture.files.map(\.name))
+                || readFileBytes(directory + "/" + file.name).count != damage.apply(to: file.bytes).count
+        }
         let outcome = openAndRead(directory, options: options, fixture: fixture)
         var salvaged: Outcome? = nil
         if salvaging, case .failed = outcome {
@@ -145,7 +161,7 @@ import Testing
             options.recovery = .salvage
             salvaged = openAndRead(directory, options: options, fixture: fixture)
         }
-        return Observation(verdict: verdict, outcome: outcome, salvaged: salvaged)
+        return Observation(verdict: verdict, outcome: outcome, salvaged: salvaged, readOnly: readOnly, readOnlyChangedFiles: readOnlyChangedFiles)
     }
 
     /// Opens the store and reads every live record, by a full scan and by a
@@ -222,6 +238,18 @@ import Testing
                     }
                 }
             }
+        }
+
+        // A read-only open ends the same way, and changes nothing.
+        if let readOnly = observed.readOnly {
+            let same: Bool
+            switch (readOnly, observed.outcome) {
+            case (.state(let a, _), .state(let b, _)): same = a == b
+            case (.failed(let a), .failed(let b)): same = a.code == b.code && a.path == b.path && a.offset == b.offset
+            default: same = false
+            }
+            if !same { wrong.append("\(label): a read-only open gave \(readOnly), a writable one \(observed.outcome)") }
+            if observed.readOnlyChangedFiles { wrong.append("\(label): a read-only open changed the store's files") }
         }
 
         // verify agrees: no problem exactly when the open and the read succeed
@@ -386,7 +414,7 @@ final class CorruptionFixture: Sendable {
         let logs = Dictionary(uniqueKeysWithValues: try inspector.logs().map { ($0.file, $0) })
         let liveLogs = logs.values.filter(\.isLive).map(\.file).sorted()
         var files: [File] = []
-        for report in try inspector.files() where report.kind != .lock {
+        for report in try inspector.files() {  // LOCK too (empty, never damaged): a read-only open needs it
             let bytes = readFileBytes(directory + "/" + report.name)
             var file = File(name: report.name, kind: report.kind, bytes: bytes)
             if let log = logs[report.name] {
