@@ -5,7 +5,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test test-tsan bench microbench crash-long clean
+.PHONY: deps build test test-tsan bench microbench crash-long corruption-long clean
 
 deps:
 	@if ! pkg-config --exists liblz4 2>/dev/null; then \
@@ -60,6 +60,12 @@ microbench: deps
 crash-long: deps
 	STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-2000} STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-2000} \
 		$(SWIFT) test --filter 'CrashTests|ContainerCrashTests' 
+
+# The corruption matrix on every offset of every file of its store (make test
+# runs a dense deterministic sample): each file truncated at, and a bit flipped
+# at, each offset, then opened, read whole and verified.
+corruption-long: deps
+	STRATA_CORRUPTION_FULL=1 $(SWIFT) test --filter CorruptionMatrixTests
 
 clean:
 	rm -rf .build .build-tsan

@@ -17,7 +17,8 @@ struct StrataDump: ParsableCommand {
             created, opened or locked, so a store another process has open can be inspected \
             (it is seen as it is at that moment).
 
-            Exit status: 0 success (verify: clean); 1 corruption found (one line per problem, \
+            Exit status: 0 success (verify: clean, perhaps with warnings: a torn tail of the \
+            last log, which an open cuts off); 1 corruption found (one line per problem, \
             naming the file and offset); 2 the store cannot be inspected (missing, not a store, \
             unreadable) or the object asked for does not exist; 64 bad arguments.
             """,
@@ -173,7 +174,7 @@ struct Entity: ParsableCommand {
 
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Checks every checksum and that every record decodes; exit status 1 on corruption.")
+        abstract: "Checks every checksum and that every record decodes; exit status 1 on corruption (a torn log tail an open cuts off is a warning).")
     @OptionGroup var store: StoreArguments
 
     func run() throws {
@@ -196,8 +197,10 @@ struct Verify: ParsableCommand {
                     print("\(result.recordProblems.isEmpty ? "ok  " : "BAD ") records: \(result.recordsChecked) decoded under the stored model")
                 }
                 for note in result.store.notes { print("note \(note)") }
+                for warning in result.store.warnings { print("warning: \(warning.message)") }
                 for problem in result.problems { print("corrupt: \(problem)") }
-                print(result.isClean ? "clean" : "\(result.problems.count) problem\(result.problems.count == 1 ? "" : "s") found")
+                let warnings = result.store.warnings.isEmpty ? "" : " (\(plural(result.store.warnings.count, "warning")))"
+                print(result.isClean ? "clean" + warnings : "\(result.problems.count) problem\(result.problems.count == 1 ? "" : "s") found" + warnings)
             }
             if !result.isClean { throw ExitCode(1) }
         }

@@ -188,15 +188,52 @@ import Testing
         let statuses = try #require(logs.first { $0.file == log.file }).frames.map(\.status)
         #expect(statuses == [.ok, .bad, .ok, .ok, .ok])
 
-        // The last frame: indistinguishable from a torn write, still reported.
+        // The last frame: indistinguishable from a torn write, which an open
+        // cuts off as a point-in-time recovery: a warning, exit status 0.
         let other = ScratchStore("lastFrame")
         try buildSmallStore(at: other.path)
         let lastLog = try #require(try StoreInspector(directory: other.path).logs().first { $0.isLive })
         let last = try #require(lastLog.frames.last)
         try flipByte(other.path + "/" + lastLog.file, at: last.offset + last.bytes - 1)
         let torn = try dump(["verify", other.path], unchanged: other.path)
-        #expect(torn.status == 1)
-        #expect(torn.stdout.contains("\(lastLog.file) at offset \(last.offset): the log ends in a torn write"))
+        #expect(torn.status == 0, "\(torn.stdout)")
+        #expect(torn.stdout.contains("warning: torn tail at \(lastLog.file):\(last.offset), an open will cut it (\(last.bytes) bytes"))
+        #expect(torn.stdout.contains("ok   \(lastLog.file)"))
+        #expect(torn.stdout.hasSuffix("clean (1 warning)\n"))
+        let tornReport = try decodeJSON(Verification.self, try dump(["verify", other.path, "--json"], unchanged: other.path))
+        #expect(tornReport.store.isClean && tornReport.recordProblems.isEmpty)
+        #expect(tornReport.store.warnings.map(\.path) == [other.path + "/" + lastLog.file])
+        #expect(tornReport.store.warnings.map(\.offset) == [last.offset])
+        // And an open does cut it, keeping every batch before it.
+        let store = try StrataStore(directory: other.path)
+        #expect(store.recoveryReport.tornBytesDiscarded == last.bytes)
+        try store.close()
+        #expect(try StoreReports.verify(directory: other.path).store.warnings.isEmpty)
+    }
+
+    @Test func verifyReportsATornTailInAnOlderLogAsCorruption() throws {
+        // Only the newest log can be torn: a torn older one fails the open, and verify.
+        let dir = ScratchStore()
+        try buildSmallStore(at: dir.path)
+        do {
+            // A second open starts a second log; the first stays live until a flush.
+            var options = StoreOptions()
+            options.syncMode = .none
+            let store = try StrataStore(directory: dir.path, options: options)
+            var batch = WriteBatch()
+            batch.put(Array("user/2".utf8), Array("Grace".utf8))
+            try store.write(batch)
+            try store.close()
+        }
+        let logs = try StoreInspector(directory: dir.path).logs().filter(\.isLive)
+        try #require(logs.count == 2)
+        let last = try #require(logs[0].frames.last)
+        let path = dir.path + "/" + logs[0].file
+        try flipByte(path, at: last.offset + last.bytes - 1)
+        let text = try dump(["verify", dir.path], unchanged: dir.path)
+        #expect(text.status == 1)
+        #expect(text.stdout.contains("corrupt: \(path) at offset \(last.offset): the log ends in a torn write but later logs follow it"))
+        #expect(throws: StoreError.self) { try StrataStore(directory: dir.path) }
     }
 
     @Test func verifyFindsAFlippedByteInASegmentBlock() throws {

@@ -193,6 +193,10 @@ public struct VerificationReport: Codable, Sendable, Hashable {
     public var checked: [CheckedFile]
     /// Every failed check. Empty when the store is clean.
     public var problems: [StoreProblem]
+    /// What an open repairs as a point-in-time recovery without refusing the
+    /// store: a torn tail of the last live log, which it cuts off. A store
+    /// with warnings and no problems is clean.
+    public var warnings: [StoreProblem]
     /// What an open would tidy up without complaint (leftover files).
     public var notes: [String]
 

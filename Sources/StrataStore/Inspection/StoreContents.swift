@@ -58,7 +58,7 @@ public final class StoreContents: Sendable {
             table[key] = version
         }
         for info in inspector.manifest.segments {
-            let opened = try SegmentReader.open(fileSystem: inspector.fileSystem, directory: inspector.directory, fileNumber: info.fileNumber)
+            let opened = try SegmentReader.open(fileSystem: inspector.fileSystem, directory: inspector.directory, fileNumber: info.fileNumber, expectedSize: info.fileSize)
             if opened.rebuiltByScan { notes.append("\(SegmentFormat.fileName(info.fileNumber)): footer damaged; keys rebuilt by scanning its blocks") }
             let index = segments.count
             segments.append(opened.reader)

@@ -47,13 +47,28 @@ package struct Manifest: Sendable, Equatable {
         return bytes
     }
 
+    /// The smallest manifest: header, counters and checksum, no segment.
+    static let minimumSize = 8 + 4 * 4 + 8 + 4 + 4
+
     /// Decodes a manifest; `path` is for the error.
+    ///
+    /// The checks run in the order that keeps damage from passing for
+    /// something else: the magic (a file that is not a manifest at all is
+    /// `.notAStore`, but a magic one or two bits off, or a file cut inside
+    /// it, is a damaged manifest), then the checksum over the whole file
+    /// (the last four bytes in every version), and only then the version: a
+    /// flipped bit in the version field is corruption, not a newer format.
     package init(decoding bytes: [UInt8], path: String) throws(StoreError) {
-        guard bytes.count >= 8, bytes.prefix(8).elementsEqual(Self.magic) else {
-            throw StoreError(.notAStore, "MANIFEST is not a Strata manifest (bad magic)", path: path, offset: 0)
+        let magicBitsOff = zip(bytes.prefix(8), Self.magic).reduce(0) { $0 + ($1.0 ^ $1.1).nonzeroBitCount }
+        if bytes.count < 8 || magicBitsOff > 0 {
+            guard magicBitsOff <= 2 else {
+                throw StoreError(.notAStore, "MANIFEST is not a Strata manifest (bad magic)", path: path, offset: 0)
+            }
+            throw StoreError(.corruption, bytes.count < 8 ? "MANIFEST is truncated (\(bytes.count) bytes)" : "MANIFEST's magic is damaged",
+                             path: path, offset: 0)
         }
         let decoded: Manifest? = bytes.withUnsafeBytes { all in
-            guard all.count >= 8 + 4 * 4 + 8 + 4 + 4 else { return nil }
+            guard all.count >= Self.minimumSize else { return nil }
             let body = UnsafeRawBufferPointer(rebasing: all[0..<(all.count - 4)])
             guard CRC32C.checksum(body) == UInt32(littleEndian: all.loadUnaligned(fromByteOffset: all.count - 4, as: UInt32.self)) else { return nil }
             var r = ByteReader(body, offset: 8)
@@ -74,9 +89,13 @@ package struct Manifest: Sendable, Equatable {
             return r.isAtEnd ? m : nil
         }
         guard let decoded else {
-            let version = bytes.count >= 12 ? bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) } : 0
-            if version != Self.version && bytes.count >= 12 && version > Self.version {
-                throw StoreError(.unsupportedVersion, "MANIFEST format version \(version) is newer than this build reads (\(Self.version))", path: path, offset: 8)
+            let checksumHolds = bytes.count >= Self.minimumSize && bytes.withUnsafeBytes { all in
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[0..<(all.count - 4)]))
+                    == UInt32(littleEndian: all.loadUnaligned(fromByteOffset: all.count - 4, as: UInt32.self))
+            }
+            if checksumHolds, case let version = bytes.withUnsafeBytes({ UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) }),
+               version != Self.version {
+                throw StoreError(.unsupportedVersion, "MANIFEST format version \(version) is not one this build reads (\(Self.version))", path: path, offset: 8)
             }
             throw StoreError(.corruption, "MANIFEST fails its checksum or structure checks", path: path, offset: 0)
         }

@@ -43,12 +43,14 @@ package enum SegmentFormat {
         return bytes
     }
 
-    /// Why a header did not decode: not a segment at all, or a damaged one.
-    package enum HeaderProblem: Error { case notASegment, unsupportedVersion(UInt32), damaged }
+    /// Why a header did not decode: a version this build does not read, or damage.
+    ///
+    /// A wrong magic is damage too: the file is one the manifest names as a
+    /// segment, so whatever it holds now, it was a segment when it was written.
+    package enum HeaderProblem: Error { case unsupportedVersion(UInt32), damaged }
 
     package static func checkHeader(_ bytes: UnsafeRawBufferPointer, fileNumber: UInt32) -> HeaderProblem? {
-        guard bytes.count >= headerSize else { return .damaged }
-        guard bytes.prefix(8).elementsEqual(fileMagic) else { return .notASegment }
+        guard bytes.count >= headerSize, bytes.prefix(8).elementsEqual(fileMagic) else { return .damaged }
         var reader = ByteReader(bytes, offset: 8)
         let version = reader.readInteger(UInt32.self)!
         _ = reader.readInteger(UInt32.self)

@@ -52,8 +52,14 @@ package final class SegmentReader: @unchecked Sendable {
 
     /// Opens a segment and reads its keys, from the footer when it checks out
     /// and by scanning every block otherwise. Throws `StoreError` (corruption,
-    /// notAStore, ioFailure) naming the file and offset.
-    package static func open(fileSystem: any FileSystem, directory: String, fileNumber: UInt32) throws(StoreError) -> Opened {
+    /// unsupportedVersion, ioFailure) naming the file and offset.
+    ///
+    /// `expectedSize` is the size the manifest recorded. A segment is fsynced
+    /// before the manifest names it, so a file of any other size was truncated
+    /// or extended since: corruption, never something to scan around (a scan
+    /// of a file cut at a block boundary would find fewer blocks and no fault,
+    /// losing their records and resurrecting what their tombstones deleted).
+    package static func open(fileSystem: any FileSystem, directory: String, fileNumber: UInt32, expectedSize: UInt64? = nil) throws(StoreError) -> Opened {
         let path = directory + "/" + SegmentFormat.fileName(fileNumber)
         let fd: FileDescriptor
         do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch {
@@ -64,12 +70,14 @@ package final class SegmentReader: @unchecked Sendable {
         }
         do {
             let size = try fileSystem.size(fd)
+            if let expectedSize, size != expectedSize {
+                throw StoreError(.corruption, "segment \(SegmentFormat.fileName(fileNumber)) is \(size) bytes but the MANIFEST recorded \(expectedSize) (truncated or extended)",
+                                 path: path, offset: min(size, expectedSize))
+            }
             var header = [UInt8](repeating: 0, count: SegmentFormat.headerSize)
             let n = try header.withMutableBytes { (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: 0, path: path) }
             if n == SegmentFormat.headerSize || n > 0 {
                 switch header.withUnsafeBytes({ SegmentFormat.checkHeader($0, fileNumber: fileNumber) }) {
-                case .notASegment?:
-                    throw StoreError(.notAStore, "\(SegmentFormat.fileName(fileNumber)) is not a Strata segment file", path: path, offset: 0)
                 case .unsupportedVersion(let v)?:
                     throw StoreError(.unsupportedVersion, "segment format version \(v) is not supported", path: path, offset: 8)
                 case .damaged?:
@@ -105,15 +113,7 @@ package final class SegmentReader: @unchecked Sendable {
     /// The footer's contents; nil when it fails a check (the caller then
     /// scans). An I/O error is thrown, not papered over with a scan.
     private static func readFooter(fileSystem: any FileSystem, fd: FileDescriptor, path: String, size: UInt64, fileNumber: UInt32) throws(SystemCallError) -> Contents? {
-        guard size >= UInt64(SegmentFormat.headerSize + SegmentFormat.trailerSize) else { return nil }
-        var trailerBytes = [UInt8](repeating: 0, count: SegmentFormat.trailerSize)
-        let trailerOffset = size - UInt64(SegmentFormat.trailerSize)
-        guard try trailerBytes.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailerOffset, path: path) }) == SegmentFormat.trailerSize,
-              let trailer = trailerBytes.withUnsafeBytes({ SegmentFormat.Trailer(decoding: $0) }),
-              trailer.footerOffset >= UInt64(SegmentFormat.headerSize),
-              trailer.footerOffset + 4 + UInt64(trailer.footerStoredLength) == trailerOffset,
-              Int(trailer.footerRawLength) <= SegmentFormat.maximumBlock
-        else { return nil }
+        guard let trailer = try readTrailer(fileSystem: fileSystem, fd: fd, path: path, size: size) else { return nil }
         var stored = [UInt8](repeating: 0, count: 4 + Int(trailer.footerStoredLength))
         guard try stored.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailer.footerOffset, path: path) }) == stored.count
         else { return nil }
@@ -167,6 +167,20 @@ package final class SegmentReader: @unchecked Sendable {
         return parsed
     }
 
+    /// The trailer, when it checks out and points at a footer inside the file.
+    private static func readTrailer(fileSystem: any FileSystem, fd: FileDescriptor, path: String, size: UInt64) throws(SystemCallError) -> SegmentFormat.Trailer? {
+        guard size >= UInt64(SegmentFormat.headerSize + SegmentFormat.trailerSize) else { return nil }
+        var trailerBytes = [UInt8](repeating: 0, count: SegmentFormat.trailerSize)
+        let trailerOffset = size - UInt64(SegmentFormat.trailerSize)
+        guard try trailerBytes.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailerOffset, path: path) }) == SegmentFormat.trailerSize,
+              let trailer = trailerBytes.withUnsafeBytes({ SegmentFormat.Trailer(decoding: $0) }),
+              trailer.footerOffset >= UInt64(SegmentFormat.headerSize),
+              trailer.footerOffset + 4 + UInt64(trailer.footerStoredLength) == trailerOffset,
+              Int(trailer.footerRawLength) <= SegmentFormat.maximumBlock
+        else { return nil }
+        return trailer
+    }
+
     /// Rebuilds the block table and key list by reading every block. A block
     /// that fails its checks is corruption (segments are synced before the
     /// manifest names them, so nothing in one is ever legitimately torn).
@@ -180,6 +194,15 @@ package final class SegmentReader: @unchecked Sendable {
         } catch {
             throw StoreError(.ioFailure, "cannot read segment for a scan", path: path, errno: error.errno, cause: error)
         }
+        // Where the blocks end: at the footer a sound trailer points at (so a
+        // damaged footer magic does not pass for a damaged block), else at
+        // the first footer magic found between blocks.
+        let blocksEnd: Int?
+        do throws(SystemCallError) {
+            blocksEnd = try readTrailer(fileSystem: fileSystem, fd: fd, path: path, size: size).map { Int($0.footerOffset) }
+        } catch {
+            throw StoreError(.ioFailure, "cannot read segment for a scan", path: path, errno: error.errno, cause: error)
+        }
         var blocks: [SegmentFormat.BlockHandle] = []
         var keys = KeyTable(bytes: [], entries: [])
         var offset = SegmentFormat.headerSize
@@ -188,8 +211,9 @@ package final class SegmentReader: @unchecked Sendable {
         var previousKey: [UInt8]? = nil
         try bytes.withBytes { (all) throws(StoreError) in
             while offset + 4 <= all.count {
+                if offset == blocksEnd { return }
                 let magic = UInt32(littleEndian: all.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
-                if magic == SegmentFormat.footerMagic { return }
+                if magic == SegmentFormat.footerMagic && blocksEnd == nil { return }
                 guard magic == SegmentFormat.blockMagic, offset + SegmentFormat.blockHeaderSize <= all.count else {
                     throw StoreError(.corruption, "segment block at offset \(offset) is damaged (bad block magic) and the footer is unusable", path: path, offset: UInt64(offset))
                 }

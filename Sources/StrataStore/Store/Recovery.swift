@@ -152,7 +152,7 @@ enum Recovery {
 
         // 3. Segments → index.
         var files: [UInt32: StrataStore.StoredFile] = [:]
-        let opened = try openSegments(manifest.segments.map(\.fileNumber), fileSystem: fs, directory: directory)
+        let opened = try openSegments(manifest.segments, fileSystem: fs, directory: directory)
         for segment in opened {
             if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(segment.reader.fileNumber)) }
             report.segmentRecords += segment.keys.entries.count
@@ -163,6 +163,8 @@ enum Recovery {
         // 4. Logs: read and check them all, then size the memtable for exactly
         // what they hold (a memtable record can take up to four times its
         // logged size: a delete of a 1-byte key logs 3 bytes), then replay.
+        // Nothing is cut or removed until every log has been checked, so an
+        // open that fails leaves the logs as it found them.
         var lastSequence = manifest.lastSequence
         let liveLogs = logNumbers.filter { $0 >= manifest.logNumber }
         var nextFileNumber = max(manifest.nextFileNumber, highestNumber + 1)
@@ -171,14 +173,16 @@ enum Recovery {
         var loaded: [(bytes: [UInt8], frames: [LogScanner.Frame])] = []
         var needed = 0
         var stopReplay = false
+        enum Repair { case cut(to: Int), remove(what: String) }
+        var repairs: [(path: String, repair: Repair)] = []
+        // The log before the one being checked, and where its valid part ends.
+        var previousLog: (path: String, validLength: Int)? = nil
         for (position, n) in liveLogs.enumerated() {
             let logPath = directory + "/" + LogFormat.fileName(n)
             let isLast = position == liveLogs.count - 1
             if stopReplay {
                 // Salvage: the log ended early at a corruption; later logs come after it in time.
-                if !options.readOnly {
-                    do throws(SystemCallError) { try fs.remove(logPath) } catch { throw io("cannot remove a log after a salvaged corruption", logPath, error) }
-                }
+                repairs.append((logPath, .remove(what: "a log after a salvaged corruption")))
                 continue
             }
             let bytes: [UInt8]
@@ -187,15 +191,41 @@ enum Recovery {
             if let header = scan.header, header.fileNumber != n {
                 throw StoreError(.corruption, "log \(LogFormat.fileName(n)) says it is file \(header.fileNumber)", path: logPath, offset: 16)
             }
+            // Sequence numbers run on without a gap from the manifest's last
+            // one through every live log (each batch takes the next; a log is
+            // started only after the one before it is complete and fsynced).
+            // A gap means batches were lost before this log: the log before
+            // it was cut short at a frame boundary, or emptied, which its own
+            // scan cannot see.
+            if let first = scan.frames.first, first.sequence != lastSequence + 1 {
+                let (gapPath, gapOffset) = previousLog ?? (logPath, LogFormat.fileHeaderSize)
+                let gapName = String(gapPath.split(separator: "/").last ?? "")
+                let reason = "batches \(lastSequence + 1)–\(first.sequence - 1) are missing: \(gapName) ends at offset \(gapOffset) but \(LogFormat.fileName(n)) starts at sequence \(first.sequence)"
+                guard options.recovery == .salvage else {
+                    throw StoreError(.corruption, "\(reason) (a log was truncated or lost). Open with recovery: .salvage to keep what precedes the gap", path: gapPath, offset: UInt64(gapOffset))
+                }
+                report.salvagedCorruption = "\(gapName) @ \(gapOffset): \(reason)"
+                repairs.append((logPath, .remove(what: "a log after a salvaged corruption")))
+                stopReplay = true
+                continue
+            }
             var cut = false
             switch scan.end {
             case .clean:
                 cut = scan.validLength < bytes.count && scan.header != nil
             case .tornTail:
-                guard isLast else {
-                    throw StoreError(.corruption, "log \(LogFormat.fileName(n)) ends in a torn write but later logs follow it", path: logPath, offset: UInt64(scan.validLength))
+                if isLast {
+                    report.tornBytesDiscarded += UInt64(bytes.count - scan.validLength)
+                } else {
+                    // Logs are fsynced before the next one is started: only
+                    // the last can hold an interrupted write.
+                    guard options.recovery == .salvage else {
+                        throw StoreError(.corruption, "log \(LogFormat.fileName(n)) ends in a torn write but later logs follow it. Open with recovery: .salvage to keep what precedes it", path: logPath, offset: UInt64(scan.validLength))
+                    }
+                    report.salvagedCorruption = "\(LogFormat.fileName(n)) @ \(scan.validLength): a torn write, but later logs follow it"
+                    report.tornBytesDiscarded += UInt64(bytes.count - scan.validLength)
+                    stopReplay = true
                 }
-                report.tornBytesDiscarded += UInt64(bytes.count - scan.validLength)
                 cut = true
             case .corruption(let reason, let next):
                 guard options.recovery == .salvage else {
@@ -206,24 +236,16 @@ enum Recovery {
                 cut = true
                 stopReplay = true
             }
-            if cut && !options.readOnly {
-                if scan.header == nil {
-                    do throws(SystemCallError) { try fs.remove(logPath) } catch { throw io("cannot remove a log with a torn header", logPath, error) }
-                } else {
-                    do throws(SystemCallError) {
-                        let fd = try fs.open(logPath, .readWrite)
-                        defer { try? fs.close(fd) }
-                        try fs.truncate(fd, to: UInt64(scan.validLength))
-                        try fs.sync(fd)
-                    } catch { throw io("cannot cut the torn tail off the log", logPath, error) }
-                }
+            previousLog = (logPath, scan.validLength)
+            if cut {
+                repairs.append(scan.header == nil ? (logPath, .remove(what: "a log with a torn header")) : (logPath, .cut(to: scan.validLength)))
             }
             if scan.frames.isEmpty && !options.readOnly && !stopReplay {
                 // A log with no batch (an open with no write before the
                 // close) holds nothing to replay: delete it rather than let
                 // such logs pile up across opens.
-                if (try? fs.status(logPath)) != nil {
-                    do throws(SystemCallError) { try fs.remove(logPath) } catch { throw io("cannot remove an empty log", logPath, error) }
+                if scan.header != nil || !cut {  // (one with a torn header is being removed already)
+                    repairs.append((logPath, .remove(what: "an empty log")))
                     report.emptyLogsRemoved += 1
                 }
                 continue
@@ -232,6 +254,23 @@ enum Recovery {
             lastSequence = scan.frames.last?.sequence ?? lastSequence
             report.logsReplayed += 1
             loaded.append((bytes, scan.frames))
+        }
+        if !options.readOnly {
+            for (path, repair) in repairs {
+                switch repair {
+                case .cut(let length):
+                    do throws(SystemCallError) {
+                        let fd = try fs.open(path, .readWrite)
+                        defer { try? fs.close(fd) }
+                        try fs.truncate(fd, to: UInt64(length))
+                        try fs.sync(fd)
+                    } catch { throw io("cannot cut the torn tail off the log", path, error) }
+                case .remove(let what):
+                    do throws(SystemCallError) { try fs.remove(path) } catch where error.errno == ENOENT {} catch {
+                        throw io("cannot remove \(what)", path, error)
+                    }
+                }
+            }
         }
         guard let memtable = Memtable(number: memtableNumber, capacity: memtableCapacity(logSizeLimit: options.logSizeLimit, atLeast: needed)) else {
             throw StoreError(.ioFailure, "cannot reserve memory for the memtable", path: directory)
@@ -286,19 +325,20 @@ enum Recovery {
 
     /// Opens segments and reads their footers, one per core at a time; the
     /// first error (in manifest order) wins.
-    static func openSegments(_ numbers: [UInt32], fileSystem: any FileSystem, directory: String) throws(StoreError) -> [SegmentReader.Opened] {
+    static func openSegments(_ segments: [SegmentInfo], fileSystem: any FileSystem, directory: String) throws(StoreError) -> [SegmentReader.Opened] {
         final class Results: @unchecked Sendable {
             // Each slot is written by exactly one iteration of concurrentPerform,
             // and read only after it returns.
             var slots: [Result<SegmentReader.Opened, StoreError>?]
             init(_ count: Int) { slots = Array(repeating: nil, count: count) }
         }
-        let results = Results(numbers.count)
+        let results = Results(segments.count)
         results.slots.withUnsafeMutableBufferPointer { slots in
             nonisolated(unsafe) let slots = slots
-            DispatchQueue.concurrentPerform(iterations: numbers.count) { i in
+            DispatchQueue.concurrentPerform(iterations: segments.count) { i in
                 do throws(StoreError) {
-                    slots[i] = .success(try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: numbers[i]))
+                    slots[i] = .success(try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: segments[i].fileNumber,
+                                                               expectedSize: segments[i].fileSize))
                 } catch {
                     slots[i] = .failure(error)
                 }

@@ -239,7 +239,7 @@ extension StrataStore {
         var outputReaders: [SegmentReader] = []
         for info in infos {
             do throws(StoreError) {
-                let reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: info.fileNumber).reader
+                let reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: info.fileNumber, expectedSize: info.fileSize).reader
                 outputReaders.append(reader)
                 state.withLock { files[info.fileNumber] = .segment(reader) }
             } catch {

@@ -134,8 +134,8 @@ extension StrataStore {
             manifest = next
             state.withLock { liveSegments = next.segments }
         }
-        if info != nil {
-            reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: number).reader
+        if let info {
+            reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: number, expectedSize: info.fileSize).reader
         }
 
         // 3. Repoint the index.
