@@ -12,6 +12,7 @@
 //          Strata           the object graph: model, contexts, coordinator
 //             ↑
 //  strata-bench, strata-dump   thin executables over the libraries
+//       strata-fuzz            the libFuzzer harness (Fuzz/)
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
@@ -91,6 +92,21 @@ let package = Package(
             name: "strata-crash-child",
             dependencies: ["StrataStore", "CrashWorkload"],
             path: "Tests/CrashChild",
+            swiftSettings: strictSwift
+        ),
+        // The libFuzzer harness for every decoder that reads bytes from disk
+        // (Fuzz/README.md). Built normally, it replays the committed corpus;
+        // built with -sanitize=fuzzer,address -DSTRATA_FUZZING, it fuzzes.
+        .target(name: "CStrataFuzz", path: "Fuzz/Sources/CStrataFuzz"),
+        .executableTarget(
+            name: "strata-fuzz",
+            dependencies: ["Strata", "StrataStore", "CStrataFuzz"],
+            path: "Fuzz/Sources/strata-fuzz",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StrataFuzzTests",
+            dependencies: ["strata-fuzz", "ExecutableLocator"],
             swiftSettings: strictSwift
         ),
         .testTarget(
