@@ -39,6 +39,9 @@ enum StoreDirectory {
                 }
                 files[name(tag: tag), default: []] += file
             }
+            // Every store has its lock file (a read-only open without one is
+            // an I/O error, not a decoding question).
+            files["LOCK", default: []] += []
             return files
         }
     }
@@ -120,7 +123,8 @@ enum StoreDirectory {
             var expected = before.filter { $0.key != Array("fuzz-key".utf8) }
             expected.append(KeyValue(key: Array("fuzz-key".utf8), value: Array("fuzz-value".utf8)))
             expected.sort { $0.key.lexicographicallyPrecedes($1.key) }
-            require(after == expected, "a store reopened after recovery and one write holds \(after.count) pairs, expected \(expected.count)")
+            require(after == expected, "a store reopened after recovery and one write differs from what it held plus the write: "
+                    + "lost \(expected.filter { !after.contains($0) }.map { "\(String(decoding: $0.key, as: UTF8.self))=\($0.value.count)B" }), gained \(after.filter { !expected.contains($0) }.map { "\(String(decoding: $0.key, as: UTF8.self))=\($0.value.count)B" })")
         } catch {
             fatalError("a store that opened fails afterwards: \(error)")
         }

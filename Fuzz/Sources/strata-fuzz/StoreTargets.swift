@@ -54,7 +54,7 @@ enum StoreTargets {
                 require(scan.frames.isEmpty && scan.validLength == 0, "frames without a header")
                 return
             }
-            switch LogFormat.decodeFileHeader(LogFormat.encodeFileHeader(salt: header.salt, fileNumber: header.fileNumber).withUnsafeBytes { UnsafeRawBufferPointer($0) }) {
+            switch LogFormat.encodeFileHeader(salt: header.salt, fileNumber: header.fileNumber).withUnsafeBytes({ LogFormat.decodeFileHeader($0) }) {
             case .success(let again): require(again == header, "the log header does not round-trip")
             case .failure(let problem): fatalError("a re-encoded log header fails: \(problem)")
             }
