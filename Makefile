@@ -5,7 +5,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test test-tsan bench microbench crash-long corruption-long clean
+.PHONY: deps build test test-tsan bench microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
 
 deps:
 	@if ! pkg-config --exists liblz4 2>/dev/null; then \
@@ -29,7 +29,7 @@ build: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter StrataStoreTests
-	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --filter 'StrataTests|StrataDumpTests|StrataBenchTests'
+	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --filter 'StrataTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
 # The whole suite under ThreadSanitizer (its own build folder: a sanitized
 # build cannot share objects with the normal one). The model and crash tests
@@ -67,5 +67,26 @@ crash-long: deps
 corruption-long: deps
 	STRATA_CORRUPTION_FULL=1 $(SWIFT) test --filter CorruptionMatrixTests
 
+# libFuzzer on every decoder that reads bytes from disk (Fuzz/README.md).
+# strata-fuzz built with libFuzzer and AddressSanitizer, in release mode (the
+# sanitizers keep their checks; debug Swift is ten times slower), in its own
+# build folder. lld links it: gold prints a warning per ASan symbol.
+FUZZ_BUILD := $(SWIFT) build -c release --product strata-fuzz --scratch-path .build-fuzz \
+	-Xswiftc -sanitize=fuzzer,address -Xswiftc -DSTRATA_FUZZING -Xswiftc -use-ld=lld
+
+fuzz-build: deps
+	$(FUZZ_BUILD)
+
+# A short run of every target (FUZZ_SECONDS each, 20 by default): CI's job.
+# Fails on any crash, trap, timeout or ASan report; the input is kept in
+# .build-fuzz/artifacts/<target>/.
+fuzz: fuzz-build
+	Fuzz/fuzz.sh $${FUZZ_SECONDS:-20}
+
+# Long runs: FUZZ_SECONDS=3600 make fuzz-long (per target), or one target:
+# FUZZ_SECONDS=3600 FUZZ_TARGETS=segment make fuzz-long
+fuzz-long: fuzz-build
+	Fuzz/fuzz.sh $${FUZZ_SECONDS:-3600} $${FUZZ_TARGETS:-}
+
 clean:
-	rm -rf .build .build-tsan
+	rm -rf .build .build-tsan .build-fuzz

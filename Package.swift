@@ -12,6 +12,7 @@
 //          Strata           the object graph: model, contexts, coordinator
 //             ↑
 //  strata-bench, strata-dump   thin executables over the libraries
+//       strata-fuzz            the libFuzzer harness (Fuzz/)
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
@@ -106,6 +107,21 @@ let package = Package(
             name: "strata-container-crash-child",
             dependencies: ["Strata", "ContainerCrashWorkload"],
             path: "Tests/ContainerCrashChild",
+            swiftSettings: strictSwift
+        ),
+        // The libFuzzer harness for every decoder that reads bytes from disk
+        // (Fuzz/README.md). Built normally, it replays the committed corpus;
+        // built with -sanitize=fuzzer,address -DSTRATA_FUZZING, it fuzzes.
+        .target(name: "CStrataFuzz", path: "Fuzz/Sources/CStrataFuzz"),
+        .executableTarget(
+            name: "strata-fuzz",
+            dependencies: ["Strata", "StrataStore", "CStrataFuzz"],
+            path: "Fuzz/Sources/strata-fuzz",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StrataFuzzTests",
+            dependencies: ["strata-fuzz", "SharedTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(

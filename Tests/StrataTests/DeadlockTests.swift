@@ -7,7 +7,7 @@ import Testing
 // part 4) must finish in Strata. Each test forces the interleaving with
 // semaphores (drawn beside it) and runs every thread under a watchdog, so a
 // deadlock fails the test instead of hanging CI. The rule that makes them
-// finish is Rule 7 in Strata.docc/ConcurrencyRules.md: a thread that would
+// finish is Rule 9 in Strata.docc/ConcurrencyRules.md: a thread that would
 // wait for a context held by a thread that is itself (transitively) waiting
 // for this one runs the block at once, as a guest.
 

@@ -54,7 +54,7 @@ extension ManagedObjectContext {
         // other parent the cheaper `performAndWait` (which runs the block on
         // this thread when the queue is free) is the same thing.
         guard let queue, parent == nil else { return try performAndWait(body) }
-        // As in performAndWait: a wait that would close a cycle runs now (Rule 7).
+        // As in performAndWait: a wait that would close a cycle runs now (Rule 9).
         guard let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else {
             return try runAsGuest(body).get()
         }

@@ -49,7 +49,7 @@ extension ManagedObjectContext {
             preconditionFailure("Strata: performAndWait on \(name) (.confinement) from \(Self.currentExecutionDescription) — it is bound to the thread that created it")
         }
         // Waiting here could close a cycle of threads waiting for each other
-        // (Rule 7): then run the block now, as a guest.
+        // (Rule 9): then run the block now, as a guest.
         guard let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else {
             return try runAsGuest(block).get()
         }

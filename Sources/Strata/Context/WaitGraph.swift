@@ -2,7 +2,7 @@ internal import StrataStore
 
 /// Who is blocked waiting for which context, process-wide: how Strata turns
 /// the `performAndWait` cycles that deadlock Core Data into calls that finish
-/// (Rule 7 in ConcurrencyRules.md).
+/// (Rule 9 in ConcurrencyRules.md).
 ///
 /// A thread that is about to block for a context's queue first looks here.
 /// If the queue is held by a thread that is itself blocked — directly or
@@ -101,7 +101,7 @@ extension ManagedObjectContext {
 
     /// Runs `body` as this context's block on the calling thread, while the
     /// threads that could touch the context are blocked (a guest: Rules 6
-    /// and 7). Pending changes are processed by the block that holds the
+    /// and 9). Pending changes are processed by the block that holds the
     /// context's queue, when it ends.
     func runAsGuest<T, E: Error>(_ body: () throws(E) -> T) -> Result<T, E> {
         let stack = ExecutionStack.current

@@ -11,7 +11,7 @@ internal import StrataStore
 /// property count (varint) and each property in the entity's order: a tag
 /// byte and its payload. Relationships store the targets' entity position
 /// and primary key.
-enum RecordCoding {
+package enum RecordCoding {
     static let objectTag: UInt8 = 0x6F  // "o"
     static let metaTag: UInt8 = 0x6D    // "m"
     static let modelKey: [UInt8] = [metaTag] + Array("model".utf8)
@@ -26,7 +26,7 @@ enum RecordCoding {
         [objectTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF)]
     }
 
-    static func key(_ id: ObjectID) -> [UInt8] {
+    package static func key(_ id: ObjectID) -> [UInt8] {
         var key: [UInt8] = []
         writeKey(id, into: &key)
         return key
@@ -45,14 +45,14 @@ enum RecordCoding {
     }
 
     /// The ID a key names; nil for a key that is not a well-formed object key of `model`.
-    static func objectID(fromKey key: [UInt8], model: ManagedObjectModel) -> ObjectID? {
+    package static func objectID(fromKey key: [UInt8], model: ManagedObjectModel) -> ObjectID? {
         guard key.count == 11, key[0] == objectTag, let entity = model.entity(at: UInt16(key[1]) << 8 | UInt16(key[2])) else { return nil }
         var pk: UInt64 = 0
         for byte in key[3...] { pk = pk << 8 | UInt64(byte) }
         return ObjectID(entity: entity, primaryKey: pk, isTemporary: false)
     }
 
-    static func encode(_ values: [PropertyValue], version: UInt64, into out: inout [UInt8]) {
+    package static func encode(_ values: [PropertyValue], version: UInt64, into out: inout [UInt8]) {
         out.append(1)
         out.appendVarint(version)
         out.appendVarint(UInt64(values.count))
@@ -100,7 +100,7 @@ enum RecordCoding {
 
     /// Decodes a record of `entity`, checking every tag, length and
     /// relationship target against the model; nil when anything is off.
-    static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel) -> Snapshot? {
+    package static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel) -> Snapshot? {
         bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
@@ -177,22 +177,22 @@ enum RecordCoding {
     // MARK: Metadata
 
     /// The `model` record: the version hash (16 ASCII hex digits) then the schema.
-    static func modelRecord(_ model: ManagedObjectModel) -> [UInt8] { Array(model.versionHash.utf8) + model.schema }
+    package static func modelRecord(_ model: ManagedObjectModel) -> [UInt8] { Array(model.versionHash.utf8) + model.schema }
 
-    static func hash(inModelRecord record: [UInt8]) -> String? {
+    package static func hash(inModelRecord record: [UInt8]) -> String? {
         guard record.count >= 16 else { return nil }
         return String(decoding: record[0..<16], as: UTF8.self)
     }
 
     /// The `keys` record: for each entity, the next primary key never handed out.
-    static func keysRecord(_ next: [UInt64]) -> [UInt8] {
+    package static func keysRecord(_ next: [UInt64]) -> [UInt8] {
         var out: [UInt8] = []
         out.appendVarint(UInt64(next.count))
         for value in next { out.appendVarint(value) }
         return out
     }
 
-    static func decodeKeys(_ bytes: [UInt8]) -> [UInt64]? {
+    package static func decodeKeys(_ bytes: [UInt8]) -> [UInt64]? {
         bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             guard let count = reader.readLength(limit: 1 << 16) else { return nil }

@@ -42,7 +42,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     // the entity is shared; read-only afterwards, so the per-access dynamic
     // exclusivity check (on every property read and write of every object)
     // is switched off.
-    @exclusivity(unchecked) private(set) var index: UInt16 = 0
+    @exclusivity(unchecked) package private(set) var index: UInt16 = 0
     @exclusivity(unchecked) private(set) var destinations: [EntityDescription?] = []
     @exclusivity(unchecked) private(set) var inverses: [Int?] = []
     @exclusivity(unchecked) private(set) var initialValues: [PropertyValue] = []

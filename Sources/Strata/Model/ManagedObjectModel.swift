@@ -30,7 +30,7 @@ public final class ManagedObjectModel: Sendable {
     public let versionHash: String
     /// The whole schema, encoded; stored beside the data so that tools can
     /// decode a store without the application's classes.
-    let schema: [UInt8]
+    package let schema: [UInt8]
 
     /// Checks and resolves `entities`: names are unique, every relationship's
     /// destination exists, inverses exist and point back, defaults have the
@@ -129,7 +129,7 @@ public final class ManagedObjectModel: Sendable {
 }
 
 /// The model in bytes: what the store keeps in its `model` record.
-enum ModelSchema {
+package enum ModelSchema {
     private static let lock = Lock()
     nonisolated(unsafe) private static var models: [ManagedObjectModel] = []  // guarded by `lock`
 

@@ -9,7 +9,7 @@ extension ModelSchema {
     ///
     /// Throws ``StrataError/Code/corruptRecord`` when the bytes are malformed,
     /// and ``StrataError/Code/invalidModel`` when they describe an inconsistent model.
-    static func decode(_ bytes: [UInt8]) throws(StrataError) -> ManagedObjectModel {
+    package static func decode(_ bytes: [UInt8]) throws(StrataError) -> ManagedObjectModel {
         let entities: [EntityDescription]? = bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             func string() -> String? {

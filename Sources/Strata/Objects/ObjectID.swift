@@ -25,12 +25,12 @@ public struct ObjectID: Sendable, Hashable, CustomStringConvertible {
     /// too often — into every table and change set — to pay a reference
     /// count each time.
     public unowned(unsafe) let entity: EntityDescription
-    let primaryKey: UInt64
+    package let primaryKey: UInt64
     /// True until the object reaches the store (or its ID is made permanent).
     /// Not part of equality.
     public let isTemporaryID: Bool
 
-    init(entity: EntityDescription, primaryKey: UInt64, isTemporary: Bool) {
+    package init(entity: EntityDescription, primaryKey: UInt64, isTemporary: Bool) {
         self.entity = entity
         self.primaryKey = primaryKey
         self.isTemporaryID = isTemporary

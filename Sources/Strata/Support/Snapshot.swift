@@ -1,8 +1,8 @@
 /// An object's values at one level of a context chain (a parent context or
 /// the store), with the version a later save checks for conflicts.
-struct Snapshot: Sendable {
-    var values: [PropertyValue]
-    var version: UInt64
+package struct Snapshot: Sendable {
+    package var values: [PropertyValue]
+    package var version: UInt64
 
     /// Whether this snapshot is known to be older than `version`: both are
     /// versions one context issued (``ManagedObjectContext/nextVersion()``:

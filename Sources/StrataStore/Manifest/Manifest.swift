@@ -99,6 +99,19 @@ package struct Manifest: Sendable, Equatable {
             }
             throw StoreError(.corruption, "MANIFEST fails its checksum or structure checks", path: path, offset: 0)
         }
+        // Every number the manifest names was handed out before it was
+        // written, so each is below `nextFileNumber`. A manifest that breaks
+        // this would have the store number its next log (or segment) at or
+        // below one already in use: a log numbered below `logNumber` counts as
+        // flushed and is deleted on the next open, with acknowledged batches in it.
+        guard decoded.logNumber < decoded.nextFileNumber else {
+            throw StoreError(.corruption, "MANIFEST names live logs from \(decoded.logNumber) on but its next file number is \(decoded.nextFileNumber)", path: path, offset: 12)
+        }
+        var numbers: Set<UInt32> = []
+        for (i, segment) in decoded.segments.enumerated() where segment.fileNumber >= decoded.nextFileNumber || !numbers.insert(segment.fileNumber).inserted {
+            throw StoreError(.corruption, "MANIFEST names segment \(segment.fileNumber) twice or at or above its next file number \(decoded.nextFileNumber)",
+                             path: path, offset: UInt64(36 + 36 * i))
+        }
         self = decoded
     }
 

@@ -174,8 +174,10 @@ package final class SegmentReader: @unchecked Sendable {
         let trailerOffset = size - UInt64(SegmentFormat.trailerSize)
         guard try trailerBytes.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailerOffset, path: path) }) == SegmentFormat.trailerSize,
               let trailer = trailerBytes.withUnsafeBytes({ SegmentFormat.Trailer(decoding: $0) }),
-              trailer.footerOffset >= UInt64(SegmentFormat.headerSize),
-              trailer.footerOffset + 4 + UInt64(trailer.footerStoredLength) == trailerOffset,
+              trailer.footerOffset >= UInt64(SegmentFormat.headerSize), trailer.footerOffset <= trailerOffset,
+              // A subtraction, not `footerOffset + 4 + length`: an untrusted
+              // footerOffset near 2^64 would overflow the sum and trap.
+              trailerOffset - trailer.footerOffset == 4 + UInt64(trailer.footerStoredLength),
               Int(trailer.footerRawLength) <= SegmentFormat.maximumBlock
         else { return nil }
         return trailer

@@ -167,6 +167,13 @@ enum Recovery {
         // open that fails leaves the logs as it found them.
         var lastSequence = manifest.lastSequence
         let liveLogs = logNumbers.filter { $0 >= manifest.logNumber }
+        // File numbers are 32 bits and never reused. Real stores are nowhere
+        // near the top; a damaged manifest or a stray file name can be, and
+        // numbering on from there would overflow (a trap) a few files later.
+        guard manifest.nextFileNumber <= Self.lastUsableFileNumber, highestNumber < Self.lastUsableFileNumber else {
+            throw StoreError(.corruption, "file number \(max(manifest.nextFileNumber, highestNumber)) leaves no room to number new files (MANIFEST or a file name is damaged)",
+                             path: manifestPath, offset: 12)
+        }
         var nextFileNumber = max(manifest.nextFileNumber, highestNumber + 1)
         let memtableNumber = nextFileNumber
         nextFileNumber += 1
@@ -424,6 +431,11 @@ enum Recovery {
         for (reader, dead) in zip(readers, deadCounts) { reader.deadRecords += dead }
         return index
     }
+
+    /// The highest file number a store may start numbering from on open:
+    /// 2^16 below the 32-bit limit, room for far more flushes and compactions
+    /// than one session makes.
+    static let lastUsableFileNumber = UInt32.max - (1 << 16)
 
     static func parseNumber(_ name: String, suffix: String) -> UInt32? {
         guard name.hasSuffix(suffix) else { return nil }

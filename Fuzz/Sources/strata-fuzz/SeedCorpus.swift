@@ -1,0 +1,127 @@
+import Foundation
+import Strata
+import StrataStore
+
+/// `strata-fuzz generate-corpus <dir>`: seeds for every target, made by the
+/// real encoders (a real store in memory, the record and schema encoders),
+/// so that the fuzzer starts from well-formed files and mutates inward.
+/// Kept small: the committed corpus is a few kilobytes per target.
+enum SeedCorpus {
+    static func write(to directory: String) throws {
+        for (target, seeds) in try make() {
+            let folder = directory + "/" + target.rawValue
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            for (name, bytes) in seeds {
+                try Data(bytes).write(to: URL(fileURLWithPath: folder + "/" + name))
+            }
+            print("\(target.rawValue): \(seeds.count) seeds, \(seeds.reduce(0) { $0 + $1.1.count }) bytes")
+        }
+    }
+
+    static func make() throws -> [(FuzzTarget, [(String, [UInt8])])] {
+        let files = try storeFiles()
+        let logs = files.filter { $0.key.hasSuffix(".wal") }.sorted { $0.key < $1.key }
+        let segment = files.first { $0.key.hasSuffix(".seg") }!.value
+        var torn = logs.last!.value
+        torn.removeLast(3)
+
+        var batch = WriteBatch()
+        batch.put(Array("alpha".utf8), Array("one".utf8))
+        batch.delete(Array("beta".utf8))
+        batch.put([0xFF, 0x00], [])
+
+        var builder = BlockBuilder()
+        for (i, key) in ["apple", "banana", "cherry"].enumerated() {
+            Array(key.utf8).withUnsafeBytes { k in
+                Array(repeating: UInt8(i), count: 5 * i).withUnsafeBytes { v in
+                    builder.add(key: k, sequence: UInt64(i + 1), kind: i == 1 ? .delete : .put, value: v)
+                }
+            }
+        }
+        let rawBlock = builder.finish()
+        var storedBlock: [UInt8] = []
+        _ = rawBlock.withUnsafeBytes { SegmentFormat.appendBlock(raw: $0, to: &storedBlock) }
+
+        let text = Array(String(repeating: "the quick brown fox jumps over the lazy dog; ", count: 8).utf8)
+        var compressed: [UInt8] = []
+        _ = text.withUnsafeBytes { LZ4.compress($0, appendingTo: &compressed) }
+        var lz4Seed: [UInt8] = []
+        lz4Seed.appendInteger(UInt16(text.count))
+        lz4Seed += compressed
+
+        var varints: [UInt8] = []
+        for v: UInt64 in [0, 1, 127, 128, 300, 1 << 32, .max] { varints.appendVarint(v) }
+
+        return [
+            (.wal, logs.map { ("\($0.key)", [0] + $0.value) } + [("torn.wal", [0] + torn), ("repaired.wal", [1] + logs.last!.value)]),
+            (.batch, [("batch", batch.encoded)]),
+            (.block, [("raw-block", rawBlock), ("stored-block", storedBlock)]),
+            (.segment, [("segment", [0] + segment), ("repaired-segment", [1] + segment)]),
+            (.manifest, [("manifest", [0] + files[Manifest.fileName]!), ("repaired-manifest", [1] + files[Manifest.fileName]!)]),
+            (.lz4, [("text", lz4Seed)]),
+            (.varint, [("varints", varints)]),
+            (.store, [("read-only", StoreDirectory.encode(files, mode: 0)), ("read-write", StoreDirectory.encode(files, mode: 2)),
+                      ("repaired-read-write", StoreDirectory.encode(files, mode: 3))]),
+            (.record, records()),
+            (.schema, [("model", StrataTargets.model.schema), ("small-model", try smallModel().schema)]),
+            (.uri, [("permanent", Array("x-strata:/Item/p42".utf8)), ("temporary", Array("x-strata:/Owner/t7".utf8)),
+                    ("query", Array("x-strata:/Tag/p1?x=1#y".utf8))]),
+        ]
+    }
+
+    /// The files of a small store: a segment (a flush), the manifest naming
+    /// it, and a log written after the flush.
+    static func storeFiles() throws -> [String: [UInt8]] {
+        let fs = MemoryFileSystem(directory: StoreTargets.directory)
+        var options = StoreDirectory.options(fs, readOnly: false)
+        options.createIfMissing = true
+        let store = try StrataStore(directory: StoreTargets.directory, options: options)
+        var first = WriteBatch()
+        for i in 0..<6 { first.put(Array("key-\(i)".utf8), Array("value \(i)".utf8)) }
+        _ = try store.write(first)
+        var second = WriteBatch()
+        second.delete(Array("key-2".utf8))
+        second.put(Array("key-9".utf8), Array(repeating: 7, count: 40))
+        _ = try store.write(second)
+        try store.flush()
+        var third = WriteBatch()
+        third.put(Array("key-1".utf8), Array("after the flush".utf8))
+        third.delete(Array("key-4".utf8))
+        _ = try store.write(third)
+        var fourth = WriteBatch()
+        fourth.put(Array("zzz".utf8), [])
+        _ = try store.write(fourth)
+        try store.close()
+        return fs.contents(of: StoreTargets.directory)
+    }
+
+    static func records() -> [(String, [UInt8])] {
+        let model = StrataTargets.model
+        let item = model.entity(named: "Item")!, owner = model.entity(named: "Owner")!, tag = model.entity(named: "Tag")!
+        func id(_ entity: EntityDescription, _ pk: UInt64) -> ObjectID { ObjectID(entity: entity, primaryKey: pk, isTemporary: false) }
+        let values: [(EntityDescription, [PropertyValue])] = [
+            (item, [.string("hello, wörld"), .integer(-7), .integer(70_000), .integer(.min), .double(1.5), .bool(true),
+                    .date(Date(timeIntervalSinceReferenceDate: 1000)), .data(Data([1, 2, 3])),
+                    .uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!), .null, .integer(3),
+                    .object(id(owner, 1)), .objects([id(tag, 1), id(tag, 2)])]),
+            (owner, [.string("owner"), .objects([id(item, 5)])]),
+            (tag, [.null, .objects([])]),
+        ]
+        var seeds: [(String, [UInt8])] = []
+        for (entity, values) in values {
+            var bytes: [UInt8] = [UInt8(entity.index)]
+            RecordCoding.encode(values, version: 3, into: &bytes)
+            seeds.append(("record-\(entity.name)", bytes))
+        }
+        seeds.append(("keys", [UInt8(model.entities.count)] + RecordCoding.keysRecord([5, 300, 1])))
+        seeds.append(("object-key", [UInt8(model.entities.count + 1)] + RecordCoding.key(id(item, 42))))
+        return seeds
+    }
+
+    static func smallModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Note", properties: [.attribute("text", .string, optional: true), .toOne("folder", "Folder", inverse: "notes")]),
+            EntityDescription(name: "Folder", properties: [.toMany("notes", "Note", inverse: "folder", deleteRule: .deny)]),
+        ])
+    }
+}

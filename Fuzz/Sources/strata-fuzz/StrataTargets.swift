@@ -1,0 +1,103 @@
+import Foundation
+import Strata
+
+/// The object graph's decoders: records, the stored model, object-ID URIs.
+enum StrataTargets {
+    /// A model with every attribute type, optional and not, and to-one and
+    /// to-many relationships, so that every tag of the record format has a
+    /// property to land in.
+    static let model: ManagedObjectModel = {
+        do {
+            return try ManagedObjectModel(entities: [
+                EntityDescription(name: "Item", properties: [
+                    .attribute("string", .string), .attribute("int16", .integer16), .attribute("int32", .integer32),
+                    .attribute("int64", .integer64), .attribute("double", .double), .attribute("bool", .bool),
+                    .attribute("date", .date), .attribute("data", .binaryData), .attribute("uuid", .uuid),
+                    .attribute("maybeString", .string, optional: true), .attribute("maybeInt", .integer64, optional: true),
+                    .toOne("owner", "Owner", inverse: "items"),
+                    .toMany("tags", "Tag", inverse: "items"),
+                ]),
+                EntityDescription(name: "Owner", properties: [
+                    .attribute("name", .string),
+                    .toMany("items", "Item", inverse: "owner", deleteRule: .cascade),
+                ]),
+                EntityDescription(name: "Tag", properties: [
+                    .attribute("name", .string, optional: true),
+                    .toMany("items", "Item", inverse: "tags"),
+                ]),
+            ])
+        } catch {
+            fatalError("the fuzz model is invalid: \(error)")
+        }
+    }()
+
+    static let coordinator = PersistentStoreCoordinator(model: model)
+
+    /// Value equality that holds for NaN too (a double round-trips by bit pattern).
+    static func same(_ a: [PropertyValue], _ b: [PropertyValue]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { x, y in
+            switch (x, y) {
+            case (.double(let p), .double(let q)): p.bitPattern == q.bitPattern
+            case (.date(let p), .date(let q)): p.timeIntervalSinceReferenceDate.bitPattern == q.timeIntervalSinceReferenceDate.bitPattern
+            default: x == y
+            }
+        }
+    }
+
+    /// The selector byte picks an entity's record, the keys record or an object key.
+    static func record(_ input: UnsafeRawBufferPointer) {
+        guard let selector = input.first else { return }
+        let body = Array(input.dropFirst())
+        let entities = model.entities
+        switch Int(selector) % (entities.count + 2) {
+        case let i where i < entities.count:
+            let entity = entities[i]
+            guard let snapshot = RecordCoding.decode(body, entity: entity, model: model) else { return }
+            require(snapshot.values.count == entity.properties.count, "a record with \(snapshot.values.count) values for \(entity.properties.count) properties")
+            var encoded: [UInt8] = []
+            RecordCoding.encode(snapshot.values, version: snapshot.version, into: &encoded)
+            guard let again = RecordCoding.decode(encoded, entity: entity, model: model) else { fatalError("a re-encoded record does not decode") }
+            require(again.version == snapshot.version && same(again.values, snapshot.values), "a record does not survive decode(encode(decode(x)))")
+        case entities.count:
+            guard let keys = RecordCoding.decodeKeys(body) else { return }
+            require(RecordCoding.decodeKeys(RecordCoding.keysRecord(keys)) == keys, "the keys record does not round-trip")
+        default:
+            _ = RecordCoding.hash(inModelRecord: body)
+            guard let id = RecordCoding.objectID(fromKey: body, model: model) else { return }
+            require(RecordCoding.key(id) == body, "an object key does not round-trip")
+            require(coordinator.managedObjectID(forURIRepresentation: id.uriRepresentation()).map { $0 == id && !$0.isTemporaryID } ?? (id.primaryKey == 0),
+                    "the URI of \(id) does not name it")
+        }
+    }
+
+    static func schema(_ input: UnsafeRawBufferPointer) {
+        let bytes = Array(input)
+        let decoded: ManagedObjectModel
+        do { decoded = try ModelSchema.decode(bytes) } catch {
+            require(error.code == .corruptRecord || error.code == .invalidModel, "unexpected error \(error)")
+            return
+        }
+        do {
+            let again = try ModelSchema.decode(decoded.schema)
+            require(again.schema == decoded.schema && again.versionHash == decoded.versionHash, "a schema does not survive decode(encode(decode(x)))")
+        } catch {
+            fatalError("a re-encoded schema fails: \(error)")
+        }
+        let coordinator = PersistentStoreCoordinator(model: decoded)
+        for entity in decoded.entities {
+            for temporary in [false, true] {
+                let id = ObjectID(entity: entity, primaryKey: 42, isTemporary: temporary)
+                let back = coordinator.managedObjectID(forURIRepresentation: id.uriRepresentation())
+                require(back == id && back?.isTemporaryID == temporary, "the URI \(id.uriRepresentation()) of \(id) does not name it")
+            }
+        }
+    }
+
+    static func uri(_ input: UnsafeRawBufferPointer) {
+        let text = String(decoding: input, as: UTF8.self)
+        guard let url = URL(string: text), let id = coordinator.managedObjectID(forURIRepresentation: url) else { return }
+        require(id.primaryKey > 0 && model.entities.contains { $0 === id.entity }, "a URI named \(id)")
+        let back = coordinator.managedObjectID(forURIRepresentation: id.uriRepresentation())
+        require(back == id && back?.isTemporaryID == id.isTemporaryID, "the URI of \(id) (from \(text)) does not name it")
+    }
+}
