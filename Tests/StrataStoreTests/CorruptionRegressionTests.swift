@@ -148,6 +148,7 @@ import Testing
         let path = "/store/MANIFEST"
         var manifest = Manifest()
         manifest.segments = [SegmentInfo(fileNumber: 3, fileSize: 4096, recordCount: 10, minimumSequence: 1, maximumSequence: 10)]
+        manifest.nextFileNumber = 4  // file numbers in use lie below it, or the manifest is corrupt
         let good = manifest.encoded()
         func code(_ bytes: [UInt8]) -> StoreError.Code? {
             do throws(StoreError) {
