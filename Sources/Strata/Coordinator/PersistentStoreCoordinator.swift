@@ -154,9 +154,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The ID a URI from ``ObjectID/uriRepresentation()`` names; nil when it
     /// is not such a URI or names an entity this model lacks.
     public func managedObjectID(forURIRepresentation uri: URL) -> ObjectID? {
-        let parts = uri.pathComponents.filter { $0 != "/" }
-        guard uri.scheme == "x-strata", parts.count == 2, let entity = model.entity(named: parts[0]),
-              let kind = parts[1].first, kind == "p" || kind == "t", let pk = UInt64(parts[1].dropFirst()), pk > 0
+        // Split the path while it is still percent-encoded, then decode each
+        // part: an entity name may hold an escaped "/" (see `uriRepresentation()`).
+        let parts = uri.path(percentEncoded: true).split(separator: "/")
+        guard uri.scheme == "x-strata", parts.count == 2, let name = parts[0].removingPercentEncoding,
+              let entity = model.entity(named: name), let key = parts[1].removingPercentEncoding,
+              let kind = key.first, kind == "p" || kind == "t", let pk = UInt64(key.dropFirst()), pk > 0
         else { return nil }
         return ObjectID(entity: entity, primaryKey: pk, isTemporary: kind == "t")
     }

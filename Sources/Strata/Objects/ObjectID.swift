@@ -65,11 +65,32 @@ public struct ObjectID: Sendable, Hashable, CustomStringConvertible {
     /// `x-strata:/Recipe/p42` (permanent) or `x-strata:/Recipe/t42`
     /// (temporary); ``PersistentStoreCoordinator/managedObjectID(forURIRepresentation:)``
     /// turns either back into this ID.
+    ///
+    /// The entity name is percent-encoded as one path component, "/" included:
+    /// a name is any non-empty string (a model read back from a store can
+    /// hold anything), and an unescaped "/" would split it in two, or, leading,
+    /// make a path `URLComponents` cannot turn into a URL.
     public func uriRepresentation() -> URL {
         var components = URLComponents()
         components.scheme = "x-strata"
-        components.path = "/" + entity.name + "/" + (isTemporaryID ? "t" : "p") + String(primaryKey)
+        components.percentEncodedPath = "/" + Self.escape(entity.name) + "/" + (isTemporaryID ? "t" : "p") + String(primaryKey)
+        // Non-nil: the path starts with one "/" followed by a non-empty,
+        // fully escaped name (entity names are never empty).
         return components.url!
+    }
+
+    /// The characters a path component keeps as they are: the path's, less "/".
+    private static let componentAllowed: CharacterSet = {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        return allowed
+    }()
+
+    /// `name` percent-encoded as one URI path component.
+    static func escape(_ name: String) -> String {
+        // addingPercentEncoding fails only for a string that is not valid
+        // Unicode, which a Swift String never is.
+        name.addingPercentEncoding(withAllowedCharacters: componentAllowed)!
     }
 
     public var description: String { "\(entity.name)/\(isTemporaryID ? "t" : "p")\(primaryKey)" }
