@@ -14,9 +14,18 @@
 public struct ReadView: Sendable {
     /// The sequence number of the last batch this view sees.
     public let sequence: UInt64
-    let index: KeyIndex
+    private let pin: IndexPin
+    var index: KeyIndex { pin.index }
     let files: [UInt32: StrataStore.StoredFile]
     let cache: BlockCache
+
+    /// Call with `state` held (for reading): the snapshot is taken under it.
+    init(sequence: UInt64, index: KeyIndex, files: [UInt32: StrataStore.StoredFile], cache: BlockCache, state: ReadWriteLock) {
+        self.sequence = sequence
+        self.pin = IndexPin(index, state: state)
+        self.files = files
+        self.cache = cache
+    }
 
     /// How many keys the view holds.
     public var count: Int { index.count }
@@ -119,6 +128,28 @@ public struct KeyValue: Sendable, Hashable {
 @inline(__always)
 func compareArrays(_ a: [UInt8], _ b: [UInt8]) -> Int {
     a.withUnsafeBytes { x in b.withUnsafeBytes { y in compareBytes(x, y) } }
+}
+
+/// Holds a view's index snapshot, and lets go of it under the store's state
+/// lock. Once the last view of some nodes is gone, the writer (which mutates
+/// under that lock) finds them unshared and writes them in place; the lock is
+/// what orders those writes after the view's reads. The reference count
+/// orders them too, but ThreadSanitizer cannot see inside the Swift runtime
+/// and reports the in-place write as a race (as in the flush, b03ce35).
+///
+/// `@unchecked Sendable`: `index` is written only by `deinit`, under `state`.
+final class IndexPin: @unchecked Sendable {
+    private(set) var index: KeyIndex
+    private let state: ReadWriteLock
+
+    init(_ index: KeyIndex, state: ReadWriteLock) {
+        self.index = index
+        self.state = state
+    }
+
+    deinit {
+        state.withLock { index = KeyIndex() }
+    }
 }
 
 /// Turns an index entry into the value it points at.

@@ -46,7 +46,7 @@ extension StrataStore {
 
     /// A consistent view pinned at the current sequence number (see ``ReadView``).
     public func readView() -> ReadView {
-        state.withReadLock { ReadView(sequence: visibleSequence, index: index, files: files, cache: cache) }
+        state.withReadLock { ReadView(sequence: visibleSequence, index: index, files: files, cache: cache, state: state) }
     }
 
     /// The sequence number of the last batch written.
@@ -55,8 +55,10 @@ extension StrataStore {
     /// Counters and sizes, for monitoring and benchmarks. Walks the index to
     /// measure its memory: O(keys), so not for a hot path.
     public var statistics: StoreStatistics {
-        let (snapshot, files, counters, sequence, segments): (KeyIndex, [UInt32: StoredFile], Counters, UInt64, [SegmentInfo]) =
+        var (snapshot, files, counters, sequence, segments): (KeyIndex, [UInt32: StoredFile], Counters, UInt64, [SegmentInfo]) =
             state.withReadLock { (self.index, self.files, self.counters, self.visibleSequence, self.liveSegments) }
+        // Let go of the snapshot under the state lock (see IndexPin).
+        defer { state.withLock { snapshot = KeyIndex() } }
         var s = StoreStatistics()
         s.sequence = sequence
         s.keys = snapshot.count
