@@ -118,10 +118,23 @@ import Glibc
     /// Too few file descriptors (`ulimit -n`), in a child process so the test
     /// runner keeps its own: a container that cannot open its files exits
     /// with a one-line error, never a crash; one that can, works.
-    @Test func tooFewFileDescriptorsIsAClearErrorNotACrash() throws {
+    /// Not under ThreadSanitizer (`make test-tsan` sets STRATA_SANITIZED):
+    /// there even `ulimit -n 6` let the sanitized child save — its runtime
+    /// changes the picture (not investigated), so the test proves nothing.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["STRATA_SANITIZED"] == nil))
+    func tooFewFileDescriptorsIsAClearErrorNotACrash() throws {
         let child = try #require(builtExecutable(named: "strata-container-crash-child"), "the crash child was not built beside the tests")
         let directory = TemporaryDirectory()
         let store = directory.path + "/store"
+        // A store of many segments (each one an open descriptor).
+        var small = Workload.options(sync: .none)
+        small.logSizeLimit = 16 << 10
+        small.automaticCompaction = false
+        let builder = try PersistentContainer(name: "FD", model: Workload.makeModel(), directory: store, options: small)
+        for s in 1...150 { try builder.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        try builder.coordinator.close()
+        let segments = try FileManager.default.contentsOfDirectory(atPath: store).filter { $0.hasSuffix(".seg") }.count
+        #expect(segments >= 8, "the store has only \(segments) segments")
         var refused = 0
         for limit in [6, 8, 10, 12, 16, 24, 64] {
             let process = Process()
@@ -130,18 +143,26 @@ import Glibc
             let out = Pipe(), err = Pipe()
             process.standardOutput = out
             process.standardError = err
+            let acks = AcknowledgementCollector()
+            out.fileHandleForReading.readabilityHandler = { acks.consume($0.availableData) }
             try process.run()
-            // Running for a second means it opened the store and is saving.
-            Thread.sleep(forTimeInterval: 1)
+            // Either it exits (refused) or it acknowledges a save (it works);
+            // a sanitized build starts slowly, so wait for one of the two.
+            let deadline = Date().addingTimeInterval(60)
+            while process.isRunning && acks.snapshot.highest == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            let worked = acks.snapshot.highest > 0
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
-            let said = String(decoding: out.fileHandleForReading.readDataToEndOfFile() + err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            out.fileHandleForReading.readabilityHandler = nil
+            acks.consume(out.fileHandleForReading.readDataToEndOfFile())
+            let said = acks.snapshot.errors.joined(separator: "\n") + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if worked { continue }
             if process.terminationReason == .exit {
                 #expect(process.terminationStatus == 1, "ulimit -n \(limit): exit \(process.terminationStatus): \(said)")
                 #expect(said.contains("Too many open files") || said.contains("EMFILE"), "ulimit -n \(limit): \(said)")
                 refused += 1
             } else {
-                #expect(process.terminationStatus == SIGKILL, "ulimit -n \(limit): the child died of signal \(process.terminationStatus): \(said)")
+                Issue.record("ulimit -n \(limit): the child neither saved nor exited with an error (signal \(process.terminationStatus)): \(said)")
             }
         }
         #expect(refused > 0, "no limit was low enough to be refused")
