@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The path of an executable product of this package, built beside the
 /// test binary (SwiftPM puts products and test bundles in one folder); nil
@@ -21,8 +21,9 @@ public func builtExecutable(named name: String) -> String? {
 /// What a finished child process said.
 public struct ProcessOutput: Sendable {
     public var status: Int32
-    public var stdout: String
+    public var stdoutData: Data
     public var stderr: String
+    public var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
 }
 
 /// Runs `executable` with `arguments` to completion, reading both pipes to
@@ -42,8 +43,59 @@ public func runToCompletion(_ executable: String, _ arguments: [String]) throws 
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     group.wait()
     process.waitUntilExit()
-    return ProcessOutput(
-        status: process.terminationStatus,
-        stdout: String(decoding: outData, as: UTF8.self),
-        stderr: String(decoding: errData, as: UTF8.self))
+    return ProcessOutput(status: process.terminationStatus, stdoutData: outData, stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// How a crash child's run ended (see ``runCrashChild(_:_:killWhen:)``).
+public struct CrashChildRun {
+    /// The highest `ack N` it printed (0 for none).
+    public var highest: Int
+    /// Every other line it printed on stdout, and all of its stderr.
+    public var said: [String]
+    /// Whether the test killed it (false: it exited by itself).
+    public var killed: Bool
+    /// Its exit status, or the signal that ended it.
+    public var status: Int32
+}
+
+/// Starts a crash child (a process that prints `ack N` for each durable
+/// write) and SIGKILLs it as soon as `killWhen` holds — polled every few
+/// milliseconds with the acknowledgements so far — unless it exits first.
+///
+/// ```swift
+/// let deadline = Date().addingTimeInterval(0.2)
+/// let run = try runCrashChild(child, [store]) { _ in Date() >= deadline }
+/// ```
+public func runCrashChild(
+    _ executable: String, _ arguments: [String], killWhen: (AcknowledgementCollector) -> Bool
+) throws -> CrashChildRun {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let acks = AcknowledgementCollector()
+    let errors = AcknowledgementCollector()
+    out.fileHandleForReading.readabilityHandler = { acks.consume($0.availableData) }
+    err.fileHandleForReading.readabilityHandler = { errors.consume($0.availableData) }
+    try process.run()
+    var killed = false
+    while process.isRunning {
+        if killWhen(acks) {
+            kill(process.processIdentifier, SIGKILL)
+            killed = true
+            break
+        }
+        usleep(2_000)
+    }
+    process.waitUntilExit()
+    out.fileHandleForReading.readabilityHandler = nil
+    err.fileHandleForReading.readabilityHandler = nil
+    acks.consume(out.fileHandleForReading.readDataToEndOfFile())
+    errors.consume(err.fileHandleForReading.readDataToEndOfFile() + Data("\n".utf8))
+    let (highest, lines) = acks.snapshot
+    return CrashChildRun(
+        highest: highest, said: lines + errors.snapshot.errors.filter { !$0.isEmpty },
+        killed: killed && process.terminationReason == .uncaughtSignal, status: process.terminationStatus)
 }

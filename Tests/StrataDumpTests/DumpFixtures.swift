@@ -173,12 +173,7 @@ func buildFlushedStore(at path: String, dishes: Int = 300) throws {
 /// The `strata-dump` executable, built beside the test bundle.
 let dumpExecutable = builtExecutable(named: "strata-dump")
 
-struct DumpResult {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-    var stdoutData: Data
-}
+typealias DumpResult = ProcessOutput
 
 /// Runs strata-dump with `arguments`, and checks that the files under
 /// `unchanged` (the store, if given) are byte-identical afterwards, none
@@ -186,21 +181,7 @@ struct DumpResult {
 func dump(_ arguments: [String], unchanged store: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> DumpResult {
     let executable = try #require(dumpExecutable, "strata-dump was not built beside the tests", sourceLocation: sourceLocation)
     let before = store.map(snapshot)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    // Read both pipes to the end before waiting (a full pipe would block the child).
-    let group = DispatchGroup()
-    // Written by the reader block only, read only after `group.wait()`.
-    nonisolated(unsafe) var errData = Data()
-    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    group.wait()
-    process.waitUntilExit()
+    let output = try runToCompletion(executable, arguments)
     if let store, let before {
         let after = snapshot(store)
         #expect(after.keys.sorted() == before.keys.sorted(), "strata-dump \(arguments.first ?? "") added or removed files", sourceLocation: sourceLocation)
@@ -208,8 +189,7 @@ func dump(_ arguments: [String], unchanged store: String? = nil, sourceLocation:
             Issue.record("strata-dump \(arguments.first ?? "") changed \(name)", sourceLocation: sourceLocation)
         }
     }
-    return DumpResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                      stderr: String(decoding: errData, as: UTF8.self), stdoutData: outData)
+    return output
 }
 
 /// Every file in `directory` and its bytes.

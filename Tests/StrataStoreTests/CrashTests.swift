@@ -59,23 +59,12 @@ import Testing
         var flushesSeen = 0
 
         for cycle in 0..<cycles {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: child)
-            process.arguments = [dir.store, String(g.next()), sync]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            let acks = AcknowledgementCollector()
-            pipe.fileHandleForReading.readabilityHandler = { handle in acks.consume(handle.availableData) }
-            try process.run()
             // Let it start and write for a random while (startup takes tens of ms).
-            Thread.sleep(forTimeInterval: Double.random(in: 0.03...0.35, using: &g))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            pipe.fileHandleForReading.readabilityHandler = nil
-            acks.consume(pipe.fileHandleForReading.readDataToEndOfFile())
-            let (highest, errors) = acks.snapshot
-            #expect(errors.isEmpty, "cycle \(cycle): the child reported \(errors)")
-            #expect(process.terminationReason == .uncaughtSignal, "cycle \(cycle): the child exited by itself")
+            let deadline = Date().addingTimeInterval(Double.random(in: 0.03...0.35, using: &g))
+            let run = try runCrashChild(child, [dir.store, String(g.next()), sync]) { _ in Date() >= deadline }
+            let highest = run.highest
+            #expect(run.said.isEmpty, "cycle \(cycle): the child reported \(run.said)")
+            #expect(run.killed, "cycle \(cycle): the child exited by itself (\(run.status))")
             if highest > acknowledged { killsDuringWork += 1 }
             acknowledged = max(acknowledged, highest)
 

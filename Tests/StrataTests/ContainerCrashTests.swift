@@ -53,26 +53,16 @@ import Testing
         var acknowledged = 0
         for cycle in 0..<cycles {
             // 1. Run the child for a random while, then kill it.
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: child)
-            process.arguments = [store]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            let acks = AcknowledgementCollector()
-            pipe.fileHandleForReading.readabilityHandler = { acks.consume($0.availableData) }
-            do { try process.run() } catch {
+            let deadline = Date().addingTimeInterval(Double.random(in: 0.05...0.4, using: &random))
+            let run: CrashChildRun
+            do { run = try runCrashChild(child, [store]) { _ in Date() >= deadline } } catch {
                 outcome.failures.append("cycle \(cycle): the child did not start: \(error)")
                 return outcome
             }
-            Thread.sleep(forTimeInterval: Double.random(in: 0.05...0.4, using: &random))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            pipe.fileHandleForReading.readabilityHandler = nil
-            acks.consume(pipe.fileHandleForReading.readDataToEndOfFile())
             outcome.kills += 1
-            let (highest, errors) = acks.snapshot
-            if !errors.isEmpty { outcome.failures.append("cycle \(cycle): the child said \(errors)") }
-            if process.terminationReason != .uncaughtSignal { outcome.failures.append("cycle \(cycle): the child exited by itself") }
+            let highest = run.highest
+            if !run.said.isEmpty { outcome.failures.append("cycle \(cycle): the child said \(run.said)") }
+            if !run.killed { outcome.failures.append("cycle \(cycle): the child exited by itself (\(run.status))") }
             if highest > acknowledged { outcome.killsAfterNewAcknowledgements += 1 }
             acknowledged = max(acknowledged, highest)
 

@@ -137,32 +137,20 @@ import Glibc
         #expect(segments >= 8, "the store has only \(segments) segments")
         var refused = 0
         for limit in [6, 8, 10, 12, 16, 24, 64] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(limit) && exec \"$0\" \"$1\"", child, store]
-            let out = Pipe(), err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            let acks = AcknowledgementCollector()
-            out.fileHandleForReading.readabilityHandler = { acks.consume($0.availableData) }
-            try process.run()
             // Either it exits (refused) or it acknowledges a save (it works);
             // a sanitized build starts slowly, so wait for one of the two.
             let deadline = Date().addingTimeInterval(60)
-            while process.isRunning && acks.snapshot.highest == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-            let worked = acks.snapshot.highest > 0
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            out.fileHandleForReading.readabilityHandler = nil
-            acks.consume(out.fileHandleForReading.readDataToEndOfFile())
-            let said = acks.snapshot.errors.joined(separator: "\n") + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            if worked { continue }
-            if process.terminationReason == .exit {
-                #expect(process.terminationStatus == 1, "ulimit -n \(limit): exit \(process.terminationStatus): \(said)")
+            let run = try runCrashChild("/bin/sh", ["-c", "ulimit -n \(limit) && exec \"$0\" \"$1\"", child, store]) {
+                $0.snapshot.highest > 0 || Date() >= deadline
+            }
+            if run.highest > 0 { continue }
+            let said = run.said.joined(separator: "\n")
+            if !run.killed {
+                #expect(run.status == 1, "ulimit -n \(limit): exit \(run.status): \(said)")
                 #expect(said.contains("Too many open files") || said.contains("EMFILE"), "ulimit -n \(limit): \(said)")
                 refused += 1
             } else {
-                Issue.record("ulimit -n \(limit): the child neither saved nor exited with an error (signal \(process.terminationStatus)): \(said)")
+                Issue.record("ulimit -n \(limit): the child neither saved nor exited with an error in 60 s: \(said)")
             }
         }
         #expect(refused > 0, "no limit was low enough to be refused")

@@ -37,6 +37,8 @@ final class WaitGraph: @unchecked Sendable {
     /// One registered wait.
     struct Ticket: Equatable {
         fileprivate let number: UInt64
+        /// The ticket of a wait that was not registered (numbers count from 1).
+        fileprivate static let unregistered = Ticket(number: 0)
     }
 
     private struct Waiter {
@@ -54,8 +56,11 @@ final class WaitGraph: @unchecked Sendable {
     /// nil: the caller runs as a guest instead. Once the wait is over (the
     /// awaited block has started), pass the ticket to ``endWait(_:)``.
     func beginWait(holds: [UInt64], waitsFor resources: [UInt64]) -> Ticket? {
-        lock.withLock {
-            if !holds.isEmpty && closesCycle(holds: holds, waitsFor: resources) { return nil }
+        // A thread that holds nothing can close no cycle, and no one can be
+        // waiting for it: nothing to check, nothing to register.
+        if holds.isEmpty { return Ticket.unregistered }
+        return lock.withLock {
+            if closesCycle(holds: holds, waitsFor: resources) { return nil }
             issued += 1
             let ticket = Ticket(number: issued)
             waiters.append(Waiter(ticket: ticket, holds: holds, waitsFor: resources))
@@ -65,6 +70,7 @@ final class WaitGraph: @unchecked Sendable {
 
     /// Ends a wait; ending it again does nothing.
     func endWait(_ ticket: Ticket) {
+        guard ticket != .unregistered else { return }
         lock.withLock {
             if let index = waiters.firstIndex(where: { $0.ticket == ticket }) { waiters.remove(at: index) }
         }
