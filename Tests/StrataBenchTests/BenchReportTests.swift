@@ -40,18 +40,26 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
     @Test func stallJSONSchemaAndPlot() throws {
         let dir = scratch("stall")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let result = try runBench(["stall", "--objects", "800", "--save-every", "200", "--store", dir + "/stores",
+        let result = try runBench(["stall", "--objects", "800", "--save-every", "200", "--repeats", "2", "--store", dir + "/stores",
                                    "--json", dir + "/stall.json", "--plot", dir + "/stall.svg"])
         #expect(result.status == 0)
         #expect(result.stdout.contains("(b) import child -> main -> writer -> disk"))
+        #expect(result.stdout.contains("(0) the probe alone, nothing imported"))
         #expect(result.stdout.contains("SQLite"))
         let report = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/stall.json"))), "report")
         #expect(try number(report["objects"], "objects") == 800)
         #expect(try number(report["saveEvery"], "saveEvery") == 200)
-        for key in ["date", "ingredientsPerRecipe", "cores", "runs", "sqlite"] { #expect(report[key] != nil, "missing \(key)") }
+        #expect(try number(report["repeats"], "repeats") == 2)
+        for key in ["date", "ingredientsPerRecipe", "cores", "runs", "sqlite", "sqliteRuns", "floor", "floorSummary", "summary"] {
+            #expect(report[key] != nil, "missing \(key)")
+        }
+        // Every round of every layout, the rounds interleaved.
         let runs = try #require(report["runs"] as? [Any])
         let layouts = try runs.map { try object($0, "run")["layout"] as? String }
-        #expect(layouts == ["naive", "seed-stack", "writer-child", "private-context"])
+        let order = ["naive", "seed-stack", "writer-child", "private-context"]
+        #expect(layouts == order + order)
+        #expect(try runs.map { try number(object($0, "run")["round"], "round") } == [0, 0, 0, 0, 1, 1, 1, 1])
+        let stallKeys = ["p50", "p99", "p999", "max", "ticks", "ticksLaterThan8_3ms", "ticksLaterThan16_7ms"]
         for run in runs {
             let run = try object(run, "run")
             for key in ["objects", "saveEvery", "seconds", "objectsPerSecond", "bytesWritten", "fsyncs"] {
@@ -63,9 +71,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             let single = ["naive", "private-context"].contains(run["layout"] as? String ?? "")
             #expect(try number(run["fsyncs"], "fsyncs") >= (single ? 4 : 1))
             let stall = try object(run["stall"], "stall")
-            for key in ["p50", "p99", "p999", "max", "ticks", "ticksLaterThan8_3ms", "ticksLaterThan16_7ms"] {
-                #expect(try number(stall[key], key) >= 0)
-            }
+            for key in stallKeys { #expect(try number(stall[key], key) >= 0) }
             #expect(try number(stall["p50"], "p50") <= number(stall["max"], "max"))
             let timeline = try #require(stall["timeline"] as? [Any])
             if let point = timeline.first {
@@ -74,8 +80,27 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
                 _ = try number(point["latenessMs"], "latenessMs")
             }
         }
+        // The medians the table shows: one per layout, each the median of its rounds.
+        let summary = try #require(report["summary"] as? [Any])
+        #expect(try summary.map { try object($0, "summary")["layout"] as? String } == order)
+        for (i, entry) in summary.enumerated() {
+            let entry = try object(entry, "summary")
+            #expect(try number(entry["rounds"], "rounds") == 2)
+            let rounds = try [runs[i], runs[i + 4]].map { try number(object($0, "run")["seconds"], "seconds") }
+            #expect(try number(entry["seconds"], "seconds") == (rounds[0] + rounds[1]) / 2)
+            let medians = try object(entry["stall"], "stall")
+            for key in ["p50", "p99", "p999", "max", "worstMax", "ticksLaterThan8_3ms", "ticksLaterThan16_7ms"] {
+                #expect(try number(medians[key], key) >= 0)
+            }
+            #expect(try number(medians["max"], "max") <= number(medians["worstMax"], "worstMax"))
+            #expect(try number(entry["vsSQLite"], "vsSQLite") > 0)
+        }
+        #expect((report["floor"] as? [Any])?.count == 2)
+        let floor = try object(report["floorSummary"], "floorSummary")
+        #expect(try number(floor["max"], "max") >= 0)
+        #expect((report["sqliteRuns"] as? [Any])?.count == 2)
         let sqlite = try object(report["sqlite"], "sqlite")
-        for key in ["seconds", "objectsPerSecond", "bytesOnDisk"] { #expect(try number(sqlite[key], key) > 0) }
+        for key in ["rounds", "seconds", "objectsPerSecond", "bytesOnDisk"] { #expect(try number(sqlite[key], key) > 0) }
 
         let svg = try String(contentsOfFile: dir + "/stall.svg", encoding: .utf8)
         #expect(svg.hasPrefix("<svg"))

@@ -98,8 +98,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// never equal to a store version (those stay below 2^63).
     @exclusivity(unchecked) var versionCounter: UInt64 = 0
     /// Primary keys reserved from the coordinator, by entity index.
-    lazy var reservedKeys: [Range<UInt64>] = Array(repeating: 0..<0, count: model.entities.count)
-    lazy var keyReservationSize: [UInt64] = Array(repeating: 32, count: model.entities.count)
+    /// (Not `lazy`: a lazy array is copied by every element write.)
+    @exclusivity(unchecked) var reservedKeys: [Range<UInt64>]
+    @exclusivity(unchecked) var keyReservationSize: [UInt64]
 
     /// What a save does when another save changed the same objects first.
     public var mergePolicy: MergePolicy = .error
@@ -127,6 +128,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.parent = nil
         self.persistentStoreCoordinator = coordinator
         self.model = coordinator.model
+        (self.reservedKeys, self.keyReservationSize) = Self.emptyKeyReservations(coordinator.model)
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
@@ -143,6 +145,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.parent = parent
         self.persistentStoreCoordinator = parent.persistentStoreCoordinator
         self.model = parent.model
+        (self.reservedKeys, self.keyReservationSize) = Self.emptyKeyReservations(parent.model)
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
@@ -185,6 +188,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     func nextVersion() -> UInt64 {
         versionCounter += 1
         return (1 << 63) | (serial & 0x7F_FFFF) << 40 | (versionCounter & 0xFF_FFFF_FFFF)
+    }
+
+    private static func emptyKeyReservations(_ model: ManagedObjectModel) -> ([Range<UInt64>], [UInt64]) {
+        (Array(repeating: 0..<0, count: model.entities.count), Array(repeating: 32, count: model.entities.count))
     }
 
     func allocatePrimaryKey(for entity: EntityDescription) -> UInt64 {

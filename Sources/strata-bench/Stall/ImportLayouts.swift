@@ -34,6 +34,8 @@ enum ImportLayout: String, CaseIterable, Codable, Sendable {
 /// One import's figures.
 struct ImportRun: Codable, Sendable {
     var layout: String
+    /// Which round of `strata-bench stall --repeats` this was (from 0).
+    var round = 0
     var objects: Int
     var saveEvery: Int
     var seconds: Double
@@ -99,7 +101,7 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
     }
     let after = coordinator.storeStatistics
     return ImportRun(
-        layout: layout.rawValue, objects: objects, saveEvery: saveEvery, seconds: seconds,
+        layout: layout.rawValue, round: 0, objects: objects, saveEvery: saveEvery, seconds: seconds,
         objectsPerSecond: Double(objects) / seconds, stall: stall,
         bytesWritten: (after?.logBytesWritten ?? 0) &- (before?.logBytesWritten ?? 0),
         fsyncs: (after?.logSyncs ?? 0) - (before?.logSyncs ?? 0))

@@ -5,6 +5,13 @@ import Foundation
 /// `strata-bench stall` (the default): how long the main queue stalls while
 /// recipe-like objects are imported and saved to disk, through each stack
 /// layout, side by side with the same import into SQLite.
+///
+/// The machines this runs on are shared and noisy, and a maximum is the
+/// noisiest figure there is: so every layout runs `--repeats` times, the
+/// rounds interleaved (a, b, c, private, SQLite, a, b, …), the table shows
+/// the median of each figure over the rounds, and each round also measures
+/// the probe alone — how late the main queue's timer runs on this machine
+/// with nothing imported at all, the floor no layout can go below.
 struct StallCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stall",
@@ -14,29 +21,45 @@ struct StallCommand: ParsableCommand {
     @Option(help: "Objects imported per layout (recipes plus their ingredients).") var objects = 200_000
     @Option(help: "Objects per save.") var saveEvery = 2_000
     @Option(help: "Ingredients per recipe.") var ingredients = 3
+    @Option(help: "Rounds of every layout; the table shows medians over the rounds.") var repeats = 5
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
     @Option(help: "Write every figure to this JSON file.") var json: String?
     @Option(help: "Draw the main-queue stall over time, one line per layout, into this SVG file.") var plot: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
+    @Option(name: .customLong("layout"), help: "Run only these layouts (repeatable): naive, seed-stack, writer-child, private-context.")
+    var layouts: [ImportLayout] = []
 
     func run() throws {
         let work = try WorkDirectory(store, scenario: "stall")
         defer { work.cleanUp() }
         let root = work.path
-        let (objects, saveEvery, ingredients, noSQLite) = (objects, saveEvery, ingredients, noSQLite)
+        let (objects, saveEvery, ingredients, noSQLite, rounds) = (objects, saveEvery, ingredients, noSQLite, max(1, repeats))
+        let chosen = layouts.isEmpty ? ImportLayout.stallLayouts + [.privateContext] : layouts
         let report = try MainThreadDriver.run { () throws -> StallReport in
             var report = StallReport(date: ISO8601DateFormatter().string(from: Date()), objects: objects, saveEvery: saveEvery,
-                                     ingredientsPerRecipe: ingredients, cores: ProcessInfo.processInfo.activeProcessorCount)
-            for layout in ImportLayout.stallLayouts + [.privateContext] {
-                progress("stall: importing \(objects) objects through \(layout.rawValue) ...")
-                report.runs.append(try runImport(layout: layout, objects: objects, saveEvery: saveEvery,
-                                                 ingredients: ingredients, directory: root + "/" + layout.rawValue))
+                                     ingredientsPerRecipe: ingredients, cores: ProcessInfo.processInfo.activeProcessorCount, repeats: rounds)
+            for round in 0..<rounds {
+                for layout in chosen {
+                    progress("stall: round \(round + 1)/\(rounds): importing \(objects) objects through \(layout.rawValue) ...")
+                    let directory = root + "/" + layout.rawValue
+                    try? FileManager.default.removeItem(atPath: directory)
+                    var run = try runImport(layout: layout, objects: objects, saveEvery: saveEvery, ingredients: ingredients, directory: directory)
+                    run.round = round
+                    report.runs.append(run)
+                }
+                if !noSQLite {
+                    progress("stall: round \(round + 1)/\(rounds): the same import into SQLite ...")
+                    let path = root + "/sqlite.db"
+                    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                    let (seconds, bytes) = try SQLiteImport.run(objects: objects, saveEvery: saveEvery, ingredients: ingredients, path: path)
+                    report.sqliteRuns.append(SQLiteRun(round: round, seconds: seconds, objectsPerSecond: Double(objects) / seconds, bytesOnDisk: bytes))
+                }
+                // As long as the median import of this round, with nothing imported.
+                let importSeconds = median(report.runs.filter { $0.round == round }.map(\.seconds))
+                progress("stall: round \(round + 1)/\(rounds): the probe alone for \(fixed(importSeconds, 2)) s ...")
+                report.floor.append(StallProbe.alone(for: importSeconds))
             }
-            if !noSQLite {
-                progress("stall: the same import into SQLite ...")
-                let (seconds, bytes) = try SQLiteImport.run(objects: objects, saveEvery: saveEvery, ingredients: ingredients, path: root + "/sqlite.db")
-                report.sqlite = SQLiteRun(seconds: seconds, objectsPerSecond: Double(objects) / seconds, bytesOnDisk: bytes)
-            }
+            report.summarize(chosen)
             return report
         }.get()
         print(report.render())
@@ -51,45 +74,129 @@ struct StallCommand: ParsableCommand {
     }
 }
 
+extension ImportLayout: ExpressibleByArgument {}
+
 struct SQLiteRun: Codable, Sendable {
+    var round: Int
     var seconds: Double
     var objectsPerSecond: Double
     var bytesOnDisk: UInt64
 }
 
-/// Everything one `stall` run measured (the `--json` document).
+/// Medians over rounds of a probe's figures (milliseconds).
+struct StallMedians: Codable, Sendable {
+    var p50: Double
+    var p99: Double
+    var p999: Double
+    /// The median of the rounds' longest stalls.
+    var max: Double
+    /// The longest stall of any round.
+    var worstMax: Double
+    var ticksLaterThan8_3ms: Double
+    var ticksLaterThan16_7ms: Double
+
+    init(_ rounds: [StallFigures]) {
+        p50 = median(rounds.map(\.p50))
+        p99 = median(rounds.map(\.p99))
+        p999 = median(rounds.map(\.p999))
+        max = median(rounds.map(\.max))
+        worstMax = rounds.map(\.max).max() ?? 0
+        ticksLaterThan8_3ms = median(rounds.map { Double($0.ticksLaterThan8_3ms) })
+        ticksLaterThan16_7ms = median(rounds.map { Double($0.ticksLaterThan16_7ms) })
+    }
+}
+
+/// The medians over the rounds of one layout.
+struct StallSummary: Codable, Sendable {
+    var layout: String
+    var rounds: Int
+    var seconds: Double
+    var objectsPerSecond: Double
+    var stall: StallMedians
+    var bytesWritten: Double
+    var fsyncs: Double
+    /// The median over the rounds of (this layout's objects/s ÷ SQLite's in the same round).
+    var vsSQLite: Double?
+}
+
+struct SQLiteSummary: Codable, Sendable {
+    var rounds: Int
+    var seconds: Double
+    var objectsPerSecond: Double
+    var bytesOnDisk: Double
+}
+
+/// Everything one `stall` run measured (the `--json` document): every
+/// round of every layout in `runs`, SQLite's rounds in `sqliteRuns`, the
+/// probe alone in `floor`, and the medians the table shows in `summary`.
 struct StallReport: Codable, Sendable {
     var date: String
     var objects: Int
     var saveEvery: Int
     var ingredientsPerRecipe: Int
     var cores: Int
+    var repeats: Int
     var runs: [ImportRun] = []
-    var sqlite: SQLiteRun?
+    var sqliteRuns: [SQLiteRun] = []
+    /// The probe alone, once per round.
+    var floor: [StallFigures] = []
+    var summary: [StallSummary] = []
+    var floorSummary: StallMedians?
+    var sqlite: SQLiteSummary?
 
-    func run(_ layout: ImportLayout) -> ImportRun? { runs.first { $0.layout == layout.rawValue } }
+    func summary(_ layout: ImportLayout) -> StallSummary? { summary.first { $0.layout == layout.rawValue } }
+
+    /// The round of `layout` whose longest stall is the median one: what the plot draws.
+    func medianRun(_ layout: ImportLayout) -> ImportRun? {
+        let rounds = runs.filter { $0.layout == layout.rawValue }.sorted { $0.stall.max < $1.stall.max }
+        return rounds.isEmpty ? nil : rounds[(rounds.count - 1) / 2]
+    }
+
+    mutating func summarize(_ layouts: [ImportLayout]) {
+        summary = layouts.compactMap { layout in
+            let rounds = runs.filter { $0.layout == layout.rawValue }
+            guard !rounds.isEmpty else { return nil }
+            let ratios = rounds.compactMap { run in sqliteRuns.first { $0.round == run.round }.map { run.objectsPerSecond / $0.objectsPerSecond } }
+            return StallSummary(
+                layout: layout.rawValue, rounds: rounds.count,
+                seconds: median(rounds.map(\.seconds)), objectsPerSecond: median(rounds.map(\.objectsPerSecond)),
+                stall: StallMedians(rounds.map(\.stall)),
+                bytesWritten: median(rounds.map { Double($0.bytesWritten) }), fsyncs: median(rounds.map { Double($0.fsyncs) }),
+                vsSQLite: ratios.isEmpty ? nil : median(ratios))
+        }
+        floorSummary = floor.isEmpty ? nil : StallMedians(floor)
+        sqlite = sqliteRuns.isEmpty ? nil : SQLiteSummary(
+            rounds: sqliteRuns.count, seconds: median(sqliteRuns.map(\.seconds)),
+            objectsPerSecond: median(sqliteRuns.map(\.objectsPerSecond)), bytesOnDisk: median(sqliteRuns.map { Double($0.bytesOnDisk) }))
+    }
 
     func render() -> String {
-        var table = Table("Layout", "import s", "objects/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">8.3ms", ">16.7ms", "MB written", "fsyncs")
+        var table = Table("Layout", "import s", "objects/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "worst max", ">8.3ms", ">16.7ms", "MB written", "fsyncs")
         for layout in ImportLayout.stallLayouts {
-            guard let r = run(layout) else { continue }
-            table.add(layout.title, fixed(r.seconds, 2), thousands(r.objectsPerSecond), fixed(r.stall.p50, 2), fixed(r.stall.p99, 2),
-                      fixed(r.stall.p999, 2), fixed(r.stall.max, 2), String(r.stall.ticksLaterThan8_3ms), String(r.stall.ticksLaterThan16_7ms),
-                      fixed(Double(r.bytesWritten) / 1e6, 1), String(r.fsyncs))
+            guard let s = summary(layout) else { continue }
+            let m = s.stall
+            table.add(layout.title, fixed(s.seconds, 2), thousands(s.objectsPerSecond), fixed(m.p50, 2), fixed(m.p99, 2),
+                      fixed(m.p999, 2), fixed(m.max, 2), fixed(m.worstMax, 2), count(m.ticksLaterThan8_3ms), count(m.ticksLaterThan16_7ms),
+                      fixed(s.bytesWritten / 1e6, 1), count(s.fsyncs))
+        }
+        if let s = floorSummary {
+            table.add("(0) the probe alone, nothing imported", "-", "-", fixed(s.p50, 2), fixed(s.p99, 2), fixed(s.p999, 2), fixed(s.max, 2),
+                      fixed(s.worstMax, 2), count(s.ticksLaterThan8_3ms), count(s.ticksLaterThan16_7ms), "-", "-")
         }
         var out = "Main-queue stalls while importing \(thousands(Double(objects))) objects (recipes with \(ingredientsPerRecipe) ingredients each), "
-            + "saving every \(thousands(Double(saveEvery))); a 1 ms timer on the main thread; \(date), \(cores) cores\n\n" + table.render()
+            + "saving every \(thousands(Double(saveEvery))); a 1 ms timer on the main thread; medians of \(repeats) interleaved round(s); "
+            + "\(date), \(cores) cores\n\n" + table.render()
         var imports = Table("Import to disk, same objects, one durable save every \(thousands(Double(saveEvery)))", "seconds", "objects/s", "vs SQLite")
-        let sqliteRate = sqlite?.objectsPerSecond
         for layout in [ImportLayout.privateContext, .writerChild, .seedStack] {
-            guard let r = run(layout) else { continue }
-            imports.add(layout == .privateContext ? layout.title : "Strata " + layout.title, fixed(r.seconds, 2), thousands(r.objectsPerSecond),
-                        sqliteRate.map { fixed(r.objectsPerSecond / $0, 2) + "x" } ?? "-")
+            guard let s = summary(layout) else { continue }
+            imports.add(layout == .privateContext ? layout.title : "Strata " + layout.title, fixed(s.seconds, 2), thousands(s.objectsPerSecond),
+                        s.vsSQLite.map { fixed($0, 2) + "x" } ?? "-")
         }
-        if let sqlite {
-            imports.add("SQLite 3 (WAL, synchronous=FULL, prepared statements)", fixed(sqlite.seconds, 2), thousands(sqlite.objectsPerSecond), "1.00x")
+        if let s = sqlite {
+            imports.add("SQLite 3 (WAL, synchronous=FULL, prepared statements)", fixed(s.seconds, 2), thousands(s.objectsPerSecond), "1.00x")
         }
         out += "\n\n" + imports.render()
+        out += "\n\n(medians over the rounds; \"worst max\" is the longest stall of any round; \"vs SQLite\" is the median of each round's ratio)"
         return out
     }
 }

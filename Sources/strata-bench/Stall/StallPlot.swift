@@ -5,7 +5,8 @@ import Foundation
 enum StallPlot {
     static func svg(_ report: StallReport) -> String {
         let width = 900.0, height = 420.0, left = 60.0, right = 220.0, top = 30.0, bottom = 50.0
-        let runs = ImportLayout.stallLayouts.compactMap { report.run($0) }
+        // Of each layout, the round whose longest stall is the median one.
+        let runs = ImportLayout.stallLayouts.compactMap { report.medianRun($0) }
         let maxX = max(1, runs.map { $0.seconds * 1000 }.max() ?? 1)
         let maxY = max(20, (runs.map { $0.stall.max }.max() ?? 20) * 1.1)
         let colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"]
@@ -14,7 +15,7 @@ enum StallPlot {
         var svg = """
         <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" font-family="sans-serif" font-size="12">
         <rect width="100%" height="100%" fill="white"/>
-        <text x="\(left)" y="18" font-size="14">Main-queue stall during an import of \(report.objects) objects (save every \(report.saveEvery)), \(report.date)</text>
+        <text x="\(left)" y="18" font-size="14">Main-queue stall during an import of \(report.objects) objects (save every \(report.saveEvery)), median round of \(report.repeats), \(report.date)</text>
         <line x1="\(left)" y1="\(y(0))" x2="\(width - right)" y2="\(y(0))" stroke="black"/>
         <line x1="\(left)" y1="\(y(0))" x2="\(left)" y2="\(top)" stroke="black"/>
         <text x="\((left + width - right) / 2)" y="\(height - 12)" text-anchor="middle">time (ms)</text>

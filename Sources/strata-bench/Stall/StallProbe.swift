@@ -41,6 +41,15 @@ final class StallProbe: @unchecked Sendable {
         }
     }
 
+    /// The probe alone for `seconds`, nothing else running: the lateness
+    /// this machine gives the main queue by itself (the floor of every layout).
+    static func alone(for seconds: Double) -> StallFigures {
+        let probe = StallProbe()
+        probe.startProbing()
+        Thread.sleep(forTimeInterval: seconds)
+        return probe.stopProbing()
+    }
+
     func stopProbing() -> StallFigures {
         Thread.sleep(forTimeInterval: 0.005)
         timer?.cancel()

@@ -29,6 +29,7 @@ func thousands(_ value: Double) -> String {
 
 func fixed(_ value: Double, _ places: Int) -> String {
     guard value.isFinite else { return "-" }
+    if places == 0 { return String(Int(value.rounded())) }
     var scale = 1.0
     for _ in 0..<places { scale *= 10 }
     let r = (value * scale).rounded() / scale
@@ -40,6 +41,11 @@ func fixed(_ value: Double, _ places: Int) -> String {
         s += "." + String(repeating: "0", count: places)
     }
     return s
+}
+
+/// A median of counts: `3`, or `2.5` between two.
+func count(_ value: Double) -> String {
+    value.rounded() == value ? fixed(value, 0) : fixed(value, 1)
 }
 
 /// Progress for long runs, on stderr so the table on stdout stays clean.
