@@ -166,6 +166,7 @@ extension ManagedObjectContext {
 
     /// Called before every change to `object`'s values.
     func objectWillChange(_ object: ManagedObject) {
+        object.flags.remove(.validatedByChild)
         if !object.flags.contains(.dirty) {
             object.flags.insert(.dirty)
             if !object.flags.contains(.inserted) && !object.flags.contains(.deleted) {
@@ -185,7 +186,9 @@ extension ManagedObjectContext {
         guard !object.flags.contains(.pendingNotification) else { return }
         object.flags.insert(.pendingNotification)
         pendingChanges.append(object)
-        scheduleProcessingIfUsedDirectly()
+        // Only the first pending change can need a processing block: with
+        // more, one is scheduled already or the running block processes them.
+        if pendingChanges.count == 1 { scheduleProcessingIfUsedDirectly() }
     }
 
     /// A `.mainQueue` context changed outside any block (direct use on the

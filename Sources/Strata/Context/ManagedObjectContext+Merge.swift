@@ -129,6 +129,7 @@ extension ManagedObjectContext {
     /// Takes `snapshot` as the source's state of `object`, re-applying the
     /// object's unsaved changes on top when `keepingChanges`.
     func refresh(_ object: ManagedObject, with snapshot: Snapshot, keepingChanges: Bool) {
+        object.flags.remove(.validatedByChild)
         if keepingChanges && object.flags.contains(.dirty) {
             let base = object.committed ?? snapshot.values
             var merged = snapshot.values

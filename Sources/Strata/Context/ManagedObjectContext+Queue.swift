@@ -27,7 +27,11 @@ extension ManagedObjectContext {
         guard let queue else {
             preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
         }
-        queue.async { self.runBlock(block, enteredFromMain: false) }
+        parking.blockEnqueued()
+        queue.async {
+            self.runBlock(block, enteredFromMain: false)
+            self.parking.blockFinished()
+        }
     }
 
     /// Runs `block` on the context's queue and waits for it (SEMANTICS.md
@@ -61,6 +65,8 @@ extension ManagedObjectContext {
         // performAndWait would deadlock on the child's busy queue.
         let callerStack = ExecutionStack.current
         let callerContexts = callerStack.contexts
+        parking.blockEnqueued()
+        defer { parking.blockFinished() }
         let result: Result<T, E> = queue.sync {
             WaitGraph.shared.endWait(ticket)
             let stack = ExecutionStack.current
@@ -88,8 +94,10 @@ extension ManagedObjectContext {
         guard let queue else {
             preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
         }
+        parking.blockEnqueued()
         let result: Result<T, E> = await withCheckedContinuation { continuation in
             queue.async {
+                defer { self.parking.blockFinished() }
                 let result: Result<T, E>
                 do throws(E) {
                     result = .success(try self.runBlock(block, enteredFromMain: false))

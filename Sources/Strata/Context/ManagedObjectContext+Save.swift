@@ -96,11 +96,13 @@ extension ManagedObjectContext {
     }
 
     private func validate(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
+        let checkTargets = !deleted.isEmpty || !discardedInserts.isEmpty
+        // What a child validated needs checking only against deletions here.
+        if object.flags.contains(.validatedByChild) && !checkTargets { return }
         let entity = object.entity
         for i in entity.requiredIndices where object.values[i] == .null {
             failures.append(ValidationFailure(objectID: object.objectID, property: entity.properties[i].name, reason: .missingValue))
         }
-        let checkTargets = !deleted.isEmpty || !discardedInserts.isEmpty
         for i in entity.relationshipIndices {
             let destination = entity.destinations[i]
             switch object.values[i] {
@@ -301,6 +303,7 @@ extension ManagedObjectContext {
             }
             object.exposedVersion = nextVersion()
             object.flags.remove(.exposedVersionFresh)  // the child holds this version
+            object.flags.insert(.validatedByChild)
             outcome.insertedVersions.append(object.exposedVersion)
         }
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
@@ -313,7 +316,11 @@ extension ManagedObjectContext {
                 object.exposedVersion = nextVersion()
                 object.flags.remove(.exposedVersionFresh)
                 outcome.updatedVersions.append(object.exposedVersion)
-                if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
+                if values != changes.updatedValues[i] {
+                    outcome.resolvedValues[i] = values  // a property-level merge: validated when saved on
+                } else {
+                    object.flags.insert(.validatedByChild)
+                }
             case .keep(let current):
                 outcome.keep(current, forUpdate: i)
             case .drop:

@@ -65,6 +65,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         /// The object no longer exists in its source (an inaccessible fault, or
         /// deleted by a merge): reads return defaults, and it cannot be saved.
         static let invalidated = Flags(rawValue: 64)
+        /// Holds exactly the values a child saved into this context after
+        /// validating them, unchanged here since: this context's own save
+        /// need not check them again (only against its own deletions).
+        static let validatedByChild = Flags(rawValue: 128)
     }
 
     /// Creates an object of `entity` and, when `context` is given, inserts it.
