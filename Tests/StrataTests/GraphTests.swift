@@ -548,6 +548,53 @@ fileprivate func gtSaveError(_ context: ManagedObjectContext) -> StrataError? {
         }
     }
 
+    /// A parent does not validate again what a child validated and saved
+    /// into it (the saving path of an import), but it does when it changed
+    /// the object since, and always against its own deletions.
+    @Test func whatAChildValidatedIsCheckedAgainAfterParentChanges() throws {
+        let coordinator = try makeCoordinator(model: makePetModel())
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let child = ManagedObjectContext(.privateQueue, parent: writer, name: "child")
+        let olgaID = try writer.performAndWait {
+            let olga = GTOwner(context: writer); olga.name = "Olga"
+            try writer.save()
+            return olga.objectID
+        }
+        let rexID = try child.performAndWait {
+            let olga = try #require(try child.existingObject(with: olgaID) as? GTOwner)
+            let keeper = GTOwner(context: child); keeper.name = "Keeper"
+            let rex = GTPet(context: child); rex.name = "Rex"; rex.owner = olga; rex.keeper = keeper
+            try child.save()
+            return rex.objectID
+        }
+        try writer.performAndWait {
+            // noAction: deleting Olga here leaves Rex (as the child saved him,
+            // untouched here) pointing at her; the parent's save must see it.
+            let olga = try #require(try writer.existingObject(with: olgaID) as? GTOwner)
+            let rex = try #require(try writer.existingObject(with: rexID) as? GTPet)
+            writer.delete(olga)
+            let error = try #require(gtSaveError(writer), "a dangling reference in a child's insert was saved")
+            #expect(error.validationFailures.contains { $0.reason == .targetDeleted && $0.objectID == rexID && $0.property == "owner" })
+            rex.owner = nil
+            try writer.save()
+        }
+        let fidoID = try child.performAndWait {
+            let keeper = try gtOne(GTOwner.self, child, #Predicate { $0.name == "Keeper" })
+            let fido = GTPet(context: child); fido.name = "Fido"; fido.keeper = keeper
+            try child.save()
+            return fido.objectID
+        }
+        try writer.performAndWait {
+            // Changed here after the child validated it: validated again.
+            let fido = try #require(try writer.existingObject(with: fidoID) as? GTPet)
+            fido.setValue(nil, forKey: "name")
+            let error = try #require(gtSaveError(writer), "a required value cleared in the parent was saved")
+            #expect(gtFailures(error) == [gtFailure(fidoID, "name", .missingValue)])
+            fido.name = "Fido"
+            try writer.save()
+        }
+    }
+
     /// Every failure of a save is listed in one validationFailed error, and a
     /// failed save changes nothing anywhere: the context keeps its changes,
     /// the parent and the store are as they were.
