@@ -31,6 +31,30 @@ import Testing
         }
     }
 
+    /// An object that outlives its context (objects hold their context
+    /// unretained, through a link the context clears when it goes) sees no
+    /// context, and can still be read and written without one.
+    @Test func objectOutlivingItsContextSeesNone() throws {
+        let coordinator = try makeCoordinator()
+        weak var gone: ManagedObjectContext?
+        let soup: Recipe = try {
+            let context = ManagedObjectContext(.confinement, coordinator: coordinator)
+            gone = context
+            let soup = Recipe(context: context)
+            soup.name = "Soup"
+            try context.save()
+            soup.name = "Broth"  // unsaved, and registered: the context holds it
+            #expect(soup.managedObjectContext === context)
+            return soup
+        }()
+        #expect(gone == nil, "the context should be gone")
+        #expect(soup.managedObjectContext == nil)
+        #expect(soup.name == "Broth")
+        soup.name = "Stock"
+        #expect(soup.name == "Stock")
+        #expect(soup.value(forKey: "name") as? String == "Stock")
+    }
+
     /// `refresh(_:mergeChanges: false)` of an object changed in the same
     /// block lists it once (not twice) in that block's notification.
     @Test func refreshedPendingObjectIsListedOnce() throws {

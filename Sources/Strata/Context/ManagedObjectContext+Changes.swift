@@ -26,16 +26,16 @@ extension ManagedObjectContext {
     /// inserted already.
     public func insert(_ object: ManagedObject) {
         checkQueue()
-        if object.context === self {
+        if object.link === link {
             if object.flags.contains(.deleted) { undelete(object) }
             return
         }
-        precondition(object.context == nil, "Strata: \(object) belongs to another context")
+        precondition(object.link?.unmanaged == nil, "Strata: \(object) belongs to another context")
         precondition(model.contains(object.entity),
                      "Strata: \(object.entity.name) is not an entity of this context's model")
         object.primaryKey = allocatePrimaryKey(for: object.entity)
         object.isTemporary = true
-        object.context = self
+        object.link = link
         object.committed = nil
         object.version = 0
         object.exposedVersion = nextVersion()

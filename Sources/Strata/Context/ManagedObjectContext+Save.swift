@@ -294,7 +294,7 @@ extension ManagedObjectContext {
                 object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
                 object.primaryKey = id.primaryKey
                 object.isTemporary = id.isTemporaryID
-                object.context = self
+                object.link = link
                 object.values = changes.insertedValues[i]
                 object.flags = [.inserted, .dirty]
                 registry[id] = object

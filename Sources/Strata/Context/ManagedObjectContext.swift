@@ -118,6 +118,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// ``childAccess(_:)``).
     let parking = ParkingState()
 
+    /// What this context's objects point to (see ``ContextLink``).
+    let link = ContextLink()
+
     let relationsLock = Lock()
     private var _children: [WeakContext] = []
     private var _mergesFromParent = false
@@ -132,6 +135,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
+        link.unmanaged = .passUnretained(self)
         coordinator.register(self)
     }
 
@@ -149,7 +153,13 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
+        link.unmanaged = .passUnretained(self)
         parent.relationsLock.withLock { parent._children.append(WeakContext(self)) }
+    }
+
+    deinit {
+        // Objects that outlive the context now see no context.
+        link.unmanaged = nil
     }
 
     private static func binding(_ type: ConcurrencyType, serial: UInt64, name: String) -> (DispatchQueue?, pthread_t?) {

@@ -148,11 +148,19 @@ extension ManagedObject {
         checkQueue()
         fulfill()
         guard values[index] != value else { return }
-        if let context, entity.destinations[index] != nil {
-            context.setRelationship(of: self, at: index, to: value, added: nil, removed: nil)
-        } else {
-            context?.objectWillChange(self)
+        guard let unmanaged = link?.unmanaged else {
             values[index] = value
+            return
+        }
+        // At +0: a retain and release of the context per write showed up in
+        // every import profile.
+        unmanaged._withUnsafeGuaranteedRef { context in
+            if entity.destinations[index] != nil {
+                context.setRelationship(of: self, at: index, to: value, added: nil, removed: nil)
+            } else {
+                context.objectWillChange(self)
+                values[index] = value
+            }
         }
     }
 

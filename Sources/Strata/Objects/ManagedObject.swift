@@ -31,8 +31,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Assigned when the object is inserted into (or materialized by) a context.
     @exclusivity(unchecked) final var primaryKey: UInt64 = 0
     @exclusivity(unchecked) final var isTemporary = true
-    /// Weak: the context owns its registered objects, not the other way round.
-    final weak var context: ManagedObjectContext?
+    /// The registering context's link (see ``ContextLink``: not a weak
+    /// reference, which cost every property write two atomic side-table
+    /// operations); the context owns its registered objects, not the other
+    /// way round.
+    @exclusivity(unchecked) final var link: ContextLink?
+    /// The registering context, retained for the caller (nil once it is gone
+    /// or the object left it). Hot paths use ``link`` at +0 instead.
+    final var context: ManagedObjectContext? {
+        get { link?.context }
+        set { link = newValue?.link }
+    }
     /// The current values, one per property in the entity's order; empty while a fault.
     @exclusivity(unchecked) final var values: [PropertyValue]
     /// The values this context's source (parent or store) held when the object
