@@ -5,7 +5,7 @@ public import Foundation
 ///
 /// ```swift
 /// let acks = AcknowledgementCollector()
-/// pipe.fileHandleForReading.readabilityHandler = { acks.consume($0.availableData) }
+/// while let data = try pipe.fileHandleForReading.read(upToCount: 1 << 16) { acks.consume(data) }
 /// ```
 ///
 /// `@unchecked Sendable`: every stored property is guarded by `lock`.

@@ -77,9 +77,14 @@ public func runCrashChild(
     process.standardError = err
     let acks = AcknowledgementCollector()
     let errors = AcknowledgementCollector()
-    out.fileHandleForReading.readabilityHandler = { acks.consume($0.availableData) }
-    err.fileHandleForReading.readabilityHandler = { errors.consume($0.availableData) }
     try process.run()
+    // Blocking reads on threads of their own, not `readabilityHandler`: on
+    // Linux, installing and tearing down its dispatch read sources, run after
+    // run, corrupts libdispatch's epoll bookkeeping and crashes the manager
+    // thread in `_dispatch_event_loop_drain` (swift-corelibs-libdispatch #949;
+    // seen here once in a ContainerCrashTests run).
+    let outRead = readToEnd(out.fileHandleForReading, into: acks)
+    let errRead = readToEnd(err.fileHandleForReading, into: errors)
     var killed = false
     while process.isRunning {
         if killWhen(acks) {
@@ -90,12 +95,25 @@ public func runCrashChild(
         usleep(2_000)
     }
     process.waitUntilExit()
-    out.fileHandleForReading.readabilityHandler = nil
-    err.fileHandleForReading.readabilityHandler = nil
-    acks.consume(out.fileHandleForReading.readDataToEndOfFile())
-    errors.consume(err.fileHandleForReading.readDataToEndOfFile() + Data("\n".utf8))
+    outRead.wait()
+    errRead.wait()
+    errors.consume(Data("\n".utf8))
     let (highest, lines) = acks.snapshot
     return CrashChildRun(
         highest: highest, said: lines + errors.snapshot.errors.filter { !$0.isEmpty },
         killed: killed && process.terminationReason == .uncaughtSignal, status: process.terminationStatus)
+}
+
+/// Feeds `collector` everything read from `handle` until end of file, on a
+/// thread of its own; the semaphore is signalled at the end.
+private func readToEnd(_ handle: FileHandle, into collector: AcknowledgementCollector) -> DispatchSemaphore {
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        // nil at end of file; an error (none is expected on a pipe) ends it too.
+        while let data = try? handle.read(upToCount: 1 << 16), !data.isEmpty {
+            collector.consume(data)
+        }
+        done.signal()
+    }.start()
+    return done
 }

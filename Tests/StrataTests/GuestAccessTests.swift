@@ -1,85 +1,24 @@
 import Dispatch
 import Foundation
-import Strata
+@testable import Strata
 import StrataStore
 import Testing
-
-/// A file system whose fsync can be held shut, so a test can keep a save
-/// "in the middle of its disk write" for as long as it likes.
-private final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendable {
-    // `@unchecked Sendable`: `armed` is guarded by `lock`; the semaphores are thread-safe.
-    let base: any FileSystem = POSIXFileSystem()
-    private let lock = NSLock()
-    private var armed = false
-    let entered = DispatchSemaphore(value: 0)
-    let gate = DispatchSemaphore(value: 0)
-
-    func arm() { lock.withLock { armed = true } }
-
-    func sync(_ fd: FileDescriptor) throws(SystemCallError) {
-        let hold = lock.withLock { () -> Bool in
-            defer { armed = false }
-            return armed
-        }
-        if hold {
-            entered.signal()
-            _ = gate.wait(timeout: .now() + 20)
-        }
-        try base.sync(fd)
-    }
-}
 
 /// SEMANTICS.md line 17 (better than Core Data): a child never waits for
 /// its parent's disk write — while the writer's save is in its fsync, the
 /// child's save into the writer (and its faults and fetches through it) run
 /// at once, as guests; the writer then keeps what they changed as unsaved.
 @Suite struct GuestAccessTests {
-    /// Shared set-up: a writer on a store whose fsync can be held shut, and
-    /// a private child of it.
-    private struct Stack {
-        let directory = TemporaryDirectory("guest")
-        let files = GatedSyncFileSystem()
-        let coordinator: PersistentStoreCoordinator
-        let writer: ManagedObjectContext
-        let child: ManagedObjectContext
-
-        init() throws {
-            var options = StoreOptions()
-            options.syncMode = .always
-            options.fileSystem = files
-            coordinator = PersistentStoreCoordinator(model: makeModel())
-            try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options)
-            writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
-            child = ManagedObjectContext(.privateQueue, parent: writer, name: "child")
-        }
-
-        /// Starts a writer save that will block in its fsync; returns once it does.
-        func startBlockedWriterSave(_ done: DispatchSemaphore, _ failure: LockedError) {
-            files.arm()
-            let writer = writer
-            writer.perform {
-                do { try writer.save() } catch { failure.set(error) }
-                done.signal()
-            }
-            _ = files.entered.wait(timeout: .now() + 10)
-        }
-
-        func storedNames() throws -> [String] {
-            let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-            return try fresh.performAndWait { try fresh.fetch(FetchRequest<Recipe>()).map(\.name).sorted() }
-        }
-    }
-
     ///     writer queue                        test thread (the child)
     ///     insert A; save(): park, write, ─┐
     ///       fsync (held by the gate)      │   child: insert B; save()  → returns at once
-    ///       ...                           │   (it ran as a guest of the parked writer)
+    ///       ...                           │   (recorded for the parked writer, Rule 10)
     ///     gate opens ◀────────────────────┘   signal(gate)
     ///     save returns: A clean, B unsaved
     ///     save() again: B written
     @Test("Line 17: a child's save completes while the writer is in its fsync")
     func childSaveDuringWriterFsync() throws {
-        let stack = try Stack()
+        let stack = try GatedWriterStack()
         let writer = stack.writer, child = stack.child
         writer.performAndWait {
             let a = Recipe(context: writer)
@@ -87,7 +26,7 @@ private final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendab
         }
         let done = DispatchSemaphore(value: 0)
         let failure = LockedError()
-        stack.startBlockedWriterSave(done, failure)
+        #expect(stack.startBlockedWriterSave(done, failure))
 
         let childSaved = DispatchSemaphore(value: 0)
         let childFailure = LockedError()
@@ -120,7 +59,7 @@ private final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendab
     /// deletes an object the save is inserting has it deleted by the next save.
     @Test("Line 17: changes a guest makes to objects in flight are kept for the next save")
     func guestChangesToObjectsInFlight() throws {
-        let stack = try Stack()
+        let stack = try GatedWriterStack()
         let writer = stack.writer, child = stack.child
         let (soupID, breadID) = try writer.performAndWait { () throws -> (ObjectID, ObjectID) in
             let soup = Recipe(context: writer)
@@ -137,7 +76,7 @@ private final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendab
 
         let done = DispatchSemaphore(value: 0)
         let failure = LockedError()
-        stack.startBlockedWriterSave(done, failure)
+        #expect(stack.startBlockedWriterSave(done, failure))
         let childDone = DispatchSemaphore(value: 0)
         let childFailure = LockedError()
         Thread {
@@ -167,6 +106,82 @@ private final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendab
         let servings = try fresh.performAndWait { try (fresh.existingObject(with: soupID) as! Recipe).servings }
         #expect(servings == 7)
     }
+
+    /// Found by StressTests: an insert whose save is in flight, deleted by a
+    /// guest, came back in a guest's fetch once the save's rows were in the
+    /// store — the writer no longer had the object, so it loaded the row.
+    ///
+    ///     writer queue                         test thread (the child)
+    ///     insert X; save(): park, write ──┐
+    ///       rows in the store; held       │    delete X; save()   (guest)
+    ///       (afterStoreWriteForTesting)   │    fetch Recipes      (guest) → no X
+    ///     released ◀──────────────────────┘
+    ///     save returns: X gone; save() again removes its row
+    @Test("Line 17: an in-flight insert a guest deleted stays deleted while its rows are already stored")
+    func inFlightInsertDeletedByAGuestStaysDeleted() throws {
+        let stack = try GatedWriterStack()
+        let writer = stack.writer, child = stack.child
+        let id = writer.performAndWait { () -> ObjectID in
+            let x = Recipe(context: writer)
+            x.name = "X"
+            return x.objectID
+        }
+        let stored = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let first = LockedFlag()
+        stack.coordinator.afterStoreWriteForTesting = {
+            guard first.setOnce() else { return }
+            stored.signal()
+            _ = release.wait(timeout: .now() + 20)
+        }
+        let done = DispatchSemaphore(value: 0)
+        let failure = LockedError()
+        writer.perform {
+            do { try writer.save() } catch { failure.set(error) }
+            done.signal()
+        }
+        #expect(stored.wait(timeout: .now() + 10) == .success)
+
+        let childDone = DispatchSemaphore(value: 0)
+        let childFailure = LockedError()
+        let seen = LockedStrings()
+        Thread {
+            do {
+                try child.performAndWait {
+                    child.delete(child.object(with: id))
+                    try child.save()
+                    seen.set(try child.fetch(FetchRequest<Recipe>()).map(\.name))
+                }
+            } catch { childFailure.set(error) }
+            childDone.signal()
+        }.start()
+        let ranAsGuest = childDone.wait(timeout: .now() + 5) == .success
+        release.signal()
+        #expect(ranAsGuest)
+        if !ranAsGuest { _ = childDone.wait(timeout: .now() + 10) }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(failure.error == nil && childFailure.error == nil, "\(String(describing: failure.error)) \(String(describing: childFailure.error))")
+        #expect(seen.value == [], "the child's fetch found the deleted object")
+
+        #expect(try stack.storedNames() == ["X"])  // written before the delete
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedNames() == [])
+    }
+}
+
+/// A flag that is set once, from any thread (`@unchecked Sendable`: guarded by `lock`).
+final class LockedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var set = false
+    /// True for the first caller only.
+    func setOnce() -> Bool { lock.withLock { defer { set = true }; return !set } }
+}
+
+/// Strings reported from another thread (`@unchecked Sendable`: guarded by `lock`).
+final class LockedStrings: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String]?
+    func set(_ value: [String]) { lock.withLock { stored = value } }
+    var value: [String]? { lock.withLock { stored } }
 }
 
 /// The first error reported from another thread.

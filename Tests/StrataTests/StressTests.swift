@@ -278,7 +278,23 @@ private func runWorker(_ worker: Int, container: PersistentContainer, until dead
         }
         let found = bySerial.mapValues { $0[0].parts.count }
         if found != state.model.items {
-            state.model.failures.append("a fetch sees \(found.count) items, the worker has \(state.model.items.count) (parts differ: \(found != state.model.items))")
+            let extra = found.keys.filter { state.model.items[$0] == nil }.sorted()
+            let missing = state.model.items.keys.filter { found[$0] == nil }.sorted()
+            let differing = found.filter { serial, parts in state.model.items[serial].map { $0 != parts } ?? false }.keys.sorted()
+            // Where an extra item comes from: each level's view of it.
+            var levels: [String] = []
+            for serial in extra {
+                var level = context.parent
+                while let current = level {
+                    let seen = current.performAndWait { () -> String in
+                        let found = try? current.fetch(FetchRequest<StressItem>(predicate: #Predicate { $0.owner == owner && $0.serial == serial })).first
+                        return "\(current.name): \(found.map { "\($0.objectID) inserted \($0.isInserted) deleted \($0.isDeleted)" } ?? "none")"
+                    }
+                    levels.append(seen)
+                    level = current.parent
+                }
+            }
+            state.model.failures.append("a fetch sees \(found.count) items, the worker has \(state.model.items.count): extra \(extra), missing \(missing), other part counts \(differing) (saved: \(extra.map { state.model.savedItems[$0] != nil })); \(levels.joined(separator: ", "))")
             state.model.items = found
         }
     }

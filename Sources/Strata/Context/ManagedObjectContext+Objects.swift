@@ -120,7 +120,7 @@ extension ManagedObjectContext {
                 fill(object, snapshot)
             }
         } else {
-            guard let snapshot = try sourceSnapshot(for: id) else { return nil }
+            guard !discardedInserts.contains(id), let snapshot = try sourceSnapshot(for: id) else { return nil }
             object = materialize(id, snapshot)
         }
         guard !object.flags.contains(.deleted), !object.flags.contains(.invalidated) else { return nil }

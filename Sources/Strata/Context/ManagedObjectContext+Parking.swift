@@ -133,14 +133,22 @@ extension ManagedObjectContext {
     }
 
     /// Runs `io` (which must not touch this context's state) with the context
-    /// parked: children's calls run as guests meanwhile. Returns once no
-    /// guest is running.
+    /// parked: children's calls run as guests meanwhile, and children's saves
+    /// of new objects are recorded for later (``deferChildSave(_:from:)``).
+    /// Returns once no guest is running and the recorded saves are taken in.
     func parked<T, E: Error>(_ io: () throws(E) -> T) throws(E) -> T {
         parking.condition.withLock {
             parking.parked = true
             parking.condition.broadcast()
         }
-        defer { parking.condition.withLock { parking.parked = false } }
-        return try io()
+        let result: Result<T, E>
+        do throws(E) {
+            result = .success(try io())
+        } catch {
+            result = .failure(error)
+        }
+        parking.condition.withLock { parking.parked = false }
+        takeDeferredChildSaves()
+        return try result.get()
     }
 }

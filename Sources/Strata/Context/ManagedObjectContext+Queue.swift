@@ -118,6 +118,8 @@ extension ManagedObjectContext {
         let outermost = !stack.contexts.contains(serial)
         stack.contexts.append(serial)
         if enteredFromMain { stack.mainDepth += 1 }
+        // Children's saves recorded for this context come before the block.
+        if outermost && concurrencyType == .privateQueue { takeDeferredChildSaves() }
         defer {
             if outermost { processPendingChanges() }
             stack.contexts.removeLast()

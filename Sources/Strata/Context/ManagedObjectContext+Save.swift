@@ -32,8 +32,15 @@ extension ManagedObjectContext {
         let generation = changeGeneration
         let outcome: SaveOutcome
         if let parent {
-            outcome = try parent.childAccess { () throws(StrataError) -> SaveOutcome in
-                try parent.acceptChildSave(changes, from: self)
+            // New objects only, into a private parent that is idle or writing
+            // to the store: the parent takes them in later, in order, and
+            // this (main) queue does not wait for it (Rule 10).
+            if let deferred = parent.deferChildSave(changes, from: self) {
+                outcome = deferred
+            } else {
+                outcome = try parent.childAccess { () throws(StrataError) -> SaveOutcome in
+                    try parent.acceptChildSave(changes, from: self)
+                }
             }
         } else {
             // While the batch is written and synced, children (the main
@@ -283,29 +290,9 @@ extension ManagedObjectContext {
 
         // Nothing below throws.
         var outcome = SaveOutcome()
-        outcome.insertedVersions.reserveCapacity(changes.inserted.count)
-        for (i, id) in changes.inserted.enumerated() {
-            let object: ManagedObject
-            if let existing = registry[id] {
-                object = existing
-                objectWillChange(object)
-                object.values = changes.insertedValues[i]
-            } else {
-                object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
-                object.primaryKey = id.primaryKey
-                object.isTemporary = id.isTemporaryID
-                object.link = link
-                object.values = changes.insertedValues[i]
-                object.flags = [.inserted, .dirty]
-                registry[id] = object
-                inserted[id] = object
-                noteChange(object)
-            }
-            object.exposedVersion = nextVersion()
-            object.flags.remove(.exposedVersionFresh)  // the child holds this version
-            object.flags.insert(.validatedByChild)
-            outcome.insertedVersions.append(object.exposedVersion)
-        }
+        let firstVersion = reserveVersions(changes.inserted.count)
+        takeInserts(of: changes, firstVersion: firstVersion)
+        outcome.insertedVersions = (0..<UInt64(changes.inserted.count)).map { firstVersion + $0 }
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
             switch updates[i] {
@@ -335,6 +322,9 @@ extension ManagedObjectContext {
                 if object.flags.contains(.inserted) {
                     registry[id] = nil
                     inserted[id] = nil
+                    // Its row may be in the store already (a guest of a save
+                    // in flight): never to be loaded from there again.
+                    discardedInserts.insert(id)
                     object.flags.insert(.deleted)
                     object.context = nil
                 } else {
@@ -352,6 +342,33 @@ extension ManagedObjectContext {
         return outcome
     }
 
+    /// Takes a child's inserted objects as this context's own inserts, the
+    /// i-th under version `firstVersion + i` (reserved by the caller, so that
+    /// the child knows them before this runs; see ``deferChildSave(_:from:)``).
+    func takeInserts(of changes: ChangeSet, firstVersion: UInt64) {
+        for (i, id) in changes.inserted.enumerated() {
+            let object: ManagedObject
+            if let existing = registry[id] {
+                object = existing
+                objectWillChange(object)
+                object.values = changes.insertedValues[i]
+            } else {
+                object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
+                object.primaryKey = id.primaryKey
+                object.isTemporary = id.isTemporaryID
+                object.link = link
+                object.values = changes.insertedValues[i]
+                object.flags = [.inserted, .dirty]
+                registry[id] = object
+                inserted[id] = object
+                noteChange(object)
+            }
+            object.exposedVersion = firstVersion + UInt64(i)
+            object.flags.remove(.exposedVersionFresh)  // the child holds this version
+            object.flags.insert(.validatedByChild)
+        }
+    }
+
     /// This context's present view of `id` for a conflict check; nil when it
     /// is deleted here or gone from the source.
     private func currentSnapshot(of id: ObjectID) throws(StrataError) -> Snapshot? {
@@ -367,7 +384,7 @@ extension ManagedObjectContext {
     /// Hands the children that merge automatically (SEMANTICS.md line 20)
     /// what a sibling's save changed here, with this context's new snapshots,
     /// on their own queues.
-    private func notifyMergingChildren(of changes: ChangeSet, outcome: SaveOutcome, excluding child: ManagedObjectContext) {
+    func notifyMergingChildren(of changes: ChangeSet, outcome: SaveOutcome, excluding child: ManagedObjectContext) {
         let children = mergingChildren(excluding: child)
         guard !children.isEmpty else { return }
         // Deletes the policy kept (outcome.keptDeletes) did not happen here.

@@ -6,6 +6,7 @@ import Darwin
 import Musl
 #endif
 import Dispatch
+import Synchronization
 internal import StrataStore
 
 /// A scratch pad of managed objects: objects are fetched into it, changed,
@@ -94,9 +95,6 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// A main-queue context used directly (outside a block) has its pending
     /// changes processed by one main-queue block scheduled for the purpose.
     var processingScheduled = false
-    /// Source of fresh exposed versions: (1 << 63) | serial << 40 | counter,
-    /// never equal to a store version (those stay below 2^63).
-    @exclusivity(unchecked) var versionCounter: UInt64 = 0
     /// Primary keys reserved from the coordinator, by entity index.
     /// (Not `lazy`: a lazy array is copied by every element write.)
     @exclusivity(unchecked) var reservedKeys: [Range<UInt64>]
@@ -120,6 +118,17 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
 
     /// What this context's objects point to (see ``ContextLink``).
     let link = ContextLink()
+
+    /// Children's saves this context takes in later (see ``deferChildSave(_:from:)``).
+    let deferredChildSaves = DeferredChildSaves()
+
+    // MARK: State that is atomic
+
+    /// Source of fresh exposed versions: (1 << 63) | serial << 40 | counter,
+    /// never equal to a store version (those stay below 2^63). Atomic, not
+    /// queue-guarded: a child reserves versions for a save this context
+    /// takes in later, from the child's own thread.
+    let versionCounter = Atomic<UInt64>(0)
 
     let relationsLock = Lock()
     private var _children: [WeakContext] = []
@@ -196,8 +205,17 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     // MARK: Versions and keys
 
     func nextVersion() -> UInt64 {
-        versionCounter += 1
-        return (1 << 63) | (serial & 0x7F_FFFF) << 40 | (versionCounter & 0xFF_FFFF_FFFF)
+        version(versionCounter.wrappingAdd(1, ordering: .relaxed).newValue)
+    }
+
+    /// `count` fresh versions, the first of them returned (the rest follow it).
+    func reserveVersions(_ count: Int) -> UInt64 {
+        let last = versionCounter.wrappingAdd(UInt64(count), ordering: .relaxed).newValue
+        return version(last - UInt64(count) + 1)
+    }
+
+    private func version(_ counter: UInt64) -> UInt64 {
+        (1 << 63) | (serial & 0x7F_FFFF) << 40 | (counter & 0xFF_FFFF_FFFF)
     }
 
     private static func emptyKeyReservations(_ model: ManagedObjectModel) -> ([Range<UInt64>], [UInt64]) {

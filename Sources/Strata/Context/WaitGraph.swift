@@ -113,6 +113,8 @@ extension ManagedObjectContext {
         let stack = ExecutionStack.current
         stack.contexts.append(serial)
         defer { stack.contexts.removeLast() }
+        // A guest sees every save its side made before it (see DeferredChildSaves).
+        takeDeferredChildSaves()
         do throws(E) {
             return .success(try body())
         } catch {

@@ -42,6 +42,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Bumped by every save, so a read that raced a save does not cache a stale snapshot.
     private var cacheEpoch: UInt64 = 0       // guarded by `cacheLock`
 
+    /// Tests only: runs inside every save once its batch is in the store,
+    /// while the saving context is still parked — the window in which a
+    /// guest already reads the new rows. Set before the first save (a
+    /// test's set-up orders it before every reader).
+    nonisolated(unsafe) var afterStoreWriteForTesting: (@Sendable () -> Void)?
+
     public init(model: ManagedObjectModel, rowCacheCapacity: Int = 1 << 20) {
         self.model = model
         self.rowCacheCapacity = rowCacheCapacity
@@ -298,6 +304,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
             if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
             if !batch.isEmpty { try store.write(batch) }
+            afterStoreWriteForTesting?()
             if let keys { lock.withLock { persistedKeys = keys } }
             cacheLock.withLock {
                 cacheEpoch &+= 1

@@ -101,7 +101,7 @@ extension ManagedObjectContext {
                 if object.flags.contains(.fault) { fill(object, item.snapshot) }
                 if object.flags.contains(.invalidated) || (includesPendingChanges && object.flags.contains(.deleted)) { continue }
                 result.append(object)
-            } else {
+            } else if !discardedInserts.contains(item.id) {
                 result.append(materialize(item.id, item.snapshot))
             }
         }
@@ -134,6 +134,9 @@ extension ManagedObjectContext {
                 if object.flags.contains(.inserted) { continue }
                 if object.flags.contains(.fault) { fill(object, item.snapshot) }
             } else {
+                // Inserted here, written by the save in flight, and deleted
+                // by a guest meanwhile: gone, whatever the store says.
+                if discardedInserts.contains(item.id) { continue }
                 object = materialize(item.id, item.snapshot)
             }
             guard object.flags.isDisjoint(with: [.deleted, .invalidated]) else { continue }

@@ -1,0 +1,66 @@
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+
+/// A file system whose fsync can be held shut, so a test can keep a save
+/// "in the middle of its disk write" for as long as it likes.
+final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendable {
+    // `@unchecked Sendable`: `armed` is guarded by `lock`; the semaphores are thread-safe.
+    let base: any FileSystem = POSIXFileSystem()
+    private let lock = NSLock()
+    private var armed = false
+    let entered = DispatchSemaphore(value: 0)
+    let gate = DispatchSemaphore(value: 0)
+
+    func arm() { lock.withLock { armed = true } }
+
+    func sync(_ fd: FileDescriptor) throws(SystemCallError) {
+        let hold = lock.withLock { () -> Bool in
+            defer { armed = false }
+            return armed
+        }
+        if hold {
+            entered.signal()
+            _ = gate.wait(timeout: .now() + 20)
+        }
+        try base.sync(fd)
+    }
+}
+
+/// Shared set-up: a writer on a store whose fsync can be held shut, and
+/// a private child of it.
+struct GatedWriterStack {
+    let directory = TemporaryDirectory("guest")
+    let files = GatedSyncFileSystem()
+    let coordinator: PersistentStoreCoordinator
+    let writer: ManagedObjectContext
+    let child: ManagedObjectContext
+
+    init(model: ManagedObjectModel = makeModel()) throws {
+        var options = StoreOptions()
+        options.syncMode = .always
+        options.fileSystem = files
+        coordinator = PersistentStoreCoordinator(model: model)
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options)
+        writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        child = ManagedObjectContext(.privateQueue, parent: writer, name: "child")
+    }
+
+    /// Starts a writer save that will block in its fsync; returns once it
+    /// does (true), or after 10 s if it never does (false).
+    func startBlockedWriterSave(_ done: DispatchSemaphore, _ failure: LockedError) -> Bool {
+        files.arm()
+        let writer = writer
+        writer.perform {
+            do { try writer.save() } catch { failure.set(error) }
+            done.signal()
+        }
+        return files.entered.wait(timeout: .now() + 10) == .success
+    }
+
+    func storedNames() throws -> [String] {
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return try fresh.performAndWait { try fresh.fetch(FetchRequest<Recipe>()).map(\.name).sorted() }
+    }
+}
