@@ -109,9 +109,14 @@ public func runCrashChild(
 private func readToEnd(_ handle: FileHandle, into collector: AcknowledgementCollector) -> DispatchSemaphore {
     let done = DispatchSemaphore(value: 0)
     Thread {
-        // nil at end of file; an error (none is expected on a pipe) ends it too.
-        while let data = try? handle.read(upToCount: 1 << 16), !data.isEmpty {
-            collector.consume(data)
+        // `read(2)` returns what the pipe holds now (FileHandle's
+        // `read(upToCount:)` would wait for the whole count); 0 is the end.
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            collector.consume(Data(buffer[..<count]))
         }
         done.signal()
     }.start()

@@ -108,6 +108,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// saved that nothing outside the context references; using one again by
     /// ID loads it afresh. That keeps a long import's contexts — the main
     /// context above all — from growing with everything ever imported.
+    /// A `.mainQueue` context frees them on a background queue, so a
+    /// subclass's `deinit` may run there.
     public var retainsRegisteredObjects = false
 
     // MARK: State guarded by `relationsLock`

@@ -11,7 +11,10 @@ import Foundation
 /// rounds interleaved (a, b, c, private, SQLite, a, b, …), the table shows
 /// the median of each figure over the rounds, and each round also measures
 /// the probe alone — how late the main queue's timer runs on this machine
-/// with nothing imported at all, the floor no layout can go below.
+/// with nothing imported at all, the floor no layout can go below. The
+/// private-context import, which never touches the main queue, gives the
+/// floor under load: how late the timer runs while the import's threads
+/// take the cores.
 struct StallCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stall",
@@ -182,6 +185,14 @@ struct StallReport: Codable, Sendable {
         if let s = floorSummary {
             table.add("(0) the probe alone, nothing imported", "-", "-", fixed(s.p50, 2), fixed(s.p99, 2), fixed(s.p999, 2), fixed(s.max, 2),
                       fixed(s.worstMax, 2), count(s.ticksLaterThan8_3ms), count(s.ticksLaterThan16_7ms), "-", "-")
+        }
+        // The floor under load: the same import on a private context, the
+        // main queue never touched — what two busy threads on this machine's
+        // cores cost the main thread's timer by themselves.
+        if let s = summary(.privateContext) {
+            let m = s.stall
+            table.add("(0') the probe beside a private-context import", "-", "-", fixed(m.p50, 2), fixed(m.p99, 2), fixed(m.p999, 2),
+                      fixed(m.max, 2), fixed(m.worstMax, 2), count(m.ticksLaterThan8_3ms), count(m.ticksLaterThan16_7ms), "-", "-")
         }
         var out = "Main-queue stalls while importing \(thousands(Double(objects))) objects (recipes with \(ingredientsPerRecipe) ingredients each), "
             + "saving every \(thousands(Double(saveEvery))); a 1 ms timer on the main thread; medians of \(repeats) interleaved round(s); "
