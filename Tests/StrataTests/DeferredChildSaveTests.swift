@@ -99,25 +99,16 @@ func makeTracedModel() -> ManagedObjectModel {
         }
         #expect(stack.files.entered.wait(timeout: .now() + 10) == .success)
 
-        let childSaved = DispatchSemaphore(value: 0)
         let childSide = AfterSave()
-        Thread {
-            do {
-                try child.performAndWait {
-                    let b = TracedNote(context: child)
-                    b.text = "B"
-                    try child.save()
-                    childSide.set(texts: [], thread: pthread_self())
-                }
-            } catch { childSide.failure.set(error) }
-            childSaved.signal()
-        }.start()
-        let savedWhileBlocked = childSaved.wait(timeout: .now() + 5) == .success
-        stack.files.gate.signal()
-        #expect(savedWhileBlocked, "the child's save waited for the writer's fsync")
-        if !savedWhileBlocked { _ = childSaved.wait(timeout: .now() + 10) }
+        let childRun = stack.runChildWhileWriterHeld {
+            let b = TracedNote(context: child)
+            b.text = "B"
+            try child.save()
+            childSide.set(texts: [], thread: pthread_self())
+        }
+        #expect(childRun.finishedWhileHeld, "the child's save waited for the writer's fsync")
         #expect(done.wait(timeout: .now() + 10) == .success)
-        #expect(seen.failure.error == nil && childSide.failure.error == nil)
+        #expect(seen.failure.error == nil && childRun.error == nil)
 
         // The writer's own block, right after its save, already holds B.
         #expect(seen.texts == ["B"])
@@ -147,31 +138,21 @@ func makeTracedModel() -> ManagedObjectModel {
         let failure = LockedError()
         #expect(stack.startBlockedWriterSave(done, failure))
 
-        let childDone = DispatchSemaphore(value: 0)
-        let childFailure = LockedError()
-        Thread {
-            do {
-                try child.performAndWait {
-                    var first: TracedNote?
-                    for i in 0..<40 {
-                        let note = TracedNote(context: child)
-                        note.text = "N\(i)"
-                        first = first ?? note
-                        try child.save()
-                    }
-                    first!.text = "first, changed"
-                    try child.save()
-                }
-            } catch { childFailure.set(error) }
-            childDone.signal()
-        }.start()
-        let savedWhileBlocked = childDone.wait(timeout: .now() + 10) == .success
-        stack.files.gate.signal()
-        #expect(savedWhileBlocked)
-        if !savedWhileBlocked { _ = childDone.wait(timeout: .now() + 10) }
+        let childSide = stack.runChildWhileWriterHeld {
+            var first: TracedNote?
+            for i in 0..<40 {
+                let note = TracedNote(context: child)
+                note.text = "N\(i)"
+                first = first ?? note
+                try child.save()
+            }
+            first!.text = "first, changed"
+            try child.save()
+        }
+        #expect(childSide.finishedWhileHeld)
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(failure.error == nil)
-        #expect(childFailure.error == nil, "\(String(describing: childFailure.error))")
+        #expect(childSide.error == nil, "\(String(describing: childSide.error))")
 
         try writer.performAndWait { try writer.save() }
         let fresh = ManagedObjectContext(.privateQueue, coordinator: stack.coordinator)

@@ -63,4 +63,22 @@ struct GatedWriterStack {
         let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         return try fresh.performAndWait { try fresh.fetch(FetchRequest<Recipe>()).map(\.name).sorted() }
     }
+
+    /// Runs `body` in a block of the child, on a thread of its own, while a
+    /// writer save started by ``startBlockedWriterSave(_:_:)`` is held in its
+    /// fsync; then lets the fsync go. Returns whether the block finished
+    /// while the writer was held (within 5 s), and what it threw.
+    func runChildWhileWriterHeld(_ body: @escaping @Sendable () throws -> Void) -> (finishedWhileHeld: Bool, error: (any Error)?) {
+        let finished = DispatchSemaphore(value: 0)
+        let failure = LockedError()
+        let child = child
+        Thread {
+            do { try child.performAndWait { try body() } } catch { failure.set(error) }
+            finished.signal()
+        }.start()
+        let inTime = finished.wait(timeout: .now() + 5) == .success
+        files.gate.signal()
+        if !inTime { _ = finished.wait(timeout: .now() + 10) }
+        return (inTime, failure.error)
+    }
 }

@@ -28,24 +28,14 @@ import Testing
         let failure = LockedError()
         #expect(stack.startBlockedWriterSave(done, failure))
 
-        let childSaved = DispatchSemaphore(value: 0)
-        let childFailure = LockedError()
-        Thread {
-            do {
-                try child.performAndWait {
-                    let b = Recipe(context: child)
-                    b.name = "B"
-                    try child.save()
-                }
-            } catch { childFailure.set(error) }
-            childSaved.signal()
-        }.start()
-        let savedWhileBlocked = childSaved.wait(timeout: .now() + 5) == .success
-        stack.files.gate.signal()
-        #expect(savedWhileBlocked, "the child's save waited for the writer's fsync")
-        if !savedWhileBlocked { _ = childSaved.wait(timeout: .now() + 10) }
+        let childSide = stack.runChildWhileWriterHeld {
+            let b = Recipe(context: child)
+            b.name = "B"
+            try child.save()
+        }
+        #expect(childSide.finishedWhileHeld, "the child's save waited for the writer's fsync")
         _ = done.wait(timeout: .now() + 10)
-        #expect(failure.error == nil && childFailure.error == nil)
+        #expect(failure.error == nil && childSide.error == nil)
 
         #expect(try stack.storedNames() == ["A"])
         #expect(writer.performAndWait { writer.hasChanges })  // B arrived during the write
@@ -77,25 +67,15 @@ import Testing
         let done = DispatchSemaphore(value: 0)
         let failure = LockedError()
         #expect(stack.startBlockedWriterSave(done, failure))
-        let childDone = DispatchSemaphore(value: 0)
-        let childFailure = LockedError()
-        Thread {
-            do {
-                try child.performAndWait {
-                    let soup = child.object(with: soupID) as! Recipe
-                    soup.servings = 7
-                    child.delete(child.object(with: breadID))
-                    try child.save()
-                }
-            } catch { childFailure.set(error) }
-            childDone.signal()
-        }.start()
-        let ranAsGuest = childDone.wait(timeout: .now() + 5) == .success
-        stack.files.gate.signal()
-        #expect(ranAsGuest)
-        if !ranAsGuest { _ = childDone.wait(timeout: .now() + 10) }
+        let childSide = stack.runChildWhileWriterHeld {
+            let soup = child.object(with: soupID) as! Recipe
+            soup.servings = 7
+            child.delete(child.object(with: breadID))
+            try child.save()
+        }
+        #expect(childSide.finishedWhileHeld)
         _ = done.wait(timeout: .now() + 10)
-        #expect(failure.error == nil && childFailure.error == nil, "\(String(describing: failure.error)) \(String(describing: childFailure.error))")
+        #expect(failure.error == nil && childSide.error == nil, "\(String(describing: failure.error)) \(String(describing: childSide.error))")
 
         // The first save wrote Soup with 2 servings and inserted Bread.
         #expect(try stack.storedNames() == ["Bread", "Soup"])

@@ -45,7 +45,7 @@ final class DeferredChildSaves: @unchecked Sendable {
 
     static let limit = 16
 
-    let lock = Lock()
+    private let lock = Lock()
     private var entries: [Entry] = []
 
     func append(_ entry: Entry) { lock.withLock { entries.append(entry) } }
@@ -87,7 +87,7 @@ extension ManagedObjectContext {
             }
         }
         var outcome = SaveOutcome()
-        outcome.insertedVersions = (0..<UInt64(changes.inserted.count)).map { firstVersion + $0 }
+        outcome.numberInserts(from: firstVersion, count: changes.inserted.count)
         return outcome
     }
 

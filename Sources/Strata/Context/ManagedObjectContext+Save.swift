@@ -292,7 +292,7 @@ extension ManagedObjectContext {
         var outcome = SaveOutcome()
         let firstVersion = reserveVersions(changes.inserted.count)
         takeInserts(of: changes, firstVersion: firstVersion)
-        outcome.insertedVersions = (0..<UInt64(changes.inserted.count)).map { firstVersion + $0 }
+        outcome.numberInserts(from: firstVersion, count: changes.inserted.count)
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
             switch updates[i] {

@@ -53,6 +53,11 @@ struct SaveOutcome: Sendable {
     /// True when the save reached the store (IDs become permanent).
     var reachedStore = false
 
+    /// The i-th inserted object has version `first + i` at the destination.
+    mutating func numberInserts(from first: UInt64, count: Int) {
+        insertedVersions = (0..<UInt64(count)).map { first + $0 }
+    }
+
     /// Updated object `i` keeps the destination's state (a conflict the policy resolved its way).
     mutating func keep(_ current: Snapshot, forUpdate i: Int) {
         updatedVersions.append(current.version)
