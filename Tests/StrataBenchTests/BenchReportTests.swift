@@ -45,6 +45,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(result.status == 0)
         #expect(result.stdout.contains("(b) import child -> main -> writer -> disk"))
         #expect(result.stdout.contains("(0) the probe alone, nothing imported"))
+        #expect(result.stdout.contains("(0') the probe beside a private-context import"))
         #expect(result.stdout.contains("SQLite"))
         let report = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/stall.json"))), "report")
         #expect(try number(report["objects"], "objects") == 800)
@@ -62,7 +63,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         let stallKeys = ["p50", "p99", "p999", "max", "ticks", "ticksLaterThan8_3ms", "ticksLaterThan16_7ms"]
         for run in runs {
             let run = try object(run, "run")
-            for key in ["objects", "saveEvery", "seconds", "objectsPerSecond", "bytesWritten", "fsyncs"] {
+            for key in ["objects", "saveEvery", "seconds", "objectsPerSecond", "mainThreadCPUms", "bytesWritten", "fsyncs"] {
                 #expect(try number(run[key], key) >= 0)
             }
             #expect(try number(run["objectsPerSecond"], "objectsPerSecond") > 0)
@@ -94,7 +95,15 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             }
             #expect(try number(medians["max"], "max") <= number(medians["worstMax"], "worstMax"))
             #expect(try number(entry["vsSQLite"], "vsSQLite") > 0)
+            #expect(try number(entry["mainThreadCPUms"], "mainThreadCPUms") >= 0)
         }
+        // The naive layout imports on the main thread; the private context
+        // leaves it only the probe's ticks.
+        let mainCPU = try Dictionary(uniqueKeysWithValues: summary.map { entry in
+            let entry = try object(entry, "summary")
+            return (entry["layout"] as? String ?? "", try number(entry["mainThreadCPUms"], "mainThreadCPUms"))
+        })
+        #expect(try #require(mainCPU["naive"]) > #require(mainCPU["private-context"]))
         #expect((report["floor"] as? [Any])?.count == 2)
         let floor = try object(report["floorSummary"], "floorSummary")
         #expect(try number(floor["max"], "max") >= 0)

@@ -41,6 +41,9 @@ struct ImportRun: Codable, Sendable {
     var seconds: Double
     var objectsPerSecond: Double
     var stall: StallFigures
+    /// CPU the main thread used during the import, the probe's ticks
+    /// included (the private-context layout's figure is the probe alone).
+    var mainThreadCPUms: Double
     var bytesWritten: UInt64
     var fsyncs: Int
 }
@@ -56,6 +59,7 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
     let before = coordinator.storeStatistics
     let probe = StallProbe()
     probe.startProbing()
+    let cpuBefore = MainThreadDriver.mainThreadCPUMilliseconds() ?? 0
     let started = DispatchTime.now().uptimeNanoseconds
     let chunks = stride(from: 0, to: objects, by: saveEvery).map { min(saveEvery, objects - $0) }
     var offset = 0
@@ -90,6 +94,7 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
         try failure.check()
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+    let mainThreadCPUms = (MainThreadDriver.mainThreadCPUMilliseconds() ?? 0) - cpuBefore
     let stall = probe.stopProbing()
     // Everything imported must be in the store.
     let check = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "check")
@@ -102,7 +107,7 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
     let after = coordinator.storeStatistics
     return ImportRun(
         layout: layout.rawValue, round: 0, objects: objects, saveEvery: saveEvery, seconds: seconds,
-        objectsPerSecond: Double(objects) / seconds, stall: stall,
+        objectsPerSecond: Double(objects) / seconds, stall: stall, mainThreadCPUms: mainThreadCPUms,
         bytesWritten: (after?.logBytesWritten ?? 0) &- (before?.logBytesWritten ?? 0),
         fsyncs: (after?.logSyncs ?? 0) - (before?.logSyncs ?? 0))
 }

@@ -1,9 +1,15 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 
 /// Runs `work` on a worker thread while the calling (main) thread spins the
 /// main run loop, so that main-queue blocks run on the real main thread.
 enum MainThreadDriver {
     static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) -> Result<T, any Error> {
+        mainThread.set(pthread_self())
         let box = ResultBox<T>()
         let thread = Thread {
             let result = Result { try work() }
@@ -16,6 +22,29 @@ enum MainThreadDriver {
         }
         return box.get()!
     }
+
+    /// The thread that called ``run(_:)``, which drains the main queue.
+    private static let mainThread = MainThreadBox()
+
+    /// CPU time the main thread has used so far, in milliseconds (its own
+    /// clock, read from any thread): unlike a stall, it does not depend on
+    /// how the machine schedules threads. Nil before ``run(_:)`` or where the
+    /// clock cannot be read.
+    static func mainThreadCPUMilliseconds() -> Double? {
+        guard let thread = mainThread.get() else { return nil }
+        var clock = clockid_t()
+        var time = timespec()
+        guard pthread_getcpuclockid(thread, &clock) == 0, clock_gettime(clock, &time) == 0 else { return nil }
+        return Double(time.tv_sec) * 1e3 + Double(time.tv_nsec) / 1e6
+    }
+}
+
+/// `@unchecked Sendable`: `thread` is guarded by `lock`.
+private final class MainThreadBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var thread: pthread_t?
+    func set(_ value: pthread_t) { lock.withLock { thread = value } }
+    func get() -> pthread_t? { lock.withLock { thread } }
 }
 
 /// `@unchecked Sendable`: `value` is guarded by `lock`.
@@ -25,4 +54,3 @@ final class ResultBox<T>: @unchecked Sendable {
     func set(_ result: Result<T, any Error>) { lock.withLock { value = result } }
     func get() -> Result<T, any Error>? { lock.withLock { value } }
 }
-
