@@ -31,11 +31,15 @@ enum MainThreadDriver {
     /// how the machine schedules threads. Nil before ``run(_:)`` or where the
     /// clock cannot be read.
     static func mainThreadCPUMilliseconds() -> Double? {
+        #if os(Linux)
         guard let thread = mainThread.get() else { return nil }
         var clock = clockid_t()
         var time = timespec()
         guard pthread_getcpuclockid(thread, &clock) == 0, clock_gettime(clock, &time) == 0 else { return nil }
         return Double(time.tv_sec) * 1e3 + Double(time.tv_nsec) / 1e6
+        #else
+        return nil  // no per-thread CPU clock of another thread here (reported as 0)
+        #endif
     }
 }
 
