@@ -35,19 +35,19 @@ private enum Boom: Error, Equatable {
     func performReturnsBeforeTheBlockRuns(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
-        let sawReturned = await runOnDedicatedThread(timeout: 20) { () -> Bool? in
+        let sawReturned = await runOnDedicatedThread(timeout: 60) { () -> Bool? in
             let gate = DispatchSemaphore(value: 0)
             let done = DispatchSemaphore(value: 0)
             let returned = ConcurrencyTestBox(false)
             let seen = ConcurrencyTestBox<Bool?>(nil)
             context.perform {
-                _ = gate.wait(timeout: .now() + 2)
+                _ = gate.wait(timeout: .now() + 30)
                 seen.withLock { $0 = returned.value }
                 done.signal()
             }
             returned.withLock { $0 = true }
             gate.signal()
-            _ = done.wait(timeout: .now() + 10)
+            _ = done.wait(timeout: .now() + 30)
             return seen.value
         }
         #expect(sawReturned == .some(.some(true)))
@@ -234,7 +234,7 @@ private enum Boom: Error, Equatable {
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
         let depth = 8
         // From a plain thread, and from inside a perform block.
-        let outcome = await runOnDedicatedThread(timeout: 20) { () -> (fromThread: [Int], fromPerform: [Int], value: Int, sameThread: Bool) in
+        let outcome = await runOnDedicatedThread(timeout: 60) { () -> (fromThread: [Int], fromPerform: [Int], value: Int, sameThread: Bool) in
             let log = ConcurrencyTestBox<[Int]>([])
             let threads = ConcurrencyTestBox<[pthread_t]>([])
             @Sendable func nest(_ level: Int) -> Int {
@@ -253,7 +253,7 @@ private enum Boom: Error, Equatable {
                 _ = nest(1)
                 done.signal()
             }
-            _ = done.wait(timeout: .now() + 10)
+            _ = done.wait(timeout: .now() + 30)
             let ids = threads.value
             let sameThread = ids.count == 2 * depth
                 && ids[..<depth].allSatisfy { pthread_equal($0, ids[0]) != 0 }
@@ -308,7 +308,7 @@ private enum Boom: Error, Equatable {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(parentType, coordinator: coordinator, name: "Parent")
         let child = ManagedObjectContext(childType, parent: parent, name: "Child")
-        let log = await runOnDedicatedThread(timeout: 20) { () -> [String] in
+        let log = await runOnDedicatedThread(timeout: 60) { () -> [String] in
             let log = ConcurrencyTestBox<[String]>([])
             let done = DispatchSemaphore(value: 0)
             child.perform {
@@ -327,7 +327,7 @@ private enum Boom: Error, Equatable {
                 log.withLock { $0.append("c-end") }
                 done.signal()
             }
-            _ = done.wait(timeout: .now() + 10)
+            _ = done.wait(timeout: .now() + 30)
             return log.value
         }
         #expect(log == ["c1", "p1", "c2", "p2", "c3", "p-end", "c-end"])
@@ -465,10 +465,10 @@ private enum Boom: Error, Equatable {
         let gate = DispatchSemaphore(value: 0)
         enqueueBlock(context) {
             firstRunning.signal()
-            _ = gate.wait(timeout: .now() + 10)
+            _ = gate.wait(timeout: .now() + 30)
             log.withLock { $0.append("first") }
         }
-        let started = await runOnDedicatedThread { firstRunning.wait(timeout: .now() + 10) == .success }
+        let started = await runOnDedicatedThread { firstRunning.wait(timeout: .now() + 30) == .success }
         #expect(started)
         let finished = ConcurrencyTestBox(false)
         let second = Task {
