@@ -10,22 +10,23 @@ extension ManagedObjectContext {
     /// half of what saving the main context into the writer costs the main
     /// queue otherwise.
     func releaseUnreferencedObjects(_ saved: ObjectChanges) {
-        let released = ReleasedObjects()
+        // Other contexts free the objects here, as they go.
+        let released = concurrencyType == .mainQueue ? ReleasedObjects() : nil
         release(saved.inserted, into: released)
         release(saved.updated, into: released)
         // Emptied there, not here: whoever lets go of the box last, the
         // objects are freed on the queue.
-        if concurrencyType == .mainQueue && !released.objects.isEmpty {
+        if let released, !released.objects.isEmpty {
             ReleasedObjects.queue.async { released.objects.removeAll() }
         }
     }
 
-    private func release(_ ids: [ObjectID], into released: ReleasedObjects) {
+    private func release(_ ids: [ObjectID], into released: ReleasedObjects?) {
         for id in ids {
             guard var object = registry.removeValue(forKey: id) else { continue }
             if isKnownUniquelyReferenced(&object) && object.flags.isDisjoint(with: [.dirty, .inserted, .deleted, .pendingNotification]) {
                 object.context = nil
-                released.objects.append(object)
+                released?.objects.append(object)
             } else {
                 registry[id] = object
             }

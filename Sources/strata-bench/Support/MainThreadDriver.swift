@@ -10,7 +10,7 @@ import Foundation
 enum MainThreadDriver {
     static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) -> Result<T, any Error> {
         mainThread.set(pthread_self())
-        let box = ResultBox<T>()
+        let box = LockedBox<Result<T, any Error>?>(nil)
         let thread = Thread {
             let result = Result { try work() }
             box.set(result)
@@ -24,7 +24,7 @@ enum MainThreadDriver {
     }
 
     /// The thread that called ``run(_:)``, which drains the main queue.
-    private static let mainThread = MainThreadBox()
+    private static let mainThread = LockedBox<pthread_t?>(nil)
 
     /// CPU time the main thread has used so far, in milliseconds (its own
     /// clock, read from any thread): unlike a stall, it does not depend on
@@ -43,18 +43,13 @@ enum MainThreadDriver {
     }
 }
 
-/// `@unchecked Sendable`: `thread` is guarded by `lock`.
-private final class MainThreadBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var thread: pthread_t?
-    func set(_ value: pthread_t) { lock.withLock { thread = value } }
-    func get() -> pthread_t? { lock.withLock { thread } }
-}
-
+/// A value shared between threads.
+///
 /// `@unchecked Sendable`: `value` is guarded by `lock`.
-final class ResultBox<T>: @unchecked Sendable {
+final class LockedBox<Value>: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: Result<T, any Error>?
-    func set(_ result: Result<T, any Error>) { lock.withLock { value = result } }
-    func get() -> Result<T, any Error>? { lock.withLock { value } }
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func set(_ newValue: Value) { lock.withLock { value = newValue } }
+    func get() -> Value { lock.withLock { value } }
 }
