@@ -5,7 +5,8 @@
 //
 // Dependency direction (one module per layer, as swift-nio does):
 //
-//     CLZ4, CStrataCRC32C   C shims: liblz4, hardware CRC32C
+//     CLZ4, CStrataCRC32C,  C shims: liblz4, hardware CRC32C,
+//     CStrataScheduling     the thread's scheduler slice (sched_setattr)
 //             ↑
 //       StrataStore         the storage engine; knows nothing of objects
 //             ↑
@@ -43,6 +44,7 @@ let package = Package(
             providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
         ),
         .target(name: "CStrataCRC32C"),
+        .target(name: "CStrataScheduling"),
         // SQLite, for strata-bench's side-by-side baseline only.
         .systemLibrary(
             name: "CSQLite",
@@ -51,7 +53,7 @@ let package = Package(
         ),
         .target(
             name: "StrataStore",
-            dependencies: ["CLZ4", "CStrataCRC32C"],
+            dependencies: ["CLZ4", "CStrataCRC32C", "CStrataScheduling"],
             swiftSettings: strictSwift
         ),
         .target(

@@ -6,6 +6,7 @@ import Darwin
 import Musl
 #endif
 import Dispatch
+internal import StrataStore
 
 extension ManagedObjectContext {
     /// Enqueues `block` on the context's queue and returns at once
@@ -118,10 +119,15 @@ extension ManagedObjectContext {
         let outermost = !stack.contexts.contains(serial)
         stack.contexts.append(serial)
         if enteredFromMain { stack.mainDepth += 1 }
+        // A private context's block is background work (Rule 11), unless it
+        // runs for a caller on the main queue.
+        let previousSlice = outermost && concurrencyType == .privateQueue && !enteredFromMain
+            ? BackgroundScheduling.lengthenSlice() : nil
         // Children's saves recorded for this context come before the block.
         if outermost && concurrencyType == .privateQueue { takeDeferredChildSaves() }
         defer {
             if outermost { processPendingChanges() }
+            BackgroundScheduling.restoreSlice(previousSlice)
             stack.contexts.removeLast()
             if enteredFromMain { stack.mainDepth -= 1 }
         }

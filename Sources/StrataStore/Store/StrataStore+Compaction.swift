@@ -57,7 +57,9 @@ extension StrataStore {
         backgroundWork.enter()
         compactionQueue.async { [self] in
             defer { backgroundWork.leave() }
-            do throws(StoreError) { try runCompaction(inputs: candidates) } catch {
+            do throws(StoreError) {
+                try BackgroundScheduling.run { () throws(StoreError) in try runCompaction(inputs: candidates) }
+            } catch {
                 manifestLock.withLock { lastCompactionError = error }
             }
             manifestLock.withLock { compactionScheduled = false }

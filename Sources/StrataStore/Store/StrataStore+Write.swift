@@ -195,7 +195,7 @@ extension StrataStore {
         backgroundWork.enter()
         flushQueue.async { [self] in
             defer { backgroundWork.leave() }
-            flush(frozen, nextLogNumber: number)
+            BackgroundScheduling.run { flush(frozen, nextLogNumber: number) }
         }
     }
 

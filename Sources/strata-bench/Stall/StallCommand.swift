@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import StrataStore
 
 /// `strata-bench stall` (the default): how long the main queue stalls while
 /// recipe-like objects are imported and saved to disk, through each stack
@@ -29,6 +30,9 @@ struct StallCommand: ParsableCommand {
     @Option(help: "Write every figure to this JSON file.") var json: String?
     @Option(help: "Draw the main-queue stall over time, one line per layout, into this SVG file.") var plot: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
+    @Flag(name: .customLong("no-background-scheduling"),
+          help: "Run Strata's background work with the threads' own scheduler slice (see BackgroundScheduling), to compare.")
+    var noBackgroundScheduling = false
     @Option(name: .customLong("layout"), help: "Run only these layouts (repeatable): naive, seed-stack, writer-child, private-context.")
     var layouts: [ImportLayout] = []
 
@@ -38,6 +42,7 @@ struct StallCommand: ParsableCommand {
         let root = work.path
         let (objects, saveEvery, ingredients, noSQLite, rounds) = (objects, saveEvery, ingredients, noSQLite, max(1, repeats))
         let chosen = layouts.isEmpty ? ImportLayout.stallLayouts + [.privateContext] : layouts
+        if noBackgroundScheduling { BackgroundScheduling.isEnabled = false }
         let report = try MainThreadDriver.run { () throws -> StallReport in
             var report = StallReport(date: ISO8601DateFormatter().string(from: Date()), objects: objects, saveEvery: saveEvery,
                                      ingredientsPerRecipe: ingredients, cores: ProcessInfo.processInfo.activeProcessorCount, repeats: rounds)
@@ -63,6 +68,7 @@ struct StallCommand: ParsableCommand {
                 report.floor.append(StallProbe.alone(for: importSeconds))
             }
             report.summarize(chosen)
+            report.backgroundScheduling = BackgroundScheduling.state
             return report
         }.get()
         print(report.render())
@@ -140,6 +146,9 @@ struct StallReport: Codable, Sendable {
     var ingredientsPerRecipe: Int
     var cores: Int
     var repeats: Int
+    /// Whether Strata's background work ran with its long scheduler slice:
+    /// "on", "off" (`--no-background-scheduling`) or "unsupported" (Darwin, Linux before 6.12).
+    var backgroundScheduling = ""
     var runs: [ImportRun] = []
     var sqliteRuns: [SQLiteRun] = []
     /// The probe alone, once per round.
@@ -198,7 +207,7 @@ struct StallReport: Codable, Sendable {
         }
         var out = "Main-queue stalls while importing \(thousands(Double(objects))) objects (recipes with \(ingredientsPerRecipe) ingredients each), "
             + "saving every \(thousands(Double(saveEvery))); a 1 ms timer on the main thread; medians of \(repeats) interleaved round(s); "
-            + "\(date), \(cores) cores\n\n" + table.render()
+            + "\(date), \(cores) cores; background scheduling \(backgroundScheduling)\n\n" + table.render()
         var imports = Table("Import to disk, same objects, one durable save every \(thousands(Double(saveEvery)))", "seconds", "objects/s", "vs SQLite")
         for layout in [ImportLayout.privateContext, .writerChild, .seedStack] {
             guard let s = summary(layout) else { continue }
@@ -213,4 +222,9 @@ struct StallReport: Codable, Sendable {
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"vs SQLite\" is the median of each round's ratio)"
         return out
     }
+}
+
+extension BackgroundScheduling {
+    /// What the stall report says of it.
+    static var state: String { !isEnabled ? "off" : isSupported ? "on" : "unsupported" }
 }

@@ -1,0 +1,137 @@
+import CStrataScheduling
+import Foundation
+import Synchronization
+import Testing
+@testable import StrataStore
+
+/// Whether this kernel honours a thread's own slice (Linux 6.12 and later);
+/// the tests below need it, and are skipped where it is absent.
+let threadSlicesHonoured: Bool = {
+    guard let before = BackgroundScheduling.currentSlice() else { return false }
+    let previous = BackgroundScheduling.lengthenSlice()
+    defer { BackgroundScheduling.restoreSlice(previous) }
+    return previous == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
+}()
+
+/// `BackgroundScheduling` lengthens the slice of the thread doing background
+/// work and gives it back. Serialized: one test switches it off, which the
+/// others would see.
+@Suite(.serialized, .enabled(if: threadSlicesHonoured, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
+struct BackgroundSchedulingTests {
+    @Test func runLengthensTheSliceAndRestoresItAfter() {
+        let (before, inside, after) = onThreadOfItsOwn {
+            let before = BackgroundScheduling.currentSlice()
+            return (before, BackgroundScheduling.run { BackgroundScheduling.currentSlice() }, BackgroundScheduling.currentSlice())
+        }
+        #expect(before.map { $0 < BackgroundScheduling.slice } == true, "the thread started with \(String(describing: before))")
+        #expect(inside == BackgroundScheduling.slice)
+        #expect(after == before)
+    }
+
+    @Test func aNestedRunLeavesTheOuterOneItsSlice() {
+        let (before, inner, afterInner, after) = onThreadOfItsOwn {
+            let before = BackgroundScheduling.currentSlice()
+            let (inner, afterInner) = BackgroundScheduling.run {
+                (BackgroundScheduling.run { BackgroundScheduling.currentSlice() }, BackgroundScheduling.currentSlice())
+            }
+            return (before, inner, afterInner, BackgroundScheduling.currentSlice())
+        }
+        #expect(inner == BackgroundScheduling.slice)
+        #expect(afterInner == BackgroundScheduling.slice)
+        #expect(after == before)
+    }
+
+    @Test func aThreadWithItsOwnLongerSliceKeepsIt() {
+        let own = BackgroundScheduling.slice * 2
+        let (set, inside, after) = onThreadOfItsOwn {
+            let set = strata_set_thread_slice(own) == 0
+            return (set, BackgroundScheduling.run { BackgroundScheduling.currentSlice() }, BackgroundScheduling.currentSlice())
+        }
+        #expect(set)
+        #expect(inside == own)
+        #expect(after == own)
+    }
+
+    @Test func switchedOffItChangesNothing() {
+        BackgroundScheduling.isEnabled = false
+        defer { BackgroundScheduling.isEnabled = true }
+        let (before, inside) = onThreadOfItsOwn {
+            (BackgroundScheduling.currentSlice(), BackgroundScheduling.run { BackgroundScheduling.currentSlice() })
+        }
+        #expect(before != nil)
+        #expect(inside == before)
+    }
+
+    /// The store's flush writes its segment with the long slice; the writer
+    /// that triggered it, on its own thread, keeps its own.
+    @Test func theStoreFlushesWithTheLongSlice() throws {
+        let dir = ScratchDirectory()
+        let recorder = SliceRecordingFileSystem()
+        var options = smallOptions()
+        options.fileSystem = recorder
+        let store = try StrataStore(directory: dir.store, options: options)
+        let (own, after) = try onThreadOfItsOwn { () throws(any Error) -> (UInt64?, UInt64?) in
+            let own = BackgroundScheduling.currentSlice()
+            for i in 0..<2_000 { try store.put("key \(i)", String(repeating: "v", count: 100)) }
+            try store.flush()
+            return (own, BackgroundScheduling.currentSlice())
+        }
+        try store.close()
+        #expect(after == own)
+        let slices = recorder.segmentWriteSlices
+        try #require(!slices.isEmpty, "no segment was written")
+        #expect(slices.allSatisfy { $0 == BackgroundScheduling.slice }, "segment writes ran with slices \(Set(slices)) ns")
+        #expect(!recorder.logWriteSlices.isEmpty)
+        #expect(recorder.logWriteSlices.allSatisfy { $0 == own }, "log writes ran with slices \(Set(recorder.logWriteSlices)) ns")
+    }
+}
+
+/// Runs `body` on a thread of its own and waits for its value: the slice
+/// checks then see that thread alone, not a shared worker another test may
+/// also be using.
+func onThreadOfItsOwn<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) throws(E) -> T {
+    let result = Mutex<Result<T, E>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        let outcome = Result { () throws(E) in try body() }
+        result.withLock { $0 = outcome }
+        done.signal()
+    }.start()
+    done.wait()
+    return try result.withLock { $0! }.get()
+}
+
+/// POSIX, recording the calling thread's slice at every write to a segment
+/// file and to a log file.
+final class SliceRecordingFileSystem: ForwardingFileSystem, @unchecked Sendable {
+    // `@unchecked Sendable`: `state` is guarded by `lock`.
+    let base: any FileSystem = POSIXFileSystem()
+    private let lock = NSLock()
+    private var state: (kinds: [FileDescriptor: String], segment: [UInt64], log: [UInt64]) = ([:], [], [])
+
+    var segmentWriteSlices: [UInt64] { lock.withLock { state.segment } }
+    var logWriteSlices: [UInt64] { lock.withLock { state.log } }
+
+    func open(_ path: String, _ mode: FileOpenMode) throws(SystemCallError) -> FileDescriptor {
+        let fd = try base.open(path, mode)
+        lock.withLock { state.kinds[fd] = path.hasSuffix(".seg") ? "segment" : path.hasSuffix(".wal") ? "log" : nil }
+        return fd
+    }
+
+    func close(_ fd: FileDescriptor) throws(SystemCallError) {
+        lock.withLock { state.kinds[fd] = nil }
+        try base.close(fd)
+    }
+
+    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int {
+        let slice = BackgroundScheduling.currentSlice() ?? 0
+        lock.withLock {
+            switch state.kinds[fd] {
+            case "segment": state.segment.append(slice)
+            case "log": state.log.append(slice)
+            default: break
+            }
+        }
+        return try base.write(fd, bytes, at: offset)
+    }
+}

@@ -1,0 +1,69 @@
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+import Testing
+
+/// Whether this kernel honours a thread's own slice (Linux 6.12 and later).
+private let threadSlicesHonoured: Bool = {
+    guard let before = BackgroundScheduling.currentSlice() else { return false }
+    let previous = BackgroundScheduling.lengthenSlice()
+    defer { BackgroundScheduling.restoreSlice(previous) }
+    return previous == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
+}()
+
+/// A private-queue context's blocks are background work: their thread runs
+/// them with `BackgroundScheduling`'s long slice, so the main thread preempts
+/// them when it wakes; main-queue work keeps its own slice. (`make test` runs
+/// these in a process of their own, apart from the store suite that switches
+/// `BackgroundScheduling` off for a moment.)
+@Suite(.enabled(if: threadSlicesHonoured, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
+struct ContextBackgroundSchedulingTests {
+    /// `performAndWait` from a thread runs the block on that thread, with the
+    /// long slice; the thread has its own back when the call returns — also
+    /// around a nested block of another private context, which must not give
+    /// it back early.
+    @Test func aPrivateBlockRunsWithTheLongSliceAndGivesItBack() async throws {
+        let coordinator = try makeCoordinator()
+        let outer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "outer")
+        let inner = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "inner")
+        let seen = await runOnDedicatedThread { () -> [UInt64?] in
+            let before = BackgroundScheduling.currentSlice()
+            let (inOuter, inInner, afterInner) = outer.performAndWait {
+                let inOuter = BackgroundScheduling.currentSlice()
+                let inInner = inner.performAndWait { BackgroundScheduling.currentSlice() }
+                return (inOuter, inInner, BackgroundScheduling.currentSlice())
+            }
+            return [before, inOuter, inInner, afterInner, BackgroundScheduling.currentSlice()]
+        }
+        let long = BackgroundScheduling.slice
+        #expect(seen[0].map { $0 < long } == true, "the thread started with \(String(describing: seen[0]))")
+        #expect(Array(seen[1...3]) == [long, long, long])
+        #expect(seen[4] == seen[0])
+    }
+
+    /// A block queued with `perform` runs on a Dispatch worker, with the long slice.
+    @Test func aQueuedPrivateBlockRunsWithTheLongSlice() async throws {
+        let context = ManagedObjectContext(.privateQueue, coordinator: try makeCoordinator(), name: "worker")
+        let inside = await context.perform { BackgroundScheduling.currentSlice() }
+        #expect(inside == BackgroundScheduling.slice)
+    }
+
+    /// The main queue's work is not background work: a main-queue context's
+    /// block keeps the main thread's slice.
+    @Test func aMainQueueBlockKeepsTheMainThreadsSlice() async throws {
+        let main = ManagedObjectContext(.mainQueue, coordinator: try makeCoordinator(), name: "main")
+        let inside = await main.perform { BackgroundScheduling.currentSlice() }
+        #expect(inside.map { $0 < BackgroundScheduling.slice } == true, "the main thread ran with \(String(describing: inside))")
+    }
+
+    /// Nor is a private context's block that the main queue waits for: it
+    /// runs on the main thread, which keeps its slice.
+    @Test @MainActor func aPrivateBlockRunForTheMainQueueKeepsItsSlice() throws {
+        let context = ManagedObjectContext(.privateQueue, coordinator: try makeCoordinator(), name: "private")
+        let before = BackgroundScheduling.currentSlice()
+        let inside = context.performAndWait { BackgroundScheduling.currentSlice() }
+        #expect(inside == before)
+        #expect(inside.map { $0 < BackgroundScheduling.slice } == true)
+    }
+}
