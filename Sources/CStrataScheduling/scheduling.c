@@ -30,8 +30,8 @@ struct strata_sched_attr {
     uint32_t sched_util_max;
 };
 
-// SCHED_FLAG_RESET_ON_FORK: the one flag read back that must be written back
-// unchanged; the utilization-clamp flags are left off so clamps stay as they are.
+// SCHED_FLAG_RESET_ON_FORK. The utilization-clamp flags are never written,
+// so clamps stay as they are.
 #define STRATA_SCHED_FLAG_RESET_ON_FORK 0x01
 
 static int strata_read_attr(struct strata_sched_attr *attr) {
@@ -44,32 +44,35 @@ static int strata_read_attr(struct strata_sched_attr *attr) {
     return 0;
 }
 
-int strata_thread_slice(uint64_t *nanoseconds) {
+int strata_thread_slice(uint64_t *nanoseconds, int *reset_on_fork) {
     struct strata_sched_attr attr;
     if (strata_read_attr(&attr) != 0) return -1;
     *nanoseconds = attr.sched_runtime;
+    *reset_on_fork = (attr.sched_flags & STRATA_SCHED_FLAG_RESET_ON_FORK) != 0;
     return 0;
 }
 
-int strata_set_thread_slice(uint64_t nanoseconds) {
+int strata_set_thread_slice(uint64_t nanoseconds, int reset_on_fork) {
     struct strata_sched_attr attr;
     if (strata_read_attr(&attr) != 0) return -1;
     attr.size = sizeof attr;
-    attr.sched_flags &= STRATA_SCHED_FLAG_RESET_ON_FORK;
+    attr.sched_flags = reset_on_fork ? STRATA_SCHED_FLAG_RESET_ON_FORK : 0;
     attr.sched_runtime = nanoseconds;
     return (int)syscall(SYS_sched_setattr, 0, &attr, 0u);
 }
 
 #else
 
-int strata_thread_slice(uint64_t *nanoseconds) {
+int strata_thread_slice(uint64_t *nanoseconds, int *reset_on_fork) {
     (void)nanoseconds;
+    (void)reset_on_fork;
     errno = ENOSYS;
     return -1;
 }
 
-int strata_set_thread_slice(uint64_t nanoseconds) {
+int strata_set_thread_slice(uint64_t nanoseconds, int reset_on_fork) {
     (void)nanoseconds;
+    (void)reset_on_fork;
     errno = ENOSYS;
     return -1;
 }

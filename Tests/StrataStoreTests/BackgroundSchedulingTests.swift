@@ -10,7 +10,7 @@ let threadSlicesHonoured: Bool = {
     guard let before = BackgroundScheduling.currentSlice() else { return false }
     let previous = BackgroundScheduling.lengthenSlice()
     defer { BackgroundScheduling.restoreSlice(previous) }
-    return previous == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
+    return previous?.nanoseconds == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
 }()
 
 /// `BackgroundScheduling` lengthens the slice of the thread doing background
@@ -41,10 +41,26 @@ struct BackgroundSchedulingTests {
         #expect(after == before)
     }
 
+    /// A thread inherits its creator's slice: one started inside background
+    /// work (as Dispatch starts workers) must start from the default, not
+    /// keep the long slice for whatever it runs later.
+    @Test func aThreadStartedInsideStartsFromTheDefault() {
+        let (creator, inside, child) = onThreadOfItsOwn {
+            let creator = BackgroundScheduling.currentSlice()
+            let (inside, child) = BackgroundScheduling.run {
+                (BackgroundScheduling.currentSlice(), onThreadOfItsOwn { BackgroundScheduling.currentSlice() })
+            }
+            return (creator, inside, child)
+        }
+        #expect(inside == BackgroundScheduling.slice)
+        #expect(child != nil)
+        #expect(child == creator)
+    }
+
     @Test func aThreadWithItsOwnLongerSliceKeepsIt() {
         let own = BackgroundScheduling.slice * 2
         let (set, inside, after) = onThreadOfItsOwn {
-            let set = strata_set_thread_slice(own) == 0
+            let set = strata_set_thread_slice(own, 0) == 0
             return (set, BackgroundScheduling.run { BackgroundScheduling.currentSlice() }, BackgroundScheduling.currentSlice())
         }
         #expect(set)

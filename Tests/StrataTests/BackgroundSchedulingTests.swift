@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Strata
+import Synchronization
 import StrataStore
 import Testing
 
@@ -9,7 +10,7 @@ private let threadSlicesHonoured: Bool = {
     guard let before = BackgroundScheduling.currentSlice() else { return false }
     let previous = BackgroundScheduling.lengthenSlice()
     defer { BackgroundScheduling.restoreSlice(previous) }
-    return previous == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
+    return previous?.nanoseconds == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
 }()
 
 /// A private-queue context's blocks are background work: their thread runs
@@ -57,6 +58,27 @@ struct ContextBackgroundSchedulingTests {
         #expect(inside.map { $0 < BackgroundScheduling.slice } == true, "the main thread ran with \(String(describing: inside))")
     }
 
+    /// The objects a main-queue context lets go of after a save are freed on
+    /// a background queue, as background work.
+    @Test func releasedObjectsAreFreedAsBackgroundWork() async throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "FreedNote", managedObjectClass: FreedNote.self, properties: [.attribute("text", .string)]),
+        ])
+        let main = ManagedObjectContext(.mainQueue, coordinator: try makeCoordinator(model: model), name: "main")
+        FreedNote.slices.withLock { $0.removeAll() }
+        try await main.perform {
+            for i in 0..<100 { FreedNote(context: main).text = "note \(i)" }
+            try main.save()
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while FreedNote.slices.withLock({ $0.count }) < 100 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let slices = FreedNote.slices.withLock { $0 }
+        #expect(slices.count == 100)
+        #expect(slices.allSatisfy { $0 == BackgroundScheduling.slice }, "freed with slices \(Set(slices.map { String(describing: $0) }))")
+    }
+
     /// Nor is a private context's block that the main queue waits for: it
     /// runs on the main thread, which keeps its slice.
     @Test @MainActor func aPrivateBlockRunForTheMainQueueKeepsItsSlice() throws {
@@ -66,4 +88,11 @@ struct ContextBackgroundSchedulingTests {
         #expect(inside == before)
         #expect(inside.map { $0 < BackgroundScheduling.slice } == true)
     }
+}
+
+/// Records the slice of the thread that frees it.
+final class FreedNote: ManagedObject {
+    static let slices = Mutex<[UInt64?]>([])
+    @Attribute("text") var text: String
+    deinit { Self.slices.withLock { $0.append(BackgroundScheduling.currentSlice()) } }
 }

@@ -450,12 +450,22 @@ private enum Boom: Error, Equatable {
     /// Line 7: the caller stays suspended until its block has run, after the
     /// blocks enqueued before it.
     ///
-    ///     test task              context queue
-    ///     perform(first) ──────▶ first: signal(firstRunning); wait(gate)
-    ///     Task { await perform(second) }  (suspended)
-    ///     0.3 s: second not done            (assertion of no progress)
-    ///     signal(gate) ────────▶ first: log "first"
-    ///                            second: log "second" ──▶ task resumes with 2
+    ///     test task                    opener thread          context queue
+    ///     perform(first) ─────────────────────────────────────▶ first: signal(firstRunning); wait(gate)
+    ///                                  wait(firstRunning)
+    ///     Task { signal(secondQueued);
+    ///            await perform(second) }  ──▶ wait(secondQueued)
+    ///                                  0.3 s: second not done (assertion of no progress)
+    ///                                  signal(gate) ────────▶ first: log "first"
+    ///                                                        second: log "second" ──▶ task resumes with 2
+    ///
+    /// The gate opens from a thread of its own, not from the test's task: the
+    /// first block holds a Dispatch worker (or the main queue's), and on Linux
+    /// Swift's tasks run on those same workers. With the pool full of tests
+    /// that block, a task that was to open the gate waited for a worker the
+    /// blocked ones would not free until their 30 s timeouts — the whole run
+    /// stalled. The opener waits at most 5 s for the second perform to be
+    /// queued, so a starved pool delays it that long at worst.
     @Test("Line 7: async perform suspends until its block has run, after earlier blocks", arguments: queuedTypes)
     func asyncPerformSuspendsUntilItsBlockRan(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
@@ -463,15 +473,27 @@ private enum Boom: Error, Equatable {
         let log = ConcurrencyTestBox<[String]>([])
         let firstRunning = DispatchSemaphore(value: 0)
         let gate = DispatchSemaphore(value: 0)
+        let secondQueued = DispatchSemaphore(value: 0)
+        let finished = ConcurrencyTestBox(false)
         enqueueBlock(context) {
             firstRunning.signal()
             _ = gate.wait(timeout: .now() + 30)
             log.withLock { $0.append("first") }
         }
-        let started = await runOnDedicatedThread { firstRunning.wait(timeout: .now() + 30) == .success }
-        #expect(started)
-        let finished = ConcurrencyTestBox(false)
+        // Started here, synchronously: a task could itself wait for a worker.
+        let opened = ConcurrencyTestBox<(started: Bool, finishedEarly: Bool)?>(nil)
+        let openerDone = DispatchSemaphore(value: 0)
+        Thread {
+            let started = firstRunning.wait(timeout: .now() + 30) == .success
+            _ = secondQueued.wait(timeout: .now() + 5)
+            Thread.sleep(forTimeInterval: 0.3)
+            let finishedEarly = finished.value
+            gate.signal()
+            opened.withLock { $0 = (started, finishedEarly) }
+            openerDone.signal()
+        }.start()
         let second = Task {
+            secondQueued.signal()
             let value = await context.perform { () -> Int in
                 log.withLock { $0.append("second") }
                 return 2
@@ -479,9 +501,9 @@ private enum Boom: Error, Equatable {
             finished.withLock { $0 = true }
             return value
         }
-        try await Task.sleep(nanoseconds: 300_000_000)
-        #expect(!finished.value)
-        gate.signal()
+        _ = await runOnDedicatedThread { openerDone.wait(timeout: .now() + 40) }
+        #expect(opened.value?.started == true)
+        #expect(opened.value?.finishedEarly == false)
         #expect(await second.value == 2)
         #expect(log.value == ["first", "second"])
     }

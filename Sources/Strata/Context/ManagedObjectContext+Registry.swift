@@ -1,4 +1,5 @@
 import Dispatch
+internal import StrataStore
 
 extension ManagedObjectContext {
     /// After a save: lets go of the saved objects that only the registry
@@ -17,7 +18,7 @@ extension ManagedObjectContext {
         // Emptied there, not here: whoever lets go of the box last, the
         // objects are freed on the queue.
         if let released, !released.objects.isEmpty {
-            ReleasedObjects.queue.async { released.objects.removeAll() }
+            ReleasedObjects.queue.async { BackgroundScheduling.run { released.objects.removeAll() } }
         }
     }
 

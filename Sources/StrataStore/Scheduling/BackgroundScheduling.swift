@@ -2,7 +2,8 @@ internal import CStrataScheduling
 import Synchronization
 
 /// Runs Strata's background work — private-queue contexts' blocks, the
-/// store's flushes and compactions — so that it does not delay the main thread.
+/// store's flushes and compactions, the freeing of objects a main-queue
+/// context let go of — so that it does not delay the main thread.
 ///
 /// On Darwin, Dispatch's quality of service does this: the main thread runs
 /// at user-interactive priority and background queues below it. Linux's
@@ -70,32 +71,52 @@ public enum BackgroundScheduling {
         return try body()
     }
 
-    /// Gives the calling thread back the slice ``lengthenSlice()`` returned
-    /// (nothing for nil).
-    package static func restoreSlice(_ previous: UInt64?) {
-        if let previous { _ = strata_set_thread_slice(previous) }
+    /// A thread's slice and whether threads it creates start from the default.
+    package struct ThreadSlice: Equatable, Sendable {
+        package var nanoseconds: UInt64
+        package var resetOnFork: Bool
+    }
+
+    /// The calling thread's slice, nil where it cannot be read.
+    package static func currentThreadSlice() -> ThreadSlice? {
+        var nanoseconds: UInt64 = 0
+        var resetOnFork: Int32 = 0
+        guard strata_thread_slice(&nanoseconds, &resetOnFork) == 0 else { return nil }
+        return ThreadSlice(nanoseconds: nanoseconds, resetOnFork: resetOnFork != 0)
     }
 
     /// The calling thread's slice in nanoseconds, nil where it cannot be read.
-    package static func currentSlice() -> UInt64? {
-        var nanoseconds: UInt64 = 0
-        return strata_thread_slice(&nanoseconds) == 0 ? nanoseconds : nil
-    }
+    package static func currentSlice() -> UInt64? { currentThreadSlice()?.nanoseconds }
 
     /// Lengthens the calling thread's slice to ``slice`` and returns the one to
     /// restore with ``restoreSlice(_:)``; nil when nothing was changed.
-    package static func lengthenSlice() -> UInt64? {
-        guard isEnabled, isSupported, let current = currentSlice(), current < slice else { return nil }
-        guard strata_set_thread_slice(slice) == 0 else { return nil }
+    ///
+    /// A thread inherits its creator's slice: with the long one, every thread
+    /// Dispatch spawns from inside background work (it does, to run what that
+    /// work queues) would keep it for good, whatever it ran later — the main
+    /// queue's work among it where `dispatchMain()` hands the main queue to
+    /// worker threads. So the long slice goes with SCHED_FLAG_RESET_ON_FORK,
+    /// which starts such threads from the default. (It also starts them at
+    /// nice 0 where the thread had a negative nice value, which only a
+    /// privileged process can set.)
+    package static func lengthenSlice() -> ThreadSlice? {
+        guard isEnabled, isSupported, let current = currentThreadSlice(), current.nanoseconds < slice else { return nil }
+        guard strata_set_thread_slice(slice, 1) == 0 else { return nil }
         if support.load(ordering: .relaxed) == Support.unknown.rawValue {
             // A kernel before 6.12 accepts the value and ignores it.
             let honoured = currentSlice() == slice
             support.store(honoured ? Support.present.rawValue : Support.absent.rawValue, ordering: .relaxed)
             if !honoured {
-                _ = strata_set_thread_slice(current)
+                restoreSlice(current)
                 return nil
             }
         }
         return current
+    }
+
+    /// Gives the calling thread back the slice ``lengthenSlice()`` returned
+    /// (nothing for nil).
+    package static func restoreSlice(_ previous: ThreadSlice?) {
+        if let previous { _ = strata_set_thread_slice(previous.nanoseconds, previous.resetOnFork ? 1 : 0) }
     }
 }
