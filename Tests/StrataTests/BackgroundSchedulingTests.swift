@@ -13,13 +13,17 @@ private let threadSlicesHonoured: Bool = {
     return previous?.nanoseconds == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
 }()
 
-/// A private-queue context's blocks are background work: their thread runs
-/// them with `BackgroundScheduling`'s long slice, so the main thread preempts
-/// them when it wakes; main-queue work keeps its own slice. (`make test` runs
-/// these in a process of their own, apart from the store suite that switches
-/// `BackgroundScheduling` off for a moment.)
+/// A private-queue context's blocks are background work: once a block of the
+/// context has run 1 ms or more, its next ones run with `BackgroundScheduling`'s
+/// long slice, so the main thread preempts them when it wakes; main-queue work
+/// keeps its own slice. (`make test` runs these in a process of their own,
+/// apart from the store suite that switches `BackgroundScheduling` off for a
+/// moment.)
 @Suite(.enabled(if: threadSlicesHonoured, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
 struct ContextBackgroundSchedulingTests {
+    /// A block long enough to make the context's next ones background work.
+    static func longBlock() { Thread.sleep(forTimeInterval: 0.002) }
+
     /// `performAndWait` from a thread runs the block on that thread, with the
     /// long slice; the thread has its own back when the call returns — also
     /// around a nested block of another private context, which must not give
@@ -29,6 +33,8 @@ struct ContextBackgroundSchedulingTests {
         let outer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "outer")
         let inner = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "inner")
         let seen = await runOnDedicatedThread { () -> [UInt64?] in
+            outer.performAndWait { Self.longBlock() }
+            inner.performAndWait { Self.longBlock() }
             let before = BackgroundScheduling.currentSlice()
             let (inOuter, inInner, afterInner) = outer.performAndWait {
                 let inOuter = BackgroundScheduling.currentSlice()
@@ -43,9 +49,30 @@ struct ContextBackgroundSchedulingTests {
         #expect(seen[4] == seen[0])
     }
 
+    /// Quick blocks pay no system calls: a context whose last block was quick
+    /// runs the next one with the thread's own slice, and one long block
+    /// makes the following one background work again.
+    @Test func onlyAContextRunningLongBlocksTakesTheLongSlice() async throws {
+        let context = ManagedObjectContext(.privateQueue, coordinator: try makeCoordinator(), name: "reader")
+        let seen = await runOnDedicatedThread { () -> [UInt64?] in
+            let first = context.performAndWait { BackgroundScheduling.currentSlice() }
+            let afterQuick = context.performAndWait { BackgroundScheduling.currentSlice() }
+            context.performAndWait { Self.longBlock() }
+            let afterLong = context.performAndWait { BackgroundScheduling.currentSlice() }
+            let afterQuickAgain = context.performAndWait { BackgroundScheduling.currentSlice() }
+            return [first, afterQuick, afterLong, afterQuickAgain]
+        }
+        let long = BackgroundScheduling.slice
+        #expect(seen[0].map { $0 < long } == true)
+        #expect(seen[1] == seen[0])
+        #expect(seen[2] == long)
+        #expect(seen[3] == seen[0])
+    }
+
     /// A block queued with `perform` runs on a Dispatch worker, with the long slice.
     @Test func aQueuedPrivateBlockRunsWithTheLongSlice() async throws {
         let context = ManagedObjectContext(.privateQueue, coordinator: try makeCoordinator(), name: "worker")
+        await context.perform { Self.longBlock() }
         let inside = await context.perform { BackgroundScheduling.currentSlice() }
         #expect(inside == BackgroundScheduling.slice)
     }
@@ -83,6 +110,7 @@ struct ContextBackgroundSchedulingTests {
     /// runs on the main thread, which keeps its slice.
     @Test @MainActor func aPrivateBlockRunForTheMainQueueKeepsItsSlice() throws {
         let context = ManagedObjectContext(.privateQueue, coordinator: try makeCoordinator(), name: "private")
+        context.performAndWait { Self.longBlock() }
         let before = BackgroundScheduling.currentSlice()
         let inside = context.performAndWait { BackgroundScheduling.currentSlice() }
         #expect(inside == before)

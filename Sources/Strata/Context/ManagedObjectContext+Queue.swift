@@ -120,14 +120,20 @@ extension ManagedObjectContext {
         stack.contexts.append(serial)
         if enteredFromMain { stack.mainDepth += 1 }
         // A private context's block is background work (Rule 11), unless it
-        // runs for a caller on the main queue.
-        let previousSlice = outermost && concurrencyType == .privateQueue && !enteredFromMain
-            ? BackgroundScheduling.lengthenSlice() : nil
+        // runs for a caller on the main queue: its thread takes the long
+        // slice when the context's last block was long enough to pay for it.
+        let timed = outermost && concurrencyType == .privateQueue && !enteredFromMain
+        let started = timed ? DispatchTime.now().uptimeNanoseconds : 0
+        let previousSlice = timed && runsLongBlocks.load(ordering: .relaxed) ? BackgroundScheduling.lengthenSlice() : nil
         // Children's saves recorded for this context come before the block.
         if outermost && concurrencyType == .privateQueue { takeDeferredChildSaves() }
         defer {
             if outermost { processPendingChanges() }
             BackgroundScheduling.restoreSlice(previousSlice)
+            if timed {
+                let long = DispatchTime.now().uptimeNanoseconds - started >= Self.longBlockNanoseconds
+                runsLongBlocks.store(long, ordering: .relaxed)
+            }
             stack.contexts.removeLast()
             if enteredFromMain { stack.mainDepth -= 1 }
         }
