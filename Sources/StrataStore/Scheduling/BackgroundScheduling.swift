@@ -1,9 +1,10 @@
 internal import CStrataScheduling
 import Synchronization
 
-/// Runs Strata's background work — private-queue contexts' blocks, the
-/// store's flushes and compactions, the freeing of objects a main-queue
-/// context let go of — so that it does not delay the main thread.
+/// Runs Strata's background work — the blocks of private-queue contexts
+/// that run long (an import, a writer's saves), the store's flushes and
+/// compactions, the freeing of objects a main-queue context let go of — so
+/// that it does not delay the main thread.
 ///
 /// On Darwin, Dispatch's quality of service does this: the main thread runs
 /// at user-interactive priority and background queues below it. Linux's
