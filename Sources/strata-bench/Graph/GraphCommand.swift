@@ -17,8 +17,10 @@ struct GraphCommand: ParsableCommand {
     @Option(help: "Runs per measurement; the table shows the median.") var repeats = 3
     @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
     @Option(help: "Run only one part (insert, child, fetch), e.g. under a profiler.") var only: String?
+    @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
 
     func run() throws {
+        backgroundScheduling.apply()
         let work = try WorkDirectory(store, scenario: "graph-bench")
         defer { work.cleanUp() }
         let root = work.path

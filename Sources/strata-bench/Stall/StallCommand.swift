@@ -30,9 +30,7 @@ struct StallCommand: ParsableCommand {
     @Option(help: "Write every figure to this JSON file.") var json: String?
     @Option(help: "Draw the main-queue stall over time, one line per layout, into this SVG file.") var plot: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
-    @Flag(name: .customLong("no-background-scheduling"),
-          help: "Run Strata's background work with the threads' own scheduler slice (see BackgroundScheduling), to compare.")
-    var noBackgroundScheduling = false
+    @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
     @Option(name: .customLong("layout"), help: "Run only these layouts (repeatable): naive, seed-stack, writer-child, private-context.")
     var layouts: [ImportLayout] = []
 
@@ -42,7 +40,7 @@ struct StallCommand: ParsableCommand {
         let root = work.path
         let (objects, saveEvery, ingredients, noSQLite, rounds) = (objects, saveEvery, ingredients, noSQLite, max(1, repeats))
         let chosen = layouts.isEmpty ? ImportLayout.stallLayouts + [.privateContext] : layouts
-        if noBackgroundScheduling { BackgroundScheduling.isEnabled = false }
+        backgroundScheduling.apply()
         let report = try MainThreadDriver.run { () throws -> StallReport in
             var report = StallReport(date: ISO8601DateFormatter().string(from: Date()), objects: objects, saveEvery: saveEvery,
                                      ingredientsPerRecipe: ingredients, cores: ProcessInfo.processInfo.activeProcessorCount, repeats: rounds)
@@ -222,9 +220,4 @@ struct StallReport: Codable, Sendable {
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"vs SQLite\" is the median of each round's ratio)"
         return out
     }
-}
-
-extension BackgroundScheduling {
-    /// What the stall report says of it.
-    static var state: String { !isEnabled ? "off" : isSupported ? "on" : "unsupported" }
 }
