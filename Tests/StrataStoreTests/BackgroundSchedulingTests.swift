@@ -4,19 +4,10 @@ import Synchronization
 import Testing
 @testable import StrataStore
 
-/// Whether this kernel honours a thread's own slice (Linux 6.12 and later);
-/// the tests below need it, and are skipped where it is absent.
-let threadSlicesHonoured: Bool = {
-    guard let before = BackgroundScheduling.currentSlice() else { return false }
-    let previous = BackgroundScheduling.lengthenSlice()
-    defer { BackgroundScheduling.restoreSlice(previous) }
-    return previous?.nanoseconds == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
-}()
-
 /// `BackgroundScheduling` lengthens the slice of the thread doing background
 /// work and gives it back. Serialized: one test switches it off, which the
 /// others would see.
-@Suite(.serialized, .enabled(if: threadSlicesHonoured, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
+@Suite(.serialized, .enabled(if: BackgroundScheduling.honoursThreadSlices, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
 struct BackgroundSchedulingTests {
     @Test func runLengthensTheSliceAndRestoresItAfter() {
         let (before, inside, after) = onThreadOfItsOwn {

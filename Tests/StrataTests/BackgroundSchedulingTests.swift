@@ -5,21 +5,13 @@ import Synchronization
 import StrataStore
 import Testing
 
-/// Whether this kernel honours a thread's own slice (Linux 6.12 and later).
-private let threadSlicesHonoured: Bool = {
-    guard let before = BackgroundScheduling.currentSlice() else { return false }
-    let previous = BackgroundScheduling.lengthenSlice()
-    defer { BackgroundScheduling.restoreSlice(previous) }
-    return previous?.nanoseconds == before && BackgroundScheduling.currentSlice() == BackgroundScheduling.slice
-}()
-
 /// A private-queue context's blocks are background work: once a block of the
 /// context has run 1 ms or more, its next ones run with `BackgroundScheduling`'s
 /// long slice, so the main thread preempts them when it wakes; main-queue work
 /// keeps its own slice. (`make test` runs these in a process of their own,
 /// apart from the store suite that switches `BackgroundScheduling` off for a
 /// moment.)
-@Suite(.enabled(if: threadSlicesHonoured, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
+@Suite(.enabled(if: BackgroundScheduling.honoursThreadSlices, "this kernel ignores a thread's own slice (Linux before 6.12, or not Linux)"))
 struct ContextBackgroundSchedulingTests {
     /// A block long enough to make the context's next ones background work.
     static func longBlock() { Thread.sleep(forTimeInterval: 0.002) }

@@ -115,6 +115,15 @@ public enum BackgroundScheduling {
         return current
     }
 
+    /// Whether the calling thread can take the long slice now (it is tried
+    /// and given back): false where the kernel ignores a thread's own slice,
+    /// or background scheduling is off. Tests use it to skip.
+    package static var honoursThreadSlices: Bool {
+        let previous = lengthenSlice()
+        defer { restoreSlice(previous) }
+        return previous != nil && currentSlice() == slice
+    }
+
     /// Gives the calling thread back the slice ``lengthenSlice()`` returned
     /// (nothing for nil).
     package static func restoreSlice(_ previous: ThreadSlice?) {
