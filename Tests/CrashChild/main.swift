@@ -3,11 +3,22 @@
 // the sync mode used), and flushing stdout so the parent sees it at once.
 //
 // usage: strata-crash-child <store directory> <seed> [grouped|always|none]
+//        strata-crash-child <store directory> exhaust-descriptors
+//
+// The second form runs the process out of descriptors under an open store:
+// it writes a batch, takes every free descriptor, starts the process's first
+// worker of a global queue (what an app's main queue or Swift's tasks do at
+// any moment), prints "worker started", and writes on until the store needs a
+// new file and reports the failure. libdispatch must not trap.
+import Dispatch
 import Foundation
 import StrataStore
 import CrashWorkload
 
 let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[2] == "exhaust-descriptors" {
+    exhaustDescriptors(directory: arguments[1])
+}
 guard arguments.count == 3 || arguments.count == 4, let seed = UInt64(arguments[2]),
       let sync = arguments.count == 4 ? CrashWorkload.syncModes[arguments[3]] : .grouped
 else {
@@ -34,4 +45,31 @@ do {
 } catch {
     report("error \(error)")
     exit(1)
+}
+
+func exhaustDescriptors(directory: String) -> Never {
+    do {
+        let store = try StrataStore(directory: directory, options: CrashWorkload.options)
+        try store.write(CrashWorkload.batch(1))
+        report("ack 1")
+        var taken = 0
+        while dup(STDERR_FILENO) >= 0 { taken += 1 }
+        report("took \(taken) descriptors, errno \(errno)")
+        let started = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async { started.signal() }
+        guard started.wait(timeout: .now() + .seconds(10)) == .success else {
+            report("no global worker started in 10 s")
+            exit(3)
+        }
+        report("worker started")
+        for batch in 2...100_000 {
+            try store.write(CrashWorkload.batch(batch))
+            report("ack \(batch)")
+        }
+        report("100,000 batches written without a new file")
+        exit(0)
+    } catch {
+        report("error \(error)")
+        exit(1)
+    }
 }

@@ -35,6 +35,27 @@ import Testing
         try store.close()
     }
 
+    /// A store that has run the process out of descriptors: the process's
+    /// first global-queue worker (an app's main queue after `dispatchMain()`,
+    /// Swift's tasks) must still start — libdispatch creates its event loop
+    /// then, and traps without descriptors, unless opening the store made it
+    /// create it first — and the store, needing a new file, reports `EMFILE`
+    /// as a typed error, keeping every batch it acknowledged.
+    @Test func aStoreThatRanTheProcessOutOfDescriptorsFailsCleanly() throws {
+        let child = try #require(Self.childPath, "strata-crash-child was not built beside the tests")
+        let dir = ScratchDirectory()
+        let run = try runCrashChild(child, [dir.store, "exhaust-descriptors"]) { _ in false }
+        let said = run.said.joined(separator: "\n")
+        #expect(run.status == 1, "exit \(run.status): \(said)")
+        #expect(said.contains("worker started"), "\(said)")
+        #expect(said.contains("StoreError.ioFailure") && said.contains("Too many open files"), "\(said)")
+        #expect(run.highest >= 2, "no batch was written after the descriptors ran out")
+        let store = try StrataStore(directory: dir.store, options: CrashWorkload.options)
+        let last = (try store.get(CrashWorkload.lastKey)).flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
+        #expect(last >= run.highest, "batch \(run.highest) was acknowledged but the store ends at \(last)")
+        try store.close()
+    }
+
     /// `.grouped`: every acknowledged batch is durable, so it must survive.
     @Test func acknowledgedBatchesSurviveSIGKILL() throws {
         try killCycles(sync: "grouped", cycles: Int(ProcessInfo.processInfo.environment["STRATA_CRASH_CYCLES"] ?? "") ?? 40)

@@ -135,6 +135,7 @@ public final class StrataStore: @unchecked Sendable {
     /// `.ioFailure`. A torn last write is cut off and reported in
     /// ``recoveryReport``; it was never acknowledged.
     public convenience init(directory: String, options: StoreOptions = StoreOptions()) throws {
+        DispatchEventLoop.prepare()
         let opened = try Recovery.open(directory: directory, options: options)
         self.init(opened: opened, directory: directory, options: options)
         if !options.readOnly, let memtable, memtable.used >= options.logSizeLimit {
