@@ -2,7 +2,7 @@ import Foundation
 import SharedTestSupport
 import Testing
 
-@testable import StrataStore
+@_spi(Coding) @testable import StrataStore
 
 @Suite struct ChecksumTests {
     @Test func standardCheckValueOnBothPaths() {

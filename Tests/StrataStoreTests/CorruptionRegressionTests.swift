@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import StrataStore
+@_spi(Coding) @testable import StrataStore
 
 /// One test per wrong outcome the corruption matrix found, each on the
 /// smallest store that shows it.

@@ -1,6 +1,6 @@
 import Foundation
 import Strata
-import StrataStore
+@_spi(Coding) import StrataStore
 
 /// `strata-fuzz generate-corpus <dir>`: seeds for every target, made by the
 /// real encoders (a real store in memory, the record and schema encoders),

@@ -1,4 +1,4 @@
-import StrataStore
+@_spi(Coding) import StrataStore
 
 /// The `store` target: a whole store directory, opened the way an application
 /// opens one, so that recovery sees every file the others fuzz one at a time

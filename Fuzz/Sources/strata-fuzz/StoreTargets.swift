@@ -1,4 +1,4 @@
-import StrataStore
+@_spi(Coding) import StrataStore
 
 /// The storage engine's decoders.
 enum StoreTargets {

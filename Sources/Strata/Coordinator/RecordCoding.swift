@@ -1,5 +1,5 @@
 import Foundation
-internal import StrataStore
+@_spi(Coding) internal import StrataStore
 
 /// How objects are laid out in the store.
 ///

@@ -1,4 +1,4 @@
-internal import StrataStore
+@_spi(Coding) internal import StrataStore
 
 /// The schema of an object graph: its entities and how they relate.
 ///

@@ -1,4 +1,4 @@
-internal import StrataStore
+@_spi(Coding) internal import StrataStore
 
 extension ModelSchema {
     /// Rebuilds a model from the bytes ``encode(_:)`` wrote — without the

@@ -1,13 +1,22 @@
 /// Little-endian integers and LEB128 varints appended to a byte array: the
-/// building blocks of every on-disk format in StrataStore.
+/// building blocks of every on-disk format in StrataStore, and of Strata's
+/// records.
+///
+/// The helpers Strata's record coder calls are `@_spi(Coding) public` and
+/// `@inlinable`, where `package` would do for access: the compiler does not
+/// inline a `package` function's body into another module, so every
+/// `readInteger` there ran unspecialized, looking up `T`'s metadata at run
+/// time. Inlined, `strata-bench reads` fetches 1.5 times as many objects per
+/// second (by ID, cold: 403k → 604k/s; by predicate: 405k → 628k/s).
+/// `@_spi` keeps them out of StrataStore's public API.
 extension Array where Element == UInt8 {
-    @inline(__always)
-    package mutating func appendInteger<T: FixedWidthInteger>(_ value: T) {
+    @_spi(Coding) @inlinable @inline(__always)
+    public mutating func appendInteger<T: FixedWidthInteger>(_ value: T) {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
 
-    @inline(__always)
-    package mutating func appendVarint(_ value: UInt64) {
+    @_spi(Coding) @inlinable @inline(__always)
+    public mutating func appendVarint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -25,20 +34,23 @@ extension Array where Element == UInt8 {
 /// Reads what ``Swift/Array/appendInteger(_:)`` and ``Swift/Array/appendVarint(_:)``
 /// wrote, from untrusted bytes: every read is bounds-checked and a malformed
 /// input returns nil (decoders turn that into a corruption error); nothing traps.
-package struct ByteReader {
-    package let bytes: UnsafeRawBufferPointer
-    package private(set) var offset: Int
+@_spi(Coding)
+public struct ByteReader {
+    public let bytes: UnsafeRawBufferPointer
+    /// Where the next read starts.
+    public var offset: Int
 
-    package init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
+    @inlinable
+    public init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
         self.bytes = bytes
         self.offset = offset
     }
 
-    package var remaining: Int { bytes.count - offset }
-    package var isAtEnd: Bool { offset >= bytes.count }
+    @inlinable public var remaining: Int { bytes.count - offset }
+    @inlinable public var isAtEnd: Bool { offset >= bytes.count }
 
-    @inline(__always)
-    package mutating func readInteger<T: FixedWidthInteger>(_: T.Type = T.self) -> T? {
+    @inlinable @inline(__always)
+    public mutating func readInteger<T: FixedWidthInteger>(_: T.Type = T.self) -> T? {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { return nil }
         let value = bytes.loadUnaligned(fromByteOffset: offset, as: T.self)
@@ -46,8 +58,8 @@ package struct ByteReader {
         return T(littleEndian: value)
     }
 
-    @inline(__always)
-    package mutating func readVarint() -> UInt64? {
+    @inlinable @inline(__always)
+    public mutating func readVarint() -> UInt64? {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while offset < bytes.count {
@@ -63,15 +75,15 @@ package struct ByteReader {
     }
 
     /// A varint that must fit in an `Int` no larger than `limit`.
-    @inline(__always)
-    package mutating func readLength(limit: Int) -> Int? {
+    @inlinable @inline(__always)
+    public mutating func readLength(limit: Int) -> Int? {
         guard let v = readVarint(), v <= UInt64(limit) else { return nil }
         return Int(v)
     }
 
     /// The next `count` bytes, without copying.
-    @inline(__always)
-    package mutating func readBytes(_ count: Int) -> UnsafeRawBufferPointer? {
+    @inlinable @inline(__always)
+    public mutating func readBytes(_ count: Int) -> UnsafeRawBufferPointer? {
         guard count >= 0, remaining >= count else { return nil }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
