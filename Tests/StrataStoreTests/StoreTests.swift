@@ -414,6 +414,37 @@ struct SlowSyncFileSystem: ForwardingFileSystem {
         #expect(reopened.statistics.keys == 100)
     }
 
+    /// The store numbers no file past `Recovery.lastFileNumber` (only a
+    /// damaged MANIFEST takes a store near it). One that gets there fails the
+    /// flush needing a number with a typed error instead of trapping on the
+    /// overflow, keeps every write it acknowledged, and opens read-only
+    /// again; opening it for writing is refused (found by strata-fuzz store:
+    /// a store opened at the old limit failed to reopen after one write).
+    @Test func runningOutOfFileNumbersIsATypedErrorThatLosesNothing() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        for i in 0..<10 { try store.put("k\(i)", "v\(i)") }
+        // One number left: the rotation's new log takes it; the segment finds none.
+        store.state.withLock { store.nextFileNumber = Recovery.lastFileNumber }
+        #expect { try store.flush() } throws: { error in
+            guard let error = error as? StoreError, error.code == .storeFailed, let cause = error.cause as? StoreError else { return false }
+            return cause.code == .corruption && "\(cause)".contains("used every file number")
+        }
+        #expect { try store.put("late", "refused") } throws: { ($0 as? StoreError)?.code == .storeFailed }
+        try? store.close()
+
+        var readOnly = smallOptions()
+        readOnly.readOnly = true
+        let reopened = try StrataStore(directory: dir.store, options: readOnly)
+        #expect(reopened.statistics.keys == 10)
+        #expect(try reopened.string("k9") == "v9")
+        try reopened.close()
+        #expect { try StrataStore(directory: dir.store, options: smallOptions()) } throws: { error in
+            guard let error = error as? StoreError else { return false }
+            return error.code == .corruption && "\(error)".contains("leaves no room to number new files")
+        }
+    }
+
     @Test func aReadOnlyOpenOfALogPastTheLimitNeitherTrapsNorWrites() throws {
         let dir = ScratchDirectory()
         do {

@@ -167,15 +167,22 @@ enum Recovery {
         // open that fails leaves the logs as it found them.
         var lastSequence = manifest.lastSequence
         let liveLogs = logNumbers.filter { $0 >= manifest.logNumber }
-        // File numbers are 32 bits and never reused. Real stores are nowhere
-        // near the top; a damaged manifest or a stray file name can be, and
-        // numbering on from there would overflow (a trap) a few files later.
-        guard manifest.nextFileNumber <= Self.lastUsableFileNumber, highestNumber < Self.lastUsableFileNumber else {
-            throw StoreError(.corruption, "file number \(max(manifest.nextFileNumber, highestNumber)) leaves no room to number new files (MANIFEST or a file name is damaged)",
+        // File numbers are 32 bits and never reused. Real stores are billions
+        // of files from the top; a damaged manifest or a stray file name can
+        // be anywhere. The store numbers no file past `lastFileNumber` (the
+        // allocator refuses), so any store it left behind opens read-only
+        // again; opening for writing needs `fileNumbersReservedForWriting`
+        // left, so such a store does not fail a few files later.
+        guard manifest.nextFileNumber <= Self.lastFileNumber + 1, highestNumber <= Self.lastFileNumber else {
+            throw StoreError(.corruption, "file number \(max(manifest.nextFileNumber, highestNumber)) is past the last a store uses (MANIFEST or a file name is damaged)",
                              path: manifestPath, offset: 12)
         }
         var nextFileNumber = max(manifest.nextFileNumber, highestNumber + 1)
-        let memtableNumber = nextFileNumber
+        if !options.readOnly, nextFileNumber > Self.lastFileNumber + 1 - Self.fileNumbersReservedForWriting {
+            throw StoreError(.corruption, "file number \(nextFileNumber) leaves no room to number new files (MANIFEST or a file name is damaged)",
+                             path: manifestPath, offset: 12)
+        }
+        let memtableNumber = nextFileNumber  // read-only: in memory only, never a file
         nextFileNumber += 1
         var loaded: [(bytes: [UInt8], frames: [LogScanner.Frame])] = []
         var needed = 0
@@ -432,10 +439,14 @@ enum Recovery {
         return index
     }
 
-    /// The highest file number a store may start numbering from on open:
-    /// 2^16 below the 32-bit limit, room for far more flushes and compactions
-    /// than one session makes.
-    static let lastUsableFileNumber = UInt32.max - (1 << 16)
+    /// The highest number a store gives a file. Two below the 32-bit limit,
+    /// so that the number after it, and the memtable's number of a read-only
+    /// open after that, still fit.
+    static let lastFileNumber = UInt32.max - 2
+
+    /// How many file numbers must be left to open a store for writing: far
+    /// more than the flushes and compactions of one session.
+    static let fileNumbersReservedForWriting: UInt32 = 1 << 16
 
     static func parseNumber(_ name: String, suffix: String) -> UInt32? {
         guard name.hasSuffix(suffix) else { return nil }

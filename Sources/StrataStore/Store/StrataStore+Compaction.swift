@@ -137,7 +137,7 @@ extension StrataStore {
                     }
                     guard keep else { return }
                     if outputs.isEmpty || outputs[outputs.count - 1].estimatedSize >= UInt64(options.segmentSizeLimit) {
-                        let number = allocateFileNumber()
+                        let number = try allocateFileNumber()
                         do throws(SystemCallError) {
                             outputs.append(try SegmentWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, blockSize: options.blockSize))
                         } catch {

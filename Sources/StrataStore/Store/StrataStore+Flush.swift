@@ -81,7 +81,7 @@ extension StrataStore {
         // the in-place write as a race.)
         state.withLock { snapshot = KeyIndex() }
 
-        let number = allocateFileNumber()
+        let number = try allocateFileNumber()
         var info: SegmentInfo? = nil
         var placed: [(offset: UInt32, block: UInt32)] = []
         placed.reserveCapacity(puts.count)

@@ -172,7 +172,13 @@ extension StrataStore {
             writers.withLock { flushInProgress = false; writers.broadcast() }
             throw StoreError(.ioFailure, "cannot sync the log before starting a new one", path: oldLog.path, errno: error.errno, cause: error)
         }
-        let number = allocateFileNumber()
+        let number: UInt32
+        do throws(StoreError) {
+            number = try allocateFileNumber()
+        } catch {
+            writers.withLock { flushInProgress = false; writers.broadcast() }
+            throw error
+        }
         let newLog: LogWriter
         do throws(SystemCallError) {
             newLog = try LogWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, durable: options.syncMode != .none)

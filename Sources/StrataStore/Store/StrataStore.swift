@@ -167,12 +167,20 @@ public final class StrataStore: @unchecked Sendable {
         if !isClosed { try? close() }
     }
 
-    /// Hands out a new file number.
-    func allocateFileNumber() -> UInt32 {
-        state.withLock {
+    /// Hands out a new file number; none past ``Recovery/lastFileNumber``
+    /// (only a store opened near it, which takes a damaged MANIFEST, gets
+    /// there: a real one would need billions of flushes).
+    func allocateFileNumber() throws(StoreError) -> UInt32 {
+        let number: UInt32? = state.withLock {
+            guard nextFileNumber <= Recovery.lastFileNumber else { return nil }
             defer { nextFileNumber += 1 }
             return nextFileNumber
         }
+        guard let number else {
+            throw StoreError(.corruption, "the store has used every file number (it was opened near the 32-bit limit: MANIFEST or a file name was damaged)",
+                             path: directory)
+        }
+        return number
     }
 
     func path(_ name: String) -> String { directory + "/" + name }
