@@ -6,10 +6,13 @@
 //        strata-crash-child <store directory> exhaust-descriptors
 //
 // The second form runs the process out of descriptors under an open store:
-// it writes a batch, takes every free descriptor, starts the process's first
-// worker of a global queue (what an app's main queue or Swift's tasks do at
-// any moment), prints "worker started", and writes on until the store needs a
-// new file and reports the failure. libdispatch must not trap.
+// with its limit lowered to 256, it writes a batch, takes every free
+// descriptor, starts the process's first worker of a global queue (what
+// Swift's tasks or `DispatchQueue.global()` do at any moment) and posts to
+// the main queue, which its main thread drains itself (as a run loop does),
+// prints "worker started" and "posted to the main queue", and writes on until
+// the store needs a new file and reports the failure. libdispatch must not
+// trap.
 import Dispatch
 import Foundation
 import StrataStore
@@ -48,6 +51,11 @@ do {
 }
 
 func exhaustDescriptors(directory: String) -> Never {
+    // A few hundred descriptors, not the million some machines allow.
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = min(limit.rlim_cur, 256)
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     do {
         let store = try StrataStore(directory: directory, options: CrashWorkload.options)
         try store.write(CrashWorkload.batch(1))
@@ -62,6 +70,8 @@ func exhaustDescriptors(directory: String) -> Never {
             exit(3)
         }
         report("worker started")
+        DispatchQueue.main.async {}
+        report("posted to the main queue")
         for batch in 2...100_000 {
             try store.write(CrashWorkload.batch(batch))
             report("ack \(batch)")

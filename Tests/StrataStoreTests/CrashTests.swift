@@ -36,18 +36,19 @@ import Testing
     }
 
     /// A store that has run the process out of descriptors: the process's
-    /// first global-queue worker (an app's main queue after `dispatchMain()`,
-    /// Swift's tasks) must still start — libdispatch creates its event loop
-    /// then, and traps without descriptors, unless opening the store made it
-    /// create it first — and the store, needing a new file, reports `EMFILE`
-    /// as a typed error, keeping every batch it acknowledged.
+    /// first global-queue worker (Swift's tasks, `DispatchQueue.global()`)
+    /// must still start and a post to a self-drained main queue must still
+    /// go through — libdispatch makes a descriptor for each on first use, and
+    /// traps without, unless opening the store made them first — and the
+    /// store, needing a new file, reports `EMFILE` as a typed error, keeping
+    /// every batch it acknowledged.
     @Test func aStoreThatRanTheProcessOutOfDescriptorsFailsCleanly() throws {
         let child = try #require(Self.childPath, "strata-crash-child was not built beside the tests")
         let dir = ScratchDirectory()
         let run = try runCrashChild(child, [dir.store, "exhaust-descriptors"]) { _ in false }
         let said = run.said.joined(separator: "\n")
         #expect(run.status == 1, "exit \(run.status): \(said)")
-        #expect(said.contains("worker started"), "\(said)")
+        #expect(said.contains("worker started") && said.contains("posted to the main queue"), "\(said)")
         #expect(said.contains("StoreError.ioFailure") && said.contains("Too many open files"), "\(said)")
         #expect(run.highest >= 2, "no batch was written after the descriptors ran out")
         let store = try StrataStore(directory: dir.store, options: CrashWorkload.options)

@@ -37,24 +37,27 @@ extension Array where Element == UInt8 {
 @_spi(Coding)
 public struct ByteReader {
     public let bytes: UnsafeRawBufferPointer
-    /// Where the next read starts.
-    public var offset: Int
+    /// Where the next read starts: always within `0...bytes.count`, which
+    /// every bounds check below relies on, so only the reads move it.
+    @inlinable public var offset: Int { _offset }
+    @usableFromInline var _offset: Int
 
+    /// Reads from `offset` on; an offset outside `bytes` reads nothing.
     @inlinable
     public init(_ bytes: UnsafeRawBufferPointer, offset: Int = 0) {
         self.bytes = bytes
-        self.offset = offset
+        self._offset = (0...bytes.count).contains(offset) ? offset : bytes.count
     }
 
-    @inlinable public var remaining: Int { bytes.count - offset }
-    @inlinable public var isAtEnd: Bool { offset >= bytes.count }
+    @inlinable public var remaining: Int { bytes.count - _offset }
+    @inlinable public var isAtEnd: Bool { _offset >= bytes.count }
 
     @inlinable @inline(__always)
     public mutating func readInteger<T: FixedWidthInteger>(_: T.Type = T.self) -> T? {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { return nil }
-        let value = bytes.loadUnaligned(fromByteOffset: offset, as: T.self)
-        offset += size
+        let value = bytes.loadUnaligned(fromByteOffset: _offset, as: T.self)
+        _offset += size
         return T(littleEndian: value)
     }
 
@@ -62,9 +65,9 @@ public struct ByteReader {
     public mutating func readVarint() -> UInt64? {
         var result: UInt64 = 0
         var shift: UInt64 = 0
-        while offset < bytes.count {
-            let byte = bytes[offset]
-            offset += 1
+        while _offset < bytes.count {
+            let byte = bytes[_offset]
+            _offset += 1
             if shift == 63 && byte > 1 { return nil }  // overflows 64 bits
             result |= UInt64(byte & 0x7F) << shift
             if byte < 0x80 { return result }
@@ -85,8 +88,8 @@ public struct ByteReader {
     @inlinable @inline(__always)
     public mutating func readBytes(_ count: Int) -> UnsafeRawBufferPointer? {
         guard count >= 0, remaining >= count else { return nil }
-        defer { offset += count }
-        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+        defer { _offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[_offset..<_offset + count])
     }
 }
 

@@ -81,11 +81,12 @@ extension StrataStore {
         // the in-place write as a race.)
         state.withLock { snapshot = KeyIndex() }
 
-        let number = try allocateFileNumber()
+        var number: UInt32 = 0  // a segment's number, taken only when there is one to write
         var info: SegmentInfo? = nil
         var placed: [(offset: UInt32, block: UInt32)] = []
         placed.reserveCapacity(puts.count)
         if !puts.isEmpty || !tombstones.isEmpty {
+            number = try allocateFileNumber()
             let writer: SegmentWriter
             do throws(SystemCallError) {
                 writer = try SegmentWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, blockSize: options.blockSize)
