@@ -45,8 +45,10 @@ import Testing
     @Test func aStoreThatRanTheProcessOutOfDescriptorsFailsCleanly() throws {
         let child = try #require(Self.childPath, "strata-crash-child was not built beside the tests")
         let dir = ScratchDirectory()
-        let run = try runCrashChild(child, [dir.store, "exhaust-descriptors"]) { _ in false }
+        let deadline = Date().addingTimeInterval(60)
+        let run = try runCrashChild(child, [dir.store, "exhaust-descriptors"]) { _ in Date() >= deadline }
         let said = run.said.joined(separator: "\n")
+        #expect(!run.killed, "the child neither failed nor finished in 60 s: \(said)")
         #expect(run.status == 1, "exit \(run.status): \(said)")
         #expect(said.contains("worker started") && said.contains("posted to the main queue"), "\(said)")
         #expect(said.contains("StoreError.ioFailure") && said.contains("Too many open files"), "\(said)")

@@ -6,8 +6,9 @@
 /// `@inlinable`, where `package` would do for access: the compiler does not
 /// inline a `package` function's body into another module, so every
 /// `readInteger` there ran unspecialized, looking up `T`'s metadata at run
-/// time. Inlined, `strata-bench reads` fetches 1.5 times as many objects per
-/// second (by ID, cold: 403k → 604k/s; by predicate: 405k → 628k/s).
+/// time. Inlined, `strata-bench reads` fetches about 1.5 times as many
+/// objects per second (side by side, 2026-11-24: by ID from a freshly opened
+/// store 402k/405k → 573k/607k, by predicate 387k/412k → 588k/607k).
 /// `@_spi` keeps them out of StrataStore's public API.
 extension Array where Element == UInt8 {
     @_spi(Coding) @inlinable @inline(__always)
