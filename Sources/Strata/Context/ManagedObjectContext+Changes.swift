@@ -183,7 +183,11 @@ extension ManagedObjectContext {
     func noteChange(_ object: ManagedObject) {
         changeGeneration &+= 1
         object.changeStamp = changeGeneration
-        guard !object.flags.contains(.pendingNotification) else { return }
+        guard !object.flags.contains(.pendingNotification) else {
+            // Published in the middle of this block, and changed again since.
+            if pendingChangesPublished > 0 { unpublished.append(object.objectID) }
+            return
+        }
         object.flags.insert(.pendingNotification)
         pendingChanges.append(object)
         // Only the first pending change can need a processing block: with
@@ -207,6 +211,7 @@ extension ManagedObjectContext {
     public func processPendingChanges() {
         checkQueue()
         processingScheduled = false
+        publishPendingChanges()
         guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty else { return }
         var changes = ObjectChanges()
         for object in pendingChanges {
@@ -222,6 +227,7 @@ extension ManagedObjectContext {
         changes.refreshed = pendingRefreshed
         changes.invalidated = pendingInvalidated
         pendingChanges.removeAll(keepingCapacity: true)
+        pendingChangesPublished = 0
         pendingRefreshed.removeAll()
         pendingInvalidated.removeAll()
         guard !changes.isEmpty else { return }

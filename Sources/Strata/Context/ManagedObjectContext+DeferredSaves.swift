@@ -50,7 +50,10 @@ final class DeferredChildSaves: @unchecked Sendable {
 
     func append(_ entry: Entry) { lock.withLock { entries.append(entry) } }
     var count: Int { lock.withLock { entries.count } }
-    func removeFirst() -> Entry? { lock.withLock { entries.isEmpty ? nil : entries.removeFirst() } }
+    /// The recorded saves, oldest first (a copy).
+    var all: [Entry] { lock.withLock { entries } }
+    /// Drops the `count` oldest saves (taken in and published by then).
+    func removeFirst(_ count: Int) { lock.withLock { entries.removeFirst(count) } }
 }
 
 extension ManagedObjectContext {
@@ -94,10 +97,20 @@ extension ManagedObjectContext {
     /// Takes in, in order, the child saves recorded for this context. Runs as
     /// this context: at the start of its outermost block, when its store
     /// write returns, and at the start of a guest call.
+    ///
+    /// The entries leave the list only once what they inserted is published
+    /// (``layerForChildren()`` reads the list first, then the publication:
+    /// so a fetching child finds each save in one or the other).
     func takeDeferredChildSaves() {
-        while let entry = deferredChildSaves.removeFirst() {
-            takeInserts(of: entry.changes, firstVersion: entry.firstVersion)
-            notifyMergingChildren(of: entry.changes, outcome: SaveOutcome(), excluding: entry.child)
+        while true {
+            let entries = deferredChildSaves.all
+            guard !entries.isEmpty else { return }
+            for entry in entries {
+                takeInserts(of: entry.changes, firstVersion: entry.firstVersion)
+                notifyMergingChildren(of: entry.changes, outcome: SaveOutcome(), excluding: entry.child)
+            }
+            publishPendingChanges()
+            deferredChildSaves.removeFirst(entries.count)
         }
     }
 }

@@ -27,7 +27,16 @@ extension ManagedObjectContext {
                 // snapshot is then older than what this context has, and
                 // taking it would undo that save here.
                 if snapshots[i].isOlder(than: object.version) { continue }
-                refresh(object, with: snapshots[i], keepingChanges: true)
+                if parent != nil && !snapshots[i].isComparable(with: object.version) {
+                    // This copy was read from below the parent (a child reads
+                    // what its parent has not changed from the store): it
+                    // cannot be ordered against the parent's snapshot, so
+                    // take the source's present state, which the parent
+                    // published before it sent this merge.
+                    refresh(object, mergeChanges: true)
+                } else {
+                    refresh(object, with: snapshots[i], keepingChanges: true)
+                }
             } else {
                 refresh(object, mergeChanges: true)
             }
@@ -51,6 +60,7 @@ extension ManagedObjectContext {
         guard object.context === self, !object.flags.contains(.inserted), !object.flags.contains(.fault) else { return }
         if !mergeChanges {
             let id = object.objectID
+            if !object.flags.isDisjoint(with: [.dirty, .deleted]) { markUnpublished(id) }
             updated[id] = nil
             deleted[id] = nil
             object.values = []
@@ -96,8 +106,10 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
+        publishedAll = false
         for object in pendingChanges { object.flags.remove(.pendingNotification) }
         pendingChanges.removeAll()
+        pendingChangesPublished = 0
         pendingRefreshed.removeAll()
         pendingInvalidated.removeAll()
     }
@@ -123,6 +135,7 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
+        publishedAll = false
         scheduleProcessingIfUsedDirectly()
     }
 
@@ -130,6 +143,7 @@ extension ManagedObjectContext {
     /// object's unsaved changes on top when `keepingChanges`.
     func refresh(_ object: ManagedObject, with snapshot: Snapshot, keepingChanges: Bool) {
         object.flags.remove(.validatedByChild)
+        if object.flags.contains(.dirty) { markUnpublished(object.objectID) }
         if keepingChanges && object.flags.contains(.dirty) {
             let base = object.committed ?? snapshot.values
             var merged = snapshot.values

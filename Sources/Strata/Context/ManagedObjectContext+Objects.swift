@@ -91,6 +91,7 @@ extension ManagedObjectContext {
     /// last values, or defaults for a fault) but leaves the context.
     func invalidate(_ object: ManagedObject) {
         let id = object.objectID
+        if !object.flags.isDisjoint(with: [.inserted, .dirty, .deleted]) { markUnpublished(id) }
         if object.flags.contains(.fault) { object.values = object.entity.initialValues }
         registry[id] = nil
         inserted[id] = nil
@@ -99,18 +100,17 @@ extension ManagedObjectContext {
         object.flags = [.invalidated]
     }
 
-    /// The source's present snapshot of `id`: the parent's view (taken on the
-    /// parent's queue) or the store's.
+    /// The source's present snapshot of `id`: the ancestors' pending
+    /// changes over the store (``SourceView``), read on this context's queue
+    /// without entering any ancestor.
     func sourceSnapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
-        if let parent {
-            return try parent.childAccess { () throws(StrataError) -> Snapshot? in try parent.snapshotForChild(id) }
-        }
-        return try persistentStoreCoordinator.snapshot(for: id)
+        guard parent != nil else { return try persistentStoreCoordinator.snapshot(for: id) }
+        return try SourceView(of: self).snapshot(for: id)
     }
 
-    /// Runs on this context's queue for a child: this context's view of `id`,
-    /// registering the object here so that the child's later save of it is
-    /// checked against exactly what the child saw.
+    /// Runs on this context's queue while a child saves an object this
+    /// context has not registered: its view of `id`, registering the object
+    /// here so that the save is checked and applied against it.
     func snapshotForChild(_ id: ObjectID) throws(StrataError) -> Snapshot? {
         let object: ManagedObject
         if let registered = registry[id] {

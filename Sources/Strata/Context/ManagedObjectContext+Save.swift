@@ -186,6 +186,13 @@ extension ManagedObjectContext {
         var saved = ObjectChanges()
         saved.sourceSerial = serial
         saved.inserted.reserveCapacity(changes.inserted.count)
+        // What children read of this context changes with all of it.
+        if concurrencyType != .confinement {
+            unpublished.append(contentsOf: changes.inserted)
+            unpublished.append(contentsOf: changes.updated)
+            unpublished.append(contentsOf: changes.deleted)
+            unpublished.append(contentsOf: discardedInserts)
+        }
         for (i, id) in changes.inserted.enumerated() {
             guard let object = inserted.removeValue(forKey: id) else {
                 // A guest deleted it while it was being written (only a store
@@ -286,7 +293,7 @@ extension ManagedObjectContext {
     /// updated and deleted object against what the child saw first, and
     /// changes nothing if the save fails.
     func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
-        let (updates, deletes) = try ConflictResolution.decide(changes) { id throws(StrataError) in try currentSnapshot(of: id) }
+        let (updates, deletes) = try ConflictResolution.decide(changes) { id, seen throws(StrataError) in try currentSnapshot(of: id, childSaw: seen) }
 
         // Nothing below throws.
         var outcome = SaveOutcome()
@@ -371,9 +378,27 @@ extension ManagedObjectContext {
 
     /// This context's present view of `id` for a conflict check; nil when it
     /// is deleted here or gone from the source.
-    private func currentSnapshot(of id: ObjectID) throws(StrataError) -> Snapshot? {
+    ///
+    /// A child reads what this context has not changed from the levels
+    /// below (``SourceView``), not from this context. So an unchanged copy
+    /// registered here, whose version is not the one the child saw, may be
+    /// older than what the child saw: it takes the source's present state
+    /// first (losing nothing — it is unchanged), or the child's save would
+    /// conflict with a state the child never had to know about.
+    private func currentSnapshot(of id: ObjectID, childSaw seen: UInt64) throws(StrataError) -> Snapshot? {
         if let object = registry[id], !object.flags.contains(.fault) {
             guard object.flags.isDisjoint(with: [.deleted, .invalidated]) else { return nil }
+            if object.exposedVersion != seen && object.flags.isDisjoint(with: [.dirty, .inserted]) {
+                guard let source = try sourceSnapshot(for: id) else {
+                    invalidate(object)
+                    pendingInvalidated.append(id)
+                    return nil
+                }
+                if source.version != object.version || source.values != object.values {
+                    refresh(object, with: source, keepingChanges: false)
+                    pendingRefreshed.append(id)
+                }
+            }
             // A kept conflict hands this version to the child: the next change here must move it on.
             object.flags.remove(.exposedVersionFresh)
             return Snapshot(values: object.values, version: object.exposedVersion)
@@ -398,9 +423,8 @@ extension ManagedObjectContext {
         }
         payload.updatedSnapshots = snapshots
         for id in changes.inserted { registry[id]?.flags.remove(.exposedVersionFresh) }
-        let finished = payload
-        for child in children {
-            child.perform { child.mergeChanges(fromContextDidSave: finished) }
-        }
+        // Sent once this state is published (``publishPendingChanges()``):
+        // a child that reads its source while merging then finds it there.
+        for child in children { mergesToSend.append((child, payload)) }
     }
 }

@@ -95,6 +95,17 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// A main-queue context used directly (outside a block) has its pending
     /// changes processed by one main-queue block scheduled for the purpose.
     var processingScheduled = false
+    /// Whether ``publication`` holds everything this context's children must
+    /// see (false: the next publication rebuilds it whole).
+    var publishedAll = true
+    /// Objects whose published state may be stale (see ``markUnpublished(_:)``).
+    var unpublished: [ObjectID] = []
+    /// Merges for children that merge automatically, sent once the state
+    /// they describe is published.
+    var mergesToSend: [(ManagedObjectContext, ObjectChanges)] = []
+    /// How many of ``pendingChanges`` (from the front) are published already,
+    /// by a publication in the middle of a block.
+    var pendingChangesPublished = 0
     /// Primary keys reserved from the coordinator, by entity index.
     /// (Not `lazy`: a lazy array is copied by every element write.)
     @exclusivity(unchecked) var reservedKeys: [Range<UInt64>]
@@ -123,6 +134,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
 
     /// Children's saves this context takes in later (see ``deferChildSave(_:from:)``).
     let deferredChildSaves = DeferredChildSaves()
+
+    /// The copy of its pending changes this context's children read (guarded
+    /// by its own lock).
+    let publication: PendingChangesPublication
 
     // MARK: State that is atomic
 
@@ -153,6 +168,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.parent = nil
         self.persistentStoreCoordinator = coordinator
         self.model = coordinator.model
+        self.publication = PendingChangesPublication(publishesFromBirth: concurrencyType == .mainQueue)
         (self.reservedKeys, self.keyReservationSize) = Self.emptyKeyReservations(coordinator.model)
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
@@ -171,12 +187,14 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.parent = parent
         self.persistentStoreCoordinator = parent.persistentStoreCoordinator
         self.model = parent.model
+        self.publication = PendingChangesPublication(publishesFromBirth: concurrencyType == .mainQueue)
         (self.reservedKeys, self.keyReservationSize) = Self.emptyKeyReservations(parent.model)
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
         link.unmanaged = .passUnretained(self)
         parent.relationsLock.withLock { parent._children.append(WeakContext(self)) }
+        parent.publication.childAdded()
     }
 
     deinit {

@@ -112,7 +112,8 @@ extension ManagedObjectContext {
     func runAsGuest<T, E: Error>(_ body: () throws(E) -> T) -> Result<T, E> {
         let stack = ExecutionStack.current
         stack.contexts.append(serial)
-        defer { stack.contexts.removeLast() }
+        // A child's reads after this call see what it changed here.
+        defer { publishPendingChanges(); stack.contexts.removeLast() }
         // A guest sees every save its side made before it (see DeferredChildSaves).
         takeDeferredChildSaves()
         do throws(E) {

@@ -210,24 +210,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return snapshot
     }
 
-    /// Every stored object of `entity` (one prefix scan), in primary-key order.
-    func objects(of entity: EntityDescription) throws(StrataError) -> [SourceObject] {
+    /// Calls `body` with every stored object of `entity`, in primary-key
+    /// order, at one read view of the store (one prefix scan). Runs on the
+    /// caller's thread and leaves the row cache alone: a scan touches far
+    /// more rows than anyone will use again.
+    func forEachStored(of entity: EntityDescription, _ body: (ObjectID, Snapshot) throws(StrataError) -> Void) throws(StrataError) {
         let store = try currentStore()
-        let epoch = cacheLock.withLock { cacheEpoch }
-        var result: [SourceObject] = []
         try store.forEach(prefix: RecordCoding.prefix(of: entity)) { key, value throws(StrataError) in
             guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity,
                   let snapshot = RecordCoding.decode(value, entity: entity, model: model)
             else {
                 throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
             }
-            result.append(SourceObject(id: id, snapshot: snapshot))
+            try body(id, snapshot)
         }
-        cacheLock.withLock {
-            guard cacheEpoch == epoch, rowCache.count + result.count <= rowCacheCapacity else { return }
-            for item in result { rowCache[item.id] = item.snapshot }
-        }
-        return result
     }
 
     /// Must hold `cacheLock`.
@@ -242,7 +238,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
         let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
             let store = try currentStore()
-            let (updates, deletes) = try ConflictResolution.decide(changes) { id throws(StrataError) in try snapshot(for: id) }
+            let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
 
             var batch = WriteBatch()
             var record: [UInt8] = []

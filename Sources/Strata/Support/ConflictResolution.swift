@@ -22,19 +22,20 @@ enum DeleteDecision {
 /// coordinator: a change conflicts when the destination's version of the
 /// object is no longer the one the saving context started from.
 enum ConflictResolution {
-    /// `current(id)`: the destination's present snapshot of an object, nil
-    /// when it no longer has it. Throws ``StrataError/Code/mergeConflict``
+    /// `current(id, seen)`: the destination's present snapshot of an object,
+    /// nil when it no longer has it; `seen` is the version the saving
+    /// context started from. Throws ``StrataError/Code/mergeConflict``
     /// listing every conflict under ``MergePolicy/error``; otherwise decides
     /// each updated and deleted object by the policy.
     static func decide(
-        _ changes: ChangeSet, current: (ObjectID) throws(StrataError) -> Snapshot?
+        _ changes: ChangeSet, current: (ObjectID, UInt64) throws(StrataError) -> Snapshot?
     ) throws(StrataError) -> (updates: [UpdateDecision], deletes: [DeleteDecision]) {
         var currentUpdated: [Snapshot?] = []
         currentUpdated.reserveCapacity(changes.updated.count)
-        for id in changes.updated { currentUpdated.append(try current(id)) }
+        for (i, id) in changes.updated.enumerated() { currentUpdated.append(try current(id, changes.updatedVersions[i])) }
         var currentDeleted: [Snapshot?] = []
         currentDeleted.reserveCapacity(changes.deleted.count)
-        for id in changes.deleted { currentDeleted.append(try current(id)) }
+        for (i, id) in changes.deleted.enumerated() { currentDeleted.append(try current(id, changes.deletedVersions[i])) }
         let policy = changes.mergePolicy
         var conflicts: [MergeConflict] = []
         var updates: [UpdateDecision] = []

@@ -10,9 +10,14 @@ package struct Snapshot: Sendable {
     /// this one's counter is lower. Versions from different sources (a
     /// store's, another context's) are not comparable: then false.
     func isOlder(than version: UInt64) -> Bool {
+        isComparable(with: version) && self.version < version
+    }
+
+    /// Whether this snapshot's version and `version` were issued by one
+    /// context, so that ``isOlder(than:)`` can order them.
+    func isComparable(with version: UInt64) -> Bool {
         let issuer: UInt64 = 0xFFFF_FF00_0000_0000  // the top bit and the serial
-        guard self.version >> 63 == 1, self.version & issuer == version & issuer else { return false }
-        return self.version < version
+        return self.version >> 63 == 1 && self.version & issuer == version & issuer
     }
 }
 

@@ -1,0 +1,83 @@
+extension ManagedObjectContext {
+    /// Brings the copy of this context's pending changes that its children
+    /// read (``PendingChangesPublication``) up to date with what changed
+    /// since the last call: the objects awaiting the next objects-did-change
+    /// notification and those in ``unpublished``. Runs as this context —
+    /// whenever it processes pending changes (so when each block ends), after
+    /// a guest call, after taking in deferred child saves — and costs
+    /// nothing when nothing changed.
+    func publishPendingChanges() {
+        guard concurrencyType != .confinement else { return }
+        defer { sendMerges() }
+        guard !publishedAll || pendingChanges.count > pendingChangesPublished || !unpublished.isEmpty else { return }
+        let everything = !publishedAll
+        let hasChanges = !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !discardedInserts.isEmpty
+        publishedAll = publication.update(hasChanges: hasChanges) { published in
+            if everything {
+                published.objects.removeAll(keepingCapacity: true)
+                for id in inserted.keys { published.objects[id] = publishedState(of: id) }
+                for id in updated.keys { published.objects[id] = publishedState(of: id) }
+                for id in deleted.keys { published.objects[id] = .removed }
+                for id in discardedInserts { published.objects[id] = .removed }
+            } else {
+                for object in pendingChanges[pendingChangesPublished...] {
+                    let id = object.objectID
+                    published.objects[id] = publishedState(of: id)
+                }
+                for id in unpublished { published.objects[id] = publishedState(of: id) }
+            }
+        }
+        unpublished.removeAll(keepingCapacity: true)
+        pendingChangesPublished = pendingChanges.count
+    }
+
+    /// Hands each child that merges automatically what a sibling's save
+    /// changed here (SEMANTICS.md line 20), on the child's queue.
+    private func sendMerges() {
+        guard !mergesToSend.isEmpty else { return }
+        let merges = mergesToSend
+        mergesToSend.removeAll()
+        for (child, payload) in merges {
+            child.perform { child.mergeChanges(fromContextDidSave: payload) }
+        }
+    }
+
+    /// Marks objects whose published state may have changed without going
+    /// through ``noteChange(_:)`` (a save's outcome, a refresh, a merge).
+    @inline(__always)
+    func markUnpublished(_ id: ObjectID) {
+        if concurrencyType != .confinement { unpublished.append(id) }
+    }
+
+    /// What a child should see of `id` here: nil when this context holds no
+    /// pending change of it (the levels below decide). Handing out a
+    /// version means the next change here must move it on (the child may
+    /// save against it), hence `exposedVersionFresh` is cleared.
+    private func publishedState(of id: ObjectID) -> PendingState? {
+        if discardedInserts.contains(id) { return .removed }
+        guard let object = registry[id], !object.flags.contains(.invalidated) else { return nil }
+        if object.flags.contains(.deleted) { return .removed }
+        guard !object.flags.isDisjoint(with: [.inserted, .dirty]) else { return nil }
+        object.flags.remove(.exposedVersionFresh)
+        return .present(Snapshot(values: object.values, version: object.exposedVersion))
+    }
+
+    /// Called on a child's thread: this context's published changes and the
+    /// child saves it has yet to take in, for the child to lay over the
+    /// levels below. Never waits for this context's queue, except once for
+    /// a private context that got its first child while holding unpublished
+    /// changes (see ``PendingChangesPublication``).
+    func layerForChildren() throws(StrataError) -> SourceView.Layer {
+        // This thread holds the context (the child runs inside one of its
+        // blocks, or on the main queue for a main-queue context): its live
+        // state is the one to see.
+        if isCurrent { publishPendingChanges() }
+        // Deferred saves first: the context publishes what it took in before
+        // it drops them from the list, so reading in this order misses nothing.
+        let deferred = deferredChildSaves.all
+        if let published = publication.read() { return SourceView.Layer(published: published, deferred: deferred) }
+        try childAccess { () throws(StrataError) in publishPendingChanges() }
+        // Complete now: with a child, every update completes the copy.
+        return SourceView.Layer(published: publication.read() ?? PublishedChanges(), deferred: deferredChildSaves.all)
+    }
+}

@@ -1,0 +1,54 @@
+public import Foundation
+
+/// A description of the objects to fetch: an entity, a `#Predicate`, a sort
+/// order, a page.
+///
+/// ```swift
+/// var request = FetchRequest<Recipe>(
+///     predicate: #Predicate { $0.servings > 2 },
+///     sortBy: [SortDescriptor(\.name)])
+/// request.fetchLimit = 20
+/// let recipes = try context.fetch(request)
+/// ```
+///
+/// A request is `Sendable`: build it anywhere, run it inside `perform`.
+public struct FetchRequest<Result: ManagedObject>: Sendable {
+    /// The entity to fetch; nil for the entity whose class is `Result`.
+    public var entityName: String?
+    /// Which objects to return. With ``includesPendingChanges`` it sees the
+    /// context's own unsaved values; without, the values of the context's
+    /// source (its parent's view, or the store).
+    public var predicate: Predicate<Result>?
+    public var sortDescriptors: [SortDescriptor<Result>]
+    /// At most this many results; 0 for no limit.
+    public var fetchLimit = 0
+    /// Results to skip (after sorting).
+    public var fetchOffset = 0
+    /// Whether the context's own unsaved changes count (the default): its
+    /// inserts are candidates, its deletes are left out, and the predicate
+    /// sees its unsaved values. Without, as in Core Data, the context's
+    /// source decides which objects match — the store for a context on the
+    /// coordinator, the parent's view for a child — and the context's own
+    /// inserts are left out. Ancestors' unsaved changes always count, since
+    /// a parent is its child's store (SEMANTICS.md line 13).
+    public var includesPendingChanges = true
+
+    public init(entityName: String? = nil, predicate: Predicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = []) {
+        self.entityName = entityName
+        self.predicate = predicate
+        self.sortDescriptors = sortDescriptors
+    }
+
+    func entity(in model: ManagedObjectModel) throws(StrataError) -> EntityDescription {
+        let entity: EntityDescription?
+        if let entityName { entity = model.entity(named: entityName) } else { entity = model.entity(for: Result.self) }
+        guard let entity else {
+            throw StrataError(.invalidArgument, "no entity \(entityName ?? "with class \(Result.self)") in the model")
+        }
+        guard Result.self == ManagedObject.self || entity.managedObjectClass is Result.Type else {
+            throw StrataError(.invalidArgument, "entity \(entity.name) has class \(entity.managedObjectClass), not \(Result.self)")
+        }
+        return entity
+    }
+}
+
