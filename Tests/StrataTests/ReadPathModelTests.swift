@@ -42,6 +42,14 @@ import Testing
             return rows
         }
 
+        /// `refreshAllObjects()` in `level`: a change to an object that no
+        /// longer exists below is gone with the object.
+        mutating func refresh(_ level: Int) {
+            let below = view(level - 1)
+            pending[level].updated = pending[level].updated.filter { below[$0.key] != nil }
+            pending[level].deleted = pending[level].deleted.filter { below[$0] != nil }
+        }
+
         /// `level`'s save one level down (into the store for the writer).
         mutating func save(_ level: Int) {
             let p = pending[level]
@@ -88,6 +96,8 @@ import Testing
         // and a save's value always differs from the one it started from.
         var nextServings = 0
         var fetches = 0
+        // What happened, for a failure's message.
+        var history: [String] = []
         func pick(_ rows: [ObjectID: (name: String, servings: Int)]) -> ObjectID {
             rows.sorted { $0.value.name < $1.value.name }.randomElement(using: &random)!.key
         }
@@ -108,6 +118,7 @@ import Testing
                     return r.objectID
                 }
                 expected.pending[level].inserted[id] = (name, servings)
+                history.append("\(step): level \(level) inserts \(name) = \(servings)")
             case 25..<45 where !visible.isEmpty:
                 let id = pick(visible)
                 let servings = nextServings
@@ -120,6 +131,7 @@ import Testing
                 } else {
                     expected.pending[level].updated[id] = servings
                 }
+                history.append("\(step): level \(level) sets \(visible[id]!.name) = \(servings)")
             case 45..<55 where !visible.isEmpty:
                 let id = pick(visible)
                 try context.performAndWait { () throws(StrataError) in context.delete(try context.existingObject(with: id)) }
@@ -129,26 +141,32 @@ import Testing
                     expected.pending[level].updated[id] = nil
                     expected.pending[level].deleted.insert(id)
                 }
+                history.append("\(step): level \(level) deletes \(visible[id]!.name)")
             case 55..<80:
                 try context.performAndWait { () throws(StrataError) in
                     context.refreshAllObjects()
                     try context.save()
                 }
+                expected.refresh(level)
                 expected.save(level)
+                history.append("\(step): level \(level) saves")
             case 80..<84:
                 context.performAndWait { context.reset() }
                 expected.pending[level] = Pending()
+                history.append("\(step): level \(level) resets")
             case 84..<86:
                 // Reopen: everything saved down to disk first.
                 for l in [2, 1, 0] {
                     let c = chain[l]
                     try c.performAndWait { () throws(StrataError) in c.refreshAllObjects(); try c.save() }
+                    expected.refresh(l)
                     expected.save(l)
                 }
                 chain = []
                 try coordinator.close()
                 coordinator = try makeCoordinator(directory, model: model)
                 chain = makeChain()
+                history.append("\(step): reopen")
             default:
                 break
             }
@@ -165,6 +183,7 @@ import Testing
             request.fetchOffset = offset
             request.fetchLimit = limit
 
+            expected.refresh(fetchLevel)  // the fetch below refreshes first
             let source = includesPending ? expected.view(fetchLevel) : expected.view(fetchLevel - 1)
             var names = source.values.filter { $0.servings >= threshold }.map(\.name).sorted()
             let unpaged = names.count
@@ -183,7 +202,16 @@ import Testing
             #expect(got == names, "seed \(seed), step \(step): fetch in level \(fetchLevel) (servings ≥ \(threshold), pending \(includesPending), offset \(offset), limit \(limit))")
             #expect(counted == names.count, "seed \(seed), step \(step): count")
             #expect(ids == unpaged, "seed \(seed), step \(step): IDs")
-            if got != names { return }
+            if got != names {
+                let odd = Set(got).symmetricDifference(names)
+                let story = history.filter { line in
+                    odd.contains { name in line.hasSuffix(" \(name)") || line.contains(" \(name) ") }
+                        || line.hasSuffix("saves") || line.hasSuffix("resets") || line.hasSuffix("reopen")
+                }
+                let told = story.joined(separator: "\n")
+                Issue.record("seed \(seed): \(odd.sorted()) differ; what happened:\n\(told)")
+                return
+            }
         }
         #expect(fetches == Self.operations)
     }

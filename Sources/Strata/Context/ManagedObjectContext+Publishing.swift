@@ -59,7 +59,8 @@ extension ManagedObjectContext {
         if object.flags.contains(.deleted) { return .removed }
         guard !object.flags.isDisjoint(with: [.inserted, .dirty]) else { return nil }
         object.flags.remove(.exposedVersionFresh)
-        return .present(Snapshot(values: object.values, version: object.exposedVersion))
+        let snapshot = Snapshot(values: object.values, version: object.exposedVersion)
+        return object.flags.contains(.inserted) ? .inserted(snapshot) : .updated(snapshot)
     }
 
     /// Called on a child's thread: this context's published changes and the

@@ -211,18 +211,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Calls `body` with every stored object of `entity`, in primary-key
-    /// order, at one read view of the store (one prefix scan). Runs on the
-    /// caller's thread and leaves the row cache alone: a scan touches far
-    /// more rows than anyone will use again.
-    func forEachStored(of entity: EntityDescription, _ body: (ObjectID, Snapshot) throws(StrataError) -> Void) throws(StrataError) {
+    /// order, at one read view of the store (one prefix scan), its record
+    /// still encoded (``StoredRecord``). Runs on the caller's thread and
+    /// leaves the row cache alone: a scan touches far more rows than anyone
+    /// will use again.
+    func forEachStored(of entity: EntityDescription, _ body: (ObjectID, StoredRecord) throws(StrataError) -> Void) throws(StrataError) {
         let store = try currentStore()
         try store.forEach(prefix: RecordCoding.prefix(of: entity)) { key, value throws(StrataError) in
-            guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity,
-                  let snapshot = RecordCoding.decode(value, entity: entity, model: model)
-            else {
-                throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
+            guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity else {
+                throw StrataError(.corruptRecord, "a key of \(entity.name) does not decode under the model")
             }
-            try body(id, snapshot)
+            try body(id, StoredRecord(id: id, bytes: value, model: model))
         }
     }
 

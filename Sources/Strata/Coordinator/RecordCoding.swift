@@ -100,16 +100,21 @@ package enum RecordCoding {
 
     /// Decodes a record of `entity`, checking every tag, length and
     /// relationship target against the model; nil when anything is off.
-    package static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel) -> Snapshot? {
+    ///
+    /// With `prefix`, only the first `prefix` properties are decoded (and
+    /// checked): what a fetch needs to judge a record before it decodes the
+    /// ones that match whole.
+    package static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel, prefix: Int? = nil) -> Snapshot? {
         bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
             else { return nil }
             let destinations = entity.destinations
+            let decoded = min(prefix ?? count, count)
             var values: [PropertyValue] = []
-            values.reserveCapacity(count)
-            for i in 0..<count {
+            values.reserveCapacity(decoded)
+            for i in 0..<decoded {
                 guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag) else { return nil }
                 let value: PropertyValue
                 switch tag {
@@ -153,7 +158,7 @@ package enum RecordCoding {
                 guard fits(value, entity.properties[i]) else { return nil }
                 values.append(value)
             }
-            guard reader.isAtEnd else { return nil }
+            guard decoded < count || reader.isAtEnd else { return nil }
             return Snapshot(values: values, version: version)
         }
     }

@@ -82,24 +82,33 @@ extension ManagedObjectContext {
         let entity = try request.entity(in: model)
         let includesPending = request.includesPendingChanges
         var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
+        // The translated test, outside the generic evaluation: the loop
+        // below runs once per stored record.
+        let compiled = evaluation.compiled.map(CompiledTest.init)
         var matches: [FetchMatch] = []
         let source = try SourceView(of: self)
-        try source.forEach(of: entity) { id, snapshot throws(StrataError) in
+        try source.forEach(of: entity) { id, row throws(StrataError) in
             if let object = registry[id] {
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
                 if object.flags.contains(.inserted) { return }
-                if object.flags.contains(.fault) { fill(object, snapshot) }
+                if object.flags.contains(.fault) { fill(object, try row.snapshot()) }
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {
                     if object.flags.contains(.deleted) { return }
                     if try evaluation.matches(object) { matches.append(.registered(object)) }
-                } else if try evaluation.matches(id, snapshot) {
+                } else if try evaluation.matches(id, row) {
                     matches.append(.registered(object))
                 }
-            } else if !discardedInserts.contains(id), try evaluation.matches(id, snapshot) {
-                matches.append(.unregistered(id, snapshot))
+            } else if !discardedInserts.contains(id) {
+                if let compiled {
+                    // Judged on as few decoded values as the test reads.
+                    if try row.passes(compiled) { matches.append(.unregistered(id, try row.snapshot())) }
+                } else {
+                    let snapshot = try row.snapshot()
+                    if try evaluation.matches(id, snapshot) { matches.append(.unregistered(id, snapshot)) }
+                }
             }
         }
         if includesPending {
@@ -112,29 +121,42 @@ extension ManagedObjectContext {
 }
 
 /// A request's predicate, evaluated on objects of the context or on values
-/// read from the source. Values go into one scratch object of the entity's
-/// class, linked to the context (so a predicate that follows a
-/// relationship faults its target in there) but never registered: judging
-/// an object that does not match costs no allocation.
+/// read from the source: translated to a ``ValueTest`` on stored values
+/// when it can be, else through Foundation — on the object itself, or for
+/// values on one scratch object of the entity's class, linked to the
+/// context (so a predicate that follows a relationship faults its target in
+/// there) but never registered. Either way, judging an object that does not
+/// match costs no allocation.
 struct PredicateEvaluation<Result: ManagedObject> {
     private let predicate: Predicate<Result>?
+    let compiled: ValueTest?
     private let entity: EntityDescription
     private let context: ManagedObjectContext
     private var scratch: Result?
 
     init(_ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext) {
         self.predicate = predicate
+        self.compiled = predicate.flatMap { ValueTest.compile($0, entity: entity) }
         self.entity = entity
         self.context = context
     }
 
+    /// An object registered in the context, filled (not a fault).
     mutating func matches(_ object: ManagedObject) throws(StrataError) -> Bool {
         guard let predicate else { return true }
+        if let compiled { return compiled.evaluate(object.values) }
         return try evaluate(predicate, unsafeDowncast(object, to: Result.self))
+    }
+
+    mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
+        guard predicate != nil else { return true }
+        if let compiled { return try row.passes(CompiledTest(compiled)) }
+        return try matches(id, try row.snapshot())
     }
 
     mutating func matches(_ id: ObjectID, _ snapshot: Snapshot) throws(StrataError) -> Bool {
         guard let predicate else { return true }
+        if let compiled { return compiled.evaluate(snapshot.values) }
         let object: Result
         if let scratch {
             object = scratch

@@ -3,9 +3,13 @@ internal import StrataStore
 /// One object's state in a context's unsaved changes, as that context's
 /// children read it.
 enum PendingState: Sendable {
-    /// Inserted or changed: these values, under the version the context
-    /// shows its children (a later save into it is checked against it).
-    case present(Snapshot)
+    /// Inserted here: it exists, with these values, under the version the
+    /// context shows its children (a later save into it is checked against it).
+    case inserted(Snapshot)
+    /// Changed here: these values and version — if the object still exists
+    /// below (an update of an object a level below deleted is dropped when
+    /// saved, so the child does not see it either).
+    case updated(Snapshot)
     /// Deleted (or inserted and deleted again): gone, whatever the levels
     /// below say.
     case removed

@@ -21,10 +21,15 @@ struct SourceView {
         let deferred: [DeferredChildSaves.Entry]
 
         func state(of id: ObjectID) -> PendingState? {
-            if let state = published.objects[id] { return state }
+            let published = published.objects[id]
+            if case .updated(let snapshot)? = published, deferredInsert(of: id) != nil { return .inserted(snapshot) }
+            return published ?? deferredInsert(of: id).map { .inserted($0) }
+        }
+
+        private func deferredInsert(of id: ObjectID) -> Snapshot? {
             for entry in deferred {
                 if let i = entry.changes.inserted.firstIndex(of: id) {
-                    return .present(Snapshot(values: entry.changes.insertedValues[i], version: entry.firstVersion + UInt64(i)))
+                    return Snapshot(values: entry.changes.insertedValues[i], version: entry.firstVersion + UInt64(i))
                 }
             }
             return nil
@@ -47,42 +52,74 @@ struct SourceView {
     }
 
     /// The source's snapshot of `id`; nil when it does not exist there.
+    ///
+    /// The nearest level that changed the object gives its values; whether
+    /// it exists is decided by the nearest level that inserted or deleted
+    /// it, or else by the store.
     func snapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
+        var changed: Snapshot?
         for layer in layers {
             switch layer.state(of: id) {
-            case .present(let snapshot): return snapshot
+            case .inserted(let snapshot): return changed ?? snapshot
+            case .updated(let snapshot): if changed == nil { changed = snapshot }
             case .removed: return nil
             case nil: continue
             }
         }
-        return try coordinator.snapshot(for: id)
+        guard let stored = try coordinator.snapshot(for: id) else { return nil }
+        return changed ?? stored
+    }
+
+    /// What the levels above the store say of one object (see ``snapshot(for:)``).
+    private struct Overlay {
+        /// The nearest level's values, when a level changed or inserted it.
+        var values: Snapshot?
+        /// Whether a level inserted (true) or deleted (false) it; nil when
+        /// only updates were seen, so the store decides.
+        var exists: Bool?
+
+        mutating func add(_ state: PendingState) {
+            guard exists == nil else { return }
+            switch state {
+            case .inserted(let snapshot):
+                if values == nil { values = snapshot }
+                exists = true
+            case .updated(let snapshot):
+                if values == nil { values = snapshot }
+            case .removed:
+                exists = false
+            }
+        }
     }
 
     /// Calls `body` with every object of `entity` in the source and its
-    /// snapshot: the store's objects in primary-key order, less those an
-    /// ancestor changed or deleted, then the ones ancestors inserted or
-    /// changed. The store is read at one read view.
-    func forEach(of entity: EntityDescription, _ body: (ObjectID, Snapshot) throws(StrataError) -> Void) throws(StrataError) {
-        var overlay: [ObjectID: PendingState] = [:]
+    /// row: the store's objects in primary-key order (with the values of
+    /// the nearest level that changed them; less those a level deleted),
+    /// then the ones a level inserted. The store is read at one read view,
+    /// and its records are decoded only as far as `body` asks.
+    func forEach(of entity: EntityDescription, _ body: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
+        var overlay: [ObjectID: Overlay] = [:]
         for layer in layers {
-            for (id, state) in layer.published.objects where id.entity === entity && overlay[id] == nil {
-                overlay[id] = state
+            for (id, state) in layer.published.objects where id.entity === entity {
+                overlay[id, default: Overlay()].add(state)
             }
             for entry in layer.deferred {
-                for (i, id) in entry.changes.inserted.enumerated() where id.entity === entity && overlay[id] == nil {
-                    overlay[id] = .present(Snapshot(values: entry.changes.insertedValues[i], version: entry.firstVersion + UInt64(i)))
+                for (i, id) in entry.changes.inserted.enumerated() where id.entity === entity {
+                    overlay[id, default: Overlay()].add(.inserted(Snapshot(values: entry.changes.insertedValues[i], version: entry.firstVersion + UInt64(i))))
                 }
             }
         }
         if overlay.isEmpty {
-            try coordinator.forEachStored(of: entity, body)
+            try coordinator.forEachStored(of: entity) { id, record throws(StrataError) in try body(id, .stored(record)) }
             return
         }
-        try coordinator.forEachStored(of: entity) { id, snapshot throws(StrataError) in
-            if overlay[id] == nil { try body(id, snapshot) }
+        try coordinator.forEachStored(of: entity) { id, record throws(StrataError) in
+            guard let above = overlay[id] else { return try body(id, .stored(record)) }
+            // Decided above the store: listed after the scan.
+            if above.exists == nil { try body(id, above.values.map { .pending($0) } ?? .stored(record)) }
         }
-        for (id, state) in overlay {
-            if case .present(let snapshot) = state { try body(id, snapshot) }
+        for (id, above) in overlay where above.exists == true {
+            try body(id, .pending(above.values!))
         }
     }
 }

@@ -88,17 +88,18 @@ struct ReadsCommand: ParsableCommand {
     }
 }
 
-/// Imports `objects` objects (recipes with 3 ingredients) into a new store
-/// at `path` from a private context, saving every 2,000.
-func importStore(objects: Int, at path: String) throws {
+/// Imports `objects` objects (recipes with `ingredientsPerRecipe`
+/// ingredients each) into a new store at `path` from a private context,
+/// saving every `saveEvery`.
+func importStore(objects: Int, ingredientsPerRecipe: Int = 3, saveEvery: Int = 2_000, at path: String) throws {
     let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
     try coordinator.addPersistentStore(.log, directory: path)
     let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
     var offset = 0
     while offset < objects {
-        let count = min(2_000, objects - offset)
+        let count = min(saveEvery, objects - offset)
         try context.performAndWait {
-            insertObjects(count, ingredientsPerRecipe: 3, into: context, offset: offset)
+            insertObjects(count, ingredientsPerRecipe: ingredientsPerRecipe, into: context, offset: offset)
             try context.save()
         }
         offset += count

@@ -1,0 +1,193 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+
+/// `strata-bench lookup`: what a reading user feels. Over a store of one
+/// entity, a find-by-attribute fetch (no index: every record is read) runs
+/// from a background context — a child of the view context (the seed
+/// stack), then a child of the writer — while the 1 ms main-queue probe
+/// runs, as in `stall`; with memory before and after, the probe alone as
+/// the floor, the engine's own scan of the same records, a cold open
+/// followed by the first query by ID, and the same queries on SQLite.
+struct LookupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lookup",
+        abstract: "A fetch by attribute over a large store from background contexts, with the main-queue probe; cold open and first query; beside SQLite."
+    )
+
+    @Option(help: "Recipes in the store (one entity).") var objects = 1_000_000
+    @Option(help: "Rounds; the table shows medians.") var repeats = 3
+    @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+    @Option(help: "Write every figure to this JSON file.") var json: String?
+    @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
+    @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
+
+    /// One fetch, from one kind of context.
+    struct FetchRun: Codable, Sendable {
+        var layout: String
+        var round: Int
+        var milliseconds: Double
+        var matched: Int
+        var stall: StallFigures
+        var rssGrowthMB: Double
+        var mainThreadCPUms: Double
+    }
+
+    struct Report: Codable, Sendable {
+        var date: String
+        var objects: Int
+        var cores: Int
+        var backgroundScheduling = ""
+        var runs: [FetchRun] = []
+        var floor: [StallFigures] = []
+        var openAndFirstQueryMs: [Double] = []
+        var engineScanRecordsPerSecond: [Double] = []
+        var rssAfterOpenMB: [Double] = []
+        var sqliteScanMs: [Double] = []
+        var sqliteOpenAndFirstQueryMs: [Double] = []
+    }
+
+    enum Layout: String, CaseIterable {
+        case seedStack = "child of the view context (seed stack)"
+        case writerChild = "child of the writer"
+    }
+
+    func run() throws {
+        let work = try WorkDirectory(store, scenario: "lookup")
+        defer { work.cleanUp() }
+        let path = work.path + "/store"
+        let sqlitePath = work.path + "/lookup.sqlite"
+        let (objects, rounds, noSQLite) = (objects, max(1, repeats), noSQLite)
+        backgroundScheduling.apply()
+        progress("lookup: importing \(objects) recipes ...")
+        try importStore(objects: objects, ingredientsPerRecipe: 0, saveEvery: 20_000, at: path)
+        if !noSQLite {
+            progress("lookup: the same recipes into SQLite ...")
+            try SQLiteLookup.build(objects: objects, path: sqlitePath)
+        }
+        // Near the end of the key order: a scan finds it last.
+        let target = "Recipe \(objects - objects / 10)"
+        let model = try makeBenchModel()
+        let targetID = try Self.objectID(named: target, model: model, path: path)
+
+        let report = try MainThreadDriver.run { () throws -> Report in
+            var report = Report(date: ISO8601DateFormatter().string(from: Date()), objects: objects, cores: ProcessInfo.processInfo.activeProcessorCount)
+            for round in 0..<rounds {
+                progress("lookup: round \(round + 1)/\(rounds) ...")
+                var container: PersistentContainer!
+                var name = ""
+                let open = try seconds {
+                    container = try PersistentContainer(name: "Lookup", model: model, directory: path)
+                    let context = container.newBackgroundContext(childOfWriter: true)
+                    name = try context.performAndWait { try (context.existingObject(with: targetID) as! BenchRecipe).name }
+                }
+                guard name == target else { throw ValidationError("the first query found \(name), not \(target)") }
+                report.openAndFirstQueryMs.append(open * 1000)
+                report.rssAfterOpenMB.append(ResidentMemory.megabytes())
+                for layout in Layout.allCases {
+                    let context = container.newBackgroundContext(childOfWriter: layout == .writerChild)
+                    let request = FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == target })
+                    let rssBefore = ResidentMemory.megabytes()
+                    let cpuBefore = MainThreadDriver.mainThreadCPUMilliseconds() ?? 0
+                    let probe = StallProbe()
+                    probe.startProbing()
+                    var matched = 0
+                    let elapsed = try seconds { matched = try context.performAndWait { try context.fetch(request).count } }
+                    let stall = probe.stopProbing()
+                    let cpu = (MainThreadDriver.mainThreadCPUMilliseconds() ?? 0) - cpuBefore
+                    report.runs.append(FetchRun(layout: layout.rawValue, round: round, milliseconds: elapsed * 1000, matched: matched, stall: stall,
+                                                rssGrowthMB: ResidentMemory.megabytes() - rssBefore, mainThreadCPUms: cpu))
+                }
+                let fetchSeconds = median(report.runs.filter { $0.round == round }.map(\.milliseconds)) / 1000
+                try container.close()
+                container = nil
+                report.floor.append(StallProbe.alone(for: max(fetchSeconds, 0.2)))
+                report.engineScanRecordsPerSecond.append(try Self.engineScan(path: path, expected: objects))
+                if !noSQLite {
+                    let (scan, openAndQuery) = try SQLiteLookup.query(name: target, id: Int64(objects - objects / 10 + 1), path: sqlitePath)
+                    report.sqliteScanMs.append(scan * 1000)
+                    report.sqliteOpenAndFirstQueryMs.append(openAndQuery * 1000)
+                }
+            }
+            report.backgroundScheduling = BackgroundScheduling.state
+            return report
+        }.get()
+        print(Self.render(report))
+        if let json { try writeJSON(report, to: json) }
+    }
+
+    /// The ID of the recipe called `name` (found once, before measuring).
+    static func objectID(named name: String, model: ManagedObjectModel, path: String) throws -> ObjectID {
+        let coordinator = PersistentStoreCoordinator(model: model)
+        try coordinator.addPersistentStore(.log, directory: path)
+        defer { try? coordinator.close() }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let ids = try context.performAndWait { try context.fetchObjectIDs(FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == name })) }
+        guard ids.count == 1 else { throw ValidationError("found \(ids.count) recipes called \(name)") }
+        return ids[0]
+    }
+
+    /// Records per second of the engine reading every record of the store
+    /// at one read view (keys and values, nothing decoded): the plain scan
+    /// a fetch without an index is measured against.
+    static func engineScan(path: String, expected: Int) throws -> Double {
+        var options = StoreOptions()
+        options.readOnly = true
+        let store = try StrataStore(directory: path, options: options)
+        defer { try? store.close() }
+        var records = 0
+        var bytes = 0
+        let elapsed = try seconds {
+            try store.readView().forEach(from: [], to: nil) { key, value in
+                records += 1
+                bytes &+= key.count &+ value.count
+                return true
+            }
+        }
+        guard records >= expected else { throw ValidationError("the engine scanned \(records) records, expected at least \(expected)") }
+        return Double(records) / elapsed
+    }
+
+    static func render(_ report: Report) -> String {
+        var table = Table("Fetch by name (no index) among \(thousands(Double(report.objects))) recipes, from a background context",
+                          "fetch ms", "records/s", "matched", "max late ms", "worst max", "p99 ms", "main CPU ms", "RSS growth MB")
+        for layout in Layout.allCases {
+            let runs = report.runs.filter { $0.layout == layout.rawValue }
+            guard !runs.isEmpty else { continue }
+            let stall = StallMedians(runs.map(\.stall))
+            let ms = median(runs.map(\.milliseconds))
+            table.add(layout.rawValue, fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), thousands(Double(runs[0].matched)),
+                      fixed(stall.max, 2), fixed(stall.worstMax, 2), fixed(stall.p99, 2), fixed(median(runs.map(\.mainThreadCPUms)), 1),
+                      fixed(median(runs.map(\.rssGrowthMB)), 1))
+        }
+        if !report.floor.isEmpty {
+            let floor = StallMedians(report.floor)
+            table.add("(0) the probe alone", "-", "-", "-", fixed(floor.max, 2), fixed(floor.worstMax, 2), fixed(floor.p99, 2), "-", "-")
+        }
+        if !report.sqliteScanMs.isEmpty {
+            let ms = median(report.sqliteScanMs)
+            table.add("SQLite: SELECT … WHERE name = ? (no index)", fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), "1", "-", "-", "-", "-", "-")
+        }
+        var figures = Table("Around it, medians of \(report.floor.count)", "Figure")
+        figures.add("the engine's scan of the same records (nothing decoded)", thousands(median(report.engineScanRecordsPerSecond)) + " records/s")
+        figures.add("cold open of the store + first query by ID (PersistentContainer)", fixed(median(report.openAndFirstQueryMs), 1) + " ms")
+        figures.add("  resident memory after it", fixed(median(report.rssAfterOpenMB), 1) + " MB")
+        if !report.sqliteOpenAndFirstQueryMs.isEmpty {
+            figures.add("SQLite: open + first query by primary key", fixed(median(report.sqliteOpenAndFirstQueryMs), 2) + " ms")
+        }
+        return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); "
+            + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + "\n\n" + figures.render()
+    }
+}
+
+/// The process's resident memory, from /proc/self/statm (0 where there is none).
+enum ResidentMemory {
+    static func megabytes() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Double(fields[1]) else { return 0 }
+        return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import Testing
+
+extension Recipe {
+    /// Computed from one attribute: not the stored value, so not translated.
+    var servingsPlusOne: Int { servings + 1 }
+    /// Computed from two attributes: not translated.
+    var title: String { name + (notes ?? "") }
+}
+
+/// A fetch translates what it can of a `#Predicate` into a test on stored
+/// values (``ValueTest``); the translation must agree with Foundation's
+/// own evaluation on every object, and leave alone what it does not understand.
+@Suite struct CompiledPredicateTests {
+    static let day = Date(timeIntervalSinceReferenceDate: 86_400)
+    static let someUUID = UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16))
+
+    /// (predicate, whether it is translated)
+    static func predicates() -> [(Predicate<Recipe>, Bool)] {
+        let day = Self.day
+        let uuid = Self.someUUID
+        let name = "R3"
+        return [
+            (#Predicate { $0.servings > 3 }, true),
+            (#Predicate { $0.servings <= 3 }, true),
+            (#Predicate { 3 < $0.servings }, true),
+            (#Predicate { $0.name == name }, true),
+            (#Predicate { $0.name != "R3" }, true),
+            (#Predicate { $0.name < "R5" }, true),
+            (#Predicate { $0.vegetarian && $0.servings < 5 }, true),
+            (#Predicate { $0.vegetarian == false || $0.rating >= 2.5 }, true),
+            (#Predicate { !($0.servings >= 4) }, true),
+            (#Predicate { $0.notes != nil && $0.servings > 0 }, true),
+            (#Predicate { $0.notes == nil }, true),
+            (#Predicate { $0.notes == "n1" }, true),
+            (#Predicate { $0.rating == 3.0 }, true),
+            (#Predicate { $0.created > day }, true),
+            (#Predicate { $0.uuid == uuid }, true),
+            (#Predicate { $0.photo == nil }, true),
+            (#Predicate { _ in true }, true),
+            (#Predicate { _ in false }, true),
+            (#Predicate { $0.name.starts(with: "R1") }, false),
+            (#Predicate { $0.ingredients.count > 0 }, false),
+            (#Predicate { $0.author?.name == "x" }, false),
+            (#Predicate { $0.servings % 2 == 0 }, false),
+            (#Predicate { $0.servingsPlusOne > 3 }, false),
+            (#Predicate { $0.title == "R3n1" }, false),
+        ]
+    }
+
+    @Test func translationsAgreeWithFoundationOnRandomObjects() throws {
+        let seed = testSeed()
+        var random = SeededGenerator(seed: seed)
+        let model = makeModel()
+        let entity = try #require(model.entity(named: "Recipe"))
+        var objects: [[PropertyValue]] = []
+        for _ in 0..<400 {
+            var values = entity.initialValues
+            func set(_ key: String, _ value: PropertyValue) { values[entity.propertyIndex[key]!] = value }
+            // Null now and then, even where Swift shows a non-optional value.
+            func maybeNull(_ value: PropertyValue) -> PropertyValue { Int.random(in: 0..<8, using: &random) == 0 ? .null : value }
+            set("name", maybeNull(.string("R\(Int.random(in: 0..<8, using: &random))")))
+            set("servings", maybeNull(.integer(Int64.random(in: -3...10, using: &random))))
+            set("rating", maybeNull(.double(Double(Int.random(in: 0...8, using: &random)) / 2)))
+            set("notes", Bool.random(using: &random) ? .null : .string("n\(Int.random(in: 0..<3, using: &random))"))
+            set("vegetarian", maybeNull(.bool(Bool.random(using: &random))))
+            set("created", maybeNull(.date(Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0...3, using: &random)) * 43_200))))
+            set("uuid", Bool.random(using: &random) ? .uuid(Self.someUUID) : .null)
+            set("photo", Bool.random(using: &random) ? .data(Data([1])) : .null)
+            objects.append(values)
+        }
+        for (i, (predicate, translatable)) in Self.predicates().enumerated() {
+            let test = ValueTest.compile(predicate, entity: entity)
+            #expect((test != nil) == translatable, "predicate #\(i)")
+            guard let test else { continue }
+            for values in objects {
+                let object = Recipe(entity: entity, insertInto: nil)
+                object.values = values
+                let expected = try predicate.evaluate(object)
+                #expect(test.evaluate(values) == expected, "seed \(seed): predicate #\(i) on \(values)")
+            }
+        }
+    }
+
+    /// The same answers through a fetch, translated or not, on a store.
+    @Test func fetchesAnswerTheSameWhetherTranslatedOrNot() throws {
+        let coordinator = try makeCoordinator()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            for i in 0..<20 {
+                let r = Recipe(context: context)
+                r.name = "R\(i % 7)"
+                r.servings = i % 5
+                r.notes = i % 3 == 0 ? "n\(i % 2)" : nil
+            }
+            try context.save()
+            context.reset()
+            // Translated, and its untranslatable twin (a computed property of
+            // the same attribute), must find the same objects.
+            let translated = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings + 0 >= 0 && $0.servings > 2 }))
+            let direct = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings > 2 }))
+            let computed = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servingsPlusOne > 3 }))
+            #expect(Set(direct.map(\.objectID)) == Set(computed.map(\.objectID)))
+            #expect(Set(direct.map(\.objectID)) == Set(translated.map(\.objectID)))
+            #expect(direct.count == 8)
+        }
+    }
+}
