@@ -20,6 +20,34 @@ enum ConcurrencyDebug {
     }()
 }
 
+/// With the debug switch on: reports a wait for a main-queue context that
+/// has lasted ``threshold`` seconds, naming the context and the waiting
+/// thread. Its likely cause is a main queue nothing drains — a command-line
+/// tool or a server whose main thread never runs `RunLoop.main` or
+/// `dispatchMain()`, where a child's save into the view context (or any
+/// `performAndWait` on it) waits forever, as it would in Core Data.
+enum MainQueueWaitWatchdog {
+    /// Seconds before a wait is reported. Tests shorten it (set before use).
+    nonisolated(unsafe) static var threshold: Double = 3
+    /// Where reports go. Tests capture them (set before use).
+    nonisolated(unsafe) static var report: @Sendable (String) -> Void = { FileHandleStandardError.write($0 + "\n") }
+
+    /// Starts watching a wait for `context`'s queue; cancel the returned item
+    /// when the wait ends. Nil (no cost) unless the switch is on and the
+    /// caller is off the main queue waiting for a main-queue context.
+    static func watch(_ context: ManagedObjectContext) -> DispatchWorkItem? {
+        guard ConcurrencyDebug.isEnabled, context.concurrencyType == .mainQueue, !MainQueue.isCurrent else { return nil }
+        let (name, waiter, seconds) = (context.name, ManagedObjectContext.currentExecutionDescription, threshold)
+        let item = DispatchWorkItem {
+            report("Strata: \(waiter) has waited \(seconds) s for context '\(name)' (.mainQueue). Is anything draining the main "
+                + "queue? A command-line tool or a server must run RunLoop.main or dispatchMain(), or make its container with "
+                + "PersistentContainer(…, viewContext: .privateQueue).")
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: item)
+        return item
+    }
+}
+
 /// Which contexts' blocks the current thread is executing, innermost last.
 ///
 /// This is what makes `performAndWait` reentrant (SEMANTICS.md line 6) and

@@ -66,6 +66,8 @@ extension ManagedObjectContext {
         // performAndWait would deadlock on the child's busy queue.
         let callerStack = ExecutionStack.current
         let callerContexts = callerStack.contexts
+        let watchdog = MainQueueWaitWatchdog.watch(self)
+        defer { watchdog?.cancel() }
         parking.blockEnqueued()
         defer { parking.blockFinished() }
         let result: Result<T, E> = queue.sync {

@@ -56,7 +56,7 @@ extension ManagedObjectContext {
         }
         guard context.isCurrent else {
             throw StrataError(.contextMisuse, """
-                \(helper) uses the default context (\(context.name), .mainQueue) and must be called on the main queue; \
+                \(helper) uses the default context (\(context.name), \(context.concurrencyType)) and must be called on its queue; \
                 it was called from \(currentExecutionDescription). Pass a context (in:) and call it on that context's queue
                 """)
         }

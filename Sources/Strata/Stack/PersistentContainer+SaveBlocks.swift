@@ -12,7 +12,8 @@ extension PersistentContainer {
     /// MagicalRecord's `saveWithBlock:completion:` (SEMANTICS.md line 18):
     /// `block` runs on a fresh private context off the main queue (a child of
     /// the writer), its changes are saved through to the store, and
-    /// `completion` runs on the main queue with the result — also when the
+    /// `completion` runs on the main queue (on a background queue when the
+    /// container's view context is private) with the result — also when the
     /// block changed nothing (``BlockSaveResult/nothingToSave``) or threw.
     ///
     /// ```swift
@@ -30,7 +31,10 @@ extension PersistentContainer {
         let context = newBackgroundContext(childOfWriter: true)
         context.perform {
             let result = Self.runSaveBlock(block, in: context, writer: self.writerContext)
-            if let completion { DispatchQueue.main.async { completion(result) } }
+            guard let completion else { return }
+            // No main queue to run on in a container made for servers and tools.
+            let queue: DispatchQueue = self.viewContext.concurrencyType == .mainQueue ? .main : .global()
+            queue.async { completion(result) }
         }
     }
 

@@ -14,19 +14,45 @@ public import StrataStore
 ///     container.save(wait: false)            // view → writer → disk, off the main queue
 /// }
 /// ```
+///
+/// A server or a command-line tool whose main thread never drains the main
+/// queue (no `RunLoop.main`, no `dispatchMain()`) passes
+/// `viewContext: .privateQueue`: the view context then has a queue of its
+/// own, and no context of the container ever needs the main queue.
+///
+/// ```swift
+/// let container = try PersistentContainer(name: "Orders", model: model, directory: path, viewContext: .privateQueue)
+/// let orders = try container.viewContext.performAndWait { try container.viewContext.fetch(FetchRequest<Order>()) }
+/// ```
 public final class PersistentContainer: Sendable {
+    /// The queue ``viewContext`` runs on.
+    public enum ViewContextQueue: Sendable, Hashable {
+        /// The main queue: an app with a UI, or anything that runs the main
+        /// run loop or `dispatchMain()`. The seeds' stack (the default).
+        case main
+        /// A private queue: servers and command-line tools. Nothing in the
+        /// container waits for the main queue; block-save completions run
+        /// on a background queue.
+        case privateQueue
+    }
+
     public let name: String
     public let model: ManagedObjectModel
     public let coordinator: PersistentStoreCoordinator
     /// The private-queue context attached to the coordinator: its saves go to disk.
     public let writerContext: ManagedObjectContext
-    /// The main-queue context for the UI, a child of ``writerContext``. It
-    /// merges the writer's other children's saves automatically.
+    /// The main-queue context for the UI (or a private-queue one, see
+    /// ``ViewContextQueue``), a child of ``writerContext``. It merges the
+    /// writer's other children's saves automatically.
     public let viewContext: ManagedObjectContext
 
     /// Opens (or creates) the store in `directory` (the log store), or an
-    /// in-memory store when `directory` is nil.
-    public init(name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions()) throws(StrataError) {
+    /// in-memory store when `directory` is nil; `viewContext` chooses the
+    /// view context's queue (the main queue unless you say otherwise).
+    public init(
+        name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions(),
+        viewContext queue: ViewContextQueue = .main
+    ) throws(StrataError) {
         self.name = name
         self.model = model
         coordinator = PersistentStoreCoordinator(model: model)
@@ -36,7 +62,7 @@ public final class PersistentContainer: Sendable {
             try coordinator.addPersistentStore(.inMemory)
         }
         writerContext = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).writer")
-        viewContext = ManagedObjectContext(.mainQueue, parent: writerContext, name: "\(name).view")
+        viewContext = ManagedObjectContext(queue == .main ? .mainQueue : .privateQueue, parent: writerContext, name: "\(name).view")
         viewContext.automaticallyMergesChangesFromParent = true
     }
 
@@ -62,7 +88,7 @@ public final class PersistentContainer: Sendable {
         return try await context.perform { () throws(E) -> T in try block(context) }
     }
 
-    /// Saves ``viewContext`` into the writer (on the main queue, in memory),
+    /// Saves ``viewContext`` into the writer (on its queue, in memory),
     /// then the writer to disk (on the writer's queue). With `wait` the call
     /// returns once the data is durable (for shutdown); without, it returns
     /// after the in-memory hand-off and `completion` (if any) learns how the

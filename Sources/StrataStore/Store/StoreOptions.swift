@@ -45,6 +45,11 @@ public struct StoreOptions: Sendable {
     public var logSizeLimit = 64 << 20 {
         didSet { logSizeLimit = min(max(logSizeLimit, 4 << 10), 1 << 30) }
     }
+    /// On close, write the log out to a segment when it holds at least this
+    /// many bytes of records, so the next open reads segment footers instead
+    /// of replaying the log (a log of 200,000 small objects took 60 ms to
+    /// replay here). Default 1 MiB; `Int.max` never flushes on close.
+    public var flushOnCloseThreshold = 1 << 20
     /// Uncompressed size of a segment block, 4–64 KiB. Default 32 KiB.
     public var blockSize = 32 << 10 {
         didSet { blockSize = min(max(blockSize, 4 << 10), 64 << 10) }

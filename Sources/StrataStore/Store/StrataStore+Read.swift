@@ -95,6 +95,12 @@ extension StrataStore {
     /// and releases the store's lock. Further calls throw `.closed`; read views
     /// taken before stay readable. Calling it twice is harmless.
     public func close() throws(StoreError) {
+        // Best effort: a flush that fails leaves the log as it is (it is
+        // retired only once its segment is in the manifest), and the open
+        // replays it as before.
+        if !options.readOnly, state.withReadLock({ !isClosed && counters.memtableBytes >= options.flushOnCloseThreshold }) {
+            try? flush()
+        }
         writers.lock()
         if closing {
             writers.unlock()
