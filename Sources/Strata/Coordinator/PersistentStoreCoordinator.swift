@@ -13,7 +13,7 @@ public import StrataStore
 /// ```
 ///
 /// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
-/// `rootContexts` are guarded by `lock`; `rowCache` and `cacheEpoch` by
+/// `rootContexts` are guarded by `lock`; `rowCache` (with its epoch) by
 /// `cacheLock`; saves are serialized by `saveLock`. Lock order: saveLock →
 /// lock → cacheLock; none is held while calling into a context.
 public final class PersistentStoreCoordinator: @unchecked Sendable {
@@ -26,8 +26,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     public let model: ManagedObjectModel
-    /// How many committed snapshots the row cache keeps at most.
-    public let rowCacheCapacity: Int
+    /// The row cache's byte budget (see ``init(model:rowCacheBudget:)``).
+    public let rowCacheBudget: Int
 
     private let saveLock = Lock()
     private let lock = Lock()
@@ -38,9 +38,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var _storeIdentifier: UUID?      // guarded by `lock`
 
     private let cacheLock = Lock()
-    private var rowCache: [ObjectID: Snapshot] = [:]  // guarded by `cacheLock`
-    /// Bumped by every save, so a read that raced a save does not cache a stale snapshot.
-    private var cacheEpoch: UInt64 = 0       // guarded by `cacheLock`
+    private var rowCache: RowCache           // guarded by `cacheLock`
 
     /// Tests only: runs inside every save once its batch is in the store,
     /// while the saving context is still parked — the window in which a
@@ -48,9 +46,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// test's set-up orders it before every reader).
     nonisolated(unsafe) var afterStoreWriteForTesting: (@Sendable () -> Void)?
 
-    public init(model: ManagedObjectModel, rowCacheCapacity: Int = 1 << 20) {
+    /// A coordinator for `model`, without a store yet. `rowCacheBudget` is
+    /// the byte budget of the cache of committed snapshots that faults and
+    /// loads by ID read first (32 MiB by default; 0 turns it off). Memory
+    /// then follows what is in use: contexts let go of the objects they no
+    /// longer reference, and the cache stays within its budget
+    /// (``rowCacheStatistics``).
+    ///
+    /// ```swift
+    /// let coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: 8 << 20)
+    /// ```
+    public init(model: ManagedObjectModel, rowCacheBudget: Int = 32 << 20) {
         self.model = model
-        self.rowCacheCapacity = rowCacheCapacity
+        self.rowCacheBudget = rowCacheBudget
+        self.rowCache = RowCache(budget: rowCacheBudget)
         self.nextKeys = Array(repeating: 1, count: model.entities.count)
         self.persistedKeys = nextKeys
     }
@@ -134,7 +143,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 defer { store = nil }
                 return store
             }
-            cacheLock.withLock { rowCache.removeAll(); cacheEpoch &+= 1 }
+            cacheLock.withLock { rowCache.removeAll(); rowCache.advanceEpoch() }
             try closing?.close()
         }
     }
@@ -153,6 +162,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The store's identity, made when it was created.
     public var storeIdentifier: UUID? { lock.withLock { _storeIdentifier } }
+
+    /// What the row cache holds now: entries, their estimated bytes, the budget.
+    public var rowCacheStatistics: RowCacheStatistics {
+        cacheLock.withLock { RowCacheStatistics(entries: rowCache.count, bytes: rowCache.bytes, budget: rowCache.budget) }
+    }
 
     /// The storage engine's counters (nil for the in-memory store or none).
     public var storeStatistics: StoreStatistics? { lock.withLock { store }?.statistics }
@@ -197,7 +211,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The store's snapshot of `id`, through the row cache; nil when absent.
     func snapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
-        let (cached, epoch) = cacheLock.withLock { (rowCache[id], cacheEpoch) }
+        let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached }
         let store = try currentStore()
         guard let bytes = try store.get(RecordCoding.key(id)) else { return nil }
@@ -205,7 +219,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             throw StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
         }
         cacheLock.withLock {
-            if cacheEpoch == epoch { cache(id, snapshot) }
+            if rowCache.epoch == epoch { rowCache.insert(snapshot, for: id) }
         }
         return snapshot
     }
@@ -223,12 +237,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             try body(id, StoredRecord(id: id, bytes: value, model: model))
         }
-    }
-
-    /// Must hold `cacheLock`.
-    private func cache(_ id: ObjectID, _ snapshot: Snapshot) {
-        if rowCache.count >= rowCacheCapacity { rowCache.removeAll(keepingCapacity: true) }
-        rowCache[id] = snapshot
     }
 
     /// Writes a save of an attached context as one atomic batch, after
@@ -302,9 +310,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             afterStoreWriteForTesting?()
             if let keys { lock.withLock { persistedKeys = keys } }
             cacheLock.withLock {
-                cacheEpoch &+= 1
-                for (id, snapshot) in written { cache(id, snapshot) }
-                for id in removed { rowCache[id] = nil }
+                rowCache.advanceEpoch()
+                for (id, snapshot) in written { rowCache.insert(snapshot, for: id) }
+                for id in removed { rowCache.remove(id) }
             }
             return (outcome, payload)
         }

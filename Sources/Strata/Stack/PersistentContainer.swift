@@ -48,14 +48,16 @@ public final class PersistentContainer: Sendable {
 
     /// Opens (or creates) the store in `directory` (the log store), or an
     /// in-memory store when `directory` is nil; `viewContext` chooses the
-    /// view context's queue (the main queue unless you say otherwise).
+    /// view context's queue (the main queue unless you say otherwise);
+    /// `rowCacheBudget` bounds the coordinator's cache of committed
+    /// snapshots (``PersistentStoreCoordinator/init(model:rowCacheBudget:)``).
     public init(
         name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions(),
-        viewContext queue: ViewContextQueue = .main
+        viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20
     ) throws(StrataError) {
         self.name = name
         self.model = model
-        coordinator = PersistentStoreCoordinator(model: model)
+        coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
         if let directory {
             try coordinator.addPersistentStore(.log, directory: directory, options: options)
         } else {

@@ -32,6 +32,7 @@ struct LookupCommand: ParsableCommand {
         var matched: Int
         var stall: StallFigures
         var rssGrowthMB: Double
+        var rowCacheMB: Double
         var mainThreadCPUms: Double
     }
 
@@ -98,7 +99,8 @@ struct LookupCommand: ParsableCommand {
                     let stall = probe.stopProbing()
                     let cpu = (MainThreadDriver.mainThreadCPUMilliseconds() ?? 0) - cpuBefore
                     report.runs.append(FetchRun(layout: layout.rawValue, round: round, milliseconds: elapsed * 1000, matched: matched, stall: stall,
-                                                rssGrowthMB: ResidentMemory.megabytes() - rssBefore, mainThreadCPUms: cpu))
+                                                rssGrowthMB: ResidentMemory.megabytes() - rssBefore,
+                                                rowCacheMB: Double(container.coordinator.rowCacheStatistics.bytes) / 1_048_576, mainThreadCPUms: cpu))
                 }
                 let fetchSeconds = median(report.runs.filter { $0.round == round }.map(\.milliseconds)) / 1000
                 try container.close()
@@ -152,7 +154,7 @@ struct LookupCommand: ParsableCommand {
 
     static func render(_ report: Report) -> String {
         var table = Table("Fetch by name (no index) among \(thousands(Double(report.objects))) recipes, from a background context",
-                          "fetch ms", "records/s", "matched", "max late ms", "worst max", "p99 ms", "main CPU ms", "RSS growth MB")
+                          "fetch ms", "records/s", "matched", "max late ms", "worst max", "p99 ms", "main CPU ms", "RSS growth MB", "row cache MB")
         for layout in Layout.allCases {
             let runs = report.runs.filter { $0.layout == layout.rawValue }
             guard !runs.isEmpty else { continue }
@@ -160,15 +162,15 @@ struct LookupCommand: ParsableCommand {
             let ms = median(runs.map(\.milliseconds))
             table.add(layout.rawValue, fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), thousands(Double(runs[0].matched)),
                       fixed(stall.max, 2), fixed(stall.worstMax, 2), fixed(stall.p99, 2), fixed(median(runs.map(\.mainThreadCPUms)), 1),
-                      fixed(median(runs.map(\.rssGrowthMB)), 1))
+                      fixed(median(runs.map(\.rssGrowthMB)), 1), fixed(median(runs.map(\.rowCacheMB)), 2))
         }
         if !report.floor.isEmpty {
             let floor = StallMedians(report.floor)
-            table.add("(0) the probe alone", "-", "-", "-", fixed(floor.max, 2), fixed(floor.worstMax, 2), fixed(floor.p99, 2), "-", "-")
+            table.add("(0) the probe alone", "-", "-", "-", fixed(floor.max, 2), fixed(floor.worstMax, 2), fixed(floor.p99, 2), "-", "-", "-")
         }
         if !report.sqliteScanMs.isEmpty {
             let ms = median(report.sqliteScanMs)
-            table.add("SQLite: SELECT … WHERE name = ? (no index)", fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), "1", "-", "-", "-", "-", "-")
+            table.add("SQLite: SELECT … WHERE name = ? (no index)", fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), "1", "-", "-", "-", "-", "-", "-")
         }
         var figures = Table("Around it, medians of \(report.floor.count)", "Figure")
         figures.add("the engine's scan of the same records (nothing decoded)", thousands(median(report.engineScanRecordsPerSecond)) + " records/s")
