@@ -13,8 +13,8 @@ import Testing
     /// while the main queue is blocked throughout.
     ///
     ///     main queue                 worker thread
-    ///     blocked ───────────┐       container(viewContext: .privateQueue)
-    ///                        │       background child: insert, save → view
+    ///                                container(viewContext: .privateQueue)
+    ///     blocked ───────────┐       background child: insert, save → view
     ///                        │       container.save(wait: true) → disk
     ///                        │       block save; its completion runs
     ///                        │       fetch from a child of the view context
@@ -23,15 +23,18 @@ import Testing
         let directory = TemporaryDirectory()
         let path = directory.path
         let model = makeModel()
+        // Opening needs no main queue in either layout: made before the
+        // main queue is blocked, which keeps the blocked window short for
+        // the tests running beside this one.
+        let container = try PersistentContainer(name: "Tool", model: model, directory: path, viewContext: .privateQueue)
+        #expect(container.viewContext.concurrencyType == .privateQueue)
         let release = DispatchSemaphore(value: 0)
         let blocked = DispatchSemaphore(value: 0)
-        DispatchQueue.main.async { blocked.signal(); _ = release.wait(timeout: .now() + 30) }
-        let outcome = await runOnDedicatedThread(timeout: 20) { () -> [Int]? in
+        DispatchQueue.main.async { blocked.signal(); _ = release.wait(timeout: .now() + 60) }
+        let outcome = await runOnDedicatedThread(timeout: 60) { () -> [Int]? in
             blocked.wait()
             defer { release.signal() }
             do {
-                let container = try PersistentContainer(name: "Tool", model: model, directory: path, viewContext: .privateQueue)
-                #expect(container.viewContext.concurrencyType == .privateQueue)
                 let importer = container.newBackgroundContext()
                 try importer.performAndWait { () throws(StrataError) in
                     for i in 0..<50 { let r = Recipe(context: importer); r.name = "R\(i)"; r.servings = i }
@@ -46,7 +49,7 @@ import Testing
                     result.withLock { $0 = outcome }
                     completed.signal()
                 }
-                guard completed.wait(timeout: .now() + 10) == .success, case .success(.saved)? = result.value else { return nil }
+                guard completed.wait(timeout: .now() + 30) == .success, case .success(.saved)? = result.value else { return nil }
                 let reader = container.newBackgroundContext()
                 let found = try reader.performAndWait { () throws(StrataError) in
                     try reader.count(for: FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 40 }))

@@ -27,10 +27,22 @@ enum ConcurrencyDebug {
 /// `dispatchMain()`, where a child's save into the view context (or any
 /// `performAndWait` on it) waits forever, as it would in Core Data.
 enum MainQueueWaitWatchdog {
-    /// Seconds before a wait is reported. Tests shorten it (set before use).
-    nonisolated(unsafe) static var threshold: Double = 3
-    /// Where reports go. Tests capture them (set before use).
-    nonisolated(unsafe) static var report: @Sendable (String) -> Void = { FileHandleStandardError.write($0 + "\n") }
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var _threshold: Double = 3  // guarded by `lock`
+    nonisolated(unsafe) private static var _report: @Sendable (String) -> Void = {  // guarded by `lock`
+        FileHandleStandardError.write($0 + "\n")
+    }
+
+    /// Seconds before a wait is reported (3). Tests shorten it.
+    static var threshold: Double {
+        get { lock.withLock { _threshold } }
+        set { lock.withLock { _threshold = newValue } }
+    }
+    /// Where reports go (standard error). Tests capture them.
+    static var report: @Sendable (String) -> Void {
+        get { lock.withLock { _report } }
+        set { lock.withLock { _report = newValue } }
+    }
 
     /// Starts watching a wait for `context`'s queue; cancel the returned item
     /// when the wait ends. Nil (no cost) unless the switch is on and the
@@ -38,6 +50,7 @@ enum MainQueueWaitWatchdog {
     static func watch(_ context: ManagedObjectContext) -> DispatchWorkItem? {
         guard ConcurrencyDebug.isEnabled, context.concurrencyType == .mainQueue, !MainQueue.isCurrent else { return nil }
         let (name, waiter, seconds) = (context.name, ManagedObjectContext.currentExecutionDescription, threshold)
+        let report = report
         let item = DispatchWorkItem {
             report("Strata: \(waiter) has waited \(seconds) s for context '\(name)' (.mainQueue). Is anything draining the main "
                 + "queue? A command-line tool or a server must run RunLoop.main or dispatchMain(), or make its container with "

@@ -12,8 +12,8 @@ extension PersistentContainer {
     /// MagicalRecord's `saveWithBlock:completion:` (SEMANTICS.md line 18):
     /// `block` runs on a fresh private context off the main queue (a child of
     /// the writer), its changes are saved through to the store, and
-    /// `completion` runs on the main queue (on a background queue when the
-    /// container's view context is private) with the result — also when the
+    /// `completion` runs on the main queue (on a serial queue of the
+    /// container's when its view context is private) with the result — also when the
     /// block changed nothing (``BlockSaveResult/nothingToSave``) or threw.
     ///
     /// ```swift
@@ -33,7 +33,7 @@ extension PersistentContainer {
             let result = Self.runSaveBlock(block, in: context, writer: self.writerContext)
             guard let completion else { return }
             // No main queue to run on in a container made for servers and tools.
-            let queue: DispatchQueue = self.viewContext.concurrencyType == .mainQueue ? .main : .global()
+            let queue: DispatchQueue = self.viewContext.concurrencyType == .mainQueue ? .main : self.completionQueue
             queue.async { completion(result) }
         }
     }

@@ -1,4 +1,5 @@
 public import StrataStore
+import Dispatch
 
 /// The stack the seeds recommend, ready-made (SEMANTICS.md lines 16–17): a
 /// `.privateQueue` *writer* context owns the coordinator and does the disk
@@ -32,7 +33,7 @@ public final class PersistentContainer: Sendable {
         case main
         /// A private queue: servers and command-line tools. Nothing in the
         /// container waits for the main queue; block-save completions run
-        /// on a background queue.
+        /// on a serial queue of the container's.
         case privateQueue
     }
 
@@ -45,6 +46,10 @@ public final class PersistentContainer: Sendable {
     /// ``ViewContextQueue``), a child of ``writerContext``. It merges the
     /// writer's other children's saves automatically.
     public let viewContext: ManagedObjectContext
+    /// Where block-save completions run when the view context is private: a
+    /// serial queue (in order; it gets a thread even while Dispatch's
+    /// shared pool is busy, as a queue of one's own does).
+    let completionQueue: DispatchQueue
 
     /// Opens (or creates) the store in `directory` (the log store), or an
     /// in-memory store when `directory` is nil; `viewContext` chooses the
@@ -66,6 +71,7 @@ public final class PersistentContainer: Sendable {
         writerContext = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).writer")
         viewContext = ManagedObjectContext(queue == .main ? .mainQueue : .privateQueue, parent: writerContext, name: "\(name).view")
         viewContext.automaticallyMergesChangesFromParent = true
+        completionQueue = DispatchQueue(label: "strata.container.\(name).completions")
     }
 
     /// A new `.privateQueue` context for background work: a child of
