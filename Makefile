@@ -41,11 +41,13 @@ test-tsan: deps
 	STRATA_SANITIZED=1 STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter 'StrataTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
 # The main job: strata-bench in release mode — main-queue stalls per stack
-# layout beside SQLite (the default scenario), then the object graph's and
-# the engine's figures; see README.
+# layout beside SQLite (the default scenario), then reads (a lookup among
+# 1,000,000 objects from background contexts, beside SQLite), the object
+# graph's and the engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
 	$(SWIFT) run -c release strata-bench reads
+	$(SWIFT) run -c release strata-bench lookup
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine

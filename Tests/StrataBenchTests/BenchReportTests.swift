@@ -142,4 +142,26 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(try number(c["bytesAfter"], "bytesAfter") < number(c["bytesBefore"], "bytesBefore"))
         _ = try object(c["stall"], "stall")
     }
+
+    @Test func lookupJSON() throws {
+        let dir = scratch("lookup")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let lookup = try runBench(["lookup", "--objects", "2000", "--repeats", "1", "--json", dir + "/lookup.json"])
+        #expect(lookup.status == 0)
+        let l = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/lookup.json"))), "lookup")
+        #expect(try number(l["objects"], "objects") == 2000)
+        let runs = try #require(l["runs"] as? [[String: Any]], "missing runs")
+        #expect(runs.count == 2)  // a child of the view context, a child of the writer
+        for run in runs {
+            #expect(try number(run["matched"], "matched") == 1)
+            #expect(try number(run["milliseconds"], "milliseconds") > 0)
+            _ = try number(run["rowCacheMB"], "rowCacheMB")
+            _ = try object(run["stall"], "stall")
+        }
+        for key in ["openAndFirstQueryMs", "engineScanRecordsPerSecond", "sqliteScanMs", "sqliteOpenAndFirstQueryMs"] {
+            let values = try #require(l[key] as? [NSNumber], "missing \(key)")
+            #expect(values.count == 1 && values[0].doubleValue > 0)
+        }
+        #expect((l["floor"] as? [Any])?.count == 1)
+    }
 }
