@@ -182,6 +182,8 @@ import Testing
             let limit = Int.random(in: 0..<3, using: &random) == 0 ? Int.random(in: 1..<6, using: &random) : 0
             var request = FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= threshold }, sortBy: [SortDescriptor(\.name)])
             request.includesPendingChanges = includesPending
+            request.returnsObjectsAsFaults = Bool.random(using: &random)
+            request.fetchBatchSize = Int.random(in: 1...4, using: &random)
             request.fetchOffset = offset
             request.fetchLimit = limit
 
@@ -192,15 +194,17 @@ import Testing
             names.removeFirst(min(offset, names.count))
             if limit > 0 && names.count > limit { names.removeLast(names.count - limit) }
 
-            let (got, counted, ids) = try fetcher.performAndWait { () throws(StrataError) in
+            let (got, counted, ids, batched) = try fetcher.performAndWait { () throws(StrataError) in
                 fetcher.refreshAllObjects()
                 var unsorted = request
                 unsorted.sortDescriptors = []
                 unsorted.fetchOffset = 0
                 unsorted.fetchLimit = 0
-                return (try fetcher.fetch(request).map(\.name), try fetcher.count(for: request), try fetcher.fetchObjectIDs(unsorted).count)
+                return (try fetcher.fetch(request).map(\.name), try fetcher.count(for: request),
+                        try fetcher.fetchObjectIDs(unsorted).count, try fetcher.fetchResults(request).map(\.name))
             }
             fetches += 1
+            #expect(batched == names, "seed \(seed), step \(step): fetchResults")
             #expect(got == names, "seed \(seed), step \(step): fetch in level \(fetchLevel) (servings ≥ \(threshold), pending \(includesPending), offset \(offset), limit \(limit))")
             #expect(counted == names.count, "seed \(seed), step \(step): count")
             #expect(ids == unpaged, "seed \(seed), step \(step): IDs")

@@ -203,3 +203,58 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
         }
     }
 }
+
+/// Faults and batches: what a fetch registers, and when values are read.
+@Suite struct FaultingTests {
+    @Test func objectsComeBackAsFaultsUnlessAskedOtherwise() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory())
+        _ = try seed(coordinator, count: 10)
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: writer)
+        try child.performAndWait { () throws(StrataError) in
+            var request = FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 5 }, sortBy: [SortDescriptor(\.servings, order: .reverse)])
+            let faults = try child.fetch(request)
+            #expect(faults.count == 5 && faults.filter(\.isFault).count == 5)
+            #expect(faults.map(\.servings) == [9, 8, 7, 6, 5])  // filled on use, in the sorted order
+            #expect(faults.filter(\.isFault).isEmpty)
+            child.reset()
+            request.returnsObjectsAsFaults = false
+            let filled = try child.fetch(request)
+            #expect(filled.filter(\.isFault).isEmpty)
+            #expect(filled.map(\.name) == ["R9", "R8", "R7", "R6", "R5"])
+            // An object the context holds comes back as it is: changed, not a fault.
+            filled[0].servings = 90
+            request.returnsObjectsAsFaults = true
+            let again = try child.fetch(request)
+            #expect(again[0] === filled[0] && !again[0].isFault && again[0].servings == 90)
+        }
+    }
+
+    @Test func batchedResultsHoldIDsUntilUsed() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory())
+        _ = try seed(coordinator, count: 100)
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let main = ManagedObjectContext(.privateQueue, parent: writer)
+        try main.performAndWait { () throws(StrataError) in
+            // A pending change above the store shows through the batch.
+            (try main.existingObject(with: try main.fetchObjectIDs(FetchRequest<Recipe>(predicate: #Predicate { $0.name == "R42" }))[0]) as! Recipe).servings = 420
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: main)
+        try child.performAndWait { () throws(StrataError) in
+            var request = FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings)])
+            request.fetchBatchSize = 10
+            let results = try child.fetchResults(request)
+            #expect(results.count == 100)
+            #expect(child.registeredObjects.isEmpty)  // IDs only
+            #expect(results[0].servings == 0)
+            #expect(child.registeredObjects.count == 10)  // the first batch, filled
+            #expect(child.registeredObjects.filter(\.isFault).isEmpty)
+            #expect(results[45].servings == 46)  // 42 moved to the end: 0…41, 43…
+            #expect(child.registeredObjects.count == 20)
+            #expect(results.last?.servings == 420)
+            #expect(results.map(\.servings) == results.map(\.servings).sorted())
+            #expect(results.objectIDs.count == 100)
+        }
+        #expect(main.performAndWait { main.registeredObjects.count } == 1)  // only what it changed
+    }
+}

@@ -224,6 +224,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return snapshot
     }
 
+    /// The row cache's epoch: read before a scan, handed back to
+    /// ``cacheFetched(_:for:epoch:)``, so that a save in between keeps the
+    /// scan's older snapshots out.
+    var rowCacheEpoch: UInt64 { cacheLock.withLock { rowCache.epoch } }
+
+    /// Whether the row cache is below its budget: a fetch fills it only
+    /// while it is, never evicting for a scan.
+    var rowCacheHasRoom: Bool { cacheLock.withLock { rowCache.bytes < rowCache.budget } }
+
+    /// Caches a snapshot a fetch read from the store, unless a save came in
+    /// since `epoch` or the cache is full.
+    func cacheFetched(_ snapshot: Snapshot, for id: ObjectID, epoch: UInt64) {
+        cacheLock.withLock {
+            guard rowCache.epoch == epoch, rowCache.bytes < rowCache.budget else { return }
+            rowCache.insert(snapshot, for: id)
+        }
+    }
+
     /// Calls `body` with every stored object of `entity`, in primary-key
     /// order, at one read view of the store (one prefix scan), its record
     /// still encoded (``StoredRecord``). Runs on the caller's thread and

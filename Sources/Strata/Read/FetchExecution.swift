@@ -1,10 +1,11 @@
 import Foundation
 
 /// An object that matched a request: one registered in the fetching
-/// context, or one read from the source that the context has not registered.
+/// context, or one read from the source that the context has not registered
+/// (its row still as the source gave it: decoded only if needed).
 enum FetchMatch {
     case registered(ManagedObject)
-    case unregistered(ObjectID, Snapshot)
+    case unregistered(ObjectID, SourceRow)
 
     var objectID: ObjectID {
         switch self {
@@ -26,29 +27,59 @@ extension ManagedObjectContext {
     /// The fetch runs on this context's queue and enters no other context:
     /// it reads the store at one read view and lays each ancestor's
     /// published pending changes over it (``SourceView``), so it never waits
-    /// for an ancestor's queue — the main queue included — and materializes
-    /// only the objects that match, here.
+    /// for an ancestor's queue — the main queue included. It sorts and pages
+    /// on the values it read, then registers only the page: objects this
+    /// context did not hold come back as faults unless
+    /// ``FetchRequest/returnsObjectsAsFaults`` is off.
     public func fetch<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [Result] {
         checkQueue()
-        let matches = try self.matches(of: request)
+        let page = try orderedPage(of: request)
         var objects: [Result] = []
-        objects.reserveCapacity(matches.count)
-        for match in matches {
+        objects.reserveCapacity(page.count)
+        let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
+        for match in page {
             switch match {
-            case .registered(let object): objects.append(unsafeDowncast(object, to: Result.self))
-            case .unregistered(let id, let snapshot): objects.append(unsafeDowncast(materialize(id, snapshot), to: Result.self))
+            case .registered(let object):
+                objects.append(unsafeDowncast(object, to: Result.self))
+            case .unregistered(let id, let row):
+                if request.returnsObjectsAsFaults {
+                    // Filled from the row cache when first used, if it had room.
+                    if case .stored(let record) = row, persistentStoreCoordinator.rowCacheHasRoom {
+                        persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
+                    }
+                    objects.append(unsafeDowncast(registeredOrFault(for: id), to: Result.self))
+                } else {
+                    objects.append(unsafeDowncast(materialize(id, try row.snapshot()), to: Result.self))
+                }
             }
         }
-        if !request.sortDescriptors.isEmpty { objects.sort(using: request.sortDescriptors) }
-        return Self.page(objects, of: request)
+        return objects
     }
 
-    /// The IDs of the objects `request` describes. Without sort descriptors
-    /// no object is materialized for it.
-    public func fetchObjectIDs<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [ObjectID] {
-        guard request.sortDescriptors.isEmpty else { return try fetch(request).map(\.objectID) }
+    /// The objects `request` describes, holding only their IDs until they
+    /// are used: touching one registers (and fills) it with the rest of its
+    /// batch of ``FetchRequest/fetchBatchSize`` (20 when 0). Fetching a whole
+    /// entity costs memory for its IDs, not its objects.
+    ///
+    /// ```swift
+    /// var request = FetchRequest<Recipe>(sortBy: [SortDescriptor(\.name)])
+    /// request.fetchBatchSize = 50
+    /// let recipes = try context.fetchResults(request)   // IDs only
+    /// print(recipes[0].name)                            // fills recipes 0–49
+    /// ```
+    ///
+    /// The collection belongs to this context: use it on its queue.
+    public func fetchResults<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> FetchedResults<Result> {
         checkQueue()
-        return Self.page(try matches(of: request).map(\.objectID), of: request)
+        let ids = try orderedPage(of: request).map(\.objectID)
+        return FetchedResults(objectIDs: ids, context: self, batchSize: request.fetchBatchSize > 0 ? request.fetchBatchSize : 20)
+    }
+
+    /// The IDs of the objects `request` describes; no object is materialized
+    /// for it (sorting reads values, not objects).
+    public func fetchObjectIDs<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [ObjectID] {
+        checkQueue()
+        return try orderedPage(of: request).map(\.objectID)
     }
 
     /// How many objects `request` describes (limit and offset applied),
@@ -62,11 +93,72 @@ extension ManagedObjectContext {
 
     // MARK: Internal
 
-    private static func page<T>(_ items: [T], of request: FetchRequest<some ManagedObject>) -> [T] {
-        var items = items
-        if request.fetchOffset > 0 { items.removeFirst(min(request.fetchOffset, items.count)) }
-        if request.fetchLimit > 0 && items.count > request.fetchLimit { items.removeLast(items.count - request.fetchLimit) }
-        return items
+    /// The matches, sorted by the request's descriptors and cut to its page.
+    private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>) throws(StrataError) -> ArraySlice<FetchMatch> {
+        var matches = try self.matches(of: request)
+        if !request.sortDescriptors.isEmpty {
+            matches = try sorted(matches, by: request.sortDescriptors)
+        }
+        var page = matches[...]
+        if request.fetchOffset > 0 { page = page.dropFirst(request.fetchOffset) }
+        if request.fetchLimit > 0 { page = page.prefix(request.fetchLimit) }
+        return page
+    }
+
+    /// Sorts matches on their values — a registered object's own, an
+    /// unregistered one's as read — through two scratch objects, so nothing
+    /// is materialized to be sorted.
+    private func sorted<Result: ManagedObject>(_ matches: [FetchMatch], by descriptors: [SortDescriptor<Result>]) throws(StrataError) -> [FetchMatch] {
+        var keyed: [(match: FetchMatch, values: [PropertyValue])] = []
+        keyed.reserveCapacity(matches.count)
+        for match in matches {
+            switch match {
+            case .registered(let object):
+                object.fulfill()
+                keyed.append((match, object.values))
+            case .unregistered(_, let row):
+                keyed.append((match, try row.snapshot().values))
+            }
+        }
+        guard let entity = matches.first?.objectID.entity else { return matches }
+        func scratch() -> Result {
+            let object = unsafeDowncast(entity.managedObjectClass.init(entity: entity, insertInto: nil), to: Result.self)
+            object.link = link
+            object.flags = []
+            return object
+        }
+        let (a, b) = (scratch(), scratch())
+        keyed.sort { x, y in
+            a.values = x.values
+            b.values = y.values
+            for descriptor in descriptors {
+                switch descriptor.compare(a, b) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: continue
+                }
+            }
+            return false
+        }
+        return keyed.map(\.match)
+    }
+
+    /// Registers (and fills) the objects of `ids` this context holds only
+    /// as faults or not at all, reading them from the source in one go.
+    func prefetch(_ ids: ArraySlice<ObjectID>) {
+        let missing = ids.filter { registry[$0]?.flags.contains(.fault) ?? true }
+        guard !missing.isEmpty else { return }
+        do {
+            let source = try parent == nil ? nil : SourceView(of: self)
+            for id in missing {
+                let snapshot = if let source { try source.snapshot(for: id) } else { try persistentStoreCoordinator.snapshot(for: id) }
+                let object = registeredOrFault(for: id)
+                // Gone since: the fault stays, and reads as deleted when used.
+                if let snapshot, object.flags.contains(.fault) { fill(object, snapshot) }
+            }
+        } catch {
+            FileHandleStandardError.write("Strata: could not load a batch of \(missing.count) objects in \(name): \(error)\n")
+        }
     }
 
     /// Every object of the request's entity that matches its predicate, as
@@ -104,10 +196,9 @@ extension ManagedObjectContext {
             } else if !discardedInserts.contains(id) {
                 if let compiled {
                     // Judged on as few decoded values as the test reads.
-                    if try row.passes(compiled) { matches.append(.unregistered(id, try row.snapshot())) }
-                } else {
-                    let snapshot = try row.snapshot()
-                    if try evaluation.matches(id, snapshot) { matches.append(.unregistered(id, snapshot)) }
+                    if try row.passes(compiled) { matches.append(.unregistered(id, row)) }
+                } else if try evaluation.matches(id, row) {
+                    matches.append(.unregistered(id, row))
                 }
             }
         }

@@ -32,6 +32,16 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// inserts are left out. Ancestors' unsaved changes always count, since
     /// a parent is its child's store (SEMANTICS.md line 13).
     public var includesPendingChanges = true
+    /// Whether objects the context does not hold yet come back as faults,
+    /// filled when first used (the default, as in Core Data): a fetch then
+    /// costs memory for the objects it returns, not their values. Their
+    /// values wait in the coordinator's row cache while it has room, so
+    /// filling them reads no store. Objects the context holds come back as
+    /// they are.
+    public var returnsObjectsAsFaults = true
+    /// For ``ManagedObjectContext/fetchResults(_:)``: how many objects are
+    /// filled together when one of them is first used (0: 20).
+    public var fetchBatchSize = 0
 
     public init(entityName: String? = nil, predicate: Predicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = []) {
         self.entityName = entityName
