@@ -5,7 +5,9 @@ import Foundation
 /// (its row still as the source gave it: decoded only if needed).
 enum FetchMatch {
     case registered(ManagedObject)
-    case unregistered(ObjectID, SourceRow)
+    /// The row is nil when the caller wants IDs only: a fetch of a whole
+    /// entity then holds no record while it runs.
+    case unregistered(ObjectID, SourceRow?)
 
     var objectID: ObjectID {
         switch self {
@@ -33,7 +35,7 @@ extension ManagedObjectContext {
     /// ``FetchRequest/returnsObjectsAsFaults`` is off.
     public func fetch<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [Result] {
         checkQueue()
-        let page = try orderedPage(of: request)
+        let page = try orderedPage(of: request, keepingRows: true)
         var objects: [Result] = []
         objects.reserveCapacity(page.count)
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
@@ -41,7 +43,8 @@ extension ManagedObjectContext {
             switch match {
             case .registered(let object):
                 objects.append(unsafeDowncast(object, to: Result.self))
-            case .unregistered(let id, let row):
+            case .unregistered(let id, let kept):
+                guard let row = kept else { preconditionFailure("rows are kept for fetch") }
                 if request.returnsObjectsAsFaults {
                     // Filled from the row cache when first used, if it had room.
                     if case .stored(let record) = row, persistentStoreCoordinator.rowCacheHasRoom {
@@ -71,7 +74,7 @@ extension ManagedObjectContext {
     /// The collection belongs to this context: use it on its queue.
     public func fetchResults<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> FetchedResults<Result> {
         checkQueue()
-        let ids = try orderedPage(of: request).map(\.objectID)
+        let ids = request.sortDescriptors.isEmpty ? try matchingIDs(of: request) : try orderedPage(of: request, keepingRows: true).map(\.objectID)
         return FetchedResults(objectIDs: ids, context: self, batchSize: request.fetchBatchSize > 0 ? request.fetchBatchSize : 20)
     }
 
@@ -79,14 +82,16 @@ extension ManagedObjectContext {
     /// for it (sorting reads values, not objects).
     public func fetchObjectIDs<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [ObjectID] {
         checkQueue()
-        return try orderedPage(of: request).map(\.objectID)
+        if request.sortDescriptors.isEmpty { return try matchingIDs(of: request) }
+        return try orderedPage(of: request, keepingRows: true).map(\.objectID)
     }
 
     /// How many objects `request` describes (limit and offset applied),
     /// materializing none.
     public func count<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> Int {
         checkQueue()
-        var count = try matches(of: request).count
+        var count = 0
+        try forEachMatch(of: request, keepingRows: false) { _ in count += 1 }
         count = max(0, count - request.fetchOffset)
         return request.fetchLimit > 0 ? min(count, request.fetchLimit) : count
     }
@@ -94,8 +99,8 @@ extension ManagedObjectContext {
     // MARK: Internal
 
     /// The matches, sorted by the request's descriptors and cut to its page.
-    private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>) throws(StrataError) -> ArraySlice<FetchMatch> {
-        var matches = try self.matches(of: request)
+    private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
+        var matches = try self.matches(of: request, keepingRows: keepingRows)
         if !request.sortDescriptors.isEmpty {
             matches = try sorted(matches, by: request.sortDescriptors)
         }
@@ -117,6 +122,7 @@ extension ManagedObjectContext {
                 object.fulfill()
                 keyed.append((match, object.values))
             case .unregistered(_, let row):
+                guard let row else { preconditionFailure("rows are kept for sorting") }
                 keyed.append((match, try row.snapshot().values))
             }
         }
@@ -170,14 +176,35 @@ extension ManagedObjectContext {
     /// off by the source's; one not registered here by the source's, on a
     /// scratch object (``PredicateEvaluation``) — it is materialized only if
     /// the caller wants objects.
-    func matches<Result: ManagedObject>(of request: FetchRequest<Result>) throws(StrataError) -> [FetchMatch] {
+    func matches<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> [FetchMatch] {
+        var matches: [FetchMatch] = []
+        try forEachMatch(of: request, keepingRows: keepingRows) { matches.append($0) }
+        return matches
+    }
+
+    /// The IDs of the matches, paged, collected as they are found: a fetch of
+    /// IDs without sort descriptors holds nothing else while it runs.
+    private func matchingIDs<Result: ManagedObject>(of request: FetchRequest<Result>) throws(StrataError) -> [ObjectID] {
+        var ids: [ObjectID] = []
+        var skip = request.fetchOffset
+        let limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
+        try forEachMatch(of: request, keepingRows: false) { match in
+            if skip > 0 { skip -= 1; return }
+            if ids.count < limit { ids.append(match.objectID) }
+        }
+        return ids
+    }
+
+    /// Calls `body` with every match (see ``matches(of:keepingRows:)``).
+    private func forEachMatch<Result: ManagedObject>(
+        of request: FetchRequest<Result>, keepingRows: Bool, _ body: (FetchMatch) -> Void
+    ) throws(StrataError) {
         let entity = try request.entity(in: model)
         let includesPending = request.includesPendingChanges
         var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
         let compiled = evaluation.compiled.map(CompiledTest.init)
-        var matches: [FetchMatch] = []
         let source = try SourceView(of: self)
         try source.forEach(of: entity) { id, row throws(StrataError) in
             if let object = registry[id] {
@@ -189,25 +216,24 @@ extension ManagedObjectContext {
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {
                     if object.flags.contains(.deleted) { return }
-                    if try evaluation.matches(object) { matches.append(.registered(object)) }
+                    if try evaluation.matches(object) { body(.registered(object)) }
                 } else if try evaluation.matches(id, row) {
-                    matches.append(.registered(object))
+                    body(.registered(object))
                 }
             } else if !discardedInserts.contains(id) {
                 if let compiled {
                     // Judged on as few decoded values as the test reads.
-                    if try row.passes(compiled) { matches.append(.unregistered(id, row)) }
+                    if try row.passes(compiled) { body(.unregistered(id, keepingRows ? row : nil)) }
                 } else if try evaluation.matches(id, row) {
-                    matches.append(.unregistered(id, row))
+                    body(.unregistered(id, keepingRows ? row : nil))
                 }
             }
         }
         if includesPending {
             for object in inserted.values where object.entity === entity {
-                if try evaluation.matches(object) { matches.append(.registered(object)) }
+                if try evaluation.matches(object) { body(.registered(object)) }
             }
         }
-        return matches
     }
 }
 

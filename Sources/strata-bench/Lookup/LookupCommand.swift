@@ -48,6 +48,57 @@ struct LookupCommand: ParsableCommand {
         var rssAfterOpenMB: [Double] = []
         var sqliteScanMs: [Double] = []
         var sqliteOpenAndFirstQueryMs: [Double] = []
+        var memory: MemoryFigures?
+    }
+
+    /// What fetching a whole entity costs in resident memory (the allocator
+    /// trimmed before each reading, so freed memory counts as freed).
+    struct MemoryFigures: Codable, Sendable {
+        /// What the result itself holds: its ID array, by its capacity.
+        var idsHeldBytesPerObject: Double
+        var idsOnlyBytesPerObject: Double
+        var faultsBytesPerObject: Double
+        var filledBytesPerObject: Double
+        /// After touching every object and letting go of them all.
+        var afterReleaseMB: Double
+        var rowCacheMB: Double
+        var rowCacheBudgetMB: Double
+    }
+
+    /// A fresh container: everything fetched as IDs (``FetchedResults``),
+    /// then as faults, then every object filled; then all let go. Above a
+    /// baseline taken once every record has been read (the block cache warm).
+    static func measureMemory(model: ManagedObjectModel, path: String, objects: Int) throws -> MemoryFigures {
+        let container = try PersistentContainer(name: "Memory", model: model, directory: path)
+        defer { try? container.close() }
+        let context = container.newBackgroundContext(childOfWriter: true)
+        return try context.performAndWait { () throws -> MemoryFigures in
+            // Read every record once first, so that the engine's block cache
+            // (its own budget, StoreOptions.blockCacheCapacity) is in the
+            // baseline: what follows is the object graph's.
+            guard try context.count(for: FetchRequest<BenchRecipe>()) == objects else { throw ValidationError("count is off") }
+            let baseline = ResidentMemory.trimmedMegabytes()
+            var ids: FetchedResults<BenchRecipe>? = try context.fetchResults(FetchRequest<BenchRecipe>())
+            let withIDs = ResidentMemory.trimmedMegabytes()
+            guard let held = ids?.objectIDs, held.count == objects else { throw ValidationError("fetchResults found \(ids?.count ?? 0) recipes") }
+            let heldBytes = Double(held.capacity * MemoryLayout<ObjectID>.stride) / Double(objects)
+            ids = nil
+            var faults: [BenchRecipe]? = try context.fetch(FetchRequest<BenchRecipe>())
+            let withFaults = ResidentMemory.trimmedMegabytes()
+            var names = 0
+            for recipe in faults ?? [] { names &+= recipe.name.utf8.count }
+            let filled = ResidentMemory.trimmedMegabytes()
+            faults = nil
+            context.reset()
+            let released = ResidentMemory.trimmedMegabytes()
+            let cache = container.coordinator.rowCacheStatistics
+            guard names > 0 else { throw ValidationError("no names read") }
+            let perObject = 1_048_576 / Double(objects)
+            return MemoryFigures(
+                idsHeldBytesPerObject: heldBytes, idsOnlyBytesPerObject: (withIDs - baseline) * perObject, faultsBytesPerObject: (withFaults - baseline) * perObject,
+                filledBytesPerObject: (filled - baseline) * perObject, afterReleaseMB: released - baseline,
+                rowCacheMB: Double(cache.bytes) / 1_048_576, rowCacheBudgetMB: Double(cache.budget) / 1_048_576)
+        }
     }
 
     enum Layout: String, CaseIterable {
@@ -113,6 +164,8 @@ struct LookupCommand: ParsableCommand {
                     report.sqliteOpenAndFirstQueryMs.append(openAndQuery * 1000)
                 }
             }
+            progress("lookup: memory of a whole-entity fetch ...")
+            report.memory = try Self.measureMemory(model: model, path: path, objects: objects)
             report.backgroundScheduling = BackgroundScheduling.state
             return report
         }.get()
@@ -179,6 +232,14 @@ struct LookupCommand: ParsableCommand {
         if !report.sqliteOpenAndFirstQueryMs.isEmpty {
             figures.add("SQLite: open + first query by primary key", fixed(median(report.sqliteOpenAndFirstQueryMs), 2) + " ms")
         }
+        if let m = report.memory {
+            figures.add("fetch all, IDs only (fetchResults): held by the result per object", fixed(m.idsHeldBytesPerObject, 1) + " B")
+            figures.add("  resident memory per object (RSS, allocator-dependent)", fixed(m.idsOnlyBytesPerObject, 1) + " B")
+            figures.add("fetch all as faults (fetch): resident memory per object", fixed(m.faultsBytesPerObject, 1) + " B")
+            figures.add("  every fault filled", fixed(m.filledBytesPerObject, 1) + " B")
+            figures.add("  all let go: resident memory above the baseline", fixed(m.afterReleaseMB, 1) + " MB")
+            figures.add("  row cache then (budget)", fixed(m.rowCacheMB, 1) + " MB (" + fixed(m.rowCacheBudgetMB, 0) + " MB)")
+        }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); "
             + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + "\n\n" + figures.render()
     }
@@ -186,6 +247,20 @@ struct LookupCommand: ParsableCommand {
 
 /// The process's resident memory, from /proc/self/statm (0 where there is none).
 enum ResidentMemory {
+    /// After handing freed memory back to the system (glibc's `malloc_trim`;
+    /// elsewhere as it is).
+    static func trimmedMegabytes() -> Double {
+        if let trim = mallocTrim { _ = trim(0) }
+        return megabytes()
+    }
+
+    /// glibc's `malloc_trim`, looked up at run time (Swift's Glibc module
+    /// does not import `malloc.h`); nil on other C libraries.
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
     static func megabytes() -> Double {
         guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
         let fields = text.split(separator: " ")
