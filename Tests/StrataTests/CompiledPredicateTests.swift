@@ -36,6 +36,8 @@ extension Recipe {
             (#Predicate { $0.notes == nil }, true),
             (#Predicate { $0.notes == "n1" }, true),
             (#Predicate { $0.rating == 3.0 }, true),
+            (#Predicate { $0.rating > 1.0 || $0.rating <= 0.5 }, true),
+            (#Predicate { $0.uuid == nil || $0.created <= day }, true),
             (#Predicate { $0.created > day }, true),
             (#Predicate { $0.uuid == uuid }, true),
             (#Predicate { $0.photo == nil }, true),
@@ -63,7 +65,8 @@ extension Recipe {
             func maybeNull(_ value: PropertyValue) -> PropertyValue { Int.random(in: 0..<8, using: &random) == 0 ? .null : value }
             set("name", maybeNull(.string("R\(Int.random(in: 0..<8, using: &random))")))
             set("servings", maybeNull(.integer(Int64.random(in: -3...10, using: &random))))
-            set("rating", maybeNull(.double(Double(Int.random(in: 0...8, using: &random)) / 2)))
+            let rating = Int.random(in: 0..<12, using: &random) == 0 ? Double.nan : Double(Int.random(in: 0...8, using: &random)) / 2
+            set("rating", maybeNull(.double(rating)))
             set("notes", Bool.random(using: &random) ? .null : .string("n\(Int.random(in: 0..<3, using: &random))"))
             set("vegetarian", maybeNull(.bool(Bool.random(using: &random))))
             set("created", maybeNull(.date(Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0...3, using: &random)) * 43_200))))

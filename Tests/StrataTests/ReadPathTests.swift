@@ -170,6 +170,57 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
         #expect(try reader.performAndWait { try reader.count(for: FetchRequest<Recipe>()) } == 200)
     }
 
+    /// A child's save that its parent takes in inline, inside a block of the
+    /// parent's that has not ended, is published at once: a grandchild
+    /// reading on another thread meanwhile finds it (the child has let go).
+    ///
+    ///     parent block (thread A)             thread B
+    ///     child.performAndWait { insert X,
+    ///       save → parent, inline }
+    ///     wait for B ─────────────────┐       grandchild: count → 1
+    ///     (block still running)  ◀────┘
+    @Test func aSaveTakenInInsideAParentsBlockIsSeenAtOnce() async throws {
+        let coordinator = try makeCoordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        let grandchild = ManagedObjectContext(.privateQueue, parent: child)
+        let seen = try parent.performAndWait { () throws -> Int? in
+            try child.performAndWait { () throws(StrataError) in
+                let r = Recipe(context: child); r.name = "X"
+                try child.save()
+            }
+            let result = ConcurrencyTestBox<Int?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                result.withLock { $0 = try? grandchild.performAndWait { () throws(StrataError) in try grandchild.count(for: FetchRequest<Recipe>()) } }
+                done.signal()
+            }.start()
+            _ = done.wait(timeout: .now() + 20)
+            return result.value
+        }
+        #expect(seen == 1)
+    }
+
+    /// A block enqueued with `perform` from inside its parent's block sees
+    /// what the parent changed before enqueuing it.
+    @Test func aBlockEnqueuedFromInsideTheParentSeesTheParentsChanges() throws {
+        let coordinator = try makeCoordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        let done = DispatchSemaphore(value: 0)
+        let seen = ConcurrencyTestBox<Int?>(nil)
+        parent.performAndWait {
+            let r = Recipe(context: parent); r.name = "P"
+            child.perform {
+                seen.withLock { $0 = try? child.count(for: FetchRequest<Recipe>()) }
+                done.signal()
+            }
+            // The parent's block goes on (and stays unfinished) while the child reads.
+            _ = done.wait(timeout: .now() + 20)
+        }
+        #expect(seen.value == 1)
+    }
+
     /// A child reads what its parent has not changed from the store, which
     /// may be newer than an unchanged copy the parent registered earlier.
     /// Saving the child must not conflict with that stale copy: the parent

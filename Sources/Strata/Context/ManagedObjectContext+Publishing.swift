@@ -31,6 +31,18 @@ extension ManagedObjectContext {
         pendingChangesPublished = pendingChanges.count
     }
 
+    /// Publishes each ancestor this thread holds now (the caller runs inside
+    /// its block, or on the main queue for a main-queue ancestor): a block
+    /// this context runs later then sees what they changed before it was
+    /// enqueued, as it would have by entering them.
+    func publishAncestorsHeldHere() {
+        var ancestor = parent
+        while let level = ancestor {
+            if level.isCurrent { level.publishPendingChanges() }
+            ancestor = level.parent
+        }
+    }
+
     /// Hands each child that merges automatically what a sibling's save
     /// changed here (SEMANTICS.md line 20), on the child's queue.
     private func sendMerges() {

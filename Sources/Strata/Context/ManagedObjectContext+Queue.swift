@@ -28,6 +28,7 @@ extension ManagedObjectContext {
         guard let queue else {
             preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
         }
+        publishAncestorsHeldHere()
         parking.blockEnqueued()
         queue.async {
             self.runBlock(block, enteredFromMain: false)
@@ -97,6 +98,7 @@ extension ManagedObjectContext {
         guard let queue else {
             preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
         }
+        publishAncestorsHeldHere()
         parking.blockEnqueued()
         let result: Result<T, E> = await withCheckedContinuation { continuation in
             queue.async {

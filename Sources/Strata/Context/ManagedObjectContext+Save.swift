@@ -39,7 +39,12 @@ extension ManagedObjectContext {
                 outcome = deferred
             } else {
                 outcome = try parent.childAccess { () throws(StrataError) -> SaveOutcome in
-                    try parent.acceptChildSave(changes, from: self)
+                    let outcome = try parent.acceptChildSave(changes, from: self)
+                    // Published before this context lets go of them below,
+                    // also when the parent runs this inline, inside a block
+                    // of its own that has not ended (Rule 12).
+                    parent.publishPendingChanges()
+                    return outcome
                 }
             }
         } else {
@@ -384,7 +389,9 @@ extension ManagedObjectContext {
     /// registered here, whose version is not the one the child saw, may be
     /// older than what the child saw: it takes the source's present state
     /// first (losing nothing — it is unchanged), or the child's save would
-    /// conflict with a state the child never had to know about.
+    /// conflict with a state the child never had to know about. (That
+    /// refresh stays should the save then fail: it only brought an
+    /// unchanged copy up to date.)
     private func currentSnapshot(of id: ObjectID, childSaw seen: UInt64) throws(StrataError) -> Snapshot? {
         if let object = registry[id], !object.flags.contains(.fault) {
             guard object.flags.isDisjoint(with: [.deleted, .invalidated]) else { return nil }

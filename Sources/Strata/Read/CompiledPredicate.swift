@@ -76,24 +76,42 @@ indirect enum ValueTest: Sendable {
             switch comparison {
             case .equal: return a == b
             case .notEqual: return a != b
-            case .less: return Self.order(a, b).map { $0 < 0 } ?? false
-            case .lessOrEqual: return Self.order(a, b).map { $0 <= 0 } ?? false
-            case .greater: return Self.order(a, b).map { $0 > 0 } ?? false
-            case .greaterOrEqual: return Self.order(a, b).map { $0 >= 0 } ?? false
+            default: return Self.ordered(a, comparison, b)
             }
         }
     }
 
-    /// -1, 0 or 1 as Swift orders the two values; nil for values Swift
-    /// would not compare (never produced by a translated predicate).
+    /// `a <comparison> b` with Swift's own operators (so a NaN compares as
+    /// Swift says: false); false for values Swift would not order (never
+    /// produced by a translated predicate).
     @inline(__always)
-    static func order(_ a: PropertyValue, _ b: PropertyValue) -> Int? {
+    static func ordered(_ a: PropertyValue, _ comparison: Comparison, _ b: PropertyValue) -> Bool {
         switch (a, b) {
-        case (.integer(let x), .integer(let y)): return x < y ? -1 : x == y ? 0 : 1
-        case (.double(let x), .double(let y)): return x < y ? -1 : x == y ? 0 : 1
-        case (.string(let x), .string(let y)): return x < y ? -1 : x == y ? 0 : 1
-        case (.date(let x), .date(let y)): return x < y ? -1 : x == y ? 0 : 1
-        default: return nil
+        case (.integer(let x), .integer(let y)): return apply(comparison, x, y)
+        case (.double(let x), .double(let y)): return apply(comparison, x, y)
+        case (.string(let x), .string(let y)): return apply(comparison, x, y)
+        case (.date(let x), .date(let y)): return apply(comparison, x, y)
+        default: return false
+        }
+    }
+
+    @inline(__always)
+    private static func apply<T: Comparable>(_ comparison: Comparison, _ x: T, _ y: T) -> Bool {
+        switch comparison {
+        case .less: return x < y
+        case .lessOrEqual: return x <= y
+        case .greater: return x > y
+        case .greaterOrEqual: return x >= y
+        case .equal: return x == y
+        case .notEqual: return x != y
+        }
+    }
+
+    /// Whether values of this kind are ordered by a translated comparison.
+    static func isOrderable(_ value: PropertyValue) -> Bool {
+        switch value {
+        case .integer, .double, .string, .date: return true
+        default: return false
         }
     }
 
@@ -219,8 +237,9 @@ extension ValueTest {
         if comparison != .equal && comparison != .notEqual {
             for operand in [a, b] {
                 switch operand {
-                case .constant(let value) where ValueTest.order(value, value) == nil: return nil
-                case .property(_, let null) where null == .null: return nil
+                case .constant(let value) where !ValueTest.isOrderable(value): return nil
+                // An optional (its null reads as nil), or a kind without an order.
+                case .property(_, let null) where !ValueTest.isOrderable(null): return nil
                 default: break
                 }
             }

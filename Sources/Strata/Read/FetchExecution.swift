@@ -35,10 +35,11 @@ extension ManagedObjectContext {
     /// ``FetchRequest/returnsObjectsAsFaults`` is off.
     public func fetch<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [Result] {
         checkQueue()
+        // Before the scan: a save after it must keep the scan's rows out of the cache.
+        let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         let page = try orderedPage(of: request, keepingRows: true)
         var objects: [Result] = []
         objects.reserveCapacity(page.count)
-        let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         for match in page {
             switch match {
             case .registered(let object):
