@@ -13,7 +13,11 @@ extension ManagedObjectContext {
         let everything = !publishedAll
         let hasChanges = !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !discardedInserts.isEmpty
         publishedAll = publication.update(hasChanges: hasChanges) { published in
-            if everything {
+            if !hasChanges {
+                // The common case after a save: nothing pending, nothing to
+                // show. Emptied at once instead of entry by entry.
+                published.objects.removeAll(keepingCapacity: true)
+            } else if everything {
                 published.objects.removeAll(keepingCapacity: true)
                 for id in inserted.keys { published.objects[id] = publishedState(of: id) }
                 for id in updated.keys { published.objects[id] = publishedState(of: id) }
@@ -21,8 +25,7 @@ extension ManagedObjectContext {
                 for id in discardedInserts { published.objects[id] = .removed }
             } else {
                 for object in pendingChanges[pendingChangesPublished...] {
-                    let id = object.objectID
-                    published.objects[id] = publishedState(of: id)
+                    published.objects[object.objectID] = publishedState(of: object)
                 }
                 for id in unpublished { published.objects[id] = publishedState(of: id) }
             }
@@ -58,7 +61,7 @@ extension ManagedObjectContext {
     /// through ``noteChange(_:)`` (a save's outcome, a refresh, a merge).
     @inline(__always)
     func markUnpublished(_ id: ObjectID) {
-        if concurrencyType != .confinement { unpublished.append(id) }
+        if publishes.load(ordering: .relaxed) { unpublished.append(id) }
     }
 
     /// What a child should see of `id` here: nil when this context holds no
@@ -67,7 +70,16 @@ extension ManagedObjectContext {
     /// save against it), hence `exposedVersionFresh` is cleared.
     private func publishedState(of id: ObjectID) -> PendingState? {
         if discardedInserts.contains(id) { return .removed }
-        guard let object = registry[id], !object.flags.contains(.invalidated) else { return nil }
+        guard let object = registry[id] else { return nil }
+        return publishedState(of: object)
+    }
+
+    /// ``publishedState(of:)-(ObjectID)`` for an object at hand (one of
+    /// ``pendingChanges``): no table lookup unless it left the context.
+    private func publishedState(of object: ManagedObject) -> PendingState? {
+        // Not registered here (any more): an insert deleted again, or gone.
+        guard object.link === link else { return discardedInserts.contains(object.objectID) ? .removed : nil }
+        if object.flags.contains(.invalidated) { return nil }
         if object.flags.contains(.deleted) { return .removed }
         guard !object.flags.isDisjoint(with: [.inserted, .dirty]) else { return nil }
         object.flags.remove(.exposedVersionFresh)

@@ -192,7 +192,7 @@ extension ManagedObjectContext {
         saved.sourceSerial = serial
         saved.inserted.reserveCapacity(changes.inserted.count)
         // What children read of this context changes with all of it.
-        if concurrencyType != .confinement {
+        if publishes.load(ordering: .relaxed) {
             unpublished.append(contentsOf: changes.inserted)
             unpublished.append(contentsOf: changes.updated)
             unpublished.append(contentsOf: changes.deleted)

@@ -155,6 +155,14 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// guest call may end while the context's own block starts.
     let runsLongBlocks = Atomic<Bool>(false)
 
+    /// Whether this context publishes its pending changes (Rule 12): a
+    /// main-queue context always, a private one once it has had a child.
+    /// Until then it keeps no list of what to publish (a save's objects
+    /// included); its first publication with a child rebuilds the copy whole
+    /// (see ``PendingChangesPublication``). Atomic: set by a child's
+    /// initializer, on any thread.
+    let publishes: Atomic<Bool>
+
     /// 1 ms: the 6 µs are under 1% of such a block.
     static let longBlockNanoseconds: UInt64 = 1_000_000
 
@@ -169,6 +177,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.persistentStoreCoordinator = coordinator
         self.model = coordinator.model
         self.publication = PendingChangesPublication(publishesFromBirth: concurrencyType == .mainQueue)
+        self.publishes = Atomic(concurrencyType == .mainQueue)
         (self.reservedKeys, self.keyReservationSize) = Self.emptyKeyReservations(coordinator.model)
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
@@ -188,12 +197,14 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.persistentStoreCoordinator = parent.persistentStoreCoordinator
         self.model = parent.model
         self.publication = PendingChangesPublication(publishesFromBirth: concurrencyType == .mainQueue)
+        self.publishes = Atomic(concurrencyType == .mainQueue)
         (self.reservedKeys, self.keyReservationSize) = Self.emptyKeyReservations(parent.model)
         self.serial = ContextSerial.next()
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
         link.unmanaged = .passUnretained(self)
         parent.relationsLock.withLock { parent._children.append(WeakContext(self)) }
+        parent.publishes.store(true, ordering: .relaxed)
         parent.publication.childAdded()
     }
 
