@@ -234,11 +234,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     var rowCacheHasRoom: Bool { cacheLock.withLock { rowCache.bytes < rowCache.budget } }
 
     /// Caches a snapshot a fetch read from the store, unless a save came in
-    /// since `epoch` or the cache is full.
+    /// since `epoch` or it does not fit without dropping another.
     func cacheFetched(_ snapshot: Snapshot, for id: ObjectID, epoch: UInt64) {
         cacheLock.withLock {
-            guard rowCache.epoch == epoch, rowCache.bytes < rowCache.budget else { return }
-            rowCache.insert(snapshot, for: id)
+            guard rowCache.epoch == epoch else { return }
+            rowCache.insertIfRoom(snapshot, for: id)
         }
     }
 
