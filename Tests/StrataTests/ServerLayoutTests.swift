@@ -81,10 +81,10 @@ import Testing
         // (Whether a short wait goes unreported is not checked: with the
         // suite running beside it, the main queue can be late by more than
         // any threshold short enough for a test.)
-        let release = DispatchSemaphore(value: 0)
         let blocked = DispatchSemaphore(value: 0)
-        DispatchQueue.main.async { blocked.signal(); _ = release.wait(timeout: .now() + 10) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.8) { release.signal() }
+        // 0.8 s from when the block starts (the main queue may be busy with
+        // other tests' blocks before it).
+        DispatchQueue.main.async { blocked.signal(); Thread.sleep(forTimeInterval: 0.8) }
         let finished = await runOnDedicatedThread(timeout: 10) { () -> Bool in
             blocked.wait()
             return view.performAndWait { true }
