@@ -82,9 +82,9 @@ import Testing
         // suite running beside it, the main queue can be late by more than
         // any threshold short enough for a test.)
         let blocked = DispatchSemaphore(value: 0)
-        // 0.8 s from when the block starts (the main queue may be busy with
+        // 1.5 s from when the block starts (the main queue may be busy with
         // other tests' blocks before it).
-        DispatchQueue.main.async { blocked.signal(); Thread.sleep(forTimeInterval: 0.8) }
+        DispatchQueue.main.async { blocked.signal(); Thread.sleep(forTimeInterval: 1.5) }
         let finished = await runOnDedicatedThread(timeout: 10) { () -> Bool in
             blocked.wait()
             return view.performAndWait { true }

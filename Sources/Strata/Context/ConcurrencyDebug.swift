@@ -44,6 +44,11 @@ enum MainQueueWaitWatchdog {
         set { lock.withLock { _report = newValue } }
     }
 
+    /// A queue of its own: it gets a thread even while Dispatch's shared
+    /// pool is busy (a report from a global queue could come only after the
+    /// wait had ended, and be cancelled).
+    private static let queue = DispatchQueue(label: "strata.main-queue-watchdog")
+
     /// Starts watching a wait for `context`'s queue; cancel the returned item
     /// when the wait ends. Nil (no cost) unless the switch is on and the
     /// caller is off the main queue waiting for a main-queue context.
@@ -56,7 +61,7 @@ enum MainQueueWaitWatchdog {
                 + "queue? A command-line tool or a server must run RunLoop.main or dispatchMain(), or make its container with "
                 + "PersistentContainer(…, viewContext: .privateQueue).")
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: item)
+        queue.asyncAfter(deadline: .now() + seconds, execute: item)
         return item
     }
 }
