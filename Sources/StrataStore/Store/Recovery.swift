@@ -166,6 +166,9 @@ enum Recovery {
         // Nothing is cut or removed until every log has been checked, so an
         // open that fails leaves the logs as it found them.
         var lastSequence = manifest.lastSequence
+        guard lastSequence <= Self.lastSequenceNumber else {
+            throw StoreError(.corruption, "sequence number \(lastSequence) is past the last a store uses (MANIFEST is damaged)", path: manifestPath)
+        }
         let liveLogs = logNumbers.filter { $0 >= manifest.logNumber }
         // File numbers are 32 bits and never reused. Real stores are billions
         // of files from the top; a damaged manifest or a stray file name can
@@ -265,6 +268,11 @@ enum Recovery {
                 continue
             }
             for frame in scan.frames { needed += frame.payload.count + 9 * frame.operationCount }
+            // Frames rise but need not be consecutive within a log: a last
+            // one past the limit is damage (the store never numbers one there).
+            if let last = scan.frames.last, last.sequence > Self.lastSequenceNumber {
+                throw StoreError(.corruption, "sequence number \(last.sequence) is past the last a store uses", path: logPath, offset: UInt64(last.offset))
+            }
             lastSequence = scan.frames.last?.sequence ?? lastSequence
             report.logsReplayed += 1
             loaded.append((bytes, scan.frames))
@@ -443,6 +451,12 @@ enum Recovery {
     /// so that the number after it, and the memtable's number of a read-only
     /// open after that, still fit.
     static let lastFileNumber = UInt32.max - 2
+
+    /// The highest sequence number a store reaches: one per batch, so 2^62
+    /// is out of reach of any real store, and leaves as many again above
+    /// it for the numbers a session takes, so that arithmetic on them never
+    /// overflows. A higher one read from disk is damage.
+    static let lastSequenceNumber: UInt64 = 1 << 62
 
     /// How many file numbers must be left to open a store for writing: far
     /// more than the flushes and compactions of one session.
