@@ -110,6 +110,25 @@ func makeCoordinator(_ directory: TemporaryDirectory? = nil, model: ManagedObjec
     return coordinator
 }
 
+/// Saved recipes numbered 0 … count-1: recipe i is called `name(i)` ("R<i>"
+/// unless given) and serves i. Returns their IDs in that order.
+func seedNumberedRecipes(
+    _ coordinator: PersistentStoreCoordinator, count: Int, name: @escaping (Int) -> String = { "R\($0)" }
+) throws -> [ObjectID] {
+    let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+    return try context.performAndWait {
+        var ids: [ObjectID] = []
+        for i in 0..<count {
+            let r = Recipe(context: context)
+            r.name = name(i)
+            r.servings = i
+            ids.append(r.objectID)
+        }
+        try context.save()
+        return ids
+    }
+}
+
 /// Collects notifications of one name from one object, thread-safely.
 final class NotificationRecorder: @unchecked Sendable {
     private let lock = NSLock()

@@ -11,18 +11,7 @@ import Testing
         let directory = TemporaryDirectory()
         let coordinator = PersistentStoreCoordinator(model: makeModel(), rowCacheBudget: budget)
         try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
-        let seeder = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let ids = try seeder.performAndWait { () throws(StrataError) -> [ObjectID] in
-            var ids: [ObjectID] = []
-            for i in 0..<5_000 {
-                let r = Recipe(context: seeder)
-                r.name = "A recipe with a name longer than fifteen bytes, number \(i)"
-                r.servings = i
-                ids.append(r.objectID)
-            }
-            try seeder.save()
-            return ids
-        }
+        let ids = try seedNumberedRecipes(coordinator, count: 5_000) { "A recipe with a name longer than fifteen bytes, number \($0)" }
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let reader = ManagedObjectContext(.privateQueue, parent: writer)
         var peak = 0

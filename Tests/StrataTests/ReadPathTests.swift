@@ -10,22 +10,6 @@ import Testing
 // its own queue — never entering an ancestor, never materializing an
 // ancestor's unchanged objects (SEMANTICS.md lines 10 and 13).
 
-/// Saved recipes R0 … R(n-1), servings = i.
-fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) throws -> [ObjectID] {
-    let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-    return try context.performAndWait {
-        var ids: [ObjectID] = []
-        for i in 0..<count {
-            let r = Recipe(context: context)
-            r.name = "R\(i)"
-            r.servings = i
-            ids.append(r.objectID)
-        }
-        try context.save()
-        return ids
-    }
-}
-
 @Suite struct ReadPathTests {
     /// Line 13, with every ancestor's queue blocked: a grandchild's fetch
     /// sees the pending inserts, updates and deletes of the writer and of
@@ -44,7 +28,7 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
     ///     released ◀┘      released ◀┘      gate.signal() ×2
     @Test func childFetchSeesTwoLevelsOfPendingChangesWhileAncestorsAreBlocked() async throws {
         let coordinator = try makeCoordinator(TemporaryDirectory())
-        let ids = try seed(coordinator, count: 6)
+        let ids = try seedNumberedRecipes(coordinator, count: 6)
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
         let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
         let child = ManagedObjectContext(.privateQueue, parent: main, name: "child")
@@ -98,7 +82,7 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
     /// ancestors (before, each level above registered every object).
     @Test func parentsRegisterNothingForAChildsFetch() throws {
         let coordinator = try makeCoordinator(TemporaryDirectory())
-        _ = try seed(coordinator, count: 200)
+        _ = try seedNumberedRecipes(coordinator, count: 200)
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let middle = ManagedObjectContext(.privateQueue, parent: writer)
         let child = ManagedObjectContext(.privateQueue, parent: middle)
@@ -122,7 +106,7 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
     /// do not decide the match: the store's values do (Core Data's rule).
     @Test func withoutPendingChangesTheSourceDecidesTheMatch() throws {
         let coordinator = try makeCoordinator()
-        let ids = try seed(coordinator, count: 12)
+        let ids = try seedNumberedRecipes(coordinator, count: 12)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         try context.performAndWait {
             (try context.existingObject(with: ids[5]) as! Recipe).servings = 50
@@ -227,7 +211,7 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
     /// takes the store's state first, then the child's change.
     @Test func aParentsStaleUnchangedCopyDoesNotFailAChildsSave() throws {
         let coordinator = try makeCoordinator(TemporaryDirectory())
-        let id = try seed(coordinator, count: 1)[0]
+        let id = try seedNumberedRecipes(coordinator, count: 1)[0]
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         #expect(try writer.performAndWait { (try writer.existingObject(with: id) as! Recipe).servings } == 0)
         let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -259,7 +243,7 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
 @Suite struct FaultingTests {
     @Test func objectsComeBackAsFaultsUnlessAskedOtherwise() throws {
         let coordinator = try makeCoordinator(TemporaryDirectory())
-        _ = try seed(coordinator, count: 10)
+        _ = try seedNumberedRecipes(coordinator, count: 10)
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let child = ManagedObjectContext(.privateQueue, parent: writer)
         try child.performAndWait { () throws(StrataError) in
@@ -283,7 +267,7 @@ fileprivate func seed(_ coordinator: PersistentStoreCoordinator, count: Int) thr
 
     @Test func batchedResultsHoldIDsUntilUsed() throws {
         let coordinator = try makeCoordinator(TemporaryDirectory())
-        _ = try seed(coordinator, count: 100)
+        _ = try seedNumberedRecipes(coordinator, count: 100)
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let main = ManagedObjectContext(.privateQueue, parent: writer)
         try main.performAndWait { () throws(StrataError) in

@@ -41,6 +41,12 @@ final class DeferredChildSaves: @unchecked Sendable {
         let changes: ChangeSet
         let child: ManagedObjectContext
         let firstVersion: UInt64
+
+        /// The `i`-th inserted object as the parent will hold it: its values,
+        /// under the version reserved for it.
+        func insertedSnapshot(at i: Int) -> Snapshot {
+            Snapshot(values: changes.insertedValues[i], version: firstVersion + UInt64(i))
+        }
     }
 
     static let limit = 16

@@ -278,8 +278,7 @@ enum PropertyProbe {
     }
 
     private static func probe(_ keyPath: AnyKeyPath, _ entity: EntityDescription) -> Read? {
-        let object = entity.managedObjectClass.init(entity: entity, insertInto: nil)
-        object.flags = []
+        let object = entity.scratchObject(linkedTo: nil)
         // (A key path of another root type reads nil below.)
         func read(_ values: [PropertyValue]) -> PropertyValue?? {
             object.values = values

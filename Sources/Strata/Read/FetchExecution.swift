@@ -128,13 +128,8 @@ extension ManagedObjectContext {
             }
         }
         guard let entity = matches.first?.objectID.entity else { return matches }
-        func scratch() -> Result {
-            let object = unsafeDowncast(entity.managedObjectClass.init(entity: entity, insertInto: nil), to: Result.self)
-            object.link = link
-            object.flags = []
-            return object
-        }
-        let (a, b) = (scratch(), scratch())
+        let a = unsafeDowncast(entity.scratchObject(linkedTo: link), to: Result.self)
+        let b = unsafeDowncast(entity.scratchObject(linkedTo: link), to: Result.self)
         keyed.sort { x, y in
             a.values = x.values
             b.values = y.values
@@ -205,7 +200,7 @@ extension ManagedObjectContext {
         var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
-        let compiled = evaluation.compiled.map(CompiledTest.init)
+        let compiled = evaluation.compiled
         let source = try SourceView(of: self)
         try source.forEach(of: entity) { id, row throws(StrataError) in
             if let object = registry[id] {
@@ -247,14 +242,15 @@ extension ManagedObjectContext {
 /// match costs no allocation.
 struct PredicateEvaluation<Result: ManagedObject> {
     private let predicate: Predicate<Result>?
-    let compiled: ValueTest?
+    /// The translated predicate, when it translates.
+    let compiled: CompiledTest?
     private let entity: EntityDescription
     private let context: ManagedObjectContext
     private var scratch: Result?
 
     init(_ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext) {
         self.predicate = predicate
-        self.compiled = predicate.flatMap { ValueTest.compile($0, entity: entity) }
+        self.compiled = predicate.flatMap { ValueTest.compile($0, entity: entity) }.map(CompiledTest.init)
         self.entity = entity
         self.context = context
     }
@@ -262,31 +258,24 @@ struct PredicateEvaluation<Result: ManagedObject> {
     /// An object registered in the context, filled (not a fault).
     mutating func matches(_ object: ManagedObject) throws(StrataError) -> Bool {
         guard let predicate else { return true }
-        if let compiled { return compiled.evaluate(object.values) }
+        if let compiled { return compiled.test.evaluate(object.values) }
         return try evaluate(predicate, unsafeDowncast(object, to: Result.self))
     }
 
+    /// An object as the source has it: judged on its stored values.
     mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
-        guard predicate != nil else { return true }
-        if let compiled { return try row.passes(CompiledTest(compiled)) }
-        return try matches(id, try row.snapshot())
-    }
-
-    mutating func matches(_ id: ObjectID, _ snapshot: Snapshot) throws(StrataError) -> Bool {
         guard let predicate else { return true }
-        if let compiled { return compiled.evaluate(snapshot.values) }
+        if let compiled { return try row.passes(compiled) }
         let object: Result
         if let scratch {
             object = scratch
         } else {
-            object = unsafeDowncast(entity.managedObjectClass.init(entity: entity, insertInto: nil), to: Result.self)
-            object.link = context.link
-            object.flags = []
+            object = unsafeDowncast(entity.scratchObject(linkedTo: context.link), to: Result.self)
             scratch = object
         }
         object.primaryKey = id.primaryKey
         object.isTemporary = id.isTemporaryID
-        object.values = snapshot.values
+        object.values = try row.snapshot().values
         return try evaluate(predicate, object)
     }
 

@@ -1,3 +1,16 @@
+extension EntityDescription {
+    /// An object of this entity that no context registers, to hold values
+    /// read elsewhere while a predicate or a sort descriptor looks at them.
+    /// Linked to `link` (a context's), a relationship it is asked for faults
+    /// its target into that context; it is never inserted anywhere.
+    func scratchObject(linkedTo link: ContextLink?) -> ManagedObject {
+        let object = managedObjectClass.init(entity: self, insertInto: nil)
+        object.link = link
+        object.flags = []
+        return object
+    }
+}
+
 /// One object's record as a store scan hands it over, decoded only as far
 /// as the reader asks.
 struct StoredRecord {

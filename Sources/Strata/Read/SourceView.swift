@@ -29,7 +29,7 @@ struct SourceView {
         private func deferredInsert(of id: ObjectID) -> Snapshot? {
             for entry in deferred {
                 if let i = entry.changes.inserted.firstIndex(of: id) {
-                    return Snapshot(values: entry.changes.insertedValues[i], version: entry.firstVersion + UInt64(i))
+                    return entry.insertedSnapshot(at: i)
                 }
             }
             return nil
@@ -105,7 +105,7 @@ struct SourceView {
             }
             for entry in layer.deferred {
                 for (i, id) in entry.changes.inserted.enumerated() where id.entity === entity {
-                    overlay[id, default: Overlay()].add(.inserted(Snapshot(values: entry.changes.insertedValues[i], version: entry.firstVersion + UInt64(i))))
+                    overlay[id, default: Overlay()].add(.inserted(entry.insertedSnapshot(at: i)))
                 }
             }
         }
