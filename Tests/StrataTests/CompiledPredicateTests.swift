@@ -29,6 +29,14 @@ extension Recipe {
             (#Predicate { $0.name == name }, true),
             (#Predicate { $0.name != "R3" }, true),
             (#Predicate { $0.name < "R5" }, true),
+            // Canonically equivalent strings are equal in Swift whatever
+            // their bytes: é precomposed and decomposed, K and the Kelvin sign.
+            (#Predicate { $0.name == "Ré" }, true),
+            (#Predicate { $0.name == "RK" }, true),
+            (#Predicate { $0.name != "Re\u{301}" }, true),
+            (#Predicate { $0.name >= "Ré" }, true),
+            (#Predicate { "R3" > $0.name }, true),
+            (#Predicate { $0.rating < $0.rating || $0.servings == $0.servings }, true),
             (#Predicate { $0.vegetarian && $0.servings < 5 }, true),
             (#Predicate { $0.vegetarian == false || $0.rating >= 2.5 }, true),
             (#Predicate { !($0.servings >= 4) }, true),
@@ -63,7 +71,8 @@ extension Recipe {
             func set(_ key: String, _ value: PropertyValue) { values[entity.propertyIndex[key]!] = value }
             // Null now and then, even where Swift shows a non-optional value.
             func maybeNull(_ value: PropertyValue) -> PropertyValue { Int.random(in: 0..<8, using: &random) == 0 ? .null : value }
-            set("name", maybeNull(.string("R\(Int.random(in: 0..<8, using: &random))")))
+            let names = ["R\(Int.random(in: 0..<8, using: &random))", "Ré", "Re\u{301}", "RK", "R\u{212A}", "R", "R3\u{301}", "Rz"]
+            set("name", maybeNull(.string(names[Int.random(in: 0..<names.count, using: &random)])))
             set("servings", maybeNull(.integer(Int64.random(in: -3...10, using: &random))))
             let rating = Int.random(in: 0..<12, using: &random) == 0 ? Double.nan : Double(Int.random(in: 0...8, using: &random)) / 2
             set("rating", maybeNull(.double(rating)))
@@ -78,11 +87,19 @@ extension Recipe {
             let test = ValueTest.compile(predicate, entity: entity)
             #expect((test != nil) == translatable, "predicate #\(i)")
             guard let test else { continue }
+            let compiled = CompiledTest(test)
+            var fields = RecordCoding.FieldOffsets(count: compiled.propertiesRead)
             for values in objects {
                 let object = Recipe(entity: entity, insertInto: nil)
                 object.values = values
                 let expected = try predicate.evaluate(object)
                 #expect(test.evaluate(values) == expected, "seed \(seed): predicate #\(i) on \(values)")
+                // And judged on the encoded record, as a scan does.
+                var record: [UInt8] = []
+                RecordCoding.encode(values, version: 1, into: &record)
+                let id = ObjectID(entity: entity, primaryKey: 1, isTemporary: false)
+                let onBytes = try record.withBytes { (raw) throws(StrataError) in try BorrowedRecord(id: id, bytes: raw).passes(compiled, fields: &fields) }
+                #expect(onBytes == expected, "seed \(seed): predicate #\(i) on the encoded \(values)")
             }
         }
     }

@@ -244,16 +244,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Calls `body` with every stored object of `entity`, in primary-key
     /// order, at one read view of the store (one prefix scan), its record
-    /// still encoded (``StoredRecord``). Runs on the caller's thread and
-    /// leaves the row cache alone: a scan touches far more rows than anyone
-    /// will use again.
-    func forEachStored(of entity: EntityDescription, _ body: (ObjectID, StoredRecord) throws(StrataError) -> Void) throws(StrataError) {
+    /// still encoded and lent for the call (``BorrowedRecord``): the scan
+    /// allocates nothing per record. Runs on the caller's thread and leaves
+    /// the row cache alone: a scan touches far more rows than anyone will
+    /// use again.
+    func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
         let store = try currentStore()
-        try store.forEach(prefix: RecordCoding.prefix(of: entity)) { key, value throws(StrataError) in
-            guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity else {
+        let prefix = RecordCoding.prefix(of: entity)
+        try store.forEach(prefix: prefix) { key, value throws(StrataError) in
+            guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix) else {
                 throw StrataError(.corruptRecord, "a key of \(entity.name) does not decode under the model")
             }
-            try body(id, StoredRecord(id: id, bytes: value, model: model))
+            try body(BorrowedRecord(id: ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false), bytes: value))
         }
     }
 

@@ -18,11 +18,11 @@ package enum RecordCoding {
     static let keysKey: [UInt8] = [metaTag] + Array("keys".utf8)
     static let storeKey: [UInt8] = [metaTag] + Array("store".utf8)
 
-    private enum Tag: UInt8 {
+    enum Tag: UInt8 {
         case null = 0, string, integer, double, boolFalse, boolTrue, date, data, uuid, object, objects
     }
 
-    static func prefix(of entity: EntityDescription) -> [UInt8] {
+    package static func prefix(of entity: EntityDescription) -> [UInt8] {
         [objectTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF)]
     }
 
@@ -50,6 +50,14 @@ package enum RecordCoding {
         var pk: UInt64 = 0
         for byte in key[3...] { pk = pk << 8 | UInt64(byte) }
         return ObjectID(entity: entity, primaryKey: pk, isTemporary: false)
+    }
+
+    /// The primary key of an object key that starts with `prefix` (an
+    /// entity's, ``prefix(of:)``); nil for any other key.
+    @inline(__always)
+    static func primaryKey(fromKey key: UnsafeRawBufferPointer, prefix: [UInt8]) -> UInt64? {
+        guard key.count == 11, key[0] == prefix[0], key[1] == prefix[1], key[2] == prefix[2] else { return nil }
+        return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 3, as: UInt64.self))
     }
 
     package static func encode(_ values: [PropertyValue], version: UInt64, into out: inout [UInt8]) {
@@ -105,7 +113,12 @@ package enum RecordCoding {
     /// checked): what a fetch needs to judge a record before it decodes the
     /// ones that match whole.
     package static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel, prefix: Int? = nil) -> Snapshot? {
-        bytes.withUnsafeBytes { raw in
+        bytes.withUnsafeBytes { decode($0, entity: entity, prefix: prefix) }
+    }
+
+    /// ``decode(_:entity:model:prefix:)`` of bytes lent by a scan.
+    package static func decode(_ raw: UnsafeRawBufferPointer, entity: EntityDescription, prefix: Int? = nil) -> Snapshot? {
+        do {
             var reader = ByteReader(raw)
             guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
@@ -115,47 +128,10 @@ package enum RecordCoding {
             var values: [PropertyValue] = []
             values.reserveCapacity(decoded)
             for i in 0..<decoded {
-                guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag) else { return nil }
-                let value: PropertyValue
-                switch tag {
-                case .null: value = .null
-                case .string:
-                    guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length),
-                          let string = String(validating: bytes, as: UTF8.self) else { return nil }
-                    value = .string(string)
-                case .integer:
-                    guard let z = reader.readVarint() else { return nil }
-                    value = .integer(Int64(bitPattern: z >> 1) ^ -Int64(bitPattern: z & 1))
-                case .double:
-                    guard let bits = reader.readInteger(UInt64.self) else { return nil }
-                    value = .double(Double(bitPattern: bits))
-                case .boolFalse: value = .bool(false)
-                case .boolTrue: value = .bool(true)
-                case .date:
-                    guard let bits = reader.readInteger(UInt64.self) else { return nil }
-                    value = .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)))
-                case .data:
-                    guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length) else { return nil }
-                    value = .data(Data(bytes))
-                case .uuid:
-                    guard let bytes = reader.readBytes(16) else { return nil }
-                    var uuid = UUID().uuid
-                    withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
-                    value = .uuid(UUID(uuid: uuid))
-                case .object:
-                    guard let destination = destinations[i], let id = readID(&reader, destination) else { return nil }
-                    value = .object(id)
-                case .objects:
-                    guard let destination = destinations[i],
-                          let n = reader.readLength(limit: reader.remaining / 2) else { return nil }
-                    var ids = Set<ObjectID>(minimumCapacity: n)
-                    for _ in 0..<n {
-                        guard let id = readID(&reader, destination) else { return nil }
-                        ids.insert(id)
-                    }
-                    value = .objects(ids)
-                }
-                guard fits(value, entity.properties[i]) else { return nil }
+                guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag),
+                      let value = readValue(tag, &reader, destination: destinations[i]),
+                      fits(value, entity.properties[i])
+                else { return nil }
                 values.append(value)
             }
             guard decoded < count || reader.isAtEnd else { return nil }
@@ -163,7 +139,53 @@ package enum RecordCoding {
         }
     }
 
-    private static func readID(_ reader: inout ByteReader, _ destination: EntityDescription) -> ObjectID? {
+    /// The payload after a tag byte, read and checked; nil when it is
+    /// malformed or names an object outside `destination`.
+    @inline(__always)
+    static func readValue(_ tag: Tag, _ reader: inout ByteReader, destination: EntityDescription?) -> PropertyValue? {
+        switch tag {
+        case .null: return .null
+        case .string:
+            guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length),
+                  let string = String(validating: bytes, as: UTF8.self) else { return nil }
+            return .string(string)
+        case .integer:
+            guard let z = reader.readVarint() else { return nil }
+            return .integer(unzigzag(z))
+        case .double:
+            guard let bits = reader.readInteger(UInt64.self) else { return nil }
+            return .double(Double(bitPattern: bits))
+        case .boolFalse: return .bool(false)
+        case .boolTrue: return .bool(true)
+        case .date:
+            guard let bits = reader.readInteger(UInt64.self) else { return nil }
+            return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)))
+        case .data:
+            guard let length = reader.readLength(limit: reader.remaining), let bytes = reader.readBytes(length) else { return nil }
+            return .data(Data(bytes))
+        case .uuid:
+            guard let bytes = reader.readBytes(16) else { return nil }
+            var uuid = UUID().uuid
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
+            return .uuid(UUID(uuid: uuid))
+        case .object:
+            guard let destination, let id = readID(&reader, destination) else { return nil }
+            return .object(id)
+        case .objects:
+            guard let destination, let n = reader.readLength(limit: reader.remaining / 2) else { return nil }
+            var ids = Set<ObjectID>(minimumCapacity: n)
+            for _ in 0..<n {
+                guard let id = readID(&reader, destination) else { return nil }
+                ids.insert(id)
+            }
+            return .objects(ids)
+        }
+    }
+
+    @inline(__always)
+    static func unzigzag(_ z: UInt64) -> Int64 { Int64(bitPattern: z >> 1) ^ -Int64(bitPattern: z & 1) }
+
+    static func readID(_ reader: inout ByteReader, _ destination: EntityDescription) -> ObjectID? {
         guard let index = reader.readVarint(), index == UInt64(destination.index), let pk = reader.readVarint() else { return nil }
         return ObjectID(entity: destination, primaryKey: pk, isTemporary: false)
     }

@@ -4,8 +4,9 @@ internal import StrataStore
 /// or a dictionary in memory. Implementations are safe to call from any thread.
 protocol RecordStore: AnyObject, Sendable {
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]?
-    /// Calls `body` with each record whose key starts with `prefix`, in key order.
-    func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws(StrataError) -> Void) throws(StrataError)
+    /// Calls `body` with each record whose key starts with `prefix`, in key
+    /// order, lending key and value for the call.
+    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError)
     /// Applies `batch` atomically (and durably, for the log store).
     func write(_ batch: WriteBatch) throws(StrataError)
     func close() throws(StrataError)
@@ -43,9 +44,9 @@ final class LogRecordStore: RecordStore {
         do throws(StoreError) { return try engine.get(key) } catch { throw StrataError.storage(error) }
     }
 
-    func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws(StrataError) -> Void) throws(StrataError) {
+    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
         do {
-            try engine.readView().forEach(from: prefix, to: endOfPrefix(prefix)) { key, value in
+            try engine.readView().forEachBorrowed(from: prefix, to: endOfPrefix(prefix)) { key, value in
                 try body(key, value)
                 return true
             }
@@ -87,9 +88,11 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
 
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? { lock.withLock { records[key] } }
 
-    func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws(StrataError) -> Void) throws(StrataError) {
+    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
         let matching = lock.withLock { records.filter { $0.key.starts(with: prefix) } }
-        for (key, value) in matching.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) { try body(key, value) }
+        for (key, value) in matching.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            try key.withBytes { (k) throws(StrataError) in try value.withBytes { (v) throws(StrataError) in try body(k, v) } }
+        }
     }
 
     func write(_ batch: WriteBatch) throws(StrataError) {

@@ -71,13 +71,17 @@ indirect enum ValueTest: Sendable {
         case .or(let a, let b): return a.evaluate(values) || b.evaluate(values)
         case .not(let a): return !a.evaluate(values)
         case .compare(let lhs, let comparison, let rhs):
-            let a = lhs.value(in: values)
-            let b = rhs.value(in: values)
-            switch comparison {
-            case .equal: return a == b
-            case .notEqual: return a != b
-            default: return Self.ordered(a, comparison, b)
-            }
+            return Self.holds(lhs.value(in: values), comparison, rhs.value(in: values))
+        }
+    }
+
+    /// `a <comparison> b`.
+    @inline(__always)
+    static func holds(_ a: PropertyValue, _ comparison: Comparison, _ b: PropertyValue) -> Bool {
+        switch comparison {
+        case .equal: return a == b
+        case .notEqual: return a != b
+        default: return ordered(a, comparison, b)
         }
     }
 
@@ -96,7 +100,7 @@ indirect enum ValueTest: Sendable {
     }
 
     @inline(__always)
-    private static func apply<T: Comparable>(_ comparison: Comparison, _ x: T, _ y: T) -> Bool {
+    static func apply<T: Comparable>(_ comparison: Comparison, _ x: T, _ y: T) -> Bool {
         switch comparison {
         case .less: return x < y
         case .lessOrEqual: return x <= y

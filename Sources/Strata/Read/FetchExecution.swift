@@ -7,7 +7,7 @@ enum FetchMatch {
     case registered(ManagedObject)
     /// The row is nil when the caller wants IDs only: a fetch of a whole
     /// entity then holds no record while it runs.
-    case unregistered(ObjectID, SourceRow?)
+    case unregistered(ObjectID, KeptRow?)
 
     var objectID: ObjectID {
         switch self {
@@ -201,9 +201,20 @@ extension ManagedObjectContext {
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
         let compiled = evaluation.compiled
+        var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
         let source = try SourceView(of: self)
+        // Most scans run in a context that holds none of the records: skip
+        // the per-record lookups then.
+        let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
         try source.forEach(of: entity) { id, row throws(StrataError) in
-            if let object = registry[id] {
+            if !checksRegistry {
+                if let compiled {
+                    // Judged where its values lie, reading only what the test reads.
+                    if try row.passes(compiled, fields: &fields) { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
+                } else if try evaluation.matches(id, row) {
+                    body(.unregistered(id, keepingRows ? row.kept() : nil))
+                }
+            } else if let object = registry[id] {
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
@@ -218,10 +229,9 @@ extension ManagedObjectContext {
                 }
             } else if !discardedInserts.contains(id) {
                 if let compiled {
-                    // Judged on as few decoded values as the test reads.
-                    if try row.passes(compiled) { body(.unregistered(id, keepingRows ? row : nil)) }
+                    if try row.passes(compiled, fields: &fields) { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
                 } else if try evaluation.matches(id, row) {
-                    body(.unregistered(id, keepingRows ? row : nil))
+                    body(.unregistered(id, keepingRows ? row.kept() : nil))
                 }
             }
         }
@@ -247,12 +257,14 @@ struct PredicateEvaluation<Result: ManagedObject> {
     private let entity: EntityDescription
     private let context: ManagedObjectContext
     private var scratch: Result?
+    private var fields: RecordCoding.FieldOffsets
 
     init(_ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext) {
         self.predicate = predicate
         self.compiled = predicate.flatMap { ValueTest.compile($0, entity: entity) }.map(CompiledTest.init)
         self.entity = entity
         self.context = context
+        fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
     }
 
     /// An object registered in the context, filled (not a fault).
@@ -265,7 +277,7 @@ struct PredicateEvaluation<Result: ManagedObject> {
     /// An object as the source has it: judged on its stored values.
     mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
         guard let predicate else { return true }
-        if let compiled { return try row.passes(compiled) }
+        if let compiled { return try row.passes(compiled, fields: &fields) }
         let object: Result
         if let scratch {
             object = scratch

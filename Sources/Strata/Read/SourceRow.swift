@@ -11,35 +11,51 @@ extension EntityDescription {
     }
 }
 
-/// One object's record as a store scan hands it over, decoded only as far
-/// as the reader asks.
-struct StoredRecord {
+/// One object's record as a store scan lends it: its bytes are valid only
+/// during the call that passes it (``PersistentStoreCoordinator/forEachStored(of:_:)``).
+struct BorrowedRecord {
     let id: ObjectID
-    let bytes: [UInt8]
-    let model: ManagedObjectModel
+    let bytes: UnsafeRawBufferPointer
 
     /// The whole snapshot.
     func snapshot() throws(StrataError) -> Snapshot {
-        guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
-            throw StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
-        }
+        guard let snapshot = RecordCoding.decode(bytes, entity: id.entity) else { throw corrupt() }
         return snapshot
     }
 
-    /// Whether the record passes `test`, decoding only the properties up to
-    /// the last one it reads.
-    func passes(_ test: ValueTest, readingUpTo count: Int) throws(StrataError) -> Bool {
-        guard let partial = RecordCoding.decode(bytes, entity: id.entity, model: model, prefix: count) else {
-            throw StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
+    /// Whether the record passes `test`, judged where its values lie; the
+    /// properties it reads are located in `fields` (a buffer reused from
+    /// record to record).
+    @inline(__always)
+    func passes(_ test: CompiledTest, fields: inout RecordCoding.FieldOffsets) throws(StrataError) -> Bool {
+        guard fields.locate(in: bytes, entity: id.entity), let passes = test.encoded.evaluate(bytes, fields, entity: id.entity) else {
+            throw corrupt()
         }
-        return test.evaluate(partial.values)
+        return passes
+    }
+
+    /// A copy that outlives the scan.
+    func kept() -> StoredRecord { StoredRecord(id: id, bytes: Array(bytes)) }
+
+    private func corrupt() -> StrataError {
+        StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
     }
 }
 
-/// One object of a source scan (``SourceView/forEach(of:_:)``): as stored,
-/// or as a level above the store has it.
+/// A stored record kept after the scan that read it, still encoded.
+struct StoredRecord {
+    let id: ObjectID
+    let bytes: [UInt8]
+
+    func snapshot() throws(StrataError) -> Snapshot {
+        try bytes.withBytes { (raw) throws(StrataError) in try BorrowedRecord(id: id, bytes: raw).snapshot() }
+    }
+}
+
+/// One object of a source scan (``SourceView/forEach(of:_:)``): as stored
+/// (lent for the call), or as a level above the store has it.
 enum SourceRow {
-    case stored(StoredRecord)
+    case stored(BorrowedRecord)
     case pending(Snapshot)
 
     func snapshot() throws(StrataError) -> Snapshot {
@@ -49,23 +65,49 @@ enum SourceRow {
         }
     }
 
-    /// Whether the object's values pass `test` (a stored record is decoded
-    /// only as far as `test` reads).
-    func passes(_ test: CompiledTest) throws(StrataError) -> Bool {
+    /// Whether the object's values pass `test` (a stored record is judged
+    /// where its values lie, see ``BorrowedRecord/passes(_:fields:)``).
+    @inline(__always)
+    func passes(_ test: CompiledTest, fields: inout RecordCoding.FieldOffsets) throws(StrataError) -> Bool {
         switch self {
-        case .stored(let record): try record.passes(test.test, readingUpTo: test.propertiesRead)
+        case .stored(let record): try record.passes(test, fields: &fields)
         case .pending(let snapshot): test.test.evaluate(snapshot.values)
+        }
+    }
+
+    /// The row in a form that outlives the scan.
+    func kept() -> KeptRow {
+        switch self {
+        case .stored(let record): .stored(record.kept())
+        case .pending(let snapshot): .pending(snapshot)
         }
     }
 }
 
-/// A translated predicate and how many leading properties it needs decoded.
+/// A ``SourceRow`` kept by a match until the fetch sorts and pages.
+enum KeptRow {
+    case stored(StoredRecord)
+    case pending(Snapshot)
+
+    func snapshot() throws(StrataError) -> Snapshot {
+        switch self {
+        case .stored(let record): try record.snapshot()
+        case .pending(let snapshot): snapshot
+        }
+    }
+}
+
+/// A translated predicate, in both the forms a fetch applies: to decoded
+/// values, and to records still encoded.
 struct CompiledTest {
     let test: ValueTest
+    let encoded: EncodedTest
+    /// How many leading properties must be located to judge a record.
     let propertiesRead: Int
 
     init(_ test: ValueTest) {
         self.test = test
+        encoded = EncodedTest(test)
         propertiesRead = test.highestPropertyIndex.map { $0 + 1 } ?? 0
     }
 }

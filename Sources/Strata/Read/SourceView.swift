@@ -93,7 +93,7 @@ struct SourceView {
     }
 
     /// Calls `body` with every object of `entity` in the source and its
-    /// row: the store's objects in primary-key order (with the values of
+    /// row (a stored one lent for the call): the store's objects in primary-key order (with the values of
     /// the nearest level that changed them; less those a level deleted),
     /// then the ones a level inserted. The store is read at one read view,
     /// and its records are decoded only as far as `body` asks.
@@ -110,13 +110,13 @@ struct SourceView {
             }
         }
         if overlay.isEmpty {
-            try coordinator.forEachStored(of: entity) { id, record throws(StrataError) in try body(id, .stored(record)) }
+            try coordinator.forEachStored(of: entity) { record throws(StrataError) in try body(record.id, .stored(record)) }
             return
         }
-        try coordinator.forEachStored(of: entity) { id, record throws(StrataError) in
-            guard let above = overlay[id] else { return try body(id, .stored(record)) }
+        try coordinator.forEachStored(of: entity) { record throws(StrataError) in
+            guard let above = overlay[record.id] else { return try body(record.id, .stored(record)) }
             // Decided above the store: listed after the scan.
-            if above.exists == nil { try body(id, above.values.map { .pending($0) } ?? .stored(record)) }
+            if above.exists == nil { try body(record.id, above.values.map { .pending($0) } ?? .stored(record)) }
         }
         for (id, above) in overlay where above.exists == true {
             try body(id, .pending(above.values!))
