@@ -392,6 +392,70 @@ struct KeyIndexTests {
         }
     }
 
+    /// Keys held in arrays, for ``KeyIndex/build(_:ways:)``.
+    struct ArraySource: SortedIndexSource {
+        let keys: [[UInt8]]
+        let base: UnsafeMutableRawPointer
+        let starts: [Int]
+
+        init(_ keys: [[UInt8]]) {
+            self.keys = keys
+            let total = keys.reduce(0) { $0 + $1.count }
+            let base = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 8)
+            var starts: [Int] = []
+            var offset = 0
+            for k in keys {
+                starts.append(offset)
+                k.withUnsafeBytes { (base + offset).copyMemory(from: $0.baseAddress!, byteCount: k.count) }
+                offset += k.count
+            }
+            self.base = base
+            self.starts = starts
+        }
+
+        var count: Int { keys.count }
+        func key(_ i: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base + starts[i], count: keys[i].count) }
+        func entry(_ i: Int) -> IndexEntry { StrataStoreTests.entry(i) }
+    }
+
+    /// The bulk build (opening a store) makes the same index as inserts,
+    /// however many runs fill its leaves, with leaves cut by bytes too.
+    @Test func bulkBuildEqualsIncrementalInsert() {
+        var rng = SeededGenerator(seed: 11)
+        for size in [0, 1, 31, 32, 33, 4_097, 20_000] {
+            var keys = Set<[UInt8]>()
+            while keys.count < size {
+                let length = rng.next() % 50 == 0 ? 3_000 + Int(rng.next() % 3_000) : 1 + Int(rng.next() % 24)
+                keys.insert((0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next() % 3 &* 100) })
+            }
+            let ordered = keys.sorted { $0.lexicographicallyPrecedes($1) }
+            var incremental = KeyIndex()
+            for (n, k) in ordered.enumerated() { incremental.insert(k, entry(n)) }
+            let source = ArraySource(ordered)
+            defer { source.base.deallocate() }
+            for ways in [1, 2, 3, 8] {
+                var built = KeyIndex.build(source, ways: ways)
+                built.checkInvariants()
+                #expect(built.count == size)
+                expectSame(contents(built), contents(incremental), "size \(size), \(ways) ways")
+                expectSame(cursorContents(built), contents(incremental), "size \(size), \(ways) ways")
+                for (n, k) in ordered.enumerated() where built.lookup(k) != entry(n) {
+                    Issue.record("size \(size), \(ways) ways: lookup of key \(n) in the built index")
+                    break
+                }
+                for n in 0..<100 { built.insert(key(n, prefix: [0x42]), entry(n)) }
+                built.checkInvariants()
+            }
+        }
+    }
+
+    @Test func bulkBuildRejectsKeysOutOfOrder() async {
+        await #expect(processExitsWith: .failure) {
+            let source = ArraySource([[1], [3], [2]])
+            _ = KeyIndex.build(source, ways: 1)
+        }
+    }
+
     @Test func memoryFootprintGrowsWithCount() {
         var index = KeyIndex()
         #expect(index.memoryFootprint == 0)

@@ -58,7 +58,7 @@ package struct KeyIndex: Sendable {
     var root: NodeRef?
 
     /// The number of keys. O(1).
-    package private(set) var count: Int = 0
+    package internal(set) var count: Int = 0
 
     package init() {}
 
@@ -330,7 +330,7 @@ package struct KeyIndex: Sendable {
 
         /// Packs `children` into interior nodes as full as the limits allow;
         /// returns the nodes and the separators between them.
-        private static func group(_ children: [NodeRef], _ separators: [[UInt8]], height: Int) -> ([NodeRef], [[UInt8]]) {
+        static func group(_ children: [NodeRef], _ separators: [[UInt8]], height: Int) -> ([NodeRef], [[UInt8]]) {
             var parents: [NodeRef] = []
             var upper: [[UInt8]] = []
             var start = 0

@@ -153,7 +153,7 @@ package final class SegmentReader: @unchecked Sendable {
                     guard let key = r.readBytes(keyLength), let sequence = r.readVarint(),
                           let rawKind = r.readInteger(UInt8.self), let kind = OperationKind(rawValue: rawKind)
                     else { return nil }
-                    if let previous, compareBytes(previous, key) >= 0 { return nil }
+                    if let previous, KeyIndex.compare(previous, key) >= 0 { return nil }
                     previous = key
                     keys.entries.append(.init(keyStart: UInt32(keyStart), keyLength: UInt32(keyLength), sequence: sequence, location: RecordLocation(block: UInt32(index), slot: slot), kind: kind))
                 }

@@ -406,45 +406,93 @@ enum Recovery {
         let readers = segments.map(\.reader)
         let files = readers.map(\.fileNumber)
         var deadCounts = Array(repeating: 0, count: segments.count)
+        let cores = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         let index = withTablePointers { keyBytes, entries in
-            var builder = KeyIndex.Builder()
             @inline(__always) func key(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
                 UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])
             }
-            @inline(__always) func add(_ c: Int, _ e: SegmentReader.KeyTable.Entry, _ k: UnsafeRawBufferPointer) {
-                if e.kind == .put {
-                    builder.append(k, IndexEntry(sequence: e.sequence, file: files[c], block: e.location.packed))
-                }
-            }
-            if segments.count == 1 {
+            // The winning puts, in key order, as (segment, position in its
+            // table); the index is then built from them in one go.
+            var winners: [(segment: UInt32, position: UInt32)] = []
+            if segments.count == 1, !entries[0].contains(where: { $0.kind != .put }) {
+                // One sorted run of puts (a compacted store): the table is the index's source.
+                return KeyIndex.build(SegmentKeys(keyBytes: keyBytes[0], entries: entries[0], file: files[0]), ways: cores)
+            } else if segments.count == 1 {
                 // One sorted run: every record is the only version of its key.
-                for e in entries[0] { add(0, e, key(0, e)) }
-                return builder.build()
-            }
-            // A k-way merge; among equal keys the highest sequence comes first.
-            var positions = Array(repeating: 0, count: segments.count)
-            var heap = MergeHeap(segments.indices.filter { !entries[$0].isEmpty }) { a, b in
-                let ea = entries[a][positions[a]], eb = entries[b][positions[b]]
-                let c = compareBytes(key(a, ea), key(b, eb))
-                return c < 0 || (c == 0 && ea.sequence > eb.sequence)
-            }
-            var previous: UnsafeRawBufferPointer? = nil
-            while let top = heap.top {
-                let e = entries[top][positions[top]]
-                let k = key(top, e)
-                if let previous, compareBytes(previous, k) == 0 {
-                    deadCounts[top] += 1  // an older version of the key just handled
-                } else {
-                    previous = k
-                    add(top, e, k)
+                winners.reserveCapacity(entries[0].count)
+                for (p, e) in entries[0].enumerated() where e.kind == .put { winners.append((0, UInt32(p))) }
+            } else {
+                winners.reserveCapacity(entries.reduce(0) { $0 + $1.count })
+                // A k-way merge; among equal keys the highest sequence comes first.
+                var positions = Array(repeating: 0, count: segments.count)
+                var heap = MergeHeap(segments.indices.filter { !entries[$0].isEmpty }) { a, b in
+                    let ea = entries[a][positions[a]], eb = entries[b][positions[b]]
+                    let c = compareBytes(key(a, ea), key(b, eb))
+                    return c < 0 || (c == 0 && ea.sequence > eb.sequence)
                 }
-                positions[top] += 1
-                if positions[top] == entries[top].count { heap.removeTop() } else { heap.topChanged() }
+                var previous: UnsafeRawBufferPointer? = nil
+                while let top = heap.top {
+                    let e = entries[top][positions[top]]
+                    let k = key(top, e)
+                    if let previous, compareBytes(previous, k) == 0 {
+                        deadCounts[top] += 1  // an older version of the key just handled
+                    } else {
+                        previous = k
+                        if e.kind == .put { winners.append((UInt32(top), UInt32(positions[top]))) }
+                    }
+                    positions[top] += 1
+                    if positions[top] == entries[top].count { heap.removeTop() } else { heap.topChanged() }
+                }
             }
-            return builder.build()
+            return winners.withUnsafeBufferPointer { winners in
+                KeyIndex.build(MergedKeys(winners: winners, keyBytes: keyBytes, entries: entries, files: files), ways: cores)
+            }
         }
         for (reader, dead) in zip(readers, deadCounts) { reader.deadRecords += dead }
         return index
+    }
+
+    /// The winners of the segments' merge, in key order, as the index
+    /// build reads them.
+    struct MergedKeys: SortedIndexSource {
+        let winners: UnsafeBufferPointer<(segment: UInt32, position: UInt32)>
+        let keyBytes: [UnsafeRawBufferPointer]
+        let entries: [UnsafeBufferPointer<SegmentReader.KeyTable.Entry>]
+        let files: [UInt32]
+
+        var count: Int { winners.count }
+
+        @inline(__always)
+        func key(_ i: Int) -> UnsafeRawBufferPointer {
+            let w = winners[i]
+            let e = entries[Int(w.segment)][Int(w.position)]
+            return UnsafeRawBufferPointer(start: keyBytes[Int(w.segment)].baseAddress! + Int(e.keyStart), count: Int(e.keyLength))
+        }
+
+        @inline(__always)
+        func entry(_ i: Int) -> IndexEntry {
+            let w = winners[i]
+            let e = entries[Int(w.segment)][Int(w.position)]
+            return IndexEntry(sequence: e.sequence, file: files[Int(w.segment)], block: e.location.packed)
+        }
+    }
+
+    /// One segment's key table, every record a put, as the index build reads it.
+    struct SegmentKeys: SortedIndexSource {
+        let keyBytes: UnsafeRawBufferPointer
+        let entries: UnsafeBufferPointer<SegmentReader.KeyTable.Entry>
+        let file: UInt32
+
+        var count: Int { entries.count }
+
+        @inline(__always)
+        func key(_ i: Int) -> UnsafeRawBufferPointer {
+            let e = entries[i]
+            return UnsafeRawBufferPointer(start: keyBytes.baseAddress! + Int(e.keyStart), count: Int(e.keyLength))
+        }
+
+        @inline(__always)
+        func entry(_ i: Int) -> IndexEntry { IndexEntry(sequence: entries[i].sequence, file: file, block: entries[i].location.packed) }
     }
 
     /// The highest number a store gives a file. Two below the 32-bit limit,
