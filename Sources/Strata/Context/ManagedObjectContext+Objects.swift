@@ -42,7 +42,16 @@ extension ManagedObjectContext {
         object.values = []
         object.flags = [.fault]
         registry[id] = object
+        noteRead(id)
         return object
+    }
+
+    /// Remembers an object registered by a read, for ``releaseUnreferencedReads()``.
+    @inline(__always)
+    private func noteRead(_ id: ObjectID) {
+        guard !retainsRegisteredObjects else { return }
+        recentlyRead.append(id)
+        if recentlyRead.count == 1 { scheduleProcessingIfUsedDirectly() }
     }
 
     /// Registers an object read from the source.
@@ -54,6 +63,7 @@ extension ManagedObjectContext {
         object.context = self
         fill(object, snapshot)
         registry[id] = object
+        noteRead(id)
         return object
     }
 

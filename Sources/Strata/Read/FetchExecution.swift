@@ -34,7 +34,7 @@ extension ManagedObjectContext {
     /// context did not hold come back as faults unless
     /// ``FetchRequest/returnsObjectsAsFaults`` is off.
     public func fetch<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [Result] {
-        checkQueue()
+        beginRead()
         // Before the scan: a save after it must keep the scan's rows out of the cache.
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         let page = try orderedPage(of: request, keepingRows: true)
@@ -57,6 +57,7 @@ extension ManagedObjectContext {
                 }
             }
         }
+        noteFetched(objects.count)
         return objects
     }
 
@@ -74,7 +75,7 @@ extension ManagedObjectContext {
     ///
     /// The collection belongs to this context: use it on its queue.
     public func fetchResults<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> FetchedResults<Result> {
-        checkQueue()
+        beginRead()
         let ids = request.sortDescriptors.isEmpty ? try matchingIDs(of: request) : try orderedPage(of: request, keepingRows: true).map(\.objectID)
         return FetchedResults(objectIDs: ids, context: self, batchSize: request.fetchBatchSize > 0 ? request.fetchBatchSize : 20)
     }
@@ -82,7 +83,7 @@ extension ManagedObjectContext {
     /// The IDs of the objects `request` describes; no object is materialized
     /// for it (sorting reads values, not objects).
     public func fetchObjectIDs<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [ObjectID] {
-        checkQueue()
+        beginRead()
         if request.sortDescriptors.isEmpty { return try matchingIDs(of: request) }
         return try orderedPage(of: request, keepingRows: true).map(\.objectID)
     }
@@ -90,7 +91,7 @@ extension ManagedObjectContext {
     /// How many objects `request` describes (limit and offset applied),
     /// materializing none.
     public func count<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> Int {
-        checkQueue()
+        beginRead()
         var count = 0
         try forEachMatch(of: request, keepingRows: false) { _ in count += 1 }
         count = max(0, count - request.fetchOffset)
@@ -98,6 +99,13 @@ extension ManagedObjectContext {
     }
 
     // MARK: Internal
+
+    /// Checks the queue; a confinement context, which has no blocks to end,
+    /// lets go of what it read before (``retainsRegisteredObjects``).
+    private func beginRead() {
+        checkQueue()
+        if concurrencyType == .confinement { releaseUnreferencedReads() }
+    }
 
     /// The matches, sorted by the request's descriptors and cut to its page.
     private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
