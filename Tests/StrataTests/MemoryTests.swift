@@ -24,10 +24,12 @@ import Testing
         let loaded = coordinator.rowCacheStatistics
         #expect(peak <= budget && loaded.bytes <= budget)
         #expect(loaded.entries > 0 && loaded.entries < ids.count, "\(loaded)")
-        // Nobody held them: the reader let go of them when the block ended;
-        // the writer, which only passed them on, never held any.
-        #expect(reader.performAndWait { reader.registeredObjects.count } == 0)
+        // Looked up by ID, they stay registered in the reader until a reset;
+        // the writer, which only passed them on, holds none.
+        #expect(reader.performAndWait { reader.registeredObjects.count } == ids.count)
         #expect(writer.performAndWait { writer.registeredObjects.count } == 0)
+        reader.performAndWait { reader.reset() }
+        #expect(reader.performAndWait { reader.registeredObjects.count } == 0)
         // A fetch of the whole entity fills the cache only within its budget,
         // and leaves the parent empty.
         let fetcher = ManagedObjectContext(.privateQueue, parent: writer)

@@ -204,7 +204,7 @@ extension ManagedObjectContext {
         processingScheduled = true
         DispatchQueue.main.async {
             self.processPendingChanges()
-            self.releaseUnreferencedReads()
+            self.releaseUnreferencedFetched()
         }
     }
 

@@ -106,9 +106,9 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
-        recentlyRead.removeAll()
-        heldReads.removeAll()
-        readSinceHeldChecked = 0
+        recentlyFetched.removeAll()
+        heldFetched.removeAll()
+        fetchedSinceHeldChecked = 0
         publishedAll = false
         for object in pendingChanges { object.flags.remove(.pendingNotification) }
         pendingChanges.removeAll()
@@ -138,9 +138,9 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
-        recentlyRead.removeAll()
-        heldReads.removeAll()
-        readSinceHeldChecked = 0
+        recentlyFetched.removeAll()
+        heldFetched.removeAll()
+        fetchedSinceHeldChecked = 0
         publishedAll = false
         scheduleProcessingIfUsedDirectly()
     }

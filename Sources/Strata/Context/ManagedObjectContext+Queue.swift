@@ -134,7 +134,7 @@ extension ManagedObjectContext {
         defer {
             if outermost {
                 processPendingChanges()
-                releaseUnreferencedReads()
+                releaseUnreferencedFetched()
             }
             BackgroundScheduling.restoreSlice(previousSlice)
             if timed {

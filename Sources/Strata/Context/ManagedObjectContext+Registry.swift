@@ -2,54 +2,42 @@ import Dispatch
 internal import StrataStore
 
 extension ManagedObjectContext {
-    /// After a save: lets go of the saved objects, and of those read since
-    /// the last check, that only the registry still references (see
-    /// ``retainsRegisteredObjects``). Bounded by the save and the reads, not
-    /// by everything the context ever registered.
-    ///
-    /// A `.mainQueue` context hands them to a background queue to be freed:
-    /// freeing an import's chunk of objects (each with its values) is about
-    /// half of what saving the main context into the writer costs the main
-    /// queue otherwise.
+    /// After a save: lets go of the saved objects that only the registry
+    /// still references (see ``retainsRegisteredObjects``). Bounded by the
+    /// save, not by everything the context ever registered. Saved objects
+    /// still referenced stay registered.
     func releaseUnreferencedObjects(_ saved: ObjectChanges) {
-        readSinceHeldChecked += saved.inserted.count + saved.updated.count
-        releaseUnreferenced(also: [saved.inserted, saved.updated])
+        var held: [ObjectID] = []
+        release([saved.inserted, saved.updated], keepingHeldIn: &held)
     }
 
-    /// Counts objects a fetch handed out towards checking ``heldReads`` again.
-    func noteFetched(_ count: Int) {
-        guard !retainsRegisteredObjects, !heldReads.isEmpty else { return }
-        readSinceHeldChecked += count
+    /// Counts objects a fetch handed out towards checking ``heldFetched`` again.
+    func countFetched(_ count: Int) {
+        guard !retainsRegisteredObjects, !heldFetched.isEmpty else { return }
+        fetchedSinceHeldChecked += count
     }
 
-    /// Lets go of the objects read since the last call that only the
-    /// registry still references and that hold no change (see
-    /// ``retainsRegisteredObjects``). Called where no caller can hold an
-    /// object through the registry alone: when a block ends, at the end of
-    /// a main-queue turn for a context used directly, and when a
-    /// confinement context's fetch starts.
-    func releaseUnreferencedReads() {
-        releaseUnreferenced(also: [])
-    }
-
-    /// Checks the objects read since the last check, and `extra`; and,
-    /// once as many objects have been read, fetched or saved since they
-    /// were last checked, the ones held then (``heldReads``): so an object
-    /// let go of later leaves too, and the checks cost at most about twice
-    /// what the context reads and saves.
-    private func releaseUnreferenced(also extra: [[ObjectID]]) {
-        let checksHeld = !heldReads.isEmpty && readSinceHeldChecked >= heldReads.count
-        guard !recentlyRead.isEmpty || checksHeld || !extra.isEmpty else { return }
-        var lists = extra + [recentlyRead]
-        readSinceHeldChecked += recentlyRead.count
-        recentlyRead = []
+    /// Lets go of the objects registered for fetches since the last call
+    /// that only the registry still references and that hold no change (see
+    /// ``retainsRegisteredObjects``); and, once as many objects have been
+    /// fetched since they were last checked, of the ones held then
+    /// (``heldFetched``), so an object let go of later leaves too and the
+    /// checks cost at most about twice what the context fetches. Called
+    /// where no caller can hold an object through the registry alone: when
+    /// a block ends, at the end of a main-queue turn for a context used
+    /// directly, and when a confinement context's fetch starts.
+    func releaseUnreferencedFetched() {
+        let checksHeld = !heldFetched.isEmpty && fetchedSinceHeldChecked >= heldFetched.count
+        guard !recentlyFetched.isEmpty || checksHeld else { return }
+        var lists = [recentlyFetched]
+        fetchedSinceHeldChecked += recentlyFetched.count
+        recentlyFetched = []
         if checksHeld {
-            // A save lists what it saved again: the same ID may be here twice.
-            lists.append(Array(Set(heldReads)))
-            heldReads = []
-            readSinceHeldChecked = 0
+            lists.append(heldFetched)
+            heldFetched = []
+            fetchedSinceHeldChecked = 0
         }
-        release(lists, keepingHeldIn: &heldReads)
+        release(lists, keepingHeldIn: &heldFetched)
     }
 
     /// Lets go of the unchanged objects of `lists` that only the registry
@@ -70,6 +58,14 @@ extension ManagedObjectContext {
                 object.context = nil
                 released?.objects.append(object)
             }
+        }
+        // A table sized for everything once fetched would keep its memory
+        // (a million objects: 64 MiB): rebuilt for what is left, at a cost
+        // paid for by the removals that emptied it.
+        if registry.capacity > 4096 && registry.count < registry.capacity / 8 {
+            var smaller = [ObjectID: ManagedObject](minimumCapacity: registry.count)
+            for (id, object) in registry { smaller[id] = object }
+            registry = smaller
         }
         // Emptied there, not here: whoever lets go of the box last, the
         // objects are freed on the queue.

@@ -51,13 +51,13 @@ extension ManagedObjectContext {
                     if case .stored(let record) = row, persistentStoreCoordinator.rowCacheHasRoom {
                         persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
                     }
-                    objects.append(unsafeDowncast(registeredOrFault(for: id), to: Result.self))
+                    objects.append(unsafeDowncast(registeredOrFault(for: id, fetched: true), to: Result.self))
                 } else {
-                    objects.append(unsafeDowncast(materialize(id, try row.snapshot()), to: Result.self))
+                    objects.append(unsafeDowncast(materialize(id, try row.snapshot(), fetched: true), to: Result.self))
                 }
             }
         }
-        noteFetched(objects.count)
+        countFetched(objects.count)
         return objects
     }
 
@@ -104,7 +104,7 @@ extension ManagedObjectContext {
     /// lets go of what it read before (``retainsRegisteredObjects``).
     private func beginRead() {
         checkQueue()
-        if concurrencyType == .confinement { releaseUnreferencedReads() }
+        if concurrencyType == .confinement { releaseUnreferencedFetched() }
     }
 
     /// The matches, sorted by the request's descriptors and cut to its page.
@@ -162,7 +162,7 @@ extension ManagedObjectContext {
             let source = try parent == nil ? nil : SourceView(of: self)
             for id in missing {
                 let snapshot = if let source { try source.snapshot(for: id) } else { try persistentStoreCoordinator.snapshot(for: id) }
-                let object = registeredOrFault(for: id)
+                let object = registeredOrFault(for: id, fetched: true)
                 // Gone since: the fault stays, and reads as deleted when used.
                 if let snapshot, object.flags.contains(.fault) { fill(object, snapshot) }
             }

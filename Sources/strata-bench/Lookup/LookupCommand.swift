@@ -63,6 +63,10 @@ struct LookupCommand: ParsableCommand {
         var filledBytesPerObject: Double
         /// After touching every object and letting go of them all.
         var afterReleaseMB: Double
+        /// After a block that fetched every object filled and kept none:
+        /// what the context still registers, and resident memory then.
+        var registeredAfterBlock: Int = 0
+        var afterBlockMB: Double = 0
         var rowCacheMB: Double
         var rowCacheBudgetMB: Double
     }
@@ -74,7 +78,7 @@ struct LookupCommand: ParsableCommand {
         let container = try PersistentContainer(name: "Memory", model: model, directory: path)
         defer { try? container.close() }
         let context = container.newBackgroundContext(childOfWriter: true)
-        return try context.performAndWait { () throws -> MemoryFigures in
+        var figures = try context.performAndWait { () throws -> MemoryFigures in
             // Read every record once first, so that the engine's block cache
             // (its own budget, StoreOptions.blockCacheCapacity) is in the
             // baseline: what follows is the object graph's.
@@ -101,6 +105,15 @@ struct LookupCommand: ParsableCommand {
                 filledBytesPerObject: (filled - baseline) * perObject, afterReleaseMB: released - baseline,
                 rowCacheMB: Double(cache.bytes) / 1_048_576, rowCacheBudgetMB: Double(cache.budget) / 1_048_576)
         }
+        // No reset: the block's end lets go of what nobody holds.
+        let baseline = ResidentMemory.trimmedMegabytes() - figures.afterReleaseMB
+        var request = FetchRequest<BenchRecipe>()
+        request.returnsObjectsAsFaults = false
+        let servings = try context.performAndWait { try context.fetch(request).reduce(0) { $0 &+ $1.servings } }
+        guard servings >= 0 else { throw ValidationError("servings are off") }
+        figures.registeredAfterBlock = context.performAndWait { context.registeredObjects.count }
+        figures.afterBlockMB = ResidentMemory.trimmedMegabytes() - baseline
+        return figures
     }
 
     enum Layout: String, CaseIterable {
@@ -261,6 +274,8 @@ struct LookupCommand: ParsableCommand {
             figures.add("  every fault filled", fixed(m.filledBytesPerObject, 1) + " B")
             figures.add("  all let go: resident memory above the baseline", fixed(m.afterReleaseMB, 1) + " MB")
             figures.add("  row cache then (budget)", fixed(m.rowCacheMB, 1) + " MB (" + fixed(m.rowCacheBudgetMB, 0) + " MB)")
+            figures.add("a block fetching every object filled, keeping none: registered after it", thousands(Double(m.registeredAfterBlock)))
+            figures.add("  resident memory above the baseline then (no reset)", fixed(m.afterBlockMB, 1) + " MB")
         }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); "
             + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + "\n\n" + figures.render()
