@@ -98,6 +98,18 @@ extension ManagedObjectContext {
         return request.fetchLimit > 0 ? min(count, request.fetchLimit) : count
     }
 
+    /// How a fetch of `request` reads the store: which index, within which
+    /// bounds, or a scan of every record (see ``QueryPlan``).
+    ///
+    /// ```swift
+    /// let plan = try context.explain(FetchRequest<Item>(predicate: #Predicate { $0.remoteID == 42 }))
+    /// // SEARCH Item USING INDEX (remoteID) (remoteID = ?)
+    /// ```
+    public func explain<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> QueryPlan {
+        let entity = try request.entity(in: model)
+        return QueryPlanner.plan(request.predicate.flatMap { ValueTest.compile($0, entity: entity) }, entity: entity)
+    }
+
     // MARK: Internal
 
     /// Checks the queue; a confinement context, which has no blocks to end,
@@ -210,11 +222,14 @@ extension ManagedObjectContext {
         // below runs once per stored record.
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
+        let plan = QueryPlanner.plan(compiled?.test, entity: entity)
+        // Registered objects an index scan passed by: judged afterwards.
+        var visited: Set<ObjectID> = []
         let source = try SourceView(of: self)
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
         let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
-        try source.forEach(of: entity) { id, row throws(StrataError) in
+        try source.forEach(of: entity, plan: plan) { id, row throws(StrataError) in
             if !checksRegistry {
                 if let compiled {
                     // Judged where its values lie, reading only what the test reads.
@@ -223,6 +238,7 @@ extension ManagedObjectContext {
                     body(.unregistered(id, keepingRows ? row.kept() : nil))
                 }
             } else if let object = registry[id] {
+                if plan.indexNumber != nil { visited.insert(id) }
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
@@ -241,6 +257,16 @@ extension ManagedObjectContext {
                 } else if try evaluation.matches(id, row) {
                     body(.unregistered(id, keepingRows ? row.kept() : nil))
                 }
+            }
+        }
+        if includesPending && plan.indexNumber != nil && checksRegistry {
+            // An object held here may match on its own values (a change, or
+            // a snapshot older than the source, SEMANTICS.md line 10) where
+            // the index, which holds the source's, did not select it.
+            // It must still exist in the source, as a scan would have met it.
+            for (id, object) in registry where id.entity === entity && !visited.contains(id) {
+                guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { continue }
+                if try evaluation.matches(object), try source.snapshot(for: id) != nil { body(.registered(object)) }
             }
         }
         if includesPending {

@@ -50,7 +50,18 @@ struct LookupCommand: ParsableCommand {
         var rssAfterOpenMB: [Double] = []
         var sqliteScanMs: [Double] = []
         var sqliteOpenAndFirstQueryMs: [Double] = []
+        /// The same fetch by name, with `name` indexed: per layout, per round.
+        var indexed: [IndexedRun] = []
+        var indexedPlan = ""
+        var sqliteIndexedMs: [Double] = []
         var memory: MemoryFigures?
+    }
+
+    /// A fetch by name through an index.
+    struct IndexedRun: Codable, Sendable {
+        var layout: String
+        var milliseconds: Double
+        var matched: Int
     }
 
     /// What fetching a whole entity costs in resident memory (the allocator
@@ -185,6 +196,11 @@ struct LookupCommand: ParsableCommand {
                     report.sqliteOpenAndFirstQueryMs.append(openAndQuery * 1000)
                 }
             }
+            try Self.measureIndexed(objects: objects, rounds: rounds, target: target, path: work.path + "/indexed",
+                                    reused: work.reused, report: &report)
+            if !noSQLite {
+                for _ in 0..<rounds { report.sqliteIndexedMs.append(try SQLiteLookup.indexedQuery(name: target, path: sqlitePath)) }
+            }
             progress("lookup: memory of a whole-entity fetch ...")
             report.memory = try Self.measureMemory(model: model, path: path, objects: objects)
             report.backgroundScheduling = BackgroundScheduling.state
@@ -192,6 +208,30 @@ struct LookupCommand: ParsableCommand {
         }.get()
         print(Self.render(report))
         if let json { try writeJSON(report, to: json) }
+    }
+
+    /// The fetch by name again, over a store of the same recipes whose
+    /// model indexes `name` (imported first, unless reused).
+    static func measureIndexed(objects: Int, rounds: Int, target: String, path: String, reused: Bool, report: inout Report) throws {
+        let model = try makeBenchModel(recipeIndexes: [IndexDescription("name")])
+        if !(reused && FileManager.default.fileExists(atPath: path)) {
+            progress("lookup: the same recipes into a store that indexes their names ...")
+            try? FileManager.default.removeItem(atPath: path)
+            try importStore(objects: objects, ingredientsPerRecipe: 0, saveEvery: 20_000, at: path, model: model)
+        }
+        let container = try PersistentContainer(name: "Indexed", model: model, directory: path)
+        defer { try? container.close() }
+        let request = FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == target })
+        for _ in 0..<rounds {
+            for layout in Layout.allCases {
+                let context = container.newBackgroundContext(childOfWriter: layout == .writerChild)
+                var matched = 0
+                let elapsed = try seconds { matched = try context.performAndWait { try context.fetch(request).count } }
+                guard matched == 1 else { throw ValidationError("the indexed fetch found \(matched) recipes called \(target)") }
+                report.indexed.append(IndexedRun(layout: layout.rawValue, milliseconds: elapsed * 1000, matched: matched))
+                report.indexedPlan = try context.performAndWait { try context.explain(request).description }
+            }
+        }
     }
 
     /// The ID of the recipe called `name` (found once, before measuring).
@@ -259,6 +299,19 @@ struct LookupCommand: ParsableCommand {
             let ms = median(report.sqliteScanMs)
             table.add("SQLite: SELECT … WHERE name = ? (no index)", fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), "1", "-", "-", "-", "-", "-", "-")
         }
+        var indexedText = ""
+        if !report.indexed.isEmpty {
+            var indexed = Table("The same fetch with `name` indexed: \(report.indexedPlan)", "fetch ms", "matched")
+            for layout in Layout.allCases {
+                let runs = report.indexed.filter { $0.layout == layout.rawValue }
+                guard !runs.isEmpty else { continue }
+                indexed.add(layout.rawValue, fixed(median(runs.map(\.milliseconds)), 3), thousands(Double(runs[0].matched)))
+            }
+            if !report.sqliteIndexedMs.isEmpty {
+                indexed.add("SQLite: SELECT … WHERE name = ? (CREATE INDEX on name)", fixed(median(report.sqliteIndexedMs), 3), "1")
+            }
+            indexedText = "\n\n" + indexed.render()
+        }
         var figures = Table("Around it, medians of \(report.floor.count)", "Figure")
         figures.add("the engine's scan of the same records (bytes lent, nothing decoded)", thousands(median(report.engineScanRecordsPerSecond)) + " records/s")
         figures.add("  the same scan decoding every record whole", thousands(median(report.engineDecodingScanRecordsPerSecond)) + " records/s")
@@ -278,7 +331,7 @@ struct LookupCommand: ParsableCommand {
             figures.add("  resident memory above the baseline then (no reset)", fixed(m.afterBlockMB, 1) + " MB")
         }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); "
-            + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + "\n\n" + figures.render()
+            + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + indexedText + "\n\n" + figures.render()
     }
 }
 
