@@ -71,17 +71,11 @@ final class LogRecordStore: RecordStore {
     }
 
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
-        do {
+        try Self.scanning {
             try engine.readView().forEachBorrowed(from: prefix, to: endOfPrefix(prefix)) { key, value in
                 try body(key, value)
                 return true
             }
-        } catch let error as StrataError {
-            throw error
-        } catch let error as StoreError {
-            throw StrataError.storage(error)
-        } catch {
-            throw StrataError(.storage, "\(error)")
         }
     }
 
@@ -92,13 +86,21 @@ final class LogRecordStore: RecordStore {
         func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
             do throws(StoreError) { return try view.get(key) } catch { throw StrataError.storage(error) }
         }
-        do {
+        try Self.scanning {
             for range in ranges {
                 try view.forEachBorrowed(from: range.start, to: range.end) { key, _ in
                     try body(key, get)
                     return true
                 }
             }
+        }
+    }
+
+    /// Runs an engine scan whose body throws ``StrataError``: the engine's
+    /// untyped throw carries either that or its own ``StoreError``.
+    private static func scanning(_ scan: () throws -> Void) throws(StrataError) {
+        do {
+            try scan()
         } catch let error as StrataError {
             throw error
         } catch let error as StoreError {
