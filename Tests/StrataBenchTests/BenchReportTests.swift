@@ -158,10 +158,16 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             _ = try number(run["rowCacheMB"], "rowCacheMB")
             _ = try object(run["stall"], "stall")
         }
-        for key in ["openAndFirstQueryMs", "engineScanRecordsPerSecond", "sqliteScanMs", "sqliteOpenAndFirstQueryMs"] {
+        for key in ["openAndFirstQueryMs", "engineScanRecordsPerSecond", "engineDecodingScanRecordsPerSecond", "sqliteScanMs",
+                    "sqliteOpenAndFirstQueryMs", "sqliteIndexedMs"] {
             let values = try #require(l[key] as? [NSNumber], "missing \(key)")
             #expect(values.count == 1 && values[0].doubleValue > 0)
         }
         #expect((l["floor"] as? [Any])?.count == 1)
+        // The fetch by name through an index, in both layouts.
+        let indexed = try #require(l["indexed"] as? [[String: Any]])
+        #expect(indexed.count == 2)
+        for run in indexed { #expect(try number(run["matched"], "matched") == 1) }
+        #expect((l["indexedPlan"] as? String)?.hasPrefix("SEARCH Recipe USING INDEX (name)") == true)
     }
 }

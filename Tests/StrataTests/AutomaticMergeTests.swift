@@ -32,6 +32,9 @@ import Testing
         let saver = ManagedObjectContext(.privateQueue, parent: parent, name: "saver")
         let watcher = ManagedObjectContext(.privateQueue, parent: parent, name: "watcher")
         watcher.automaticallyMergesChangesFromParent = true
+        // The fetched object must still be registered when M1 runs (nothing
+        // holds it: without this the block's end would let go of it).
+        watcher.performAndWait { watcher.retainsRegisteredObjects = true }
         let gate = DispatchSemaphore(value: 0)
         let blocker: @Sendable () -> Void = {
             _ = gate.wait(timeout: .now() + 10)

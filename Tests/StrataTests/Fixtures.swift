@@ -44,7 +44,8 @@ final class Card: ManagedObject {
 }
 
 /// A fresh model (an entity belongs to one model, so each test makes its own).
-func makeModel() -> ManagedObjectModel {
+/// The test model; `recipeIndexes` declares indexes on Recipe.
+func makeModel(recipeIndexes: [IndexDescription] = []) -> ManagedObjectModel {
     try! ManagedObjectModel(entities: [
         EntityDescription(name: "Recipe", managedObjectClass: Recipe.self, properties: [
             .attribute("name", .string),
@@ -59,7 +60,7 @@ func makeModel() -> ManagedObjectModel {
             .toMany("tags", "Tag", inverse: "recipes"),
             .toOne("author", "Author", inverse: "recipes"),
             .toOne("card", "Card", inverse: "recipe", deleteRule: .cascade),
-        ]),
+        ], indexes: recipeIndexes),
         EntityDescription(name: "Ingredient", managedObjectClass: Ingredient.self, properties: [
             .attribute("name", .string),
             .attribute("grams", .integer32, defaultValue: .integer(0)),

@@ -157,10 +157,12 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         let container = try populatedContainer(3)
         let source = container.newPrivateQueueContext(name: "Source")
         let target = container.newPrivateQueueContext(name: "Target")
-        let registeredBefore = try target.performAndWait { () throws(StrataError) -> Int in
-            _ = try Recipe.all(in: target)  // registers all three
-            return target.registeredObjects.count
-        }
+        // Held, so that they stay registered (a context lets go of fetched
+        // objects nobody references when the block ends).
+        let all = try target.performAndWait { () throws(StrataError) in try Recipe.all(in: target) }
+        defer { withExtendedLifetime(all) {} }
+        let registeredBefore = target.performAndWait { target.registeredObjects.count }
+        #expect(registeredBefore == 3)
         let outcome = try source.performAndWait { () throws(StrataError) in
             let recipe = try Recipe.first(in: source, where: #Predicate { $0.name == "Recipe 1" })!
             let permanent = !recipe.objectID.isTemporaryID

@@ -24,7 +24,8 @@ import Testing
         let loaded = coordinator.rowCacheStatistics
         #expect(peak <= budget && loaded.bytes <= budget)
         #expect(loaded.entries > 0 && loaded.entries < ids.count, "\(loaded)")
-        // The reader holds them; the writer, which only passed them on, holds none.
+        // Looked up by ID, they stay registered in the reader until a reset;
+        // the writer, which only passed them on, holds none.
         #expect(reader.performAndWait { reader.registeredObjects.count } == ids.count)
         #expect(writer.performAndWait { writer.registeredObjects.count } == 0)
         reader.performAndWait { reader.reset() }
@@ -39,5 +40,49 @@ import Testing
         try coordinator.close()
         let closed = coordinator.rowCacheStatistics
         #expect(closed.entries == 0 && closed.bytes == 0 && closed.budget == budget)
+    }
+
+    /// A context lets go of what it read once nothing outside it references
+    /// it (``ManagedObjectContext/retainsRegisteredObjects`` off): when the
+    /// block ends, or at a confinement context's next fetch; what was held
+    /// then is checked again after as many more reads. What is held, or
+    /// changed, stays, and stays the same instance.
+    @Test func readObjectsNobodyHoldsAreLetGo() throws {
+        let coordinator = try makeCoordinator()
+        let ids = try seedNumberedRecipes(coordinator, count: 2_000) { "Recipe \($0)" }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        // Read, touched, not kept.
+        let names = try context.performAndWait { () throws(StrataError) in
+            try context.fetch(FetchRequest<Recipe>()).reduce(0) { $0 + $1.name.count }
+        }
+        #expect(names > 0)
+        #expect(context.performAndWait { context.registeredObjects.count } == 0)
+        // Kept: they stay, and are the ones a lookup by ID returns.
+        var kept: [Recipe]? = try context.performAndWait { () throws(StrataError) in try context.fetch(FetchRequest<Recipe>()) }
+        #expect(context.performAndWait { context.registeredObjects.count } == ids.count)
+        let first = try #require(kept?.first)
+        #expect(try context.performAndWait { () throws(StrataError) in try context.existingObject(with: first.objectID) } === first)
+        // Let go of by the caller later: checked again once the context has
+        // read or fetched as many objects since, here by one more fetch of
+        // them all. A changed one stays.
+        context.performAndWait { first.servings = 99 }
+        kept = nil
+        _ = try context.performAndWait { () throws(StrataError) in try context.fetch(FetchRequest<Recipe>()).count }
+        #expect(context.performAndWait { context.registeredObjects.count } == 1)
+        #expect(try context.performAndWait { () throws(StrataError) in try context.existingObject(with: first.objectID) } === first)
+        context.performAndWait { context.rollback() }
+
+        // Kept by the context itself when asked to.
+        let keeping = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        keeping.performAndWait { keeping.retainsRegisteredObjects = true }
+        _ = try keeping.performAndWait { () throws(StrataError) in try keeping.fetch(FetchRequest<Recipe>()).count }
+        #expect(keeping.performAndWait { keeping.registeredObjects.count } == ids.count)
+
+        // A confinement context has no blocks: its next fetch lets go.
+        let confined = ManagedObjectContext(.confinement, coordinator: coordinator)
+        _ = try confined.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 0 })).count
+        #expect(confined.registeredObjects.count == ids.count)
+        let one = try confined.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == "Recipe 7" }))
+        #expect(one.count == 1 && confined.registeredObjects.count == 1)
     }
 }

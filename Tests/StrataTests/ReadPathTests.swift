@@ -86,10 +86,10 @@ import Testing
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let middle = ManagedObjectContext(.privateQueue, parent: writer)
         let child = ManagedObjectContext(.privateQueue, parent: middle)
-        let count = try child.performAndWait {
-            try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings % 2 == 0 })).count
+        let found = try child.performAndWait {
+            try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings % 2 == 0 }))
         }
-        #expect(count == 100)
+        #expect(found.count == 100)
         #expect(child.performAndWait { child.registeredObjects.count } == 100)
         #expect(middle.performAndWait { middle.registeredObjects.count } == 0)
         #expect(writer.performAndWait { writer.registeredObjects.count } == 0)

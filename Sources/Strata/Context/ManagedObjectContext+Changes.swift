@@ -195,13 +195,17 @@ extension ManagedObjectContext {
         if pendingChanges.count == 1 { scheduleProcessingIfUsedDirectly() }
     }
 
-    /// A `.mainQueue` context changed outside any block (direct use on the
-    /// main queue) gets its notification from one main-queue block, as Core
-    /// Data posts it at the end of the run-loop turn.
+    /// A `.mainQueue` context changed or read outside any block (direct use
+    /// on the main queue) gets its notification, and lets go of what it
+    /// read, from one main-queue block, as Core Data posts it at the end of
+    /// the run-loop turn.
     func scheduleProcessingIfUsedDirectly() {
         guard concurrencyType == .mainQueue, !processingScheduled, !isInsideBlock else { return }
         processingScheduled = true
-        DispatchQueue.main.async { self.processPendingChanges() }
+        DispatchQueue.main.async {
+            self.processPendingChanges()
+            self.releaseUnreferencedFetched()
+        }
     }
 
     /// Posts one objects-did-change notification for everything changed since

@@ -106,6 +106,9 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
+        recentlyFetched.removeAll()
+        heldFetched.removeAll()
+        fetchedSinceHeldChecked = 0
         publishedAll = false
         for object in pendingChanges { object.flags.remove(.pendingNotification) }
         pendingChanges.removeAll()
@@ -135,6 +138,9 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
+        recentlyFetched.removeAll()
+        heldFetched.removeAll()
+        fetchedSinceHeldChecked = 0
         publishedAll = false
         scheduleProcessingIfUsedDirectly()
     }

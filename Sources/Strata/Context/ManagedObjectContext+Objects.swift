@@ -33,7 +33,10 @@ extension ManagedObjectContext {
 
     // MARK: Internal
 
-    func registeredOrFault(for id: ObjectID) -> ManagedObject {
+    /// The registered object for `id`, or a new fault registered for it;
+    /// `fetched`: registered for a fetch's result, so let go of when no one
+    /// references it any more (``releaseUnreferencedFetched()``).
+    func registeredOrFault(for id: ObjectID, fetched: Bool = false) -> ManagedObject {
         if let object = registry[id] { return object }
         let object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
         object.primaryKey = id.primaryKey
@@ -42,18 +45,29 @@ extension ManagedObjectContext {
         object.values = []
         object.flags = [.fault]
         registry[id] = object
+        if fetched { noteFetched(id) }
         return object
     }
 
-    /// Registers an object read from the source.
+    /// Remembers an object registered for a fetch, for ``releaseUnreferencedFetched()``.
+    @inline(__always)
+    private func noteFetched(_ id: ObjectID) {
+        guard !retainsRegisteredObjects else { return }
+        recentlyFetched.append(id)
+        if recentlyFetched.count == 1 { scheduleProcessingIfUsedDirectly() }
+    }
+
+    /// Registers an object read from the source (`fetched`: see
+    /// ``registeredOrFault(for:fetched:)``).
     @discardableResult
-    func materialize(_ id: ObjectID, _ snapshot: Snapshot) -> ManagedObject {
+    func materialize(_ id: ObjectID, _ snapshot: Snapshot, fetched: Bool = false) -> ManagedObject {
         let object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
         object.primaryKey = id.primaryKey
         object.isTemporary = id.isTemporaryID
         object.context = self
         fill(object, snapshot)
         registry[id] = object
+        if fetched { noteFetched(id) }
         return object
     }
 

@@ -132,7 +132,10 @@ extension ManagedObjectContext {
         // Children's saves recorded for this context come before the block.
         if outermost && concurrencyType == .privateQueue { takeDeferredChildSaves() }
         defer {
-            if outermost { processPendingChanges() }
+            if outermost {
+                processPendingChanges()
+                releaseUnreferencedFetched()
+            }
             BackgroundScheduling.restoreSlice(previousSlice)
             if timed {
                 let long = DispatchTime.now().uptimeNanoseconds - started >= Self.longBlockNanoseconds

@@ -4,33 +4,73 @@ internal import StrataStore
 extension ManagedObjectContext {
     /// After a save: lets go of the saved objects that only the registry
     /// still references (see ``retainsRegisteredObjects``). Bounded by the
-    /// save, not by everything the context ever registered.
-    ///
-    /// A `.mainQueue` context hands them to a background queue to be freed:
-    /// freeing an import's chunk of objects (each with its values) is about
-    /// half of what saving the main context into the writer costs the main
-    /// queue otherwise.
+    /// save, not by everything the context ever registered. Saved objects
+    /// still referenced stay registered.
     func releaseUnreferencedObjects(_ saved: ObjectChanges) {
+        var held: [ObjectID] = []
+        release([saved.inserted, saved.updated], keepingHeldIn: &held)
+    }
+
+    /// Counts objects a fetch handed out towards checking ``heldFetched`` again.
+    func countFetched(_ count: Int) {
+        guard !retainsRegisteredObjects, !heldFetched.isEmpty else { return }
+        fetchedSinceHeldChecked += count
+    }
+
+    /// Lets go of the objects registered for fetches since the last call
+    /// that only the registry still references and that hold no change (see
+    /// ``retainsRegisteredObjects``); and, once as many objects have been
+    /// fetched since they were last checked, of the ones held then
+    /// (``heldFetched``), so an object let go of later leaves too and the
+    /// checks cost at most about twice what the context fetches. Called
+    /// where no caller can hold an object through the registry alone: when
+    /// a block ends, at the end of a main-queue turn for a context used
+    /// directly, and when a confinement context's fetch starts.
+    func releaseUnreferencedFetched() {
+        let checksHeld = !heldFetched.isEmpty && fetchedSinceHeldChecked >= heldFetched.count
+        guard !recentlyFetched.isEmpty || checksHeld else { return }
+        var lists = [recentlyFetched]
+        fetchedSinceHeldChecked += recentlyFetched.count
+        recentlyFetched = []
+        if checksHeld {
+            lists.append(heldFetched)
+            heldFetched = []
+            fetchedSinceHeldChecked = 0
+        }
+        release(lists, keepingHeldIn: &heldFetched)
+    }
+
+    /// Lets go of the unchanged objects of `lists` that only the registry
+    /// references; appends the IDs of the others it holds to `held`.
+    private func release(_ lists: [[ObjectID]], keepingHeldIn held: inout [ObjectID]) {
         // Other contexts free the objects here, as they go.
         let released = concurrencyType == .mainQueue ? ReleasedObjects() : nil
-        release(saved.inserted, into: released)
-        release(saved.updated, into: released)
+        for ids in lists {
+            for id in ids {
+                guard let position = registry.index(forKey: id) else { continue }
+                let changed = !registry.values[position].flags.isDisjoint(with: [.dirty, .inserted, .deleted, .pendingNotification])
+                // In place: a copy of the reference would make it look shared.
+                guard !changed, isKnownUniquelyReferenced(&registry.values[position]) else {
+                    held.append(id)
+                    continue
+                }
+                let object = registry.remove(at: position).value
+                object.context = nil
+                released?.objects.append(object)
+            }
+        }
+        // A table sized for everything once fetched would keep its memory
+        // (a million objects: 64 MiB): rebuilt for what is left, at a cost
+        // paid for by the removals that emptied it.
+        if registry.capacity > 4096 && registry.count < registry.capacity / 8 {
+            var smaller = [ObjectID: ManagedObject](minimumCapacity: registry.count)
+            for (id, object) in registry { smaller[id] = object }
+            registry = smaller
+        }
         // Emptied there, not here: whoever lets go of the box last, the
         // objects are freed on the queue.
         if let released, !released.objects.isEmpty {
             ReleasedObjects.queue.async { BackgroundScheduling.run { released.objects.removeAll() } }
-        }
-    }
-
-    private func release(_ ids: [ObjectID], into released: ReleasedObjects?) {
-        for id in ids {
-            guard var object = registry.removeValue(forKey: id) else { continue }
-            if isKnownUniquelyReferenced(&object) && object.flags.isDisjoint(with: [.dirty, .inserted, .deleted, .pendingNotification]) {
-                object.context = nil
-                released?.objects.append(object)
-            } else {
-                registry[id] = object
-            }
         }
     }
 }

@@ -87,6 +87,16 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// Objects inserted and deleted again before a save: gone, but a
     /// reference to one must still fail validation.
     var discardedInserts: Set<ObjectID> = []
+    /// Objects registered for fetches' results since the last
+    /// ``releaseUnreferencedFetched()``: the ones it checks, so that letting
+    /// go costs what was fetched, not what is registered.
+    @exclusivity(unchecked) var recentlyFetched: [ObjectID] = []
+    /// Fetched objects that were still referenced when last checked,
+    /// checked again once as many objects have been fetched since
+    /// (`fetchedSinceHeldChecked`): so an object let go of later leaves too,
+    /// at a cost that stays proportional to what the context fetches.
+    @exclusivity(unchecked) var heldFetched: [ObjectID] = []
+    @exclusivity(unchecked) var fetchedSinceHeldChecked = 0
     /// Objects changed since the last objects-did-change notification.
     @exclusivity(unchecked) var pendingChanges: [ManagedObject] = []
     /// IDs refreshed or invalidated by merges since the last notification.
@@ -115,12 +125,30 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     public var mergePolicy: MergePolicy = .error
 
     /// Whether the context keeps every object it registered until `reset()`.
-    /// Off (the default, as in Core Data), a save lets go of the objects it
-    /// saved that nothing outside the context references; using one again by
-    /// ID loads it afresh. That keeps a long import's contexts — the main
-    /// context above all — from growing with everything ever imported.
-    /// A `.mainQueue` context frees them on a background queue, so a
-    /// subclass's `deinit` may run there.
+    ///
+    /// Off (the default), the context lets go of unchanged objects that
+    /// nothing outside it references: the ones a save saved, and the ones it
+    /// registered for a fetch's results (``fetch(_:)``, ``fetchResults(_:)``)
+    /// once the block that fetched them ends — for a main-queue context used
+    /// directly, at the end of the main queue's turn; for a confinement
+    /// context, at its next fetch. A fetched object still referenced then is
+    /// checked again once the context has fetched as many objects since (so
+    /// the checks cost at most about twice what it fetches). Using one again
+    /// loads it afresh (from the row cache when it is there). That keeps a
+    /// long import's contexts — the main context above all — and a server's
+    /// querying contexts from growing with everything ever imported or
+    /// fetched. Objects looked up by ID or reached through a relationship
+    /// stay registered until a save lets go of them or `reset()`: SEMANTICS.md
+    /// lines 10 and 19–21 (a registered object keeps its snapshot, merges
+    /// refresh it, conflicts are found against it) are stated for them.
+    /// A `.mainQueue` context frees what it lets go of on a background
+    /// queue, so a subclass's `deinit` may run there.
+    ///
+    /// ```swift
+    /// let total = try context.performAndWait {
+    ///     try context.fetch(FetchRequest<Recipe>()).reduce(0) { $0 + $1.servings }
+    /// }   // let go: the context holds none of the recipes now
+    /// ```
     public var retainsRegisteredObjects = false
 
     // MARK: State guarded by `relationsLock`

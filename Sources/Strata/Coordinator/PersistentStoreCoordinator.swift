@@ -202,7 +202,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    private func currentStore() throws(StrataError) -> any RecordStore {
+    func currentStore() throws(StrataError) -> any RecordStore {
         guard let store = lock.withLock({ store }) else {
             throw StrataError(.noPersistentStore, "the coordinator has no open store")
         }
@@ -259,6 +259,23 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Calls `body` with every stored object of `entity` whose entry in the
+    /// plan's index lies in its ranges, in index order, at one read view:
+    /// the entries and the records they name are read from the same state.
+    func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
+        let store = try currentStore()
+        try store.forEachKey(in: plan.ranges) { entry, get throws(StrataError) in
+            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
+                throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
+            }
+            let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
+            guard let bytes = try get(RecordCoding.key(id)) else {
+                throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
+            }
+            try bytes.withBytes { (raw) throws(StrataError) in try body(BorrowedRecord(id: id, bytes: raw)) }
+        }
+    }
+
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version.
     /// Nothing changes (store, cache) if it throws.
@@ -288,6 +305,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 RecordCoding.encode(changes.insertedValues[i], version: 1, into: &record)
                 RecordCoding.writeKey(id, into: &key)
                 batch.put(key, record)
+                if !id.entity.indexes.isEmpty { IndexMaintenance.insert(changes.insertedValues[i], of: id, into: &batch) }
             }
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
             for (i, id) in changes.updated.enumerated() {
@@ -298,6 +316,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     RecordCoding.encode(values, version: version, into: &record)
                     RecordCoding.writeKey(id, into: &key)
                     batch.put(key, record)
+                    if !id.entity.indexes.isEmpty {
+                        IndexMaintenance.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
+                    }
                     let snapshot = Snapshot(values: values, version: version)
                     written.append((id, snapshot))
                     outcome.updatedVersions.append(version)
@@ -315,6 +336,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 switch deletes[i] {
                 case .delete:
                     batch.delete(RecordCoding.key(id))
+                    if !id.entity.indexes.isEmpty, let stored = try snapshot(for: id) {
+                        IndexMaintenance.delete(stored.values, of: id, into: &batch)
+                    }
                     removed.append(id)
                 case .alreadyGone:
                     removed.append(id)

@@ -7,12 +7,38 @@ protocol RecordStore: AnyObject, Sendable {
     /// Calls `body` with each record whose key starts with `prefix`, in key
     /// order, lending key and value for the call.
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError)
+    /// Calls `body` with each key in `ranges` (ascending and disjoint), in
+    /// order, and a lookup of any other key at the same read view.
+    func forEachKey(
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Void
+    ) throws(StrataError)
     /// Applies `batch` atomically (and durably, for the log store).
     func write(_ batch: WriteBatch) throws(StrataError)
     func close() throws(StrataError)
     var statistics: StoreStatistics? { get }
     /// Writes the log out to segments and reclaims the space of dead records.
     func compact() throws(StrataError)
+}
+
+/// Keys from `start` (inclusive) to `end` (exclusive; nil: no end).
+struct KeyRange: Hashable, Sendable {
+    var start: [UInt8]
+    var end: [UInt8]?
+
+    /// Every key that starts with `prefix`.
+    init(prefix: [UInt8]) {
+        start = prefix
+        end = endOfPrefix(prefix)
+    }
+
+    init(start: [UInt8], end: [UInt8]?) {
+        self.start = start
+        self.end = end
+    }
+
+    func contains(_ key: [UInt8]) -> Bool {
+        !key.lexicographicallyPrecedes(start) && (end.map { key.lexicographicallyPrecedes($0) } ?? true)
+    }
 }
 
 /// The first key after every key that starts with `prefix` (nil: no end).
@@ -45,11 +71,36 @@ final class LogRecordStore: RecordStore {
     }
 
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
-        do {
+        try Self.scanning {
             try engine.readView().forEachBorrowed(from: prefix, to: endOfPrefix(prefix)) { key, value in
                 try body(key, value)
                 return true
             }
+        }
+    }
+
+    func forEachKey(
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Void
+    ) throws(StrataError) {
+        let view = engine.readView()
+        func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
+            do throws(StoreError) { return try view.get(key) } catch { throw StrataError.storage(error) }
+        }
+        try Self.scanning {
+            for range in ranges {
+                try view.forEachBorrowed(from: range.start, to: range.end) { key, _ in
+                    try body(key, get)
+                    return true
+                }
+            }
+        }
+    }
+
+    /// Runs an engine scan whose body throws ``StrataError``: the engine's
+    /// untyped throw carries either that or its own ``StoreError``.
+    private static func scanning(_ scan: () throws -> Void) throws(StrataError) {
+        do {
+            try scan()
         } catch let error as StrataError {
             throw error
         } catch let error as StoreError {
@@ -92,6 +143,16 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
         let matching = lock.withLock { records.filter { $0.key.starts(with: prefix) } }
         for (key, value) in matching.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             try key.withBytes { (k) throws(StrataError) in try value.withBytes { (v) throws(StrataError) in try body(k, v) } }
+        }
+    }
+
+    func forEachKey(
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Void
+    ) throws(StrataError) {
+        let view = lock.withLock { records }  // one state for the whole call
+        let keys = view.keys.filter { key in ranges.contains { $0.contains(key) } }.sorted { $0.lexicographicallyPrecedes($1) }
+        for key in keys {
+            try key.withBytes { (k) throws(StrataError) in try body(k) { view[$0] } }
         }
     }
 

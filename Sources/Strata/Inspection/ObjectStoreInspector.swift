@@ -142,6 +142,8 @@ public final class ObjectStoreInspector: Sendable {
     public func verifyRecords() throws(StrataError) -> (records: Int, problems: [RecordProblem]) {
         var objectKeys = Set<[UInt8]>()
         contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert($0) }
+        var indexKeys = Set<[UInt8]>()
+        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { indexKeys.insert($0) }
         var problems: [RecordProblem] = []
         var records = 0
         do throws(StoreError) {
@@ -164,6 +166,12 @@ public final class ObjectStoreInspector: Sendable {
                             problem("\(id.entity.properties[i].name) refers to \(target), which is not in the store")
                         }
                     }
+                    for (number, index) in id.entity.indexes.enumerated()
+                    where !indexKeys.contains(IndexKeyCoding.key(snapshot.values, of: id.entity, index: number, primaryKey: id.primaryKey)) {
+                        problem("has no entry in index \(index) for its values")
+                    }
+                case IndexKeyCoding.indexTag?:
+                    if let message = checkIndexEntry(key) { problem(message) }
                 case RecordCoding.metaTag?:
                     if key == RecordCoding.keysKey, RecordCoding.decodeKeys(value)?.count != model.entities.count {
                         problem("the key counters do not decode, or do not match the model's \(model.entities.count) entities")
@@ -193,6 +201,23 @@ public final class ObjectStoreInspector: Sendable {
     }
 
     // MARK: Helpers
+
+    /// What is wrong with an index entry: it must belong to an index of the
+    /// model and be the entry its object's stored values make.
+    private func checkIndexEntry(_ key: [UInt8]) -> String? {
+        guard key.count >= 4 + 1 + 8, let entity = model.entity(at: UInt16(key[1]) << 8 | UInt16(key[2])),
+              Int(key[3]) < entity.indexes.count,
+              let primaryKey = key.withUnsafeBytes({ IndexKeyCoding.primaryKey(ofEntry: $0) })
+        else { return "an index entry that names no index of the model" }
+        let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
+        guard let bytes = try? contents.value(forKey: RecordCoding.key(id)) else {
+            return "an entry of index \(entity.indexes[Int(key[3])]) for \(id), which is not in the store"
+        }
+        guard let snapshot = RecordCoding.decode(bytes, entity: entity, model: model),
+              IndexKeyCoding.key(snapshot.values, of: entity, index: Int(key[3]), primaryKey: primaryKey) == key
+        else { return "an entry of index \(entity.indexes[Int(key[3])]) for \(id) that its stored values do not make" }
+        return nil
+    }
 
     private func inspect(_ id: ObjectID, _ bytes: [UInt8]) throws(StrataError) -> InspectedObject {
         guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {

@@ -26,6 +26,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Per property: whether it is a to-many relationship.
     let toManyFlags: [Bool]
     private let propertyNames: [String]
+    /// The attribute indexes, in declaration order; an index's position is
+    /// part of its keys in the store.
+    public let indexes: [IndexDescription]
+    /// Per index: the positions of its attributes (checked by the model).
+    @exclusivity(unchecked) private(set) var indexedProperties: [[Int]] = []
 
     struct Resolved {
         /// Position in the model, sorted by name; part of every record key.
@@ -54,10 +59,14 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Positions of relationships with the deny rule.
     @exclusivity(unchecked) private(set) var denyIndices: [Int] = []
 
-    public init(name: String, managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription]) {
+    public init(
+        name: String, managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription],
+        indexes: [IndexDescription] = []
+    ) {
         self.name = name
         self.managedObjectClass = managedObjectClass
         self.properties = properties
+        self.indexes = indexes
         var index: [String: Int] = [:]
         for (i, p) in properties.enumerated() where index[p.name] == nil { index[p.name] = i }
         self.propertyIndex = index
@@ -68,6 +77,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     func resolve(_ resolved: Resolved) {
         index = resolved.index
+        indexedProperties = indexes.map { $0.attributeNames.map { propertyIndex[$0]! } }  // checked by the model
         destinations = resolved.destinations
         inverses = resolved.inverses
         initialValues = resolved.initialValues

@@ -49,6 +49,19 @@ public final class ManagedObjectModel: Sendable {
             guard entity.propertyIndex.count == entity.properties.count else {
                 throw StrataError(.invalidModel, "entity \(entity.name) declares a property name twice")
             }
+            guard entity.indexes.count <= 255, Set(entity.indexes).count == entity.indexes.count else {
+                throw StrataError(.invalidModel, "entity \(entity.name) declares an index twice, or more than 255")
+            }
+            for index in entity.indexes {
+                guard !index.attributeNames.isEmpty, Set(index.attributeNames).count == index.attributeNames.count else {
+                    throw StrataError(.invalidModel, "\(entity.name) index \(index): no attributes, or one named twice")
+                }
+                for name in index.attributeNames {
+                    guard let i = entity.propertyIndex[name], case .attribute = entity.properties[i] else {
+                        throw StrataError(.invalidModel, "\(entity.name) index \(index): \(name) is not an attribute of \(entity.name)")
+                    }
+                }
+            }
         }
         var resolvedAll: [EntityDescription.Resolved] = []
         for (i, entity) in sorted.enumerated() {
@@ -137,7 +150,9 @@ package enum ModelSchema {
     static func keepAlive(_ model: ManagedObjectModel) { lock.withLock { models.append(model) } }
 
     static func encode(_ entities: [EntityDescription]) -> [UInt8] {
-        var out: [UInt8] = [1]  // format version
+        // Format 1 has no indexes: a model without any encodes as it always did.
+        let hasIndexes = entities.contains { !$0.indexes.isEmpty }
+        var out: [UInt8] = [hasIndexes ? 2 : 1]  // format version
         func string(_ s: String) { out.appendVarint(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8) }
         out.appendVarint(UInt64(entities.count))
         for entity in entities {
@@ -152,13 +167,20 @@ package enum ModelSchema {
                     string(r.inverseName ?? ""); out.append(r.isOptional ? 1 : 0); out.append(r.deleteRule.rawValue)
                 }
             }
+            if hasIndexes {
+                out.appendVarint(UInt64(entity.indexes.count))
+                for index in entity.indexes {
+                    out.appendVarint(UInt64(index.attributeNames.count))
+                    for name in index.attributeNames { string(name) }
+                }
+            }
         }
         return out
     }
 
     /// FNV-1a over what records depend on: entity order and names, property
-    /// order, names, kinds and types (not optionality, defaults or delete
-    /// rules, which change no stored byte).
+    /// order, names, kinds and types, and indexes (not optionality, defaults
+    /// or delete rules, which change no stored byte).
     static func hash(_ entities: [EntityDescription]) -> String {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         func mix<S: Sequence<UInt8>>(_ bytes: S) { for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
@@ -170,6 +192,12 @@ package enum ModelSchema {
                 case .relationship(let r): mix([r.isToMany ? 3 : 2]); mix(r.name.utf8); mix([0]); mix(r.destinationEntityName.utf8)
                 }
                 mix([0])
+            }
+            // Index keys are stored too (an entity without indexes hashes
+            // as it always did).
+            for index in entity.indexes {
+                mix([4])
+                for name in index.attributeNames { mix(name.utf8); mix([0]) }
             }
         }
         let hex = String(h, radix: 16)

@@ -4,8 +4,8 @@ extension ModelSchema {
     /// Rebuilds a model from the bytes ``encode(_:)`` wrote — without the
     /// application's classes: every entity is represented by `ManagedObject`
     /// itself. Enough to decode records (the schema holds every name, kind,
-    /// type, optionality, inverse and delete rule; not default values, which
-    /// no stored byte depends on).
+    /// type, optionality, inverse and delete rule, and the indexes; not
+    /// default values, which no stored byte depends on).
     ///
     /// Throws ``StrataError/Code/corruptRecord`` when the bytes are malformed,
     /// and ``StrataError/Code/invalidModel`` when they describe an inconsistent model.
@@ -23,7 +23,8 @@ extension ModelSchema {
                 default: return nil
                 }
             }
-            guard reader.readInteger(UInt8.self) == 1, let count = reader.readLength(limit: Int(UInt16.max)) else { return nil }
+            guard let format = reader.readInteger(UInt8.self), format == 1 || format == 2,
+                  let count = reader.readLength(limit: Int(UInt16.max)) else { return nil }
             var entities: [EntityDescription] = []
             for _ in 0..<count {
                 guard let name = string(), let propertyCount = reader.readLength(limit: reader.remaining) else { return nil }
@@ -47,7 +48,20 @@ extension ModelSchema {
                         return nil
                     }
                 }
-                entities.append(EntityDescription(name: name, properties: properties))
+                var indexes: [IndexDescription] = []
+                if format == 2 {
+                    guard let indexCount = reader.readLength(limit: 255) else { return nil }
+                    for _ in 0..<indexCount {
+                        guard let nameCount = reader.readLength(limit: reader.remaining) else { return nil }
+                        var names: [String] = []
+                        for _ in 0..<nameCount {
+                            guard let name = string() else { return nil }
+                            names.append(name)
+                        }
+                        indexes.append(IndexDescription(names))
+                    }
+                }
+                entities.append(EntityDescription(name: name, properties: properties, indexes: indexes))
             }
             return reader.isAtEnd ? entities : nil
         }

@@ -34,7 +34,7 @@ extension ManagedObjectContext {
     /// context did not hold come back as faults unless
     /// ``FetchRequest/returnsObjectsAsFaults`` is off.
     public func fetch<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [Result] {
-        checkQueue()
+        beginRead()
         // Before the scan: a save after it must keep the scan's rows out of the cache.
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         let page = try orderedPage(of: request, keepingRows: true)
@@ -51,12 +51,13 @@ extension ManagedObjectContext {
                     if case .stored(let record) = row, persistentStoreCoordinator.rowCacheHasRoom {
                         persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
                     }
-                    objects.append(unsafeDowncast(registeredOrFault(for: id), to: Result.self))
+                    objects.append(unsafeDowncast(registeredOrFault(for: id, fetched: true), to: Result.self))
                 } else {
-                    objects.append(unsafeDowncast(materialize(id, try row.snapshot()), to: Result.self))
+                    objects.append(unsafeDowncast(materialize(id, try row.snapshot(), fetched: true), to: Result.self))
                 }
             }
         }
+        countFetched(objects.count)
         return objects
     }
 
@@ -74,7 +75,7 @@ extension ManagedObjectContext {
     ///
     /// The collection belongs to this context: use it on its queue.
     public func fetchResults<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> FetchedResults<Result> {
-        checkQueue()
+        beginRead()
         let ids = request.sortDescriptors.isEmpty ? try matchingIDs(of: request) : try orderedPage(of: request, keepingRows: true).map(\.objectID)
         return FetchedResults(objectIDs: ids, context: self, batchSize: request.fetchBatchSize > 0 ? request.fetchBatchSize : 20)
     }
@@ -82,7 +83,7 @@ extension ManagedObjectContext {
     /// The IDs of the objects `request` describes; no object is materialized
     /// for it (sorting reads values, not objects).
     public func fetchObjectIDs<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [ObjectID] {
-        checkQueue()
+        beginRead()
         if request.sortDescriptors.isEmpty { return try matchingIDs(of: request) }
         return try orderedPage(of: request, keepingRows: true).map(\.objectID)
     }
@@ -90,14 +91,33 @@ extension ManagedObjectContext {
     /// How many objects `request` describes (limit and offset applied),
     /// materializing none.
     public func count<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> Int {
-        checkQueue()
+        beginRead()
         var count = 0
         try forEachMatch(of: request, keepingRows: false) { _ in count += 1 }
         count = max(0, count - request.fetchOffset)
         return request.fetchLimit > 0 ? min(count, request.fetchLimit) : count
     }
 
+    /// How a fetch of `request` reads the store: which index, within which
+    /// bounds, or a scan of every record (see ``QueryPlan``).
+    ///
+    /// ```swift
+    /// let plan = try context.explain(FetchRequest<Item>(predicate: #Predicate { $0.remoteID == 42 }))
+    /// // SEARCH Item USING INDEX (remoteID) (remoteID = ?)
+    /// ```
+    public func explain<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> QueryPlan {
+        let entity = try request.entity(in: model)
+        return QueryPlanner.plan(request.predicate.flatMap { ValueTest.compile($0, entity: entity) }, entity: entity)
+    }
+
     // MARK: Internal
+
+    /// Checks the queue; a confinement context, which has no blocks to end,
+    /// lets go of what it read before (``retainsRegisteredObjects``).
+    private func beginRead() {
+        checkQueue()
+        if concurrencyType == .confinement { releaseUnreferencedFetched() }
+    }
 
     /// The matches, sorted by the request's descriptors and cut to its page.
     private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
@@ -154,7 +174,7 @@ extension ManagedObjectContext {
             let source = try parent == nil ? nil : SourceView(of: self)
             for id in missing {
                 let snapshot = if let source { try source.snapshot(for: id) } else { try persistentStoreCoordinator.snapshot(for: id) }
-                let object = registeredOrFault(for: id)
+                let object = registeredOrFault(for: id, fetched: true)
                 // Gone since: the fault stays, and reads as deleted when used.
                 if let snapshot, object.flags.contains(.fault) { fill(object, snapshot) }
             }
@@ -202,11 +222,14 @@ extension ManagedObjectContext {
         // below runs once per stored record.
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
+        let plan = QueryPlanner.plan(compiled?.test, entity: entity)
+        // Registered objects an index scan passed by: judged afterwards.
+        var visited: Set<ObjectID> = []
         let source = try SourceView(of: self)
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
         let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
-        try source.forEach(of: entity) { id, row throws(StrataError) in
+        try source.forEach(of: entity, plan: plan) { id, row throws(StrataError) in
             if !checksRegistry {
                 if let compiled {
                     // Judged where its values lie, reading only what the test reads.
@@ -215,6 +238,7 @@ extension ManagedObjectContext {
                     body(.unregistered(id, keepingRows ? row.kept() : nil))
                 }
             } else if let object = registry[id] {
+                if plan.indexNumber != nil { visited.insert(id) }
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
@@ -233,6 +257,16 @@ extension ManagedObjectContext {
                 } else if try evaluation.matches(id, row) {
                     body(.unregistered(id, keepingRows ? row.kept() : nil))
                 }
+            }
+        }
+        if includesPending && plan.indexNumber != nil && checksRegistry {
+            // An object held here may match on its own values (a change, or
+            // a snapshot older than the source, SEMANTICS.md line 10) where
+            // the index, which holds the source's, did not select it.
+            // It must still exist in the source, as a scan would have met it.
+            for (id, object) in registry where id.entity === entity && !visited.contains(id) {
+                guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { continue }
+                if try evaluation.matches(object), try source.snapshot(for: id) != nil { body(.registered(object)) }
             }
         }
         if includesPending {

@@ -31,6 +31,6 @@ public struct FetchedResults<Result: ManagedObject>: RandomAccessCollection {
         }
         let start = position - position % batchSize
         context.prefetch(objectIDs[start..<Swift.min(start + batchSize, objectIDs.count)])
-        return unsafeDowncast(context.registeredOrFault(for: id), to: Result.self)
+        return unsafeDowncast(context.registeredOrFault(for: id, fetched: true), to: Result.self)
     }
 }

@@ -98,6 +98,14 @@ struct SourceView {
     /// then the ones a level inserted. The store is read at one read view,
     /// and its records are decoded only as far as `body` asks.
     func forEach(of entity: EntityDescription, _ body: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
+        try forEach(of: entity, plan: .scan(entity), body)
+    }
+
+    /// ``forEach(of:_:)`` narrowed by `plan`: the stored objects its index
+    /// selects (in index order), then every object a level above the store
+    /// inserted or changed — whatever the index says of its stored values,
+    /// the level's values may match.
+    func forEach(of entity: EntityDescription, plan: QueryPlan, _ body: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
         var overlay: [ObjectID: Overlay] = [:]
         for layer in layers {
             for (id, state) in layer.published.objects where id.entity === entity {
@@ -109,17 +117,33 @@ struct SourceView {
                 }
             }
         }
+        func stored(_ each: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
+            if plan.indexNumber == nil {
+                try coordinator.forEachStored(of: entity, each)
+            } else {
+                try coordinator.forEachStored(of: entity, in: plan, each)
+            }
+        }
         if overlay.isEmpty {
-            try coordinator.forEachStored(of: entity) { record throws(StrataError) in try body(record.id, .stored(record)) }
+            try stored { record throws(StrataError) in try body(record.id, .stored(record)) }
             return
         }
-        try coordinator.forEachStored(of: entity) { record throws(StrataError) in
+        var seen: Set<ObjectID> = []
+        try stored { record throws(StrataError) in
             guard let above = overlay[record.id] else { return try body(record.id, .stored(record)) }
+            seen.insert(record.id)
             // Decided above the store: listed after the scan.
             if above.exists == nil { try body(record.id, above.values.map { .pending($0) } ?? .stored(record)) }
         }
-        for (id, above) in overlay where above.exists == true {
-            try body(id, .pending(above.values!))
+        for (id, above) in overlay {
+            if above.exists == true {
+                try body(id, .pending(above.values!))
+            } else if above.exists == nil, plan.indexNumber != nil, !seen.contains(id), let values = above.values,
+                      try coordinator.snapshot(for: id) != nil {
+                // Changed above, stored outside the index's ranges: it
+                // exists, and its changed values may match.
+                try body(id, .pending(values))
+            }
         }
     }
 }

@@ -16,7 +16,9 @@ final class BenchIngredient: ManagedObject {
     @Relationship("recipe") var recipe: BenchRecipe?
 }
 
-func makeBenchModel() throws -> ManagedObjectModel {
+/// The bench model; `recipeIndexes` declares indexes on recipes (a store
+/// made with them opens only with them).
+func makeBenchModel(recipeIndexes: [IndexDescription] = []) throws -> ManagedObjectModel {
     try ManagedObjectModel(entities: [
         EntityDescription(name: "Recipe", managedObjectClass: BenchRecipe.self, properties: [
             .attribute("name", .string),
@@ -24,7 +26,7 @@ func makeBenchModel() throws -> ManagedObjectModel {
             .attribute("rating", .double),
             .attribute("created", .date),
             .toMany("ingredients", "Ingredient", inverse: "recipe", deleteRule: .cascade),
-        ]),
+        ], indexes: recipeIndexes),
         EntityDescription(name: "Ingredient", managedObjectClass: BenchIngredient.self, properties: [
             .attribute("name", .string),
             .attribute("grams", .integer64),

@@ -50,7 +50,18 @@ struct LookupCommand: ParsableCommand {
         var rssAfterOpenMB: [Double] = []
         var sqliteScanMs: [Double] = []
         var sqliteOpenAndFirstQueryMs: [Double] = []
+        /// The same fetch by name, with `name` indexed: per layout, per round.
+        var indexed: [IndexedRun] = []
+        var indexedPlan = ""
+        var sqliteIndexedMs: [Double] = []
         var memory: MemoryFigures?
+    }
+
+    /// A fetch by name through an index.
+    struct IndexedRun: Codable, Sendable {
+        var layout: String
+        var milliseconds: Double
+        var matched: Int
     }
 
     /// What fetching a whole entity costs in resident memory (the allocator
@@ -63,6 +74,10 @@ struct LookupCommand: ParsableCommand {
         var filledBytesPerObject: Double
         /// After touching every object and letting go of them all.
         var afterReleaseMB: Double
+        /// After a block that fetched every object filled and kept none:
+        /// what the context still registers, and resident memory then.
+        var registeredAfterBlock: Int = 0
+        var afterBlockMB: Double = 0
         var rowCacheMB: Double
         var rowCacheBudgetMB: Double
     }
@@ -74,7 +89,7 @@ struct LookupCommand: ParsableCommand {
         let container = try PersistentContainer(name: "Memory", model: model, directory: path)
         defer { try? container.close() }
         let context = container.newBackgroundContext(childOfWriter: true)
-        return try context.performAndWait { () throws -> MemoryFigures in
+        var figures = try context.performAndWait { () throws -> MemoryFigures in
             // Read every record once first, so that the engine's block cache
             // (its own budget, StoreOptions.blockCacheCapacity) is in the
             // baseline: what follows is the object graph's.
@@ -101,6 +116,15 @@ struct LookupCommand: ParsableCommand {
                 filledBytesPerObject: (filled - baseline) * perObject, afterReleaseMB: released - baseline,
                 rowCacheMB: Double(cache.bytes) / 1_048_576, rowCacheBudgetMB: Double(cache.budget) / 1_048_576)
         }
+        // No reset: the block's end lets go of what nobody holds.
+        let baseline = ResidentMemory.trimmedMegabytes() - figures.afterReleaseMB
+        var request = FetchRequest<BenchRecipe>()
+        request.returnsObjectsAsFaults = false
+        let servings = try context.performAndWait { try context.fetch(request).reduce(0) { $0 &+ $1.servings } }
+        guard servings >= 0 else { throw ValidationError("servings are off") }
+        figures.registeredAfterBlock = context.performAndWait { context.registeredObjects.count }
+        figures.afterBlockMB = ResidentMemory.trimmedMegabytes() - baseline
+        return figures
     }
 
     enum Layout: String, CaseIterable {
@@ -172,6 +196,11 @@ struct LookupCommand: ParsableCommand {
                     report.sqliteOpenAndFirstQueryMs.append(openAndQuery * 1000)
                 }
             }
+            try Self.measureIndexed(objects: objects, rounds: rounds, target: target, path: work.path + "/indexed",
+                                    reused: work.reused, report: &report)
+            if !noSQLite {
+                for _ in 0..<rounds { report.sqliteIndexedMs.append(try SQLiteLookup.indexedQuery(name: target, path: sqlitePath)) }
+            }
             progress("lookup: memory of a whole-entity fetch ...")
             report.memory = try Self.measureMemory(model: model, path: path, objects: objects)
             report.backgroundScheduling = BackgroundScheduling.state
@@ -179,6 +208,30 @@ struct LookupCommand: ParsableCommand {
         }.get()
         print(Self.render(report))
         if let json { try writeJSON(report, to: json) }
+    }
+
+    /// The fetch by name again, over a store of the same recipes whose
+    /// model indexes `name` (imported first, unless reused).
+    static func measureIndexed(objects: Int, rounds: Int, target: String, path: String, reused: Bool, report: inout Report) throws {
+        let model = try makeBenchModel(recipeIndexes: [IndexDescription("name")])
+        if !(reused && FileManager.default.fileExists(atPath: path)) {
+            progress("lookup: the same recipes into a store that indexes their names ...")
+            try? FileManager.default.removeItem(atPath: path)
+            try importStore(objects: objects, ingredientsPerRecipe: 0, saveEvery: 20_000, at: path, model: model)
+        }
+        let container = try PersistentContainer(name: "Indexed", model: model, directory: path)
+        defer { try? container.close() }
+        let request = FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == target })
+        for _ in 0..<rounds {
+            for layout in Layout.allCases {
+                let context = container.newBackgroundContext(childOfWriter: layout == .writerChild)
+                var matched = 0
+                let elapsed = try seconds { matched = try context.performAndWait { try context.fetch(request).count } }
+                guard matched == 1 else { throw ValidationError("the indexed fetch found \(matched) recipes called \(target)") }
+                report.indexed.append(IndexedRun(layout: layout.rawValue, milliseconds: elapsed * 1000, matched: matched))
+                report.indexedPlan = try context.performAndWait { try context.explain(request).description }
+            }
+        }
     }
 
     /// The ID of the recipe called `name` (found once, before measuring).
@@ -246,6 +299,19 @@ struct LookupCommand: ParsableCommand {
             let ms = median(report.sqliteScanMs)
             table.add("SQLite: SELECT … WHERE name = ? (no index)", fixed(ms, 1), thousands(Double(report.objects) / ms * 1000), "1", "-", "-", "-", "-", "-", "-")
         }
+        var indexedText = ""
+        if !report.indexed.isEmpty {
+            var indexed = Table("The same fetch with `name` indexed: \(report.indexedPlan)", "fetch ms", "matched")
+            for layout in Layout.allCases {
+                let runs = report.indexed.filter { $0.layout == layout.rawValue }
+                guard !runs.isEmpty else { continue }
+                indexed.add(layout.rawValue, fixed(median(runs.map(\.milliseconds)), 3), thousands(Double(runs[0].matched)))
+            }
+            if !report.sqliteIndexedMs.isEmpty {
+                indexed.add("SQLite: SELECT … WHERE name = ? (CREATE INDEX on name)", fixed(median(report.sqliteIndexedMs), 3), "1")
+            }
+            indexedText = "\n\n" + indexed.render()
+        }
         var figures = Table("Around it, medians of \(report.floor.count)", "Figure")
         figures.add("the engine's scan of the same records (bytes lent, nothing decoded)", thousands(median(report.engineScanRecordsPerSecond)) + " records/s")
         figures.add("  the same scan decoding every record whole", thousands(median(report.engineDecodingScanRecordsPerSecond)) + " records/s")
@@ -261,9 +327,11 @@ struct LookupCommand: ParsableCommand {
             figures.add("  every fault filled", fixed(m.filledBytesPerObject, 1) + " B")
             figures.add("  all let go: resident memory above the baseline", fixed(m.afterReleaseMB, 1) + " MB")
             figures.add("  row cache then (budget)", fixed(m.rowCacheMB, 1) + " MB (" + fixed(m.rowCacheBudgetMB, 0) + " MB)")
+            figures.add("a block fetching every object filled, keeping none: registered after it", thousands(Double(m.registeredAfterBlock)))
+            figures.add("  resident memory above the baseline then (no reset)", fixed(m.afterBlockMB, 1) + " MB")
         }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); "
-            + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + "\n\n" + figures.render()
+            + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + indexedText + "\n\n" + figures.render()
     }
 }
 

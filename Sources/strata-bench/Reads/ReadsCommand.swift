@@ -91,8 +91,8 @@ struct ReadsCommand: ParsableCommand {
 /// Imports `objects` objects (recipes with `ingredientsPerRecipe`
 /// ingredients each) into a new store at `path` from a private context,
 /// saving every `saveEvery`.
-func importStore(objects: Int, ingredientsPerRecipe: Int = 3, saveEvery: Int = 2_000, at path: String) throws {
-    let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
+func importStore(objects: Int, ingredientsPerRecipe: Int = 3, saveEvery: Int = 2_000, at path: String, model: ManagedObjectModel? = nil) throws {
+    let coordinator = PersistentStoreCoordinator(model: try model ?? makeBenchModel())
     try coordinator.addPersistentStore(.log, directory: path)
     let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
     var offset = 0

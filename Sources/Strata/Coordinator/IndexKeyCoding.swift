@@ -1,0 +1,113 @@
+import Foundation
+
+/// How attribute indexes are laid out in the store.
+///
+/// An index entry is a key alone (its value is empty): `i`, the entity's
+/// position (2 bytes, big-endian), the index's position in the entity (1),
+/// each indexed attribute's value in an order-preserving encoding, then the
+/// object's primary key (8 bytes, big-endian). So the entries of one index
+/// are one prefix, sorted by value and then by object, and a range of values
+/// is a range of keys.
+///
+/// Each value encodes so that byte order is Swift's order of the values,
+/// and equal values (as Swift's `==` says) encode equally:
+/// - no value (null): `00`, before every value; a value: `01` then
+/// - integers: 8 bytes big-endian with the sign bit flipped;
+/// - doubles and dates (seconds since the reference date): the IEEE bits
+///   big-endian, all flipped for a negative number, the sign bit flipped
+///   otherwise; -0.0 is written as 0.0, which Swift holds equal;
+/// - booleans: `00` or `01`; UUIDs: their 16 bytes;
+/// - strings: UTF-8 of the canonical composition (NFC) — Swift compares
+///   strings by canonical equivalence, so "é" and "e" + U+0301 must meet —
+///   then data: bytes with `00` written `00 FF`, ended by `00 00`, so a
+///   string sorts before its extensions.
+enum IndexKeyCoding {
+    static let indexTag: UInt8 = 0x69  // "i"
+
+    /// The prefix of every entry of `entity`'s index number `index`.
+    static func prefix(of entity: EntityDescription, index: Int) -> [UInt8] {
+        [indexTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF), UInt8(index)]
+    }
+
+    /// The entry of the object `primaryKey` with `values` (all of its
+    /// entity's properties) in `entity`'s index number `index`.
+    static func key(_ values: [PropertyValue], of entity: EntityDescription, index: Int, primaryKey: UInt64) -> [UInt8] {
+        var key = prefix(of: entity, index: index)
+        for property in entity.indexedProperties[index] { appendValue(values[property], to: &key) }
+        withUnsafeBytes(of: primaryKey.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    /// The primary key an entry ends with.
+    static func primaryKey(ofEntry key: UnsafeRawBufferPointer) -> UInt64? {
+        guard key.count >= 4 + 1 + 8 else { return nil }
+        return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self))
+    }
+
+    static func appendValue(_ value: PropertyValue, to key: inout [UInt8]) {
+        switch value {
+        case .null:
+            key.append(0)
+            return
+        default:
+            key.append(1)
+        }
+        switch value {
+        case .null:
+            break
+        case .integer(let i):
+            appendBigEndian(UInt64(bitPattern: i) ^ (1 << 63), to: &key)
+        case .double(let d):
+            appendDouble(d, to: &key)
+        case .date(let date):
+            appendDouble(date.timeIntervalSinceReferenceDate, to: &key)
+        case .bool(let b):
+            key.append(b ? 1 : 0)
+        case .uuid(let u):
+            withUnsafeBytes(of: u.uuid) { key.append(contentsOf: $0) }
+        case .string(let s):
+            appendEscaped(canonicalUTF8(s), to: &key)
+        case .data(let d):
+            appendEscaped(d, to: &key)
+        case .object, .objects:
+            preconditionFailure("relationships are not indexed (checked by the model)")
+        }
+    }
+
+    /// The string's UTF-8 in canonical composition; ASCII is its own.
+    static func canonicalUTF8(_ s: String) -> [UInt8] {
+        var s = s
+        let isASCII = s.withUTF8 { utf8 in utf8.allSatisfy { $0 < 0x80 } }
+        return Array((isASCII ? s : s.precomposedStringWithCanonicalMapping).utf8)
+    }
+
+    private static func appendDouble(_ d: Double, to key: inout [UInt8]) {
+        let bits = (d == 0 ? 0.0 : d).bitPattern
+        appendBigEndian(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63), to: &key)
+    }
+
+    private static func appendBigEndian(_ v: UInt64, to key: inout [UInt8]) {
+        withUnsafeBytes(of: v.bigEndian) { key.append(contentsOf: $0) }
+    }
+
+    private static func appendEscaped<C: Collection<UInt8>>(_ bytes: C, to key: inout [UInt8]) {
+        for byte in bytes {
+            key.append(byte)
+            if byte == 0 { key.append(0xFF) }
+        }
+        key.append(0)
+        key.append(0)
+    }
+
+    /// Whether a value of this kind can be looked up in an index of an
+    /// attribute of `type` (the encoding is the type's).
+    static func matches(_ value: PropertyValue, _ type: AttributeType) -> Bool {
+        switch (value, type) {
+        case (.integer, .integer16), (.integer, .integer32), (.integer, .integer64), (.double, .double), (.date, .date),
+             (.bool, .bool), (.uuid, .uuid), (.string, .string), (.data, .binaryData):
+            return true
+        default:
+            return false
+        }
+    }
+}

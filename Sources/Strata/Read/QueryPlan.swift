@@ -1,0 +1,144 @@
+/// How a fetch reads the store: every record of the entity, or the entries
+/// of one index within key ranges (SQLite's `EXPLAIN QUERY PLAN`).
+///
+/// ```swift
+/// let plan = try context.explain(FetchRequest<Item>(predicate: #Predicate { $0.remoteID == 42 }))
+/// print(plan)   // SEARCH Item USING INDEX (remoteID) (remoteID = ?)
+/// ```
+///
+/// Either way, every candidate is judged by the whole predicate, and the
+/// pending changes of the context and its ancestors are laid over the
+/// store's: an index only narrows which stored records are read.
+public struct QueryPlan: Sendable, CustomStringConvertible {
+    /// The index read, or nil for a scan of every record of the entity.
+    public let index: IndexDescription?
+    /// Its position in the entity, for ``index``.
+    let indexNumber: Int?
+    /// The key ranges of the index that hold every candidate (ascending, disjoint).
+    let ranges: [KeyRange]
+    public let description: String
+
+    static func scan(_ entity: EntityDescription) -> QueryPlan {
+        QueryPlan(index: nil, indexNumber: nil, ranges: [], description: "SCAN \(entity.name)")
+    }
+}
+
+/// Picks the index that narrows a translated predicate most: equality on
+/// its leading attributes, then a range on the next. Only conjuncts (the
+/// terms of a top-level `&&`) comparing an indexed attribute with a
+/// constant are used; `||`, `!=`, relationships and anything Foundation
+/// evaluates leave the fetch to a scan. Whatever the index selects is a
+/// superset of the matches: the whole predicate is evaluated on each.
+enum QueryPlanner {
+    /// One `attribute <comparison> constant` term.
+    struct Term {
+        let property: Int
+        /// What a stored null reads as (see ``ValueTest/Operand``).
+        let null: PropertyValue
+        let comparison: ValueTest.Comparison
+        let constant: PropertyValue
+    }
+
+    static func plan(_ test: ValueTest?, entity: EntityDescription) -> QueryPlan {
+        guard let test, !entity.indexes.isEmpty else { return .scan(entity) }
+        var terms: [Term] = []
+        collect(test, into: &terms)
+        var best: (score: Int, plan: QueryPlan)?
+        for number in entity.indexes.indices {
+            if let candidate = plan(index: number, terms: terms, entity: entity), candidate.score > (best?.score ?? 0) {
+                best = candidate
+            }
+        }
+        return best?.plan ?? .scan(entity)
+    }
+
+    private static func collect(_ test: ValueTest, into terms: inout [Term]) {
+        switch test {
+        case .and(let a, let b):
+            collect(a, into: &terms)
+            collect(b, into: &terms)
+        case .compare(.property(let index, let null), let comparison, .constant(let value)):
+            terms.append(Term(property: index, null: null, comparison: comparison, constant: value))
+        case .compare(.constant(let value), let comparison, .property(let index, let null)):
+            terms.append(Term(property: index, null: null, comparison: comparison.mirrored, constant: value))
+        default:
+            break
+        }
+    }
+
+    /// The ranges of index `number` for `terms`, and how much they narrow
+    /// (two per attribute held equal, one for a range); nil when no term applies.
+    private static func plan(index number: Int, terms: [Term], entity: EntityDescription) -> (score: Int, plan: QueryPlan)? {
+        let properties = entity.indexedProperties[number]
+        let prefix = IndexKeyCoding.prefix(of: entity, index: number)
+        // Each equal attribute may hold its constant, or be null where a
+        // stored null reads as that constant: a set of key prefixes.
+        var prefixes: [[UInt8]] = [prefix]
+        var used: [String] = []
+        var score = 0
+        var position = 0
+        while position < properties.count, let term = terms.first(where: { $0.property == properties[position] && $0.comparison == .equal && usable($0, entity) }) {
+            let alternatives = encodings(equalTo: term)
+            guard prefixes.count * alternatives.count <= 16 else { break }
+            prefixes = prefixes.flatMap { p in alternatives.map { p + $0 } }
+            used.append("\(entity.properties[term.property].name) = ?")
+            score += 2
+            position += 1
+        }
+        var ranges: [KeyRange] = []
+        if position < properties.count {
+            let property = properties[position]
+            let lower = terms.first { $0.property == property && ($0.comparison == .greater || $0.comparison == .greaterOrEqual) && usable($0, entity) }
+            let upper = terms.first { $0.property == property && ($0.comparison == .less || $0.comparison == .lessOrEqual) && usable($0, entity) }
+            if lower != nil || upper != nil {
+                let name = entity.properties[property].name
+                if let lower { used.append("\(name) \(lower.comparison == .greater ? ">" : ">=") ?") }
+                if let upper { used.append("\(name) \(upper.comparison == .less ? "<" : "<=") ?") }
+                score += 1
+                // Stored nulls read as a value that may itself be in range.
+                let nullsMatch = [lower, upper].allSatisfy { term in term.map { ValueTest.holds($0.null, $0.comparison, $0.constant) } ?? true }
+                for p in prefixes {
+                    if nullsMatch { ranges.append(KeyRange(prefix: p + [0])) }
+                    let start = lower.map { term -> [UInt8] in
+                        let at = p + encoding(of: term.constant)
+                        return term.comparison == .greater ? endOfPrefix(at) ?? at : at
+                    } ?? (p + [1])
+                    let end = upper.map { term -> [UInt8]? in
+                        let at = p + encoding(of: term.constant)
+                        return term.comparison == .less ? at : endOfPrefix(at)
+                    } ?? endOfPrefix(p)
+                    ranges.append(KeyRange(start: start, end: end))
+                }
+            }
+        }
+        guard score > 0 else { return nil }
+        if ranges.isEmpty { ranges = prefixes.map { KeyRange(prefix: $0) } }
+        ranges.sort { $0.start.lexicographicallyPrecedes($1.start) }
+        let index = entity.indexes[number]
+        let description = "SEARCH \(entity.name) USING INDEX \(index) (" + used.joined(separator: " AND ") + ")"
+        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, description: description))
+    }
+
+    /// Whether the index can serve `term`: a constant of the attribute's own
+    /// type (or nil, for equality), and no NaN (which equals nothing).
+    private static func usable(_ term: Term, _ entity: EntityDescription) -> Bool {
+        guard let type = entity.attributeTypes[term.property] else { return false }
+        if case .null = term.constant { return term.comparison == .equal }
+        if case .double(let d) = term.constant, d.isNaN { return false }
+        return IndexKeyCoding.matches(term.constant, type)
+    }
+
+    /// The encodings a stored value equal to the term's constant can have.
+    private static func encodings(equalTo term: Term) -> [[UInt8]] {
+        if case .null = term.constant { return [[0]] }
+        var result = [encoding(of: term.constant)]
+        if ValueTest.holds(term.null, .equal, term.constant) { result.insert([0], at: 0) }
+        return result
+    }
+
+    private static func encoding(of value: PropertyValue) -> [UInt8] {
+        var bytes: [UInt8] = []
+        IndexKeyCoding.appendValue(value, to: &bytes)
+        return bytes
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import StrataStore
+import Testing
+
+/// Attribute indexes: declared in the model, kept in the save's own batch,
+/// read by fetches whose predicate constrains their leading attributes —
+/// with exactly the answers of a scan.
+@Suite struct IndexTests {
+    static let indexes = [IndexDescription("name"), IndexDescription("servings", "rating"), IndexDescription("created")]
+
+    // MARK: Keys
+
+    /// Byte order of encoded values is Swift's order of the values, and
+    /// equal values encode equally (canonically equivalent strings, 0.0 and
+    /// -0.0 included); null sorts first.
+    @Test func encodedOrderIsSwiftsOrder() {
+        var random = SeededGenerator(seed: testSeed())
+        func encoded(_ value: PropertyValue) -> [UInt8] {
+            var bytes: [UInt8] = []
+            IndexKeyCoding.appendValue(value, to: &bytes)
+            return bytes
+        }
+        func check(_ values: [PropertyValue]) {
+            for a in values {
+                #expect(encoded(.null).lexicographicallyPrecedes(encoded(a)), "null before \(a)")
+                for b in values {
+                    let (x, y) = (encoded(a), encoded(b))
+                    #expect((x == y) == (a == b), "\(a) vs \(b): equal values must encode equally")
+                    // Booleans are not ordered in predicates: equality only.
+                    if case .bool = a { continue }
+                    #expect(x.lexicographicallyPrecedes(y) == ValueTest.ordered(a, .less, b), "\(a) < \(b)")
+                }
+            }
+        }
+        let edges: [Int64] = [.min, .min + 1, -1_000_000, -1, 0, 1, 255, 256, 1_000_000, .max - 1, .max]
+        check(edges.map { .integer($0) } + (0..<40).map { _ in .integer(Int64.random(in: -1000...1000, using: &random)) })
+        let doubles: [Double] = [-.infinity, -.greatestFiniteMagnitude, -1.5, -.leastNonzeroMagnitude, -0.0, 0.0,
+                                 .leastNonzeroMagnitude, 1, 1.5, .greatestFiniteMagnitude, .infinity]
+        check(doubles.map { .double($0) } + (0..<40).map { _ in .double(Double.random(in: -1e6...1e6, using: &random)) })
+        check(doubles.map { .date(Date(timeIntervalSinceReferenceDate: $0)) })
+        let strings = ["", "a", "a\u{0}", "a\u{0}b", "ab", "abc", "b", "Z", "é", "e\u{301}", "K", "\u{212A}", "Ré", "Re\u{301}x",
+                       "日本", "日本語", "\u{1F600}", "a\u{FF}", "\u{10FFFF}"]
+        check(strings.map { .string($0) })
+        check([.bool(false), .bool(true)])
+    }
+
+    /// Entries follow inserts, updates of indexed attributes and deletes,
+    /// in the save's own batch: afterwards the index holds exactly one
+    /// entry per object and index, for its present values.
+    @Test func entriesFollowEverySave() throws {
+        let model = makeModel(recipeIndexes: Self.indexes)
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: model)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        var random = SeededGenerator(seed: testSeed())
+        try context.performAndWait { () throws in
+            var recipes: [Recipe] = []
+            for round in 0..<6 {
+                for i in 0..<40 {
+                    let recipe = Recipe(context: context)
+                    recipe.name = "R\(Int.random(in: 0..<15, using: &random))"
+                    recipe.servings = round * 40 + i
+                    recipes.append(recipe)
+                }
+                for recipe in recipes.shuffled(using: &random).prefix(15) where !recipe.isDeleted {
+                    recipe.name = "U\(Int.random(in: 0..<5, using: &random))"
+                    if Bool.random(using: &random) { recipe.rating = Double(Int.random(in: -3...3, using: &random)) }
+                }
+                for recipe in recipes.shuffled(using: &random).prefix(5) where !recipe.isDeleted { context.delete(recipe) }
+                try context.save()
+                recipes.removeAll { $0.isDeleted || $0.managedObjectContext == nil }
+            }
+            let entity = try #require(model.entity(named: "Recipe"))
+            let stored = try context.fetch(FetchRequest<Recipe>())
+            let store = try coordinator.currentStore()
+            for number in Self.indexes.indices {
+                var entries: [[UInt8]] = []
+                try store.forEach(prefix: IndexKeyCoding.prefix(of: entity, index: number)) { key, _ in entries.append(Array(key)) }
+                let expected = stored.map { IndexKeyCoding.key($0.values, of: entity, index: number, primaryKey: $0.primaryKey) }
+                #expect(Set(entries) == Set(expected), "index \(Self.indexes[number])")
+                #expect(entries.count == stored.count)
+            }
+        }
+    }
+
+    /// `strata-dump verify` checks indexes against the objects: a missing
+    /// entry and a stale one are both reported.
+    @Test func verifyFindsEntriesOutOfStep() throws {
+        let directory = TemporaryDirectory()
+        let model = makeModel(recipeIndexes: Self.indexes)
+        let coordinator = try makeCoordinator(directory, model: model)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let ids = try context.performAndWait { () throws in
+            let recipes = (0..<5).map { i -> Recipe in
+                let recipe = Recipe(context: context)
+                recipe.name = "R\(i)"
+                return recipe
+            }
+            try context.save()
+            return recipes.map(\.objectID)
+        }
+        let entity = try #require(model.entity(named: "Recipe"))
+        #expect(try ObjectStoreInspector(contents: Self.contents(of: directory, closing: coordinator)).verifyRecords().problems.isEmpty)
+
+        // Damage: one object's name entry replaced by one for another name.
+        let reopened = try makeCoordinator(directory, model: model)
+        let damaged = try reopened.currentStore()
+        var values = entity.initialValues
+        values[entity.propertyIndex["name"]!] = .string("R0")
+        var batch = WriteBatch()
+        batch.delete(IndexKeyCoding.key(values, of: entity, index: 0, primaryKey: ids[0].primaryKey))
+        values[entity.propertyIndex["name"]!] = .string("stale")
+        batch.put(IndexKeyCoding.key(values, of: entity, index: 0, primaryKey: ids[0].primaryKey), [])
+        try damaged.write(batch)
+        let problems = try ObjectStoreInspector(contents: Self.contents(of: directory, closing: reopened)).verifyRecords().problems
+        #expect(problems.count == 2, "\(problems)")
+        #expect(problems.contains { $0.message.contains("has no entry in index (name)") })
+        #expect(problems.contains { $0.message.contains("that its stored values do not make") })
+    }
+
+    static func contents(of directory: TemporaryDirectory, closing coordinator: PersistentStoreCoordinator) throws -> StoreContents {
+        try coordinator.close()
+        return try StoreInspector(directory: directory.path + "/store").contents()
+    }
+
+    // MARK: Model
+
+    @Test func indexesAreCheckedAndPartOfTheModel() throws {
+        func model(_ indexes: [IndexDescription]) throws(StrataError) -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Item", properties: [.attribute("a", .string), .attribute("b", .integer64), .toOne("o", "Item", inverse: nil)],
+                                  indexes: indexes),
+            ])
+        }
+        for bad in [[IndexDescription("missing")], [IndexDescription("o")], [IndexDescription("a", "a")], [IndexDescription()],
+                    [IndexDescription("a"), IndexDescription("a")]] {
+            #expect(throws: StrataError.self, "\(bad)") { try model(bad) }
+        }
+        let plain = try model([])
+        let indexed = try model([IndexDescription("a"), IndexDescription("b", "a")])
+        #expect(plain.versionHash != indexed.versionHash)
+        #expect(plain.schema.first == 1, "a model without indexes keeps the first schema format")
+        let decoded = try ModelSchema.decode(indexed.schema)
+        #expect(decoded.versionHash == indexed.versionHash)
+        #expect(decoded.entity(named: "Item")?.indexes == [IndexDescription("a"), IndexDescription("b", "a")])
+    }
+
+    // MARK: Plans
+
+    @Test func explainNamesTheIndexAndItsBounds() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeIndexes: Self.indexes))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let name = "Soup"
+        let cases: [(FetchRequest<Recipe>, String)] = [
+            (FetchRequest(predicate: #Predicate { $0.name == name }), "SEARCH Recipe USING INDEX (name) (name = ?)"),
+            (FetchRequest(predicate: #Predicate { $0.servings == 4 && $0.rating > 2 }),
+             "SEARCH Recipe USING INDEX (servings, rating) (servings = ? AND rating > ?)"),
+            (FetchRequest(predicate: #Predicate { $0.servings >= 2 && $0.servings < 9 }),
+             "SEARCH Recipe USING INDEX (servings, rating) (servings >= ? AND servings < ?)"),
+            (FetchRequest(predicate: #Predicate { $0.rating > 2 }), "SCAN Recipe"),
+            (FetchRequest(predicate: #Predicate { $0.name == name || $0.servings == 1 }), "SCAN Recipe"),
+            (FetchRequest(predicate: #Predicate { $0.name != name }), "SCAN Recipe"),
+            (FetchRequest(predicate: #Predicate { $0.name.starts(with: "S") }), "SCAN Recipe"),
+            (FetchRequest(), "SCAN Recipe"),
+        ]
+        for (request, expected) in cases {
+            #expect(try context.explain(request).description == expected)
+        }
+    }
+
+    /// The differential test: every indexed fetch, in every context of a
+    /// stack with pending changes at each level, finds exactly what the
+    /// same predicate finds by a scan (made unplannable with `|| false`),
+    /// pending changes included or not, across saves.
+    @Test func indexedFetchesAnswerAsScansDo() throws {
+        let seed = testSeed()
+        var random = SeededGenerator(seed: seed)
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: makeModel(recipeIndexes: Self.indexes))
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let middle = ManagedObjectContext(.privateQueue, parent: writer, name: "middle")
+        let child = ManagedObjectContext(.privateQueue, parent: middle, name: "child")
+        let contexts = [writer, middle, child]
+        // Random edits at several levels conflict; any resolution will do here.
+        for context in contexts { context.performAndWait { context.mergePolicy = .mergeByPropertyObjectTrump } }
+        var held: [ObjectIdentifier: [Recipe]] = [:]
+        let day = 86_400.0
+        for step in 0..<60 {
+            let context = contexts[Int.random(in: 0..<3, using: &random)]
+            var objects = held[ObjectIdentifier(context)] ?? []
+            let operation = Int.random(in: 0..<10, using: &random)
+            var seedsForBlock: [UInt64] = (0..<8).map { _ in random.next() }
+            try context.performAndWait { () throws in
+                var local = SeededGenerator(seed: seedsForBlock.removeLast())
+                switch operation {
+                case 0..<4:
+                    for _ in 0..<Int.random(in: 1...6, using: &local) {
+                        let recipe = Recipe(context: context)
+                        recipe.name = ["Soup", "Stew", "Salad", "Ré", "Re\u{301}", ""][Int.random(in: 0..<6, using: &local)]
+                        recipe.servings = Int.random(in: 0..<6, using: &local)
+                        recipe.rating = Double(Int.random(in: 0..<4, using: &local))
+                        recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<4, using: &local)) * day)
+                        objects.append(recipe)
+                    }
+                case 4..<6:
+                    // Change objects this context reads from its source.
+                    let all = try context.fetch(FetchRequest<Recipe>())
+                    for recipe in all.shuffled(using: &local).prefix(4) {
+                        recipe.servings = Int.random(in: 0..<6, using: &local)
+                        if Bool.random(using: &local) { recipe.name = ["Soup", "Pie"][Int.random(in: 0..<2, using: &local)] }
+                        objects.append(recipe)
+                    }
+                case 6:
+                    let all = try context.fetch(FetchRequest<Recipe>())
+                    for recipe in all.shuffled(using: &local).prefix(2) { context.delete(recipe) }
+                case 7..<9:
+                    try context.save()
+                    objects.removeAll { $0.managedObjectContext == nil || $0.isDeleted }
+                default:
+                    context.refreshAllObjects()
+                }
+            }
+            held[ObjectIdentifier(context)] = objects
+            // Compare, in every context.
+            let name = ["Soup", "Ré", "", "Pie"][step % 4]
+            let servings = step % 6
+            let threshold = Double(step % 4)
+            let dayLimit = Date(timeIntervalSinceReferenceDate: Double(step % 4) * day)
+            let pairs: [(Predicate<Recipe>, Predicate<Recipe>)] = [
+                (#Predicate { $0.name == name }, #Predicate { $0.name == name || false }),
+                (#Predicate { $0.servings == servings && $0.rating >= threshold },
+                 #Predicate { ($0.servings == servings && $0.rating >= threshold) || false }),
+                (#Predicate { $0.servings > servings }, #Predicate { $0.servings > servings || false }),
+                (#Predicate { $0.servings <= servings && $0.name != name }, #Predicate { ($0.servings <= servings && $0.name != name) || false }),
+                (#Predicate { $0.created < dayLimit }, #Predicate { $0.created < dayLimit || false }),
+            ]
+            for context in contexts {
+                try context.performAndWait { () throws in
+                    for (i, (indexed, scanned)) in pairs.enumerated() {
+                        #expect(try context.explain(FetchRequest(predicate: indexed)).index != nil, "pair \(i) uses an index")
+                        #expect(try context.explain(FetchRequest(predicate: scanned)).index == nil)
+                        for pending in [true, false] {
+                            var a = FetchRequest<Recipe>(predicate: indexed)
+                            var b = FetchRequest<Recipe>(predicate: scanned)
+                            a.includesPendingChanges = pending
+                            b.includesPendingChanges = pending
+                            let found = Set(try context.fetch(a).map(\.objectID))
+                            let expected = Set(try context.fetch(b).map(\.objectID))
+                            #expect(found == expected, "seed \(seed), step \(step), \(context.name), pair \(i), pending \(pending)")
+                            #expect(try context.count(for: a) == expected.count)
+                        }
+                    }
+                }
+            }
+        }
+        withExtendedLifetime(held) {}
+    }
+}
