@@ -70,6 +70,9 @@ struct Info: ParsableCommand {
                 let width = objects.entities.map(\.entity.count).max() ?? 0
                 for entity in objects.entities {
                     print("  \(pad(entity.entity, width))  \(leftPad(String(entity.objects), 8))" + (entity.nextPrimaryKey.map { "  (next key \($0))" } ?? ""))
+                    for index in entity.indexes {
+                        print("    index (\(index.attributes.joined(separator: ", ")))  \(plural(index.entries, "entry", "entries"))")
+                    }
                 }
             } else {
                 print("objects     \(info.objectLayerNote ?? "none")")

@@ -101,7 +101,11 @@ import Testing
             return recipes.map(\.objectID)
         }
         let entity = try #require(model.entity(named: "Recipe"))
-        #expect(try ObjectStoreInspector(contents: Self.contents(of: directory, closing: coordinator)).verifyRecords().problems.isEmpty)
+        let inspector = try ObjectStoreInspector(contents: Self.contents(of: directory, closing: coordinator))
+        #expect(try inspector.verifyRecords().problems.isEmpty)
+        // strata-dump info lists each index with its entries.
+        let recipes = try #require(inspector.summary().entities.first { $0.entity == "Recipe" })
+        #expect(recipes.indexes == Self.indexes.map { IndexCount(attributes: $0.attributeNames, entries: 5) })
 
         // Damage: one object's name entry replaced by one for another name.
         let reopened = try makeCoordinator(directory, model: model)

@@ -137,6 +137,15 @@ public struct EntityCount: Codable, Sendable, Hashable {
     /// The next primary key the store will hand out for the entity (from the
     /// store's key counters; nil when it has none).
     public var nextPrimaryKey: UInt64?
+    /// The entity's indexes, in model order, with their entry counts (one
+    /// per object in a sound store).
+    public var indexes: [IndexCount] = []
+}
+
+/// One index of an entity and how many entries it holds.
+public struct IndexCount: Codable, Sendable, Hashable {
+    public var attributes: [String]
+    public var entries: Int
 }
 
 /// The object layer's part of `strata-dump info`.

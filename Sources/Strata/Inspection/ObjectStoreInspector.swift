@@ -66,9 +66,16 @@ public final class ObjectStoreInspector: Sendable {
         contents.forEachKey(prefix: [RecordCoding.objectTag]) { key in
             if let id = RecordCoding.objectID(fromKey: key, model: model) { counts[Int(id.entity.index)] += 1 }
         }
+        var entries = model.entities.map { Array(repeating: 0, count: $0.indexes.count) }
+        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { key in
+            guard key.count > 4 else { return }
+            let entity = Int(UInt16(key[1]) << 8 | UInt16(key[2])), index = Int(key[3])
+            if entity < entries.count, index < entries[entity].count { entries[entity][index] += 1 }
+        }
         let entities = model.entities.enumerated().map { i, entity in
             EntityCount(entity: entity.name, objects: counts[i],
-                        nextPrimaryKey: nextKeys.flatMap { i < $0.count ? $0[i] : nil })
+                        nextPrimaryKey: nextKeys.flatMap { i < $0.count ? $0[i] : nil },
+                        indexes: entity.indexes.enumerated().map { IndexCount(attributes: $1.attributeNames, entries: entries[i][$0]) })
         }
         return ObjectStoreSummary(modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities)
     }
