@@ -113,7 +113,7 @@ extension ManagedObjectContext {
     // MARK: Internal
 
     /// Checks the queue; a confinement context, which has no blocks to end,
-    /// lets go of what it read before (``retainsRegisteredObjects``).
+    /// lets go of what it fetched before (``retainsRegisteredObjects``).
     private func beginRead() {
         checkQueue()
         if concurrencyType == .confinement { releaseUnreferencedFetched() }
@@ -229,14 +229,15 @@ extension ManagedObjectContext {
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
         let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
+        // An object this context does not hold, judged where its values lie
+        // (reading only what the test reads) when the predicate translated.
+        @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
+            let passes = if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
+            if passes { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
+        }
         try source.forEach(of: entity, plan: plan) { id, row throws(StrataError) in
             if !checksRegistry {
-                if let compiled {
-                    // Judged where its values lie, reading only what the test reads.
-                    if try row.passes(compiled, fields: &fields) { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
-                } else if try evaluation.matches(id, row) {
-                    body(.unregistered(id, keepingRows ? row.kept() : nil))
-                }
+                try judgeUnregistered(id, row)
             } else if let object = registry[id] {
                 if plan.indexNumber != nil { visited.insert(id) }
                 // An insert whose store save is in flight (this context is
@@ -252,11 +253,7 @@ extension ManagedObjectContext {
                     body(.registered(object))
                 }
             } else if !discardedInserts.contains(id) {
-                if let compiled {
-                    if try row.passes(compiled, fields: &fields) { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
-                } else if try evaluation.matches(id, row) {
-                    body(.unregistered(id, keepingRows ? row.kept() : nil))
-                }
+                try judgeUnregistered(id, row)
             }
         }
         if includesPending && plan.indexNumber != nil && checksRegistry {
