@@ -151,6 +151,8 @@ public final class ObjectStoreInspector: Sendable {
         contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert($0) }
         var indexKeys = Set<[UInt8]>()
         contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { indexKeys.insert($0) }
+        // The entries the stored objects make, as they are met.
+        var madeEntries = Set<[UInt8]>()
         var problems: [RecordProblem] = []
         var records = 0
         do throws(StoreError) {
@@ -173,12 +175,13 @@ public final class ObjectStoreInspector: Sendable {
                             problem("\(id.entity.properties[i].name) refers to \(target), which is not in the store")
                         }
                     }
-                    for (number, index) in id.entity.indexes.enumerated()
-                    where !indexKeys.contains(IndexKeyCoding.key(snapshot.values, of: id.entity, index: number, primaryKey: id.primaryKey)) {
-                        problem("has no entry in index \(index) for its values")
+                    for (number, index) in id.entity.indexes.enumerated() {
+                        let entry = IndexKeyCoding.key(snapshot.values, of: id.entity, index: number, primaryKey: id.primaryKey)
+                        if indexKeys.contains(entry) { madeEntries.insert(entry) } else { problem("has no entry in index \(index) for its values") }
                     }
                 case IndexKeyCoding.indexTag?:
-                    if let message = checkIndexEntry(key) { problem(message) }
+                    // Matched against the objects' entries after the pass.
+                    if indexEntryTarget(key) == nil { problem("an index entry that names no index of the model") }
                 case RecordCoding.metaTag?:
                     if key == RecordCoding.keysKey, RecordCoding.decodeKeys(value)?.count != model.entities.count {
                         problem("the key counters do not decode, or do not match the model's \(model.entities.count) entities")
@@ -192,6 +195,14 @@ public final class ObjectStoreInspector: Sendable {
             }
         } catch {
             throw StrataError.storage(error)
+        }
+        // Entries no stored object makes: stale, or for an object that is gone.
+        for entry in indexKeys.subtracting(madeEntries).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            guard let (id, index) = indexEntryTarget(entry) else { continue }  // reported above
+            let message = objectKeys.contains(RecordCoding.key(id))
+                ? "an entry of index \(index) for \(id) that its stored values do not make"
+                : "an entry of index \(index) for \(id), which is not in the store"
+            problems.append(RecordProblem(key: describeKey(entry), message: message))
         }
         return (records, problems)
     }
@@ -209,21 +220,14 @@ public final class ObjectStoreInspector: Sendable {
 
     // MARK: Helpers
 
-    /// What is wrong with an index entry: it must belong to an index of the
-    /// model and be the entry its object's stored values make.
-    private func checkIndexEntry(_ key: [UInt8]) -> String? {
+    /// The object and index an index entry belongs to; nil when it names
+    /// no index of the model.
+    private func indexEntryTarget(_ key: [UInt8]) -> (ObjectID, IndexDescription)? {
         guard key.count >= 4 + 1 + 8, let entity = model.entity(at: UInt16(key[1]) << 8 | UInt16(key[2])),
               Int(key[3]) < entity.indexes.count,
               let primaryKey = key.withUnsafeBytes({ IndexKeyCoding.primaryKey(ofEntry: $0) })
-        else { return "an index entry that names no index of the model" }
-        let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
-        guard let bytes = try? contents.value(forKey: RecordCoding.key(id)) else {
-            return "an entry of index \(entity.indexes[Int(key[3])]) for \(id), which is not in the store"
-        }
-        guard let snapshot = RecordCoding.decode(bytes, entity: entity, model: model),
-              IndexKeyCoding.key(snapshot.values, of: entity, index: Int(key[3]), primaryKey: primaryKey) == key
-        else { return "an entry of index \(entity.indexes[Int(key[3])]) for \(id) that its stored values do not make" }
-        return nil
+        else { return nil }
+        return (ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false), entity.indexes[Int(key[3])])
     }
 
     private func inspect(_ id: ObjectID, _ bytes: [UInt8]) throws(StrataError) -> InspectedObject {
