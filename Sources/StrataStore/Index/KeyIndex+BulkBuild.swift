@@ -21,8 +21,7 @@ extension KeyIndex {
     /// `source` is read from those threads at once, and must only read.
     package static func build<Source: SortedIndexSource>(_ source: Source, ways: Int) -> KeyIndex {
         let count = source.count
-        var index = KeyIndex()
-        guard count > 0 else { return index }
+        guard count > 0 else { return KeyIndex() }
         // Each run takes a contiguous range of keys, checks it, cuts it into
         // leaves (up to leafCapacity keys, and key bytes within a node's
         // limit, as Builder cuts them) and fills them. A run's leaves and
@@ -67,14 +66,7 @@ extension KeyIndex {
             level += result.leaves
             separators += result.separators
         }
-        var height = 1
-        while level.count > 1 {
-            (level, separators) = Builder.group(level, separators, height: height)
-            height += 1
-        }
-        index.root = level[0]
-        index.count = count
-        return index
+        return Builder.assemble(leaves: level, separators: separators, count: count)
     }
 }
 

@@ -313,16 +313,20 @@ package struct KeyIndex: Sendable {
         package mutating func build() -> KeyIndex {
             if !ends.isEmpty { finishLeaf() }
             defer { self = Builder() }
-            var index = KeyIndex()
-            guard !nodes.isEmpty else { return index }
-            var level = nodes
-            var seps = separators
-            nodes = []
+            guard !nodes.isEmpty else { return KeyIndex() }
+            return Self.assemble(leaves: nodes, separators: separators, count: count)
+        }
+
+        /// The index over `leaves` (in key order, `separators` between
+        /// them), its interior levels built as full as the limits allow.
+        static func assemble(leaves: [NodeRef], separators: [[UInt8]], count: Int) -> KeyIndex {
+            var (level, seps) = (leaves, separators)
             var height = 1
             while level.count > 1 {
-                (level, seps) = Self.group(level, seps, height: height)
+                (level, seps) = group(level, seps, height: height)
                 height += 1
             }
+            var index = KeyIndex()
             index.root = level[0]
             index.count = count
             return index
@@ -330,7 +334,7 @@ package struct KeyIndex: Sendable {
 
         /// Packs `children` into interior nodes as full as the limits allow;
         /// returns the nodes and the separators between them.
-        static func group(_ children: [NodeRef], _ separators: [[UInt8]], height: Int) -> ([NodeRef], [[UInt8]]) {
+        private static func group(_ children: [NodeRef], _ separators: [[UInt8]], height: Int) -> ([NodeRef], [[UInt8]]) {
             var parents: [NodeRef] = []
             var upper: [[UInt8]] = []
             var start = 0
