@@ -6,7 +6,7 @@ import Foundation
 extension RecordCoding {
     /// Where a record's leading properties start: the offset of each one's
     /// tag byte, found by walking tags and lengths (and checking them, and
-    /// that each tag fits its property, as ``decode(_:entity:prefix:)``
+    /// that each tag fits its property, as ``decode(_:entity:)``
     /// does). Reused from record to record, so a scan allocates nothing.
     struct FieldOffsets {
         private(set) var offsets: [Int]

@@ -108,35 +108,28 @@ package enum RecordCoding {
 
     /// Decodes a record of `entity`, checking every tag, length and
     /// relationship target against the model; nil when anything is off.
-    ///
-    /// With `prefix`, only the first `prefix` properties are decoded (and
-    /// checked): what a fetch needs to judge a record before it decodes the
-    /// ones that match whole.
-    package static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel, prefix: Int? = nil) -> Snapshot? {
-        bytes.withUnsafeBytes { decode($0, entity: entity, prefix: prefix) }
+    package static func decode(_ bytes: [UInt8], entity: EntityDescription, model: ManagedObjectModel) -> Snapshot? {
+        bytes.withUnsafeBytes { decode($0, entity: entity) }
     }
 
-    /// ``decode(_:entity:model:prefix:)`` of bytes lent by a scan.
-    package static func decode(_ raw: UnsafeRawBufferPointer, entity: EntityDescription, prefix: Int? = nil) -> Snapshot? {
-        do {
-            var reader = ByteReader(raw)
-            guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
-                  let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
+    /// ``decode(_:entity:model:)`` of bytes lent by a scan.
+    package static func decode(_ raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Snapshot? {
+        var reader = ByteReader(raw)
+        guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
+              let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
+        else { return nil }
+        let destinations = entity.destinations
+        var values: [PropertyValue] = []
+        values.reserveCapacity(count)
+        for i in 0..<count {
+            guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag),
+                  let value = readValue(tag, &reader, destination: destinations[i]),
+                  fits(value, entity.properties[i])
             else { return nil }
-            let destinations = entity.destinations
-            let decoded = min(prefix ?? count, count)
-            var values: [PropertyValue] = []
-            values.reserveCapacity(decoded)
-            for i in 0..<decoded {
-                guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag),
-                      let value = readValue(tag, &reader, destination: destinations[i]),
-                      fits(value, entity.properties[i])
-                else { return nil }
-                values.append(value)
-            }
-            guard decoded < count || reader.isAtEnd else { return nil }
-            return Snapshot(values: values, version: version)
+            values.append(value)
         }
+        guard reader.isAtEnd else { return nil }
+        return Snapshot(values: values, version: version)
     }
 
     /// The payload after a tag byte, read and checked; nil when it is

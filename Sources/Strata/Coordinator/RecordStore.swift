@@ -42,14 +42,7 @@ struct KeyRange: Hashable, Sendable {
 }
 
 /// The first key after every key that starts with `prefix` (nil: no end).
-func endOfPrefix(_ prefix: [UInt8]) -> [UInt8]? {
-    var end = prefix
-    while let last = end.last {
-        if last < 0xFF { end[end.count - 1] = last + 1; return end }
-        end.removeLast()
-    }
-    return nil
-}
+func endOfPrefix(_ prefix: [UInt8]) -> [UInt8]? { ReadView.end(ofPrefix: prefix) }
 
 /// The default store: one `StrataStore` directory. Each coordinator save is
 /// one `write`, so one atomic, durable log batch.
