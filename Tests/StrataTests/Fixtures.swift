@@ -45,7 +45,10 @@ final class Card: ManagedObject {
 
 /// A fresh model (an entity belongs to one model, so each test makes its own).
 /// The test model; `recipeIndexes` declares indexes on Recipe.
-func makeModel(recipeIndexes: [IndexDescription] = []) -> ManagedObjectModel {
+/// `recipeUniqueness` and `authorUniqueness` declare uniqueness constraints.
+func makeModel(
+    recipeIndexes: [IndexDescription] = [], recipeUniqueness: [[String]] = [], authorUniqueness: [[String]] = []
+) -> ManagedObjectModel {
     try! ManagedObjectModel(entities: [
         EntityDescription(name: "Recipe", managedObjectClass: Recipe.self, properties: [
             .attribute("name", .string),
@@ -60,7 +63,7 @@ func makeModel(recipeIndexes: [IndexDescription] = []) -> ManagedObjectModel {
             .toMany("tags", "Tag", inverse: "recipes"),
             .toOne("author", "Author", inverse: "recipes"),
             .toOne("card", "Card", inverse: "recipe", deleteRule: .cascade),
-        ], indexes: recipeIndexes),
+        ], indexes: recipeIndexes, uniquenessConstraints: recipeUniqueness),
         EntityDescription(name: "Ingredient", managedObjectClass: Ingredient.self, properties: [
             .attribute("name", .string),
             .attribute("grams", .integer32, defaultValue: .integer(0)),
@@ -73,7 +76,7 @@ func makeModel(recipeIndexes: [IndexDescription] = []) -> ManagedObjectModel {
         EntityDescription(name: "Author", managedObjectClass: Author.self, properties: [
             .attribute("name", .string),
             .toMany("recipes", "Recipe", inverse: "author", deleteRule: .deny),
-        ]),
+        ], uniquenessConstraints: authorUniqueness),
         EntityDescription(name: "Card", managedObjectClass: Card.self, properties: [
             .attribute("text", .string),
             .toOne("recipe", "Recipe", inverse: "card"),

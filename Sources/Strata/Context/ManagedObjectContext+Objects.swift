@@ -25,6 +25,8 @@ extension ManagedObjectContext {
             guard !object.flags.contains(.invalidated) else { throw StrataError(.objectNotFound, "\(id) no longer exists") }
             return object
         }
+        let resolved = persistentStoreCoordinator.resolvingAlias(id)
+        if resolved != id { return try existingObject(with: resolved) }
         guard let snapshot = try sourceSnapshot(for: id) else {
             throw StrataError(.objectNotFound, "no object \(id) in \(name), its parents or the store")
         }
@@ -38,6 +40,9 @@ extension ManagedObjectContext {
     /// references it any more (``releaseUnreferencedFetched()``).
     func registeredOrFault(for id: ObjectID, fetched: Bool = false) -> ManagedObject {
         if let object = registry[id] { return object }
+        // A new object an upsert merged into an existing one: that one.
+        let resolved = persistentStoreCoordinator.resolvingAlias(id)
+        if resolved != id { return registeredOrFault(for: resolved, fetched: fetched) }
         let object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
         object.primaryKey = id.primaryKey
         object.isTemporary = id.isTemporaryID

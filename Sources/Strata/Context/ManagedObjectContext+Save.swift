@@ -16,6 +16,13 @@ extension ManagedObjectContext {
     /// objects first and ``mergePolicy`` is ``MergePolicy/error``. A failed save
     /// changes nothing anywhere: the context keeps its changes, the destination
     /// and the store are as they were. Posts will-save and did-save.
+    ///
+    /// Uniqueness constraints are checked against the destination's whole
+    /// view: its pending changes, its ancestors' and the store. Under
+    /// ``MergePolicy/error`` a conflict throws ``StrataError/Code/constraintConflict``;
+    /// under the other policies a new object whose values an existing one
+    /// holds is merged into it (an upsert; see ``MergePolicy``) and the save
+    /// goes on.
     public func save() throws(StrataError) {
         try saveReportingChanges()
     }
@@ -28,37 +35,57 @@ extension ManagedObjectContext {
         processPendingChanges()
         guard hasChanges else { return nil }
         NotificationCenter.default.post(name: Self.willSave, object: self)
-        let changes = try buildChangeSet()
-        let generation = changeGeneration
-        let outcome: SaveOutcome
-        if let parent {
-            // New objects only, into a private parent that is idle or writing
-            // to the store: the parent takes them in later, in order, and
-            // this (main) queue does not wait for it (Rule 10).
-            if let deferred = parent.deferChildSave(changes, from: self) {
-                outcome = deferred
-            } else {
-                outcome = try parent.childAccess { () throws(StrataError) -> SaveOutcome in
-                    let outcome = try parent.acceptChildSave(changes, from: self)
-                    // Published before this context lets go of them below,
-                    // also when the parent runs this inline, inside a block
-                    // of its own that has not ended (Rule 12).
-                    parent.publishPendingChanges()
-                    return outcome
-                }
+        var upsertRounds = 0
+        while true {
+            let changes = try buildChangeSet()
+            let generation = changeGeneration
+            let outcome: SaveOutcome
+            do throws(StrataError) {
+                outcome = try send(changes)
+            } catch where error.code == .constraintConflict && upsertRounds < Self.upsertRoundLimit {
+                // Nothing was saved anywhere: merge the new objects into the
+                // ones holding their values here, and save that instead.
+                guard let objectWins = mergePolicy.upsertObjectWins else { throw error }
+                upsertRounds += 1
+                try mergeConflictingInserts(error, objectWins: objectWins)
+                continue
             }
-        } else {
+            let saved = apply(outcome, of: changes, since: generation)
+            processPendingChanges()
+            if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
+            NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
+            return saved
+        }
+    }
+
+    /// Hands `changes` one level down: to the parent, or to the store.
+    private func send(_ changes: ChangeSet) throws(StrataError) -> SaveOutcome {
+        guard let parent else {
             // While the batch is written and synced, children (the main
             // context) get in as guests instead of waiting (line 17).
-            outcome = try parked { () throws(StrataError) -> SaveOutcome in
+            return try parked { () throws(StrataError) -> SaveOutcome in
                 try persistentStoreCoordinator.save(changes, from: self)
             }
         }
-        let saved = apply(outcome, of: changes, since: generation)
-        processPendingChanges()
-        if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
-        NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
-        return saved
+        if let check = UniquenessCheck(changes) {
+            // Against the whole source, on this queue; the parent then
+            // checks only what it changed itself since (``acceptChildSave``).
+            try check.enforce(holders: SourceView(of: self).uniqueHolders(check.keysToLookUp))
+        } else if let deferred = parent.deferChildSave(changes, from: self) {
+            // New objects only, into a private parent that is idle or
+            // writing to the store: the parent takes them in later, in
+            // order, and this (main) queue does not wait for it (Rule 10).
+            // (Not with a uniqueness constraint: that needs the parent's check.)
+            return deferred
+        }
+        return try parent.childAccess { () throws(StrataError) -> SaveOutcome in
+            let outcome = try parent.acceptChildSave(changes, from: self)
+            // Published before this context lets go of them below,
+            // also when the parent runs this inline, inside a block
+            // of its own that has not ended (Rule 12).
+            parent.publishPendingChanges()
+            return outcome
+        }
     }
 
     /// Makes the IDs of `objects` permanent now, before they are saved (each
@@ -299,6 +326,9 @@ extension ManagedObjectContext {
     /// changes nothing if the save fails.
     func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
         let (updates, deletes) = try ConflictResolution.decide(changes) { id, seen throws(StrataError) in try currentSnapshot(of: id, childSaw: seen) }
+        if let check = UniquenessCheck(changes, updates: updates) {
+            try check.enforce(holders: pendingUniqueHolders(check.keysToLookUp))
+        }
 
         // Nothing below throws.
         var outcome = SaveOutcome()

@@ -1,10 +1,22 @@
 /// What a save does when an object it changes was changed at its destination
 /// (the parent context or the store) since the saving context read it
-/// (SEMANTICS.md line 21).
+/// (SEMANTICS.md line 21), and when a new object's values in a uniqueness
+/// constraint are held by an existing object.
 ///
 /// ```swift
 /// context.mergePolicy = .mergeByPropertyObjectTrump
 /// ```
+///
+/// For uniqueness constraints, ``error`` fails the save with
+/// ``StrataError/Code/constraintConflict``; every other policy *upserts*:
+/// the new object is merged into the existing one and leaves the context,
+/// and its ID resolves to the existing object's in every context from then
+/// on. ``mergeByPropertyObjectTrump`` and ``overwrite`` keep the new object's
+/// attribute values (those it set: a value left as a new object has it
+/// keeps the existing one's); ``mergeByPropertyStoreTrump`` and ``rollback``
+/// keep the existing object's, taking the new one's only where the existing
+/// holds nil. To-many relationships join. An *updated* object that takes
+/// another's values is refused under every policy: there is nothing to merge.
 public enum MergePolicy: Sendable, Hashable {
     /// Fail the save with ``StrataError/Code/mergeConflict``, listing every
     /// conflicting object and property; nothing is saved (the default).

@@ -38,6 +38,18 @@ enum IndexKeyCoding {
         return key
     }
 
+    /// An entry without its primary key: what every object holding the same
+    /// values in index `index` shares — nil when one of them is null (no
+    /// uniqueness constraint holds a null, as in SQL).
+    static func uniqueKey(_ values: [PropertyValue], of entity: EntityDescription, index: Int) -> [UInt8]? {
+        var key = prefix(of: entity, index: index)
+        for property in entity.indexedProperties[index] {
+            if case .null = values[property] { return nil }
+            appendValue(values[property], to: &key)
+        }
+        return key
+    }
+
     /// The primary key an entry ends with.
     static func primaryKey(ofEntry key: UnsafeRawBufferPointer) -> UInt64? {
         guard key.count >= 4 + 1 + 8 else { return nil }

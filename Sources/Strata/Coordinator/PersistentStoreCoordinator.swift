@@ -1,5 +1,6 @@
 public import Foundation
 public import StrataStore
+import Synchronization
 
 /// The bridge between contexts and storage: it owns the store, turns each
 /// save of an attached context into ONE atomic batch (SEMANTICS.md line 11),
@@ -14,8 +15,9 @@ public import StrataStore
 ///
 /// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
 /// `rootContexts` are guarded by `lock`; `rowCache` (with its epoch) by
-/// `cacheLock`; saves are serialized by `saveLock`. Lock order: saveLock →
-/// lock → cacheLock; none is held while calling into a context.
+/// `cacheLock`; `aliases` by `aliasLock` (a leaf lock); saves are serialized
+/// by `saveLock`. Lock order: saveLock → lock → cacheLock; none is held
+/// while calling into a context.
 public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Where records live.
     public enum StoreType: Sendable, Hashable {
@@ -39,6 +41,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     private let cacheLock = Lock()
     private var rowCache: RowCache           // guarded by `cacheLock`
+
+    let aliasLock = Lock()
+    /// Inserted objects an upsert merged into existing ones, and those:
+    /// their IDs resolve there in every context (``resolvingAlias(_:)``).
+    var aliases: [ObjectID: ObjectID] = [:]  // guarded by `aliasLock`
+    /// `aliases.count`, read without the lock: most coordinators have none.
+    let aliasCount = Atomic<Int>(0)
 
     /// Tests only: runs inside every save once its batch is in the store,
     /// while the saving context is still parked — the window in which a
@@ -277,12 +286,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Writes a save of an attached context as one atomic batch, after
-    /// checking every updated and deleted object against the store's version.
-    /// Nothing changes (store, cache) if it throws.
+    /// checking every updated and deleted object against the store's version
+    /// and every unique key the save claims against the store's unique
+    /// indexes. Nothing changes (store, cache) if it throws.
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
         let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
             let store = try currentStore()
             let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
+            // Under the save lock: no other save can claim a key between
+            // this look-up and the write.
+            if let check = UniquenessCheck(changes, updates: updates) {
+                try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
+            }
 
             var batch = WriteBatch()
             var record: [UInt8] = []

@@ -16,7 +16,7 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Value: String, Sendable {
             case invalidModel, modelMismatch, noPersistentStore, storeAlreadyAdded
-            case storage, corruptRecord, objectNotFound, validationFailed, mergeConflict
+            case storage, corruptRecord, objectNotFound, validationFailed, mergeConflict, constraintConflict
             case invalidArgument, contextMisuse
         }
         let value: Value
@@ -40,6 +40,11 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         /// A save met newer changes to the same objects under ``MergePolicy/error``;
         /// ``StrataError/conflicts`` lists them.
         public static let mergeConflict = Code(value: .mergeConflict)
+        /// A save would leave two objects sharing the values of a uniqueness
+        /// constraint, and the merge policy (``MergePolicy/error``) or the
+        /// kind of conflict does not resolve it; ``StrataError/constraintConflicts``
+        /// lists them. Nothing was saved; the context keeps its changes.
+        public static let constraintConflict = Code(value: .constraintConflict)
         /// An argument was out of range, of the wrong entity, or otherwise invalid.
         public static let invalidArgument = Code(value: .invalidArgument)
         /// A context was used in a way its type does not allow.
@@ -53,6 +58,8 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
     public var validationFailures: [ValidationFailure] = []
     /// For ``Code/mergeConflict``: every conflicting object and property.
     public var conflicts: [MergeConflict] = []
+    /// For ``Code/constraintConflict``: every object whose constrained values another holds.
+    public var constraintConflicts: [ConstraintConflict] = []
     /// The error underneath this one (a `StoreError` for ``Code/storage``).
     public var cause: (any Error & Sendable)?
     /// Where in Strata's source the error was raised.
@@ -79,6 +86,7 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         var text = "StrataError.\(code): \(message)"
         for failure in validationFailures { text += "\n  - \(failure)" }
         for conflict in conflicts { text += "\n  - \(conflict)" }
+        for conflict in constraintConflicts { text += "\n  - \(conflict)" }
         if let cause { text += " [cause: \(cause)]" }
         return text
     }

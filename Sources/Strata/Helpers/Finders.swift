@@ -57,6 +57,37 @@ extension FetchableObject {
         return try context.count(for: FetchRequest<Self>(predicate: predicate))
     }
 
+    /// The object matching `predicate`, or a new one that `configure` fills
+    /// in (MagicalRecord's `MR_findFirstOrCreateByAttribute:`): the lookup
+    /// sees the context's unsaved objects and its ancestors', and reads an
+    /// index when `predicate` tests indexed attributes.
+    ///
+    /// ```swift
+    /// let item = try Item.findOrCreate(where: #Predicate { $0.remoteID == 42 }, in: context) { item in
+    ///     item.remoteID = 42
+    /// }
+    /// ```
+    ///
+    /// Two contexts may both create the object before either saves. Declare
+    /// a uniqueness constraint on the attributes `predicate` tests: then the
+    /// second save throws ``StrataError/Code/constraintConflict`` under
+    /// ``MergePolicy/error``, or merges its object into the first under an
+    /// upsert policy (``MergePolicy/mergeByPropertyObjectTrump``) — either
+    /// way the store never holds two.
+    public static func findOrCreate(
+        where predicate: Predicate<Self>,
+        in context: ManagedObjectContext,
+        configure: (Self) throws -> Void
+    ) throws -> Self {
+        if let found = try first(in: context, where: predicate) { return found }
+        guard let entity = context.model.entity(for: Self.self) else {
+            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
+        }
+        let created = Self(entity: entity, insertInto: context)
+        try configure(created)
+        return created
+    }
+
     // MARK: In the default context (main queue only)
 
     /// ``all(in:where:sortedBy:)`` in ``ManagedObjectContext/default``. Call

@@ -144,8 +144,9 @@ public final class ObjectStoreInspector: Sendable {
     }
 
     /// Checks every live record: object records decode under the stored model
-    /// and their relationships point at stored objects; the metadata records
-    /// are well formed; no key is foreign to the object layer.
+    /// and their relationships point at stored objects, each with exactly its
+    /// index entries and no two holding the same values in a unique index;
+    /// the metadata records are well formed; no key is foreign to the object layer.
     public func verifyRecords() throws(StrataError) -> (records: Int, problems: [RecordProblem]) {
         var objectKeys = Set<[UInt8]>()
         contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert($0) }
@@ -153,6 +154,8 @@ public final class ObjectStoreInspector: Sendable {
         contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { indexKeys.insert($0) }
         // The entries the stored objects make, as they are met.
         var madeEntries = Set<[UInt8]>()
+        // Per unique index's values: the first object met holding them.
+        var uniqueHolders: [[UInt8]: ObjectID] = [:]
         var problems: [RecordProblem] = []
         var records = 0
         do throws(StoreError) {
@@ -178,6 +181,10 @@ public final class ObjectStoreInspector: Sendable {
                     for (number, index) in id.entity.indexes.enumerated() {
                         let entry = IndexKeyCoding.key(snapshot.values, of: id.entity, index: number, primaryKey: id.primaryKey)
                         if indexKeys.contains(entry) { madeEntries.insert(entry) } else { problem("has no entry in index \(index) for its values") }
+                        if index.isUnique, let unique = IndexKeyCoding.uniqueKey(snapshot.values, of: id.entity, index: number),
+                           let holder = uniqueHolders.updateValue(id, forKey: unique) {
+                            problem("holds the values of \(holder) in unique index \(index)")
+                        }
                     }
                 case IndexKeyCoding.indexTag?:
                     // Matched against the objects' entries after the pass.

@@ -26,11 +26,14 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Per property: whether it is a to-many relationship.
     let toManyFlags: [Bool]
     private let propertyNames: [String]
-    /// The attribute indexes, in declaration order; an index's position is
-    /// part of its keys in the store.
+    /// The attribute indexes, in declaration order, then those that back
+    /// uniqueness constraints no declared index already covers; an index's
+    /// position is part of its keys in the store.
     public let indexes: [IndexDescription]
     /// Per index: the positions of its attributes (checked by the model).
     @exclusivity(unchecked) private(set) var indexedProperties: [[Int]] = []
+    /// The positions in ``indexes`` of the unique ones.
+    let uniqueIndexNumbers: [Int]
 
     struct Resolved {
         /// Position in the model, sorted by name; part of every record key.
@@ -59,14 +62,33 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Positions of relationships with the deny rule.
     @exclusivity(unchecked) private(set) var denyIndices: [Int] = []
 
+    /// `uniquenessConstraints`: sets of attributes whose values no two
+    /// objects may share (Core Data's), each backed by a unique index — an
+    /// index of `indexes` on the same attributes becomes unique.
+    ///
+    /// ```swift
+    /// EntityDescription(name: "Package", managedObjectClass: Package.self, properties: [
+    ///     .attribute("name", .string),
+    ///     .attribute("downloads", .integer64),
+    /// ], indexes: [["downloads"]], uniquenessConstraints: [["name"]])
+    /// ```
     public init(
         name: String, managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription],
-        indexes: [IndexDescription] = []
+        indexes: [IndexDescription] = [], uniquenessConstraints: [[String]] = []
     ) {
         self.name = name
         self.managedObjectClass = managedObjectClass
         self.properties = properties
-        self.indexes = indexes
+        var all = indexes
+        for names in uniquenessConstraints {
+            if let i = all.firstIndex(where: { $0.attributeNames == names }) {
+                all[i] = IndexDescription(names, isUnique: true)
+            } else {
+                all.append(IndexDescription(names, isUnique: true))
+            }
+        }
+        self.indexes = all
+        self.uniqueIndexNumbers = all.indices.filter { all[$0].isUnique }
         var index: [String: Int] = [:]
         for (i, p) in properties.enumerated() where index[p.name] == nil { index[p.name] = i }
         self.propertyIndex = index
@@ -121,6 +143,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         default: return false
         }
     }
+
+    /// The attribute sets no two objects may share values in (the unique ``indexes``).
+    public var uniquenessConstraints: [[String]] { uniqueIndexNumbers.map { indexes[$0].attributeNames } }
 
     /// The attributes, in declaration order.
     public var attributes: [AttributeDescription] {

@@ -17,17 +17,24 @@
 ///
 /// Indexes are part of the model's ``ManagedObjectModel/versionHash``: a
 /// store made without an index does not open with a model that declares it.
+///
+/// A *unique* index backs a uniqueness constraint (``EntityDescription``'s
+/// `uniquenessConstraints:`): no two objects of the entity may hold the same
+/// values in its attributes — unless one of them is nil, as in SQL.
 public struct IndexDescription: Sendable, Hashable, CustomStringConvertible {
     /// The attributes, most significant first.
     public let attributeNames: [String]
+    /// Whether it backs a uniqueness constraint.
+    public let isUnique: Bool
 
     public init(_ attributeNames: String...) {
-        self.attributeNames = attributeNames
+        self.init(attributeNames)
     }
 
-    public init(_ attributeNames: [String]) {
+    public init(_ attributeNames: [String], isUnique: Bool = false) {
         self.attributeNames = attributeNames
+        self.isUnique = isUnique
     }
 
-    public var description: String { "(" + attributeNames.joined(separator: ", ") + ")" }
+    public var description: String { (isUnique ? "UNIQUE " : "") + "(" + attributeNames.joined(separator: ", ") + ")" }
 }

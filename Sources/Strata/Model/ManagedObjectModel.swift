@@ -49,7 +49,7 @@ public final class ManagedObjectModel: Sendable {
             guard entity.propertyIndex.count == entity.properties.count else {
                 throw StrataError(.invalidModel, "entity \(entity.name) declares a property name twice")
             }
-            guard entity.indexes.count <= 255, Set(entity.indexes).count == entity.indexes.count else {
+            guard entity.indexes.count <= 255, Set(entity.indexes.map(\.attributeNames)).count == entity.indexes.count else {
                 throw StrataError(.invalidModel, "entity \(entity.name) declares an index twice, or more than 255")
             }
             for index in entity.indexes {
@@ -150,9 +150,11 @@ package enum ModelSchema {
     static func keepAlive(_ model: ManagedObjectModel) { lock.withLock { models.append(model) } }
 
     static func encode(_ entities: [EntityDescription]) -> [UInt8] {
-        // Format 1 has no indexes: a model without any encodes as it always did.
+        // Format 1 has no indexes, format 2 no unique ones: a model encodes
+        // in the oldest format that holds it, as it always did.
         let hasIndexes = entities.contains { !$0.indexes.isEmpty }
-        var out: [UInt8] = [hasIndexes ? 2 : 1]  // format version
+        let hasUnique = entities.contains { !$0.uniqueIndexNumbers.isEmpty }
+        var out: [UInt8] = [hasUnique ? 3 : hasIndexes ? 2 : 1]  // format version
         func string(_ s: String) { out.appendVarint(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8) }
         out.appendVarint(UInt64(entities.count))
         for entity in entities {
@@ -172,6 +174,7 @@ package enum ModelSchema {
                 for index in entity.indexes {
                     out.appendVarint(UInt64(index.attributeNames.count))
                     for name in index.attributeNames { string(name) }
+                    if hasUnique { out.append(index.isUnique ? 1 : 0) }
                 }
             }
         }
@@ -196,7 +199,7 @@ package enum ModelSchema {
             // Index keys are stored too (an entity without indexes hashes
             // as it always did).
             for index in entity.indexes {
-                mix([4])
+                mix([index.isUnique ? 5 : 4])
                 for name in index.attributeNames { mix(name.utf8); mix([0]) }
             }
         }

@@ -23,7 +23,7 @@ extension ModelSchema {
                 default: return nil
                 }
             }
-            guard let format = reader.readInteger(UInt8.self), format == 1 || format == 2,
+            guard let format = reader.readInteger(UInt8.self), (1...3).contains(format),
                   let count = reader.readLength(limit: Int(UInt16.max)) else { return nil }
             var entities: [EntityDescription] = []
             for _ in 0..<count {
@@ -49,7 +49,7 @@ extension ModelSchema {
                     }
                 }
                 var indexes: [IndexDescription] = []
-                if format == 2 {
+                if format >= 2 {
                     guard let indexCount = reader.readLength(limit: 255) else { return nil }
                     for _ in 0..<indexCount {
                         guard let nameCount = reader.readLength(limit: reader.remaining) else { return nil }
@@ -58,7 +58,12 @@ extension ModelSchema {
                             guard let name = string() else { return nil }
                             names.append(name)
                         }
-                        indexes.append(IndexDescription(names))
+                        var unique = false
+                        if format >= 3 {
+                            guard let flag = flag() else { return nil }
+                            unique = flag
+                        }
+                        indexes.append(IndexDescription(names, isUnique: unique))
                     }
                 }
                 entities.append(EntityDescription(name: name, properties: properties, indexes: indexes))

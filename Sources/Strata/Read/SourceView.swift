@@ -36,8 +36,8 @@ struct SourceView {
         }
     }
 
-    private let layers: [Layer]
-    private let coordinator: PersistentStoreCoordinator
+    let layers: [Layer]
+    let coordinator: PersistentStoreCoordinator
 
     /// The source of `context`: its ancestors' pending changes and the store.
     init(of context: ManagedObjectContext) throws(StrataError) {
@@ -71,7 +71,7 @@ struct SourceView {
     }
 
     /// What the levels above the store say of one object (see ``snapshot(for:)``).
-    private struct Overlay {
+    struct Overlay {
         /// The nearest level's values, when a level changed or inserted it.
         var values: Snapshot?
         /// Whether a level inserted (true) or deleted (false) it; nil when

@@ -16,9 +16,10 @@ final class BenchIngredient: ManagedObject {
     @Relationship("recipe") var recipe: BenchRecipe?
 }
 
-/// The bench model; `recipeIndexes` declares indexes on recipes (a store
-/// made with them opens only with them).
-func makeBenchModel(recipeIndexes: [IndexDescription] = []) throws -> ManagedObjectModel {
+/// The bench model; `recipeIndexes` and `recipeUniqueness` declare indexes
+/// and uniqueness constraints on recipes (a store made with them opens only
+/// with them).
+func makeBenchModel(recipeIndexes: [IndexDescription] = [], recipeUniqueness: [[String]] = []) throws -> ManagedObjectModel {
     try ManagedObjectModel(entities: [
         EntityDescription(name: "Recipe", managedObjectClass: BenchRecipe.self, properties: [
             .attribute("name", .string),
@@ -26,7 +27,7 @@ func makeBenchModel(recipeIndexes: [IndexDescription] = []) throws -> ManagedObj
             .attribute("rating", .double),
             .attribute("created", .date),
             .toMany("ingredients", "Ingredient", inverse: "recipe", deleteRule: .cascade),
-        ], indexes: recipeIndexes),
+        ], indexes: recipeIndexes, uniquenessConstraints: recipeUniqueness),
         EntityDescription(name: "Ingredient", managedObjectClass: BenchIngredient.self, properties: [
             .attribute("name", .string),
             .attribute("grams", .integer64),

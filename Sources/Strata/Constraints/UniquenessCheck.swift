@@ -1,0 +1,116 @@
+/// The keys a save's objects will hold in their entities' unique indexes,
+/// and the judgement of those keys against what a destination holds.
+///
+/// A save passes when, once applied, no two objects share a key of a unique
+/// index. So each object the save inserts or updates *claims* its keys:
+/// - two claims on one key conflict (a duplicate within the save);
+/// - a claim conflicts with every object holding the key at the destination
+///   whose state the save does not itself decide (an object the save updates
+///   or deletes will hold whatever the save gives it, so the destination's
+///   values for it do not count).
+///
+/// An updated object whose key did not change held it at the destination
+/// already: it is not looked up there (an upsert import's updates cost no
+/// index read), only counted against the save's other claims.
+///
+/// The same judgement runs at every level a save crosses, each against what
+/// that level holds (see ``ManagedObjectContext/save()``): the saving child
+/// against its whole source, a parent against its own pending changes, the
+/// coordinator against the store under its save lock.
+struct UniquenessCheck {
+    struct Claim {
+        let id: ObjectID
+        let index: Int
+        /// The index entry's bytes before the primary key.
+        let key: [UInt8]
+        /// The object's values (all properties), for the report.
+        let values: [PropertyValue]
+        let needsLookup: Bool
+    }
+
+    private(set) var claims: [Claim] = []
+    /// Objects whose state the save decides: inserted, updated, deleted.
+    private var decided: Set<ObjectID> = []
+
+    /// Whether any object `changes` inserts or updates has a uniqueness
+    /// constraint (so that a save without any pays one pass over its IDs).
+    static func applies(to changes: ChangeSet) -> Bool {
+        changes.inserted.contains { !$0.entity.uniqueIndexNumbers.isEmpty }
+            || changes.updated.contains { !$0.entity.uniqueIndexNumbers.isEmpty }
+    }
+
+    /// The claims of `changes`; nil when none of its objects has a
+    /// uniqueness constraint. `updates`: the destination's decision for each
+    /// updated object (what it will hold after a merge policy), when known;
+    /// an update it keeps or drops claims nothing new.
+    init?(_ changes: ChangeSet, updates: [UpdateDecision]? = nil) {
+        guard Self.applies(to: changes) else { return nil }
+        // Updates first: a new object that meets an updated one on a key is
+        // the one reported (and, under an upsert policy, merged into it).
+        for (i, id) in changes.updated.enumerated() {
+            var values = changes.updatedValues[i]
+            if let updates {
+                guard case .write(let written, _) = updates[i] else { continue }
+                values = written
+            }
+            claim(id, values, base: changes.updatedBase[i])
+        }
+        for (i, id) in changes.inserted.enumerated() {
+            claim(id, changes.insertedValues[i], base: nil)
+        }
+        decided.formUnion(changes.inserted)
+        decided.formUnion(changes.updated)
+        decided.formUnion(changes.deleted)
+    }
+
+    private mutating func claim(_ id: ObjectID, _ values: [PropertyValue], base: [PropertyValue]?) {
+        let entity = id.entity
+        for index in entity.uniqueIndexNumbers {
+            guard let key = IndexKeyCoding.uniqueKey(values, of: entity, index: index) else { continue }
+            let unchanged = base.map { IndexKeyCoding.uniqueKey($0, of: entity, index: index) == key } ?? false
+            claims.append(Claim(id: id, index: index, key: key, values: values, needsLookup: !unchanged))
+        }
+    }
+
+    /// The keys to look up at the destination: distinct, ascending.
+    var keysToLookUp: [[UInt8]] {
+        Array(Set(claims.lazy.filter(\.needsLookup).map(\.key))).sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// The conflicts, given what holds each looked-up key at the destination
+    /// (`holders`; objects the save decides are left out here).
+    func conflicts(holders: [[UInt8]: [ObjectID]]) -> [ConstraintConflict] {
+        var first: [[UInt8]: ObjectID] = [:]
+        var conflicts: [ConstraintConflict] = []
+        for claim in claims {
+            var others: [ObjectID] = []
+            if let earlier = first[claim.key] {
+                others.append(earlier)
+            } else {
+                first[claim.key] = claim.id
+            }
+            if claim.needsLookup, let held = holders[claim.key] {
+                for id in held where !decided.contains(id) && !others.contains(id) { others.append(id) }
+            }
+            guard !others.isEmpty else { continue }
+            let entity = claim.id.entity
+            let properties = entity.indexedProperties[claim.index]
+            conflicts.append(ConstraintConflict(
+                objectID: claim.id,
+                constraint: properties.map { entity.properties[$0].name },
+                values: properties.map { claim.values[$0] },
+                conflictingObjectIDs: others))
+        }
+        return conflicts
+    }
+
+    /// Throws ``StrataError/Code/constraintConflict`` when the save conflicts
+    /// at the destination `holders` describes.
+    func enforce(holders: [[UInt8]: [ObjectID]]) throws(StrataError) {
+        let found = conflicts(holders: holders)
+        guard !found.isEmpty else { return }
+        var error = StrataError(.constraintConflict, "\(found.count) uniqueness constraint conflict(s); nothing was saved")
+        error.constraintConflicts = found
+        throw error
+    }
+}
