@@ -15,7 +15,10 @@ public import StrataStore
 /// - sets the single checkpoint's `lastSave` to `s`.
 ///
 /// So the checkpoint names the last save that landed, and the exact contents
-/// of the store are a function of it: ``ExpectedGraph``.
+/// of the store are a function of it: ``ExpectedGraph``. Recipe serials and
+/// ingredient names are unique (uniqueness constraints, so unique indexes
+/// that `strata-dump verify` checks after every kill, and that the
+/// workload's lookups by serial and name read).
 public enum ContainerCrashWorkload {
     public final class CrashRecipe: ManagedObject {
         @Attribute("serial") public var serial: Int64
@@ -40,11 +43,11 @@ public enum ContainerCrashWorkload {
                 .attribute("name", .string),
                 .attribute("payload", .binaryData),
                 .toMany("ingredients", "CrashIngredient", inverse: "recipe", deleteRule: .cascade),
-            ]),
+            ], uniquenessConstraints: [["serial"]]),
             EntityDescription(name: "CrashIngredient", managedObjectClass: CrashIngredient.self, properties: [
                 .attribute("name", .string),
                 .toOne("recipe", "CrashRecipe", inverse: "ingredients"),
-            ]),
+            ], uniquenessConstraints: [["name"]]),
             EntityDescription(name: "Checkpoint", managedObjectClass: Checkpoint.self, properties: [
                 .attribute("lastSave", .integer64, defaultValue: .integer(0)),
             ]),

@@ -266,4 +266,55 @@ import Testing
         }
         withExtendedLifetime(held) {}
     }
+
+    /// A child holds an object loaded before its source changed it (line
+    /// 10): a scan judges the held values, so the index path must too,
+    /// though the index no longer selects it — whether the change reached
+    /// the store or was dropped unsaved by the parent the child loaded it
+    /// from. (The index path judges only the held objects that may be
+    /// stale, found from the store's change log and the levels above.)
+    @Test func heldObjectsOlderThanTheSourceAnswerAsAScanDoes() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: makeModel(recipeIndexes: Self.indexes))
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: writer)
+        let id = try writer.performAndWait { () throws in
+            let recipe = Recipe(context: writer)
+            recipe.name = "a"
+            try writer.save()
+            return recipe.objectID
+        }
+        func names(_ name: String) throws -> (indexed: [ObjectID], scanned: [ObjectID]) {
+            try child.performAndWait { () throws in
+                let indexed = try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == name })).map(\.objectID)
+                let scanned = try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == name || false })).map(\.objectID)
+                return (indexed, scanned)
+            }
+        }
+        try child.performAndWait { () throws in
+            // Held across the checks below (registered objects nobody
+            // references are let go of when the block ends).
+            child.retainsRegisteredObjects = true
+            let held = try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == "a" }))
+            #expect(held.map(\.objectID) == [id])
+            #expect(held[0].name == "a")  // filled: the child's snapshot
+        }
+        // Changed in the store: the index holds "b" now.
+        try writer.performAndWait { () throws in
+            (writer.object(with: id) as! Recipe).name = "b"
+            try writer.save()
+        }
+        var found = try names("a")
+        #expect(found.scanned == [id])
+        #expect(found.indexed == found.scanned)
+        // Loaded from the parent's unsaved change, which the parent then drops.
+        child.performAndWait { child.reset() }
+        writer.performAndWait { (writer.object(with: id) as! Recipe).name = "c" }
+        try child.performAndWait { () throws in
+            #expect(try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == "c" })).map(\.name) == ["c"])
+        }
+        writer.performAndWait { writer.rollback() }
+        found = try names("c")
+        #expect(found.scanned == [id])
+        #expect(found.indexed == found.scanned)
+    }
 }

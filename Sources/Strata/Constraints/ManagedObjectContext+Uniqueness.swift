@@ -24,15 +24,15 @@ extension ManagedObjectContext {
     ///
     /// O(this context's pending changes of entities with a uniqueness
     /// constraint).
-    func pendingUniqueHolders(_ keys: [[UInt8]]) -> [[UInt8]: [ObjectID]] {
+    func pendingUniqueHolders(_ keys: [UniqueKey]) -> [UniqueKey: [ObjectID]] {
         guard !keys.isEmpty else { return [:] }
         let wanted = Set(keys)
-        var holders: [[UInt8]: [ObjectID]] = [:]
+        var holders: [UniqueKey: [ObjectID]] = [:]
         func add(_ object: ManagedObject) {
             let entity = object.entity
             guard !entity.uniqueIndexNumbers.isEmpty, !object.flags.contains(.deleted) else { return }
             for index in entity.uniqueIndexNumbers {
-                guard let key = IndexKeyCoding.uniqueKey(object.values, of: entity, index: index), wanted.contains(key) else { continue }
+                guard let bytes = IndexKeyCoding.uniqueKey(object.values, of: entity, index: index), case let key = UniqueKey(bytes: bytes), wanted.contains(key) else { continue }
                 holders[key, default: []].append(object.objectID)
             }
         }

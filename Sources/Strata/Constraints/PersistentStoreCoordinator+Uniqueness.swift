@@ -4,18 +4,18 @@ extension PersistentStoreCoordinator {
     /// The stored objects holding each of `keys` (unique-index entries
     /// without their primary key; distinct and ascending), read at one read
     /// view of the store.
-    func storedUniqueHolders(_ keys: [[UInt8]]) throws(StrataError) -> [[UInt8]: [ObjectID]] {
+    func storedUniqueHolders(_ keys: [UniqueKey]) throws(StrataError) -> [UniqueKey: [ObjectID]] {
         guard !keys.isEmpty else { return [:] }
         let store = try currentStore()
-        var holders: [[UInt8]: [ObjectID]] = [:]
+        var holders: [UniqueKey: [ObjectID]] = [:]
         // Each value encodes self-delimited, so an entry holds exactly the
         // values of the key it starts with: the range of a key is its prefix.
-        try store.forEachKey(in: keys.map { KeyRange(prefix: $0) }) { entry, _ throws(StrataError) in
+        try store.forEachKey(in: keys.map { KeyRange(prefix: $0.bytes) }) { entry, _ throws(StrataError) in
             guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry),
                   let entity = model.entity(at: UInt16(entry[1]) << 8 | UInt16(entry[2])) else {
                 throw StrataError(.corruptRecord, "a unique index entry is malformed")
             }
-            let key = Array(entry[..<(entry.count - 8)])
+            let key = UniqueKey(bytes: Array(entry[..<(entry.count - 8)]))
             holders[key, default: []].append(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
         }
         return holders

@@ -6,7 +6,7 @@ extension SourceView {
     ///
     /// O(the ancestors' pending changes + keys × an index read), never
     /// O(the entity).
-    func uniqueHolders(_ keys: [[UInt8]]) throws(StrataError) -> [[UInt8]: [ObjectID]] {
+    func uniqueHolders(_ keys: [UniqueKey]) throws(StrataError) -> [UniqueKey: [ObjectID]] {
         guard !keys.isEmpty else { return [:] }
         var overlay: [ObjectID: Overlay] = [:]
         for layer in layers {
@@ -19,13 +19,13 @@ extension SourceView {
                 }
             }
         }
-        var holders: [[UInt8]: [ObjectID]] = [:]
+        var holders: [UniqueKey: [ObjectID]] = [:]
         if !overlay.isEmpty {
             let wanted = Set(keys)
             for (id, above) in overlay where above.exists != false {
                 guard let values = above.values?.values else { continue }
                 for index in id.entity.uniqueIndexNumbers {
-                    guard let key = IndexKeyCoding.uniqueKey(values, of: id.entity, index: index), wanted.contains(key) else { continue }
+                    guard let bytes = IndexKeyCoding.uniqueKey(values, of: id.entity, index: index), case let key = UniqueKey(bytes: bytes), wanted.contains(key) else { continue }
                     // Only updated above: it holds the key if it still exists below.
                     if above.exists == nil, try coordinator.snapshot(for: id) == nil { break }
                     holders[key, default: []].append(id)

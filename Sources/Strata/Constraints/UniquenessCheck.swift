@@ -22,7 +22,7 @@ struct UniquenessCheck {
         let id: ObjectID
         let index: Int
         /// The index entry's bytes before the primary key.
-        let key: [UInt8]
+        let key: UniqueKey
         /// The object's values (all properties), for the report.
         let values: [PropertyValue]
         let needsLookup: Bool
@@ -66,21 +66,22 @@ struct UniquenessCheck {
     private mutating func claim(_ id: ObjectID, _ values: [PropertyValue], base: [PropertyValue]?) {
         let entity = id.entity
         for index in entity.uniqueIndexNumbers {
-            guard let key = IndexKeyCoding.uniqueKey(values, of: entity, index: index) else { continue }
-            let unchanged = base.map { IndexKeyCoding.uniqueKey($0, of: entity, index: index) == key } ?? false
+            guard let bytes = IndexKeyCoding.uniqueKey(values, of: entity, index: index) else { continue }
+            let key = UniqueKey(bytes: bytes)
+            let unchanged = base.map { IndexKeyCoding.uniqueKey($0, of: entity, index: index) == bytes } ?? false
             claims.append(Claim(id: id, index: index, key: key, values: values, needsLookup: !unchanged))
         }
     }
 
     /// The keys to look up at the destination: distinct, ascending.
-    var keysToLookUp: [[UInt8]] {
-        Array(Set(claims.lazy.filter(\.needsLookup).map(\.key))).sorted { $0.lexicographicallyPrecedes($1) }
+    var keysToLookUp: [UniqueKey] {
+        Array(Set(claims.lazy.filter(\.needsLookup).map(\.key))).sorted()
     }
 
     /// The conflicts, given what holds each looked-up key at the destination
     /// (`holders`; objects the save decides are left out here).
-    func conflicts(holders: [[UInt8]: [ObjectID]]) -> [ConstraintConflict] {
-        var first: [[UInt8]: ObjectID] = [:]
+    func conflicts(holders: [UniqueKey: [ObjectID]]) -> [ConstraintConflict] {
+        var first: [UniqueKey: ObjectID] = [:]
         var conflicts: [ConstraintConflict] = []
         for claim in claims {
             var others: [ObjectID] = []
@@ -106,11 +107,24 @@ struct UniquenessCheck {
 
     /// Throws ``StrataError/Code/constraintConflict`` when the save conflicts
     /// at the destination `holders` describes.
-    func enforce(holders: [[UInt8]: [ObjectID]]) throws(StrataError) {
+    func enforce(holders: [UniqueKey: [ObjectID]]) throws(StrataError) {
         let found = conflicts(holders: holders)
         guard !found.isEmpty else { return }
         var error = StrataError(.constraintConflict, "\(found.count) uniqueness constraint conflict(s); nothing was saved")
         error.constraintConflicts = found
         throw error
     }
+}
+
+/// A unique index's entry without its primary key: what every object holding
+/// the same values shares. Hashed as one run of bytes (an array of bytes
+/// hashes byte by byte, which a save's check paid for every claim).
+struct UniqueKey: Hashable, Comparable {
+    let bytes: [UInt8]
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    static func < (a: UniqueKey, b: UniqueKey) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
 }

@@ -60,7 +60,10 @@ extension ManagedObjectContext {
         guard object.context === self, !object.flags.contains(.inserted), !object.flags.contains(.fault) else { return }
         if !mergeChanges {
             let id = object.objectID
-            if !object.flags.isDisjoint(with: [.dirty, .deleted]) { markUnpublished(id) }
+            if !object.flags.isDisjoint(with: [.dirty, .deleted]) {
+                markUnpublished(id)
+                noteChangesDroppedUnsaved()
+            }
             updated[id] = nil
             deleted[id] = nil
             object.values = []
@@ -94,6 +97,7 @@ extension ManagedObjectContext {
     /// held from before leave the context.
     public func reset() {
         checkQueue()
+        if hasChanges { noteChangesDroppedUnsaved() }
         // Objects held from before stay readable (a fault reads as defaults)
         // but leave the context, as Core Data invalidates them.
         for object in registry.values {
@@ -121,6 +125,7 @@ extension ManagedObjectContext {
     /// deleted ones return to their last saved values.
     public func rollback() {
         checkQueue()
+        if hasChanges { noteChangesDroppedUnsaved() }
         for (id, object) in inserted {
             registry[id] = nil
             object.context = nil
@@ -166,5 +171,13 @@ extension ManagedObjectContext {
         object.version = snapshot.version
         object.exposedVersion = nextVersion()
         object.flags.insert(.exposedVersionFresh)
+    }
+}
+
+extension ManagedObjectContext {
+    /// Unsaved changes are dropped: a child may have loaded them, and now
+    /// holds values its source no longer has (``StoreChangeLog``).
+    func noteChangesDroppedUnsaved() {
+        if publishes.load(ordering: .relaxed) { persistentStoreCoordinator.changeLog.recordUnknownChange() }
     }
 }

@@ -97,6 +97,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// at a cost that stays proportional to what the context fetches.
     @exclusivity(unchecked) var heldFetched: [ObjectID] = []
     @exclusivity(unchecked) var fetchedSinceHeldChecked = 0
+    /// The store's change-log sequence when the registry last held no
+    /// loaded object: every object registered since was loaded no earlier
+    /// (see ``possiblyStaleObjects(of:source:)``).
+    @exclusivity(unchecked) var staleFloor: UInt64 = 0
     /// Objects changed since the last objects-did-change notification.
     @exclusivity(unchecked) var pendingChanges: [ManagedObject] = []
     /// IDs refreshed or invalidated by merges since the last notification.

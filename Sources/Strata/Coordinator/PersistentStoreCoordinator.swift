@@ -42,6 +42,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private let cacheLock = Lock()
     private var rowCache: RowCache           // guarded by `cacheLock`
 
+    /// What recent saves changed, for fetches through an index.
+    let changeLog = StoreChangeLog()
+
     let aliasLock = Lock()
     /// Inserted objects an upsert merged into existing ones, and those:
     /// their IDs resolve there in every context (``resolvingAlias(_:)``).
@@ -368,6 +371,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             if !batch.isEmpty { try store.write(batch) }
             afterStoreWriteForTesting?()
             if let keys { lock.withLock { persistedKeys = keys } }
+            // After the write is readable: an object loaded before this is
+            // listed as changed since (see ``StoreChangeLog``).
+            changeLog.record(written.map(\.0) + removed)
             cacheLock.withLock {
                 rowCache.advanceEpoch()
                 for (id, snapshot) in written { rowCache.insert(snapshot, for: id) }

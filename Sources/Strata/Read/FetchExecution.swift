@@ -225,6 +225,7 @@ extension ManagedObjectContext {
         let plan = QueryPlanner.plan(compiled?.test, entity: entity)
         // Registered objects an index scan passed by: judged afterwards.
         var visited: Set<ObjectID> = []
+        if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }
         let source = try SourceView(of: self)
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
@@ -261,9 +262,16 @@ extension ManagedObjectContext {
             // a snapshot older than the source, SEMANTICS.md line 10) where
             // the index, which holds the source's, did not select it.
             // It must still exist in the source, as a scan would have met it.
-            for (id, object) in registry where id.entity === entity && !visited.contains(id) {
-                guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { continue }
-                if try evaluation.matches(object), try source.snapshot(for: id) != nil { body(.registered(object)) }
+            func judge(_ object: ManagedObject) throws(StrataError) {
+                guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { return }
+                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { body(.registered(object)) }
+            }
+            if let candidates = possiblyStaleObjects(of: entity, source: source) {
+                for id in candidates where !visited.contains(id) {
+                    if let object = registry[id] { try judge(object) }
+                }
+            } else {
+                for (id, object) in registry where id.entity === entity && !visited.contains(id) { try judge(object) }
             }
         }
         if includesPending {
@@ -328,5 +336,24 @@ struct PredicateEvaluation<Result: ManagedObject> {
         } catch {
             throw StrataError(.invalidArgument, "the predicate failed to evaluate: \(error)")
         }
+    }
+}
+
+extension ManagedObjectContext {
+    /// The registered objects of `entity` whose values may differ from what
+    /// the source holds now — changed here, changed by a level above the
+    /// store, or changed in the store since they were loaded — or nil when
+    /// that is unknown (then every registered object is).
+    ///
+    /// An object loaded from the source and unchanged since, here and
+    /// there, holds the source's values: an index selects it exactly when
+    /// its values match. O(the changes), not O(the registry): a block of
+    /// find-or-create lookups registers an object per lookup.
+    func possiblyStaleObjects(of entity: EntityDescription, source: SourceView) -> Set<ObjectID>? {
+        guard let stored = persistentStoreCoordinator.changeLog.changes(since: staleFloor) else { return nil }
+        var ids = Set(stored.lazy.filter { $0.entity === entity })
+        ids.formUnion(source.changedObjects(of: entity))
+        for id in updated.keys where id.entity === entity { ids.insert(id) }
+        return ids
     }
 }

@@ -70,6 +70,17 @@ struct SourceView {
         return changed ?? stored
     }
 
+    /// The objects of `entity` a level above the store changed, inserted or
+    /// deleted: O(those levels' pending changes).
+    func changedObjects(of entity: EntityDescription) -> [ObjectID] {
+        var ids: [ObjectID] = []
+        for layer in layers {
+            for id in layer.published.objects.keys where id.entity === entity { ids.append(id) }
+            for entry in layer.deferred { ids.append(contentsOf: entry.changes.inserted.lazy.filter { $0.entity === entity }) }
+        }
+        return ids
+    }
+
     /// What the levels above the store say of one object (see ``snapshot(for:)``).
     struct Overlay {
         /// The nearest level's values, when a level changed or inserted it.

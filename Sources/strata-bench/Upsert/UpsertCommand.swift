@@ -99,7 +99,7 @@ struct UpsertCommand: ParsableCommand {
                 progress("upsert: round \(round + 1)/\(rounds) ...")
                 let names = Self.lookupNames(lookups, objects: objects, round: round)
                 let container = try PersistentContainer(name: "Upsert", model: model, directory: path)
-                let (lookup, stall, plan) = try Self.findOrCreate(names, in: container)
+                let (lookup, stall, plan) = try Self.findOrCreate(names, perBlock: saveEvery, in: container)
                 report.lookupPlan = plan
                 let floor = StallProbe.alone(for: max(0.2, lookup.reduce(0, +) / 1e6))
                 let seed = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 0), saveEvery: saveEvery,
@@ -152,27 +152,31 @@ struct UpsertCommand: ParsableCommand {
     }
 
     /// Microseconds per `findOrCreate` of each name from a child of the view
-    /// context (each finds its stored recipe through the unique index), and
-    /// the main-queue probe meanwhile.
-    static func findOrCreate(_ names: [String], in container: PersistentContainer) throws -> ([Double], StallFigures, String) {
+    /// context (each finds its stored recipe through the unique index), in
+    /// blocks of `perBlock` as an import's batches run them, and the
+    /// main-queue probe meanwhile.
+    static func findOrCreate(_ names: [String], perBlock: Int, in container: PersistentContainer) throws -> ([Double], StallFigures, String) {
         let context = container.newBackgroundContext(childOfWriter: false)
         var samples: [Double] = []
         samples.reserveCapacity(names.count)
         let probe = StallProbe()
         probe.startProbing()
-        let plan = try context.performAndWait { () throws -> String in
-            for name in names {
-                let started = DispatchTime.now().uptimeNanoseconds
-                let recipe = try BenchRecipe.findOrCreate(where: #Predicate { $0.name == name }, in: context) { recipe in
-                    recipe.name = name
+        for start in stride(from: 0, to: names.count, by: perBlock) {
+            try context.performAndWait { () throws in
+                for name in names[start..<min(start + perBlock, names.count)] {
+                    let started = DispatchTime.now().uptimeNanoseconds
+                    let recipe = try BenchRecipe.findOrCreate(where: #Predicate { $0.name == name }, in: context) { recipe in
+                        recipe.name = name
+                    }
+                    samples.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000)
+                    guard !recipe.isInserted else { throw ValidationError("findOrCreate created \(name), which is stored") }
                 }
-                samples.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000)
-                guard !recipe.isInserted else { throw ValidationError("findOrCreate created \(name), which is stored") }
             }
-            let name = names[0]
-            return try context.explain(FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == name })).description
         }
-        return (samples, probe.stopProbing(), plan)
+        let stall = probe.stopProbing()
+        let name = names[0]
+        let plan = try context.performAndWait { try context.explain(FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == name })).description }
+        return (samples, stall, plan)
     }
 
     /// Inserts every record blindly into an import context under an upsert
@@ -232,7 +236,7 @@ struct UpsertCommand: ParsableCommand {
     static func render(_ report: Report) -> String {
         let rounds = report.rounds
         func medianOf(_ values: [Double]) -> String { fixed(median(values), 2) }
-        var lookups = Table("\(thousands(Double(report.lookups))) find-or-create lookups by a unique name among \(thousands(Double(report.objects))) recipes: \(report.lookupPlan)",
+        var lookups = Table("\(thousands(Double(report.lookups))) find-or-create lookups by a unique name among \(thousands(Double(report.objects))) recipes, \(report.saveEvery) per block: \(report.lookupPlan)",
                             "median µs", "p99 µs", "max late ms", "p99 late ms")
         lookups.add("Strata: findOrCreate in a child of the view context",
                     medianOf(rounds.map(\.lookupMicroseconds.median)), medianOf(rounds.map(\.lookupMicroseconds.p99)),
