@@ -288,6 +288,19 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Calls `body` with every stored object of `entity` that has an entry
+    /// in the plan's index within its ranges, in index order, reading no
+    /// record (for an exact plan: each is a match).
+    func forEachIndexed(of entity: EntityDescription, in plan: QueryPlan, _ body: (ObjectID) throws(StrataError) -> Void) throws(StrataError) {
+        let store = try currentStore()
+        try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) in
+            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
+                throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
+            }
+            try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+        }
+    }
+
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version
     /// and every unique key the save claims against the store's unique
@@ -372,8 +385,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             afterStoreWriteForTesting?()
             if let keys { lock.withLock { persistedKeys = keys } }
             // After the write is readable: an object loaded before this is
-            // listed as changed since (see ``StoreChangeLog``).
-            changeLog.record(written.map(\.0) + removed)
+            // listed as changed since (see ``StoreChangeLog``). Inserts too:
+            // a context may hold a new object as a level above had it
+            // before this save's values.
+            changeLog.record(changes.inserted + written.map(\.0) + removed)
             cacheLock.withLock {
                 rowCache.advanceEpoch()
                 for (id, snapshot) in written { rowCache.insert(snapshot, for: id) }

@@ -236,7 +236,9 @@ extension ManagedObjectContext {
             let passes = if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
             if passes { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
         }
-        try source.forEach(of: entity, plan: plan) { id, row throws(StrataError) in
+        // A count or a fetch of IDs through an exact plan reads entries, not records.
+        let unread = !keepingRows && plan.isExact
+        try source.forEach(of: entity, plan: plan, leavingRecordsUnread: unread) { id, row throws(StrataError) in
             if !checksRegistry {
                 try judgeUnregistered(id, row)
             } else if let object = registry[id] {
@@ -245,7 +247,14 @@ extension ManagedObjectContext {
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
                 if object.flags.contains(.inserted) { return }
-                if object.flags.contains(.fault) { fill(object, try row.snapshot()) }
+                if object.flags.contains(.fault) {
+                    // A fault holds the source's values, which the entry matched.
+                    if case .indexed = row {
+                        if !object.flags.contains(.invalidated) { body(.registered(object)) }
+                        return
+                    }
+                    fill(object, try row.snapshot())
+                }
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {
                     if object.flags.contains(.deleted) { return }

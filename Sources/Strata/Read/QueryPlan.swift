@@ -16,10 +16,14 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     let indexNumber: Int?
     /// The key ranges of the index that hold every candidate (ascending, disjoint).
     let ranges: [KeyRange]
+    /// Whether an entry in the ranges is a match by itself: the predicate is
+    /// only the terms the ranges express. A count, or a fetch of IDs, then
+    /// reads index entries and no record.
+    let isExact: Bool
     public let description: String
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {
-        QueryPlan(index: nil, indexNumber: nil, ranges: [], description: "SCAN \(entity.name)")
+        QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false, description: "SCAN \(entity.name)")
     }
 }
 
@@ -42,33 +46,35 @@ enum QueryPlanner {
     static func plan(_ test: ValueTest?, entity: EntityDescription) -> QueryPlan {
         guard let test, !entity.indexes.isEmpty else { return .scan(entity) }
         var terms: [Term] = []
-        collect(test, into: &terms)
+        var onlyTerms = true
+        collect(test, into: &terms, onlyTerms: &onlyTerms)
         var best: (score: Int, plan: QueryPlan)?
         for number in entity.indexes.indices {
-            if let candidate = plan(index: number, terms: terms, entity: entity), candidate.score > (best?.score ?? 0) {
+            if let candidate = plan(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity), candidate.score > (best?.score ?? 0) {
                 best = candidate
             }
         }
         return best?.plan ?? .scan(entity)
     }
 
-    private static func collect(_ test: ValueTest, into terms: inout [Term]) {
+    /// `onlyTerms` turns false when a conjunct is not such a term.
+    private static func collect(_ test: ValueTest, into terms: inout [Term], onlyTerms: inout Bool) {
         switch test {
         case .and(let a, let b):
-            collect(a, into: &terms)
-            collect(b, into: &terms)
+            collect(a, into: &terms, onlyTerms: &onlyTerms)
+            collect(b, into: &terms, onlyTerms: &onlyTerms)
         case .compare(.property(let index, let null), let comparison, .constant(let value)):
             terms.append(Term(property: index, null: null, comparison: comparison, constant: value))
         case .compare(.constant(let value), let comparison, .property(let index, let null)):
             terms.append(Term(property: index, null: null, comparison: comparison.mirrored, constant: value))
         default:
-            break
+            onlyTerms = false
         }
     }
 
     /// The ranges of index `number` for `terms`, and how much they narrow
     /// (two per attribute held equal, one for a range); nil when no term applies.
-    private static func plan(index number: Int, terms: [Term], entity: EntityDescription) -> (score: Int, plan: QueryPlan)? {
+    private static func plan(index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription) -> (score: Int, plan: QueryPlan)? {
         let properties = entity.indexedProperties[number]
         let prefix = IndexKeyCoding.prefix(of: entity, index: number)
         // Each equal attribute may hold its constant, or be null where a
@@ -116,7 +122,9 @@ enum QueryPlanner {
         ranges.sort { $0.start.lexicographicallyPrecedes($1.start) }
         let index = entity.indexes[number]
         let description = "SEARCH \(entity.name) USING INDEX \(index) (" + used.joined(separator: " AND ") + ")"
-        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, description: description))
+        // Every term expressed by the ranges, nothing else asked: exact.
+        let isExact = onlyTerms && used.count == terms.count
+        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description))
     }
 
     /// Whether the index can serve `term`: a constant of the attribute's own

@@ -57,11 +57,16 @@ struct StoredRecord {
 enum SourceRow {
     case stored(BorrowedRecord)
     case pending(Snapshot)
+    /// A stored object an exact plan's index selected (``QueryPlan/isExact``):
+    /// it matches, and its record was not read. Only a count or a fetch of
+    /// IDs asks for these, and neither needs the values.
+    case indexed
 
     func snapshot() throws(StrataError) -> Snapshot {
         switch self {
-        case .stored(let record): try record.snapshot()
-        case .pending(let snapshot): snapshot
+        case .stored(let record): return try record.snapshot()
+        case .pending(let snapshot): return snapshot
+        case .indexed: throw StrataError(.invalidArgument, "an index entry's record was not read")
         }
     }
 
@@ -72,6 +77,7 @@ enum SourceRow {
         switch self {
         case .stored(let record): try record.passes(test, fields: &fields)
         case .pending(let snapshot): test.test.evaluate(snapshot.values)
+        case .indexed: true
         }
     }
 
@@ -80,6 +86,7 @@ enum SourceRow {
         switch self {
         case .stored(let record): .stored(record.kept())
         case .pending(let snapshot): .pending(snapshot)
+        case .indexed: preconditionFailure("Strata: rows are not kept when records are left unread")
         }
     }
 }

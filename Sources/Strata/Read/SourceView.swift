@@ -116,7 +116,13 @@ struct SourceView {
     /// selects (in index order), then every object a level above the store
     /// inserted or changed — whatever the index says of its stored values,
     /// the level's values may match.
-    func forEach(of entity: EntityDescription, plan: QueryPlan, _ body: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
+    ///
+    /// `leavingRecordsUnread`, with an exact plan: a stored object comes as
+    /// ``SourceRow/indexed``, its record not read.
+    func forEach(
+        of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false,
+        _ body: (ObjectID, SourceRow) throws(StrataError) -> Void
+    ) throws(StrataError) {
         var overlay: [ObjectID: Overlay] = [:]
         for layer in layers {
             for (id, state) in layer.published.objects where id.entity === entity {
@@ -128,23 +134,25 @@ struct SourceView {
                 }
             }
         }
-        func stored(_ each: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
+        func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
             if plan.indexNumber == nil {
-                try coordinator.forEachStored(of: entity, each)
+                try coordinator.forEachStored(of: entity) { record throws(StrataError) in try each(record.id, .stored(record)) }
+            } else if leavingRecordsUnread && plan.isExact {
+                try coordinator.forEachIndexed(of: entity, in: plan) { id throws(StrataError) in try each(id, .indexed) }
             } else {
-                try coordinator.forEachStored(of: entity, in: plan, each)
+                try coordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) in try each(record.id, .stored(record)) }
             }
         }
         if overlay.isEmpty {
-            try stored { record throws(StrataError) in try body(record.id, .stored(record)) }
+            try stored(body)
             return
         }
         var seen: Set<ObjectID> = []
-        try stored { record throws(StrataError) in
-            guard let above = overlay[record.id] else { return try body(record.id, .stored(record)) }
-            seen.insert(record.id)
+        try stored { id, row throws(StrataError) in
+            guard let above = overlay[id] else { return try body(id, row) }
+            seen.insert(id)
             // Decided above the store: listed after the scan.
-            if above.exists == nil { try body(record.id, above.values.map { .pending($0) } ?? .stored(record)) }
+            if above.exists == nil { try body(id, above.values.map { .pending($0) } ?? row) }
         }
         for (id, above) in overlay {
             if above.exists == true {
