@@ -181,41 +181,45 @@ import Testing
     ///     block ends: publish X
     ///     accept the child's save: X holds "k" ──▶ constraint conflict
     @Test(arguments: [MergePolicy.error, .mergeByPropertyObjectTrump])
-    func theParentChecksWhatItChangedSinceTheChildLooked(policy: MergePolicy) throws {
+    func theParentChecksWhatItChangedSinceTheChildLooked(policy: MergePolicy) async throws {
         let coordinator = try makeCoordinator(nil, model: Self.model())
-        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let child = ManagedObjectContext(.privateQueue, parent: parent)
-        let inserted = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        parent.perform {
-            _ = Self.insertRecipe("k", servings: 1, in: parent)
-            inserted.signal()
-            release.wait()
-        }
-        inserted.wait()
-        let saved = DispatchSemaphore(value: 0)
-        let outcome = Mutex<StrataError?>(nil)
-        DispatchQueue.global().async {
-            child.performAndWait {
-                child.mergePolicy = policy
-                _ = Self.insertRecipe("k", servings: 7, in: child)
-                do throws(StrataError) { try child.save() } catch { outcome.withLock { $0 = error } }
+        // Blocking waits, on threads of their own: not on the test pool's.
+        let outcome = await runOnDedicatedThread(timeout: 60) { () -> (error: StrataError?, names: [String]) in
+            let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            let child = ManagedObjectContext(.privateQueue, parent: parent)
+            let inserted = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            parent.perform {
+                _ = Self.insertRecipe("k", servings: 1, in: parent)
+                inserted.signal()
+                release.wait()
             }
-            saved.signal()
+            inserted.wait()
+            let saved = DispatchSemaphore(value: 0)
+            let failure = Mutex<StrataError?>(nil)
+            Thread {
+                child.performAndWait {
+                    child.mergePolicy = policy
+                    _ = Self.insertRecipe("k", servings: 7, in: child)
+                    do throws(StrataError) { try child.save() } catch { failure.withLock { $0 = error } }
+                }
+                saved.signal()
+            }.start()
+            // Time for the child to check its source and wait for the parent:
+            // should it be later, it sees X and the test passes for that reason.
+            Thread.sleep(forTimeInterval: 0.1)
+            release.signal()
+            saved.wait()
+            let names = parent.performAndWait {
+                ((try? parent.fetch(FetchRequest<Recipe>())) ?? []).map { "\($0.name) \($0.servings)" }
+            }
+            return (failure.withLock { $0 }, names)
         }
-        // Time for the child to check its source and wait for the parent:
-        // should it be later, it sees X and the test passes for that reason.
-        Thread.sleep(forTimeInterval: 0.1)
-        release.signal()
-        saved.wait()
-        let error = outcome.withLock { $0 }
+        let (error, names) = try #require(outcome, "the saves did not finish")
         if policy == .error {
             #expect(error?.code == .constraintConflict)
         } else {
             #expect(error == nil)
-        }
-        let names = try parent.performAndWait { () throws in
-            try parent.fetch(FetchRequest<Recipe>()).map { "\($0.name) \($0.servings)" }
         }
         #expect(names == [policy == .error ? "k 1" : "k 7"])
     }
