@@ -214,7 +214,9 @@ import Testing
                         recipe.name = ["Soup", "Stew", "Salad", "Ré", "Re\u{301}", ""][Int.random(in: 0..<6, using: &local)]
                         recipe.servings = Int.random(in: 0..<6, using: &local)
                         recipe.rating = Double(Int.random(in: 0..<4, using: &local))
-                        recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<4, using: &local)) * day)
+                        // Days for the range tests, seconds within them for the ordered ones.
+                        recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<4, using: &local)) * day
+                                                  + Double(Int.random(in: 0..<10_000, using: &local)))
                         objects.append(recipe)
                     }
                 case 4..<6:
@@ -251,9 +253,13 @@ import Testing
                 (#Predicate { $0.servings <= servings && $0.name != name }, #Predicate { ($0.servings <= servings && $0.name != name) || false }),
                 (#Predicate { $0.created < dayLimit }, #Predicate { $0.created < dayLimit || false }),
             ]
-            for context in contexts {
+            // A fresh context as well: it holds nothing, so the ordered reads
+            // below take what the index streams (the others hold objects
+            // the store's log lists as written since, which are judged aside).
+            let fresh = ManagedObjectContext(.privateQueue, parent: [writer, middle, child][step % 3], name: "fresh")
+            for context in contexts + [fresh] {
                 try context.performAndWait { () throws in
-                    for (i, (indexed, scanned)) in pairs.enumerated() {
+                    for (i, (indexed, scanned)) in pairs.enumerated() where context !== fresh {
                         #expect(try context.explain(FetchRequest(predicate: indexed)).index != nil, "pair \(i) uses an index")
                         #expect(try context.explain(FetchRequest(predicate: scanned)).index == nil)
                         for pending in [true, false] {
@@ -266,6 +272,33 @@ import Testing
                             #expect(found == expected, "seed \(seed), step \(step), \(context.name), pair \(i), pending \(pending)")
                             #expect(try context.count(for: a) == expected.count)
                         }
+                    }
+                    // Sorted by an indexed attribute with a limit: the index
+                    // read in order and left early gives the values a sort
+                    // of every match gives (ties in any order).
+                    let firsts: [(Predicate<Recipe>?, SortDescriptor<Recipe>, Int, Int)] = [
+                        (nil, SortDescriptor(\.created), 3, 0),
+                        (#Predicate { $0.servings > servings }, SortDescriptor(\.created), 4, 1),
+                        (#Predicate { $0.servings >= servings && $0.name != name }, SortDescriptor(\.servings), 5, 0),
+                        (#Predicate { $0.servings == servings }, SortDescriptor(\.servings), 2, 2),
+                    ]
+                    for (i, (predicate, order, limit, offset)) in firsts.enumerated() {
+                        var a = FetchRequest<Recipe>(predicate: predicate, sortBy: [order])
+                        a.fetchLimit = limit
+                        a.fetchOffset = offset
+                        let plan = try context.explain(a).description
+                        #expect(plan.hasSuffix("ORDER BY \(i < 2 ? "created" : "servings")"), "\(plan)")
+                        if context === fresh { context.reset() }
+                        let found = try context.fetch(a)
+                        let all = try context.fetch(FetchRequest<Recipe>(predicate: predicate, sortBy: [order]))
+                        let expected = Array(all.dropFirst(offset).prefix(limit))
+                        let key: (Recipe) -> Double = { i < 2 ? $0.created.timeIntervalSinceReferenceDate : Double($0.servings) }
+                        #expect(found.map(key) == expected.map(key), "seed \(seed), step \(step), \(context.name), first \(i)")
+                        // Ties with the page's last value may differ; everything before it may not.
+                        let last = expected.last.map(key) ?? 0
+                        #expect(Set(found.filter { key($0) < last }.map(\.objectID)) == Set(expected.filter { key($0) < last }.map(\.objectID)),
+                                "seed \(seed), step \(step), \(context.name), first \(i)")
+                        #expect(try context.fetchObjectIDs(a).count == expected.count)
                     }
                 }
             }

@@ -17,6 +17,7 @@ extension PersistentStoreCoordinator {
             }
             let key = UniqueKey(bytes: Array(entry[..<(entry.count - 8)]))
             holders[key, default: []].append(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+            return true
         }
         return holders
     }

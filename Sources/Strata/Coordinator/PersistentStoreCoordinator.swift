@@ -275,8 +275,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// plan's index lies in its ranges, in index order, at one read view:
     /// the entries and the records they name are read from the same state.
     func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
+        try forEachStored(of: entity, in: plan) { record throws(StrataError) -> Bool in
+            try body(record)
+            return true
+        }
+    }
+
+    /// ``forEachStored(of:in:_:)`` until `body` returns false.
+    func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
         let store = try currentStore()
-        try store.forEachKey(in: plan.ranges) { entry, get throws(StrataError) in
+        try store.forEachKey(in: plan.ranges) { entry, get throws(StrataError) -> Bool in
             guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
                 throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
             }
@@ -284,7 +292,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             guard let bytes = try get(RecordCoding.key(id)) else {
                 throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
             }
-            try bytes.withBytes { (raw) throws(StrataError) in try body(BorrowedRecord(id: id, bytes: raw)) }
+            return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(BorrowedRecord(id: id, bytes: raw)) }
         }
     }
 
@@ -298,6 +306,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
             }
             try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+            return true
         }
     }
 

@@ -8,9 +8,10 @@ protocol RecordStore: AnyObject, Sendable {
     /// order, lending key and value for the call.
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError)
     /// Calls `body` with each key in `ranges` (ascending and disjoint), in
-    /// order, and a lookup of any other key at the same read view.
+    /// order, and a lookup of any other key at the same read view, until
+    /// `body` returns false.
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Void
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError)
     /// Applies `batch` atomically (and durably, for the log store).
     func write(_ batch: WriteBatch) throws(StrataError)
@@ -73,17 +74,18 @@ final class LogRecordStore: RecordStore {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Void
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let view = engine.readView()
         func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
             do throws(StoreError) { return try view.get(key) } catch { throw StrataError.storage(error) }
         }
         try Self.scanning {
-            for range in ranges {
+            var going = true
+            for range in ranges where going {
                 try view.forEachBorrowed(from: range.start, to: range.end) { key, _ in
-                    try body(key, get)
-                    return true
+                    going = try body(key, get)
+                    return going
                 }
             }
         }
@@ -140,12 +142,12 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Void
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let view = lock.withLock { records }  // one state for the whole call
         let keys = view.keys.filter { key in ranges.contains { $0.contains(key) } }.sorted { $0.lexicographicallyPrecedes($1) }
         for key in keys {
-            try key.withBytes { (k) throws(StrataError) in try body(k) { view[$0] } }
+            guard try key.withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return }
         }
     }
 

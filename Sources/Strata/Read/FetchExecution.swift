@@ -106,6 +106,7 @@ extension ManagedObjectContext {
     /// // SEARCH Item USING INDEX (remoteID) (remoteID = ?)
     /// ```
     public func explain<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> QueryPlan {
+        if let ordered = try orderedPlan(for: request) { return ordered }
         let entity = try request.entity(in: model)
         return QueryPlanner.plan(request.predicate.flatMap { ValueTest.compile($0, entity: entity) }, entity: entity)
     }
@@ -121,6 +122,9 @@ extension ManagedObjectContext {
 
     /// The matches, sorted by the request's descriptors and cut to its page.
     private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
+        if keepingRows, let plan = try orderedPlan(for: request), let page = try firstInOrder(of: request, plan: plan) {
+            return page
+        }
         var matches = try self.matches(of: request, keepingRows: keepingRows)
         if !request.sortDescriptors.isEmpty {
             matches = try sorted(matches, by: request.sortDescriptors)
@@ -364,5 +368,99 @@ extension ManagedObjectContext {
         ids.formUnion(source.changedObjects(of: entity))
         for id in updated.keys where id.entity === entity { ids.insert(id) }
         return ids
+    }
+}
+
+// MARK: Reading an index in sort order
+
+extension ManagedObjectContext {
+    /// The plan that reads an index in the order of the request's sort
+    /// descriptor (``QueryPlanner/ordered(_:entity:by:)``): for a request
+    /// with a limit, one ascending descriptor on a non-optional integer or
+    /// date attribute (whose index order is Swift's), and a predicate that
+    /// translates, if any. Nil otherwise.
+    func orderedPlan<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> QueryPlan? {
+        guard request.fetchLimit > 0, request.includesPendingChanges, request.sortDescriptors.count == 1 else { return nil }
+        let descriptor = request.sortDescriptors[0]
+        guard descriptor.order == .forward, let keyPath = descriptor.keyPath else { return nil }
+        let entity = try request.entity(in: model)
+        guard let read = PropertyProbe.property(read: keyPath, entity: entity),
+              case .attribute(let attribute) = entity.properties[read.index], !attribute.isOptional else { return nil }
+        switch attribute.type {
+        case .integer16, .integer32, .integer64, .date: break
+        default: return nil
+        }
+        var test: ValueTest?
+        if let predicate = request.predicate {
+            guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
+            test = compiled
+        }
+        return QueryPlanner.ordered(test, entity: entity, by: read.index)
+    }
+
+    /// The request's page, reading `plan`'s index in sort order and stopping
+    /// once offset + limit stored objects matched: O(the page and what this
+    /// context and the levels above changed), not O(the matches). Nil when
+    /// which held objects may be stale is unknown (the caller sorts every
+    /// match instead).
+    ///
+    /// An object whose values here or above the store may differ from the
+    /// store's — the levels above changed it, this context changed it, or
+    /// it holds values older than the source's — sorts by those values
+    /// wherever they fall: such objects are set aside from the index's
+    /// stream, judged, and sorted in with what the stream gave. Every other
+    /// object holds the store's values, so the stream has it in its place.
+    /// Ties come in no particular order, as without an index.
+    private func firstInOrder<Result: ManagedObject>(of request: FetchRequest<Result>, plan: QueryPlan) throws(StrataError) -> ArraySlice<FetchMatch>? {
+        let entity = try request.entity(in: model)
+        let wanted = request.fetchOffset + request.fetchLimit
+        var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
+        let compiled = evaluation.compiled
+        var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
+        if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }
+        let source = try SourceView(of: self)
+        var aside = Set(source.changedObjects(of: entity))
+        if !registry.isEmpty {
+            guard let stale = possiblyStaleObjects(of: entity, source: source) else { return nil }
+            aside.formUnion(stale)
+        }
+        @inline(__always) func passes(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
+            if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
+        }
+        var matches: [FetchMatch] = []
+        var fromStream = 0
+        try persistentStoreCoordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) -> Bool in
+            let id = record.id
+            guard !aside.contains(id), !discardedInserts.contains(id) else { return true }
+            if let object = registry[id] {
+                guard object.flags.isDisjoint(with: [.inserted, .deleted, .invalidated]) else { return true }
+                if object.flags.contains(.fault) { fill(object, try record.snapshot()) }
+                guard try evaluation.matches(object) else { return true }
+                matches.append(.registered(object))
+            } else {
+                let row = SourceRow.stored(record)
+                guard try passes(id, row) else { return true }
+                matches.append(.unregistered(id, row.kept()))
+            }
+            fromStream += 1
+            return fromStream < wanted
+        }
+        for id in aside where !discardedInserts.contains(id) {
+            if let object = registry[id] {
+                guard object.flags.isDisjoint(with: [.inserted, .deleted, .invalidated]),
+                      let current = try source.snapshot(for: id) else { continue }
+                if object.flags.contains(.fault) { fill(object, current) }
+                if try evaluation.matches(object) { matches.append(.registered(object)) }
+            } else if let current = try source.snapshot(for: id) {
+                let row = SourceRow.pending(current)
+                if try passes(id, row) { matches.append(.unregistered(id, row.kept())) }
+            }
+        }
+        for object in inserted.values where object.entity === entity {
+            if try evaluation.matches(object) { matches.append(.registered(object)) }
+        }
+        var page = try sorted(matches, by: request.sortDescriptors)[...]
+        if request.fetchOffset > 0 { page = page.dropFirst(request.fetchOffset) }
+        return page.prefix(request.fetchLimit)
     }
 }

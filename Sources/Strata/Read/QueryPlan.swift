@@ -75,6 +75,14 @@ enum QueryPlanner {
     /// The ranges of index `number` for `terms`, and how much they narrow
     /// (two per attribute held equal, one for a range); nil when no term applies.
     private static func plan(index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription) -> (score: Int, plan: QueryPlan)? {
+        planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity).map { ($0.score, $0.plan) }
+    }
+
+    /// ``plan(index:terms:onlyTerms:entity:)``, with how many leading
+    /// attributes it holds equal and in how many alternative key prefixes.
+    private static func planWithShape(
+        index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription
+    ) -> (score: Int, plan: QueryPlan, heldEqual: Int, prefixes: Int)? {
         let properties = entity.indexedProperties[number]
         let prefix = IndexKeyCoding.prefix(of: entity, index: number)
         // Each equal attribute may hold its constant, or be null where a
@@ -124,7 +132,8 @@ enum QueryPlanner {
         let description = "SEARCH \(entity.name) USING INDEX \(index) (" + used.joined(separator: " AND ") + ")"
         // Every term expressed by the ranges, nothing else asked: exact.
         let isExact = onlyTerms && used.count == terms.count
-        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description))
+        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description),
+                position, prefixes.count)
     }
 
     /// Whether the index can serve `term`: a constant of the attribute's own
@@ -148,5 +157,37 @@ enum QueryPlanner {
         var bytes: [UInt8] = []
         IndexKeyCoding.appendValue(value, to: &bytes)
         return bytes
+    }
+}
+
+extension QueryPlanner {
+    /// A plan whose index yields the candidates of `test` in ascending
+    /// order of attribute `property` (then by the index's later attributes
+    /// and the primary key): an index that has the attribute after the
+    /// leading attributes the predicate holds equal, in one key prefix. Nil
+    /// when no index does. A fetch sorted by the attribute, with a limit,
+    /// then reads the first entries and stops.
+    static func ordered(_ test: ValueTest?, entity: EntityDescription, by property: Int) -> QueryPlan? {
+        var terms: [Term] = []
+        var onlyTerms = true
+        if let test { collect(test, into: &terms, onlyTerms: &onlyTerms) }
+        let name = entity.properties[property].name
+        var best: (score: Int, plan: QueryPlan)?
+        for number in entity.indexes.indices {
+            guard let k = entity.indexedProperties[number].firstIndex(of: property) else { continue }
+            let index = entity.indexes[number]
+            if let shaped = planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity) {
+                // Sorted by the attribute across the ranges: every attribute
+                // before it held equal, in one prefix.
+                guard shaped.heldEqual >= k, shaped.prefixes == 1, shaped.score > (best?.score ?? -1) else { continue }
+                let plan = shaped.plan
+                best = (shaped.score, QueryPlan(index: index, indexNumber: number, ranges: plan.ranges, isExact: plan.isExact,
+                                                description: plan.description + " ORDER BY \(name)"))
+            } else if k == 0, best == nil {
+                best = (0, QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number))],
+                                     isExact: test == nil, description: "SCAN \(entity.name) USING INDEX \(index) ORDER BY \(name)"))
+            }
+        }
+        return best?.plan
     }
 }

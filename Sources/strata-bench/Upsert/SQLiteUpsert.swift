@@ -16,7 +16,11 @@ enum SQLiteUpsert {
     static func build(objects: Int, path: String) throws {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         _ = try SQLiteImport.run(objects: objects, saveEvery: 20_000, ingredients: 0, path: path)
-        try withDatabase(path) { db in try exec(db, "CREATE UNIQUE INDEX recipe_name ON recipe(name)") }
+        try withDatabase(path) { db in
+            try exec(db, "CREATE UNIQUE INDEX recipe_name ON recipe(name)")
+            try exec(db, "CREATE INDEX recipe_servings ON recipe(servings)")
+            try exec(db, "CREATE INDEX recipe_created ON recipe(created)")
+        }
     }
 
     /// Microseconds per lookup of each name through one prepared statement.
@@ -39,6 +43,35 @@ enum SQLiteUpsert {
                 guard rows == 1 else { throw SQLiteImport.Failure(description: "\(rows) rows called \(name)") }
             }
             return samples
+        }
+    }
+
+    /// Milliseconds per query of ``IndexedQuery/all`` (median of 5, after
+    /// one unmeasured run), through prepared statements.
+    static func queries(objects: Int, path: String) throws -> [String: Double] {
+        try withDatabase(path) { db in
+            var results: [String: Double] = [:]
+            for query in IndexedQuery.all {
+                let statement = try prepare(db, query.sql)
+                defer { sqlite3_finalize(statement) }
+                var samples: [Double] = []
+                for round in 0..<6 {
+                    let elapsed = try seconds {
+                        sqlite3_bind_double(statement, 1, IndexedQuery.base + IndexedQuery.windowStart)
+                        sqlite3_bind_double(statement, 2, IndexedQuery.base + IndexedQuery.windowStart + IndexedQuery.window)
+                        var rows = 0
+                        while sqlite3_step(statement) == SQLITE_ROW {
+                            rows += 1
+                            _ = sqlite3_column_int64(statement, 0)
+                        }
+                        sqlite3_reset(statement)
+                        guard rows > 0 else { throw SQLiteImport.Failure(description: "\(query.sql): no rows") }
+                    }
+                    if round > 0 { samples.append(elapsed * 1000) }
+                }
+                results[query.title] = median(samples)
+            }
+            return results
         }
     }
 

@@ -38,6 +38,9 @@ struct UpsertCommand: ParsableCommand {
         var sqliteUpsertsPerSecond: Double?
         /// Objects per second inserting into a fresh store, by index count.
         var fillPerSecond: [String: Double]
+        /// Milliseconds per query of ``IndexedQuery``, by its title; SQLite's beside.
+        var queryMs: [String: Double] = [:]
+        var sqliteQueryMs: [String: Double] = [:]
     }
 
     struct UpsertRun: Codable, Sendable {
@@ -83,7 +86,7 @@ struct UpsertCommand: ParsableCommand {
         let (objects, upserts, saveEvery, lookups, fill, rounds, noSQLite) =
             (objects, upserts, max(1, saveEvery), lookups, fill, max(1, repeats), noSQLite)
         backgroundScheduling.apply()
-        let model = try makeBenchModel(recipeUniqueness: [["name"]])
+        let model = try makeBenchModel(recipeIndexes: [IndexDescription("servings"), IndexDescription("created")], recipeUniqueness: [["name"]])
         let path = work.path + "/store"
         let sqlitePath = work.path + "/upsert.sqlite"
         progress("upsert: \(objects) recipes with unique names ...")
@@ -102,6 +105,7 @@ struct UpsertCommand: ParsableCommand {
                 let (lookup, stall, plan) = try Self.findOrCreate(names, perBlock: saveEvery, in: container)
                 report.lookupPlan = plan
                 let floor = StallProbe.alone(for: max(0.2, lookup.reduce(0, +) / 1e6))
+                let queries = try IndexedQuery.measure(objects: objects, in: container)
                 let seed = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 0), saveEvery: saveEvery,
                                                  seedStack: true, container: container)
                 let privateRun = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 1), saveEvery: saveEvery,
@@ -109,7 +113,9 @@ struct UpsertCommand: ParsableCommand {
                 try container.close()
                 var sqliteLookup: LatencyFigures?
                 var sqliteUpserts: Double?
+                var sqliteQueries: [String: Double] = [:]
                 if !noSQLite {
+                    sqliteQueries = try SQLiteUpsert.queries(objects: objects, path: sqlitePath)
                     sqliteLookup = LatencyFigures(try SQLiteUpsert.lookups(names, path: sqlitePath))
                     let records = Self.upsertRecords(upserts, objects: objects, round: round, pass: 0)
                     sqliteUpserts = Double(upserts) / (try SQLiteUpsert.upsert(records, saveEvery: saveEvery, path: sqlitePath))
@@ -127,7 +133,8 @@ struct UpsertCommand: ParsableCommand {
                 }
                 report.rounds.append(Round(
                     lookupMicroseconds: LatencyFigures(lookup), lookupStall: stall, lookupFloor: floor, seedStack: seed, privateContext: privateRun,
-                    sqliteLookupMicroseconds: sqliteLookup, sqliteUpsertsPerSecond: sqliteUpserts, fillPerSecond: fillRates))
+                    sqliteLookupMicroseconds: sqliteLookup, sqliteUpsertsPerSecond: sqliteUpserts, fillPerSecond: fillRates,
+                    queryMs: queries, sqliteQueryMs: sqliteQueries))
             }
             report.backgroundScheduling = BackgroundScheduling.state
             return report
@@ -258,6 +265,11 @@ struct UpsertCommand: ParsableCommand {
         if sqlite.isFinite {
             imports.add("SQLite: INSERT … ON CONFLICT(name) DO UPDATE, one transaction per save", thousands(sqlite), "1.00×", "-", "-", "-")
         }
+        var queries = Table("Queries through an index among \(thousands(Double(report.objects))) recipes, from a child of the view context (ms)", "Strata", "SQLite")
+        for query in IndexedQuery.all {
+            let sqlite = median(rounds.compactMap { $0.sqliteQueryMs[query.title] })
+            queries.add(query.title, fixed(median(rounds.compactMap { $0.queryMs[query.title] }), 3), sqlite.isFinite ? fixed(sqlite, 3) : "-")
+        }
         var fills = Table("Inserting \(thousands(Double(report.fill))) recipes into a fresh store (private context on the coordinator, a save every \(report.saveEvery))",
                           "objects/s", "time vs 0 indexes")
         let base = median(rounds.compactMap { $0.fillPerSecond[indexLayouts[0].name] })
@@ -267,6 +279,6 @@ struct UpsertCommand: ParsableCommand {
         }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); medians of \(rounds.count) rounds; "
             + "a 1 ms timer on the main thread during the lookups and the imports\n\n"
-            + lookups.render() + "\n\n" + imports.render() + "\n\n" + fills.render()
+            + lookups.render() + "\n\n" + queries.render() + "\n\n" + imports.render() + "\n\n" + fills.render()
     }
 }
