@@ -42,12 +42,14 @@ test-tsan: deps
 
 # The main job: strata-bench in release mode — main-queue stalls per stack
 # layout beside SQLite (the default scenario), then reads (a lookup among
-# 1,000,000 objects from background contexts, beside SQLite), the object
+# 1,000,000 objects from background contexts, beside SQLite), find-or-create
+# and upserts under a uniqueness constraint (beside SQLite), the object
 # graph's and the engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
 	$(SWIFT) run -c release strata-bench reads
 	$(SWIFT) run -c release strata-bench lookup
+	$(SWIFT) run -c release strata-bench upsert
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine

@@ -170,4 +170,26 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         for run in indexed { #expect(try number(run["matched"], "matched") == 1) }
         #expect((l["indexedPlan"] as? String)?.hasPrefix("SEARCH Recipe USING INDEX (name)") == true)
     }
+
+    @Test func upsertJSON() throws {
+        let dir = scratch("upsert")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try runBench(["upsert", "--objects", "2000", "--upserts", "400", "--save-every", "100", "--lookups", "200",
+                                "--fill", "400", "--repeats", "1", "--json", dir + "/upsert.json"])
+        #expect(run.status == 0)
+        let u = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/upsert.json"))), "upsert")
+        #expect(try number(u["objects"], "objects") == 2000)
+        #expect((u["lookupPlan"] as? String)?.hasPrefix("SEARCH Recipe USING INDEX UNIQUE (name)") == true)
+        let rounds = try #require(u["rounds"] as? [[String: Any]], "missing rounds")
+        #expect(rounds.count == 1)
+        let round = try #require(rounds.first)
+        #expect(try number(try object(round["lookupMicroseconds"], "lookupMicroseconds")["median"], "median") > 0)
+        for layout in ["seedStack", "privateContext"] {
+            #expect(try number(try object(round[layout], layout)["recordsPerSecond"], "recordsPerSecond") > 0)
+        }
+        #expect(try number(round["sqliteUpsertsPerSecond"], "sqliteUpsertsPerSecond") > 0)
+        #expect((round["fillPerSecond"] as? [String: Any])?.count == 3)
+        #expect((round["queryMs"] as? [String: Any])?.count == 4)
+        #expect((round["sqliteQueryMs"] as? [String: Any])?.count == 4)
+    }
 }

@@ -13,8 +13,9 @@ enum IndexedQuery {
 
     /// Recipe `n` was created `n` seconds after the base date and serves `n % 6 + 1`.
     static let base = 700_000_000.0
-    static let windowStart = 500_000.0
     static let window = 1_000.0
+    /// The window's start: recipes from the middle of the store.
+    static func windowStart(objects: Int) -> Double { Double(objects / 2) }
 
     static let all = [
         Query(title: "count(for:) created in a 1,000-second window (about 1,000 match; entries only)",
@@ -31,8 +32,8 @@ enum IndexedQuery {
     /// each checked against what the store holds.
     static func measure(objects: Int, in container: PersistentContainer) throws -> [String: Double] {
         let context = container.newBackgroundContext(childOfWriter: false)
-        let from = Date(timeIntervalSinceReferenceDate: base + windowStart)
-        let to = Date(timeIntervalSinceReferenceDate: base + windowStart + window)
+        let from = Date(timeIntervalSinceReferenceDate: base + windowStart(objects: objects))
+        let to = Date(timeIntervalSinceReferenceDate: base + windowStart(objects: objects) + window)
         var results: [String: Double] = [:]
         func time(_ query: Query, expect expected: Int, _ run: () throws -> Int) throws {
             var samples: [Double] = []

@@ -57,8 +57,9 @@ enum SQLiteUpsert {
                 var samples: [Double] = []
                 for round in 0..<6 {
                     let elapsed = try seconds {
-                        sqlite3_bind_double(statement, 1, IndexedQuery.base + IndexedQuery.windowStart)
-                        sqlite3_bind_double(statement, 2, IndexedQuery.base + IndexedQuery.windowStart + IndexedQuery.window)
+                        let start = IndexedQuery.base + IndexedQuery.windowStart(objects: objects)
+                        sqlite3_bind_double(statement, 1, start)
+                        sqlite3_bind_double(statement, 2, start + IndexedQuery.window)
                         var rows = 0
                         while sqlite3_step(statement) == SQLITE_ROW {
                             rows += 1
