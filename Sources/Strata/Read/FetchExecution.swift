@@ -422,7 +422,8 @@ extension ManagedObjectContext {
         var aside = Set(source.changedObjects(of: entity))
         if !registry.isEmpty {
             guard let stale = possiblyStaleObjects(of: entity, source: source) else { return nil }
-            aside.formUnion(stale)
+            // One this context does not hold sorts by the store's values: in the stream.
+            aside.formUnion(stale.lazy.filter { self.registry[$0] != nil })
         }
         @inline(__always) func passes(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
             if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
