@@ -31,6 +31,14 @@ public struct IndexDescription: Sendable, Hashable, CustomStringConvertible {
         self.init(attributeNames)
     }
 
+    /// An index on `attributeNames`, most significant first; `isUnique`
+    /// makes it back a uniqueness constraint (as `uniquenessConstraints:`
+    /// on ``EntityDescription`` does).
+    ///
+    /// ```swift
+    /// IndexDescription(["lastName", "firstName"])
+    /// IndexDescription(["email"], isUnique: true)
+    /// ```
     public init(_ attributeNames: [String], isUnique: Bool = false) {
         self.attributeNames = attributeNames
         self.isUnique = isUnique
