@@ -8,17 +8,7 @@ extension SourceView {
     /// O(the entity).
     func uniqueHolders(_ keys: [UniqueKey]) throws(StrataError) -> [UniqueKey: [ObjectID]] {
         guard !keys.isEmpty else { return [:] }
-        var overlay: [ObjectID: Overlay] = [:]
-        for layer in layers {
-            for (id, state) in layer.published.objects where !id.entity.uniqueIndexNumbers.isEmpty {
-                overlay[id, default: Overlay()].add(state)
-            }
-            for entry in layer.deferred {
-                for (i, id) in entry.changes.inserted.enumerated() where !id.entity.uniqueIndexNumbers.isEmpty {
-                    overlay[id, default: Overlay()].add(.inserted(entry.insertedSnapshot(at: i)))
-                }
-            }
-        }
+        let overlay = overlay { !$0.uniqueIndexNumbers.isEmpty }
         var holders: [UniqueKey: [ObjectID]] = [:]
         if !overlay.isEmpty {
             let wanted = Set(keys)

@@ -118,6 +118,8 @@ extension ManagedObjectContext {
     private func beginRead() {
         checkQueue()
         if concurrencyType == .confinement { releaseUnreferencedFetched() }
+        // Holding nothing, nothing held can be older than what is read next.
+        if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }
     }
 
     /// The matches, sorted by the request's descriptors and cut to its page.
@@ -229,7 +231,6 @@ extension ManagedObjectContext {
         let plan = QueryPlanner.plan(compiled?.test, entity: entity)
         // Registered objects an index scan passed by: judged afterwards.
         var visited: Set<ObjectID> = []
-        if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }
         let source = try SourceView(of: self)
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
@@ -280,9 +281,7 @@ extension ManagedObjectContext {
                 if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { body(.registered(object)) }
             }
             if let candidates = possiblyStaleObjects(of: entity, source: source) {
-                for id in candidates where !visited.contains(id) {
-                    if let object = registry[id] { try judge(object) }
-                }
+                for id in candidates where !visited.contains(id) { try judge(registry[id]!) }
             } else {
                 for (id, object) in registry where id.entity === entity && !visited.contains(id) { try judge(object) }
             }
@@ -353,10 +352,11 @@ struct PredicateEvaluation<Result: ManagedObject> {
 }
 
 extension ManagedObjectContext {
-    /// The registered objects of `entity` whose values may differ from what
-    /// the source holds now — changed here, changed by a level above the
-    /// store, or changed in the store since they were loaded — or nil when
-    /// that is unknown (then every registered object is).
+    /// The objects of `entity` registered here whose values may differ from
+    /// what the source holds now — changed here, changed by a level above
+    /// the store, or changed in the store since they were loaded — or nil
+    /// when that is unknown (then every registered object is). An object
+    /// not registered here holds nothing to differ.
     ///
     /// An object loaded from the source and unchanged since, here and
     /// there, holds the source's values: an index selects it exactly when
@@ -364,8 +364,9 @@ extension ManagedObjectContext {
     /// find-or-create lookups registers an object per lookup.
     func possiblyStaleObjects(of entity: EntityDescription, source: SourceView) -> Set<ObjectID>? {
         guard let stored = persistentStoreCoordinator.changeLog.changes(since: staleFloor) else { return nil }
-        var ids = Set(stored.lazy.filter { $0.entity === entity })
-        ids.formUnion(source.changedObjects(of: entity))
+        var ids: Set<ObjectID> = []
+        for id in stored where id.entity === entity && registry[id] != nil { ids.insert(id) }
+        for id in source.changedObjects(of: entity) where registry[id] != nil { ids.insert(id) }
         for id in updated.keys where id.entity === entity { ids.insert(id) }
         return ids
     }
@@ -417,13 +418,11 @@ extension ManagedObjectContext {
         var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
-        if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }
         let source = try SourceView(of: self)
         var aside = Set(source.changedObjects(of: entity))
         if !registry.isEmpty {
             guard let stale = possiblyStaleObjects(of: entity, source: source) else { return nil }
-            // One this context does not hold sorts by the store's values: in the stream.
-            aside.formUnion(stale.lazy.filter { self.registry[$0] != nil })
+            aside.formUnion(stale)
         }
         @inline(__always) func passes(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
             if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }

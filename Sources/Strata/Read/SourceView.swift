@@ -70,15 +70,27 @@ struct SourceView {
         return changed ?? stored
     }
 
-    /// The objects of `entity` a level above the store changed, inserted or
-    /// deleted: O(those levels' pending changes).
-    func changedObjects(of entity: EntityDescription) -> [ObjectID] {
-        var ids: [ObjectID] = []
+    /// What the levels above the store say of each object of the entities
+    /// `including` accepts that one of them changed, inserted or deleted:
+    /// O(those levels' pending changes).
+    func overlay(_ including: (EntityDescription) -> Bool) -> [ObjectID: Overlay] {
+        var overlay: [ObjectID: Overlay] = [:]
         for layer in layers {
-            for id in layer.published.objects.keys where id.entity === entity { ids.append(id) }
-            for entry in layer.deferred { ids.append(contentsOf: entry.changes.inserted.lazy.filter { $0.entity === entity }) }
+            for (id, state) in layer.published.objects where including(id.entity) {
+                overlay[id, default: Overlay()].add(state)
+            }
+            for entry in layer.deferred {
+                for (i, id) in entry.changes.inserted.enumerated() where including(id.entity) {
+                    overlay[id, default: Overlay()].add(.inserted(entry.insertedSnapshot(at: i)))
+                }
+            }
         }
-        return ids
+        return overlay
+    }
+
+    /// The objects of `entity` a level above the store changed, inserted or deleted.
+    func changedObjects(of entity: EntityDescription) -> Dictionary<ObjectID, Overlay>.Keys {
+        overlay { $0 === entity }.keys
     }
 
     /// What the levels above the store say of one object (see ``snapshot(for:)``).
@@ -123,17 +135,7 @@ struct SourceView {
         of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false,
         _ body: (ObjectID, SourceRow) throws(StrataError) -> Void
     ) throws(StrataError) {
-        var overlay: [ObjectID: Overlay] = [:]
-        for layer in layers {
-            for (id, state) in layer.published.objects where id.entity === entity {
-                overlay[id, default: Overlay()].add(state)
-            }
-            for entry in layer.deferred {
-                for (i, id) in entry.changes.inserted.enumerated() where id.entity === entity {
-                    overlay[id, default: Overlay()].add(.inserted(entry.insertedSnapshot(at: i)))
-                }
-            }
-        }
+        let overlay = overlay { $0 === entity }
         func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
             if plan.indexNumber == nil {
                 try coordinator.forEachStored(of: entity) { record throws(StrataError) in try each(record.id, .stored(record)) }
