@@ -300,12 +300,23 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// in the plan's index within its ranges, in index order, reading no
     /// record (for an exact plan: each is a match).
     func forEachIndexed(of entity: EntityDescription, in plan: QueryPlan, _ body: (ObjectID) throws(StrataError) -> Void) throws(StrataError) {
+        try forEachEntry(of: entity, in: plan) { entry, primaryKey throws(StrataError) in
+            try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+        }
+    }
+
+    /// Calls `body` with every entry of the plan's index within its ranges,
+    /// lent for the call, and the primary key it ends with, in index order,
+    /// at one read view, reading no record.
+    func forEachEntry(
+        of entity: EntityDescription, in plan: QueryPlan, _ body: (UnsafeRawBufferPointer, UInt64) throws(StrataError) -> Void
+    ) throws(StrataError) {
         let store = try currentStore()
         try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) in
             guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
                 throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
             }
-            try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+            try body(entry, primaryKey)
             return true
         }
     }

@@ -48,6 +48,18 @@ extension RecordCoding {
         return value
     }
 
+    /// How many objects the to-many relationship at `offset` holds, read
+    /// from its length (its IDs are not decoded); nil when it is malformed.
+    static func relationshipCount(at offset: Int, in raw: UnsafeRawBufferPointer) -> Int? {
+        switch tag(at: offset, in: raw) {
+        case .null: return 0
+        case .objects:
+            var reader = ByteReader(raw, offset: offset + 1)
+            return reader.readLength(limit: reader.remaining / 2)
+        default: return nil
+        }
+    }
+
     /// A string property's UTF-8 bytes, lent (not checked to be valid UTF-8).
     @inline(__always)
     static func stringBytes(at offset: Int, in raw: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {

@@ -93,7 +93,7 @@ extension ManagedObjectContext {
     public func count<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> Int {
         beginRead()
         var count = 0
-        try forEachMatch(of: request, keepingRows: false) { _ in count += 1 }
+        try forEachMatch(of: request, rows: .none) { _, _ in count += 1 }
         count = max(0, count - request.fetchOffset)
         return request.fetchLimit > 0 ? min(count, request.fetchLimit) : count
     }
@@ -115,7 +115,7 @@ extension ManagedObjectContext {
 
     /// Checks the queue; a confinement context, which has no blocks to end,
     /// lets go of what it fetched before (``retainsRegisteredObjects``).
-    private func beginRead() {
+    func beginRead() {
         checkQueue()
         if concurrencyType == .confinement { releaseUnreferencedFetched() }
         // Holding nothing, nothing held can be older than what is read next.
@@ -200,7 +200,7 @@ extension ManagedObjectContext {
     /// the caller wants objects.
     func matches<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> [FetchMatch] {
         var matches: [FetchMatch] = []
-        try forEachMatch(of: request, keepingRows: keepingRows) { matches.append($0) }
+        try forEachMatch(of: request, rows: keepingRows ? .kept : .none) { match, _ in matches.append(match) }
         return matches
     }
 
@@ -210,16 +210,27 @@ extension ManagedObjectContext {
         var ids: [ObjectID] = []
         var skip = request.fetchOffset
         let limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
-        try forEachMatch(of: request, keepingRows: false) { match in
+        try forEachMatch(of: request, rows: .none) { match, _ in
             if skip > 0 { skip -= 1; return }
             if ids.count < limit { ids.append(match.objectID) }
         }
         return ids
     }
 
-    /// Calls `body` with every match (see ``matches(of:keepingRows:)``).
-    private func forEachMatch<Result: ManagedObject>(
-        of request: FetchRequest<Result>, keepingRows: Bool, _ body: (FetchMatch) -> Void
+    /// What a match carries of an object the context does not hold.
+    enum RowUse {
+        /// Nothing: the caller wants IDs (an exact plan then reads index entries only).
+        case none
+        /// A copy of the row, kept in the match (to sort, page and materialize).
+        case kept
+        /// The row, lent to the body for the call: read values from it there.
+        case lent
+    }
+
+    /// Calls `body` with every match (see ``matches(of:keepingRows:)``) and,
+    /// for one this context does not hold under ``RowUse/lent``, its row.
+    func forEachMatch<Result: ManagedObject>(
+        of request: FetchRequest<Result>, rows: RowUse, _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
     ) throws(StrataError) {
         let entity = try request.entity(in: model)
         let includesPending = request.includesPendingChanges
@@ -239,10 +250,10 @@ extension ManagedObjectContext {
         // (reading only what the test reads) when the predicate translated.
         @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
             let passes = if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
-            if passes { body(.unregistered(id, keepingRows ? row.kept() : nil)) }
+            if passes { try body(.unregistered(id, rows == .kept ? row.kept() : nil), rows == .lent ? row : nil) }
         }
         // A count or a fetch of IDs through an exact plan reads entries, not records.
-        let unread = !keepingRows && plan.isExact
+        let unread = rows == .none && plan.isExact
         try source.forEach(of: entity, plan: plan, leavingRecordsUnread: unread) { id, row throws(StrataError) in
             if !checksRegistry {
                 try judgeUnregistered(id, row)
@@ -255,7 +266,7 @@ extension ManagedObjectContext {
                 if object.flags.contains(.fault) {
                     // A fault holds the source's values, which the entry matched.
                     if case .indexed = row {
-                        if !object.flags.contains(.invalidated) { body(.registered(object)) }
+                        if !object.flags.contains(.invalidated) { try body(.registered(object), nil) }
                         return
                     }
                     fill(object, try row.snapshot())
@@ -263,9 +274,10 @@ extension ManagedObjectContext {
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {
                     if object.flags.contains(.deleted) { return }
-                    if try evaluation.matches(object) { body(.registered(object)) }
+                    if try evaluation.matches(object) { try body(.registered(object), nil) }
                 } else if try evaluation.matches(id, row) {
-                    body(.registered(object))
+                    // Judged, and read, by the source's values.
+                    try body(.registered(object), rows == .lent ? row : nil)
                 }
             } else if !discardedInserts.contains(id) {
                 try judgeUnregistered(id, row)
@@ -278,7 +290,7 @@ extension ManagedObjectContext {
             // It must still exist in the source, as a scan would have met it.
             func judge(_ object: ManagedObject) throws(StrataError) {
                 guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { return }
-                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { body(.registered(object)) }
+                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try body(.registered(object), nil) }
             }
             if let candidates = possiblyStaleObjects(of: entity, source: source) {
                 for id in candidates where !visited.contains(id) { try judge(registry[id]!) }
@@ -288,7 +300,7 @@ extension ManagedObjectContext {
         }
         if includesPending {
             for object in inserted.values where object.entity === entity {
-                if try evaluation.matches(object) { body(.registered(object)) }
+                if try evaluation.matches(object) { try body(.registered(object), nil) }
             }
         }
     }

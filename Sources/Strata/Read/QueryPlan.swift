@@ -161,6 +161,22 @@ enum QueryPlanner {
 }
 
 extension QueryPlanner {
+    /// The plan reading index `number` whose ranges express all of `test`
+    /// (every entry in them is a match, ``QueryPlan/isExact``); for no test,
+    /// the whole index. Nil when the test asks more than the index's ranges say.
+    static func exactPlan(_ test: ValueTest?, entity: EntityDescription, index number: Int) -> QueryPlan? {
+        let index = entity.indexes[number]
+        guard let test else {
+            return QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number))],
+                             isExact: true, description: "SCAN \(entity.name) USING INDEX \(index)")
+        }
+        var terms: [Term] = []
+        var onlyTerms = true
+        collect(test, into: &terms, onlyTerms: &onlyTerms)
+        guard let shaped = planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity), shaped.plan.isExact else { return nil }
+        return shaped.plan
+    }
+
     /// A plan whose index yields the candidates of `test` in ascending
     /// order of attribute `property` (then by the index's later attributes
     /// and the primary key): an index that has the attribute after the

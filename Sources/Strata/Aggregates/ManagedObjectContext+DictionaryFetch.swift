@@ -1,0 +1,172 @@
+extension ManagedObjectContext {
+    /// The values `request` asks for, computed over the objects a fetch
+    /// with its predicate would return here (pending changes of this
+    /// context and its ancestors included, SEMANTICS.md line 13); no object
+    /// is registered or materialized to answer.
+    ///
+    /// ```swift
+    /// let perAuthor = try context.fetch(DictionaryFetchRequest<Recipe>(
+    ///     propertiesToFetch: ["author", .count(), .max("servings")],
+    ///     groupBy: ["author"]))
+    /// ```
+    ///
+    /// A count per group whose grouped attributes lead an index, with no
+    /// predicate or one that index's ranges express exactly, reads the
+    /// index's entries and no record (``explain(_:)-(DictionaryFetchRequest<Root>)``
+    /// says so). Any other request reads each match's record where it lies,
+    /// decoding only the properties it asks for; an index the predicate can
+    /// use narrows which records are read, as for an object fetch.
+    public func fetch<Root: ManagedObject>(_ request: DictionaryFetchRequest<Root>) throws(StrataError) -> [DictionaryResult] {
+        beginRead()
+        let matches = request.matchRequest
+        let plan = try DictionaryPlan(request, entity: try matches.entity(in: model))
+        var builder = DictionaryResultBuilder(plan)
+        if let indexPlan = groupCountPlan(plan, matches), try countGroups(matches, plan, indexPlan, into: &builder) {
+            return builder.results(request)
+        }
+        var fields = RecordCoding.FieldOffsets(count: (plan.propertiesRead.last ?? -1) + 1)
+        try forEachMatch(of: matches, rows: .lent) { match, row throws(StrataError) in
+            switch (row, match) {
+            case (.stored(let record)?, _):
+                guard fields.locate(in: record.bytes, entity: plan.entity) else {
+                    throw StrataError(.corruptRecord, "the record of \(record.id) does not decode under the model")
+                }
+                try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
+            case (.pending(let snapshot)?, _):
+                try builder.add(DecodedValues(values: snapshot.values))
+            case (nil, .registered(let object)):
+                try builder.add(DecodedValues(values: object.values))
+            case (.indexed?, _), (nil, .unregistered):
+                preconditionFailure("Strata: a dictionary fetch is lent every row it reads")
+            }
+        }
+        return builder.results(request)
+    }
+
+    /// How a dictionary fetch reads the store (see ``QueryPlan``): an index's
+    /// entries alone for a count per group (`… FOR GROUP BY`), else as an
+    /// object fetch with its predicate would.
+    ///
+    /// ```swift
+    /// print(try context.explain(request))
+    /// // SCAN Recipe USING INDEX (servings) FOR GROUP BY
+    /// ```
+    public func explain<Root: ManagedObject>(_ request: DictionaryFetchRequest<Root>) throws(StrataError) -> QueryPlan {
+        let matches = request.matchRequest
+        let plan = try DictionaryPlan(request, entity: try matches.entity(in: model))
+        if let indexPlan = groupCountPlan(plan, matches) {
+            return QueryPlan(index: indexPlan.index, indexNumber: indexPlan.indexNumber, ranges: indexPlan.ranges, isExact: true,
+                             description: indexPlan.description + " FOR GROUP BY")
+        }
+        return try explain(matches)
+    }
+
+    // MARK: Counting groups from an index
+
+    /// The plan of an index whose leading attributes are the grouped ones,
+    /// whose ranges express the whole predicate (or there is none), when
+    /// the request asks only for the grouped values and counts. Nil otherwise.
+    private func groupCountPlan<Root>(_ plan: DictionaryPlan, _ request: FetchRequest<Root>) -> QueryPlan? {
+        guard plan.countsGroupsOnly else { return nil }
+        let entity = plan.entity
+        var test: ValueTest?
+        if let predicate = request.predicate {
+            guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
+            test = compiled
+        }
+        let grouped = Set(plan.groupProperties)
+        for number in entity.indexes.indices {
+            let leading = entity.indexedProperties[number].prefix(grouped.count)
+            guard leading.count == grouped.count, Set(leading) == grouped,
+                  let indexPlan = QueryPlanner.exactPlan(test, entity: entity, index: number) else { continue }
+            return indexPlan
+        }
+        return nil
+    }
+
+    /// Counts the matches per group from the entries of `indexPlan`'s
+    /// index, in which a group's entries are one run: each run is counted
+    /// and its values decoded once. False (nothing added) when which held
+    /// objects may be stale is unknown: the caller reads the records.
+    ///
+    /// An object whose values here or above the store may differ from the
+    /// store's (see ``possiblyStaleObjects(of:source:)``) is set aside from
+    /// the entries and judged on its own values, as a sorted page does
+    /// (``firstInOrder``); so are this context's inserts.
+    private func countGroups<Root>(
+        _ request: FetchRequest<Root>, _ plan: DictionaryPlan, _ indexPlan: QueryPlan, into builder: inout DictionaryResultBuilder
+    ) throws(StrataError) -> Bool {
+        let entity = plan.entity
+        let source = try SourceView(of: self)
+        var aside = Set(source.changedObjects(of: entity))
+        if !registry.isEmpty || !discardedInserts.isEmpty {
+            guard let stale = possiblyStaleObjects(of: entity, source: source) else { return false }
+            aside.formUnion(stale)
+            for id in deleted.keys where id.entity === entity { aside.insert(id) }
+            // An insert whose store save is in flight is stored already;
+            // it is counted once, with the inserts (or not at all, unsaved).
+            for id in inserted.keys where id.entity === entity { aside.insert(id) }
+            for id in discardedInserts where id.entity === entity { aside.insert(id) }
+        }
+        let number = indexPlan.indexNumber!
+        let leading = Array(entity.indexedProperties[number].prefix(plan.groupProperties.count))
+        let types = leading.map { entity.attributeTypes[$0]! }
+        let positions = leading.map { plan.groupProperties.firstIndex(of: $0)! }
+        let prefixLength = IndexKeyCoding.prefix(of: entity, index: number).count
+        var run: [UInt8] = []
+        var runCount = 0
+        var key = [PropertyValue](repeating: .null, count: leading.count)
+        func malformed() -> StrataError {
+            StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(indexPlan.index!) is malformed")
+        }
+        func endRun() throws(StrataError) {
+            guard runCount > 0 else { return }
+            try run.withBytes { (raw) throws(StrataError) in
+                var offset = 0
+                for (i, type) in types.enumerated() {
+                    guard let value = IndexKeyCoding.value(at: offset, in: raw, type: type),
+                          let end = IndexKeyCoding.end(ofValueAt: offset, in: raw, type: type) else { throw malformed() }
+                    key[positions[i]] = value
+                    offset = end
+                }
+            }
+            builder.add(count: runCount, toGroup: key)
+            runCount = 0
+        }
+        try persistentStoreCoordinator.forEachEntry(of: entity, in: indexPlan) { entry, primaryKey throws(StrataError) in
+            if !aside.isEmpty && aside.contains(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)) { return }
+            var end = prefixLength
+            for type in types {
+                guard let next = IndexKeyCoding.end(ofValueAt: end, in: entry, type: type) else { throw malformed() }
+                end = next
+            }
+            let values = UnsafeRawBufferPointer(rebasing: entry[prefixLength..<end])
+            if runCount > 0 && run.elementsEqual(values) {
+                runCount += 1
+            } else {
+                try endRun()
+                run = Array(values)
+                runCount = 1
+            }
+        }
+        try endRun()
+
+        var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
+        let includesPending = request.includesPendingChanges
+        for id in aside where inserted[id] == nil && !discardedInserts.contains(id) {
+            if includesPending, let object = registry[id] {
+                guard object.flags.isDisjoint(with: [.deleted, .invalidated]), let current = try source.snapshot(for: id) else { continue }
+                if object.flags.contains(.fault) { fill(object, current) }
+                if try evaluation.matches(object) { try builder.add(DecodedValues(values: object.values)) }
+            } else if let current = try source.snapshot(for: id), try evaluation.matches(id, .pending(current)) {
+                try builder.add(DecodedValues(values: current.values))
+            }
+        }
+        if includesPending {
+            for object in inserted.values where object.entity === entity {
+                if try evaluation.matches(object) { try builder.add(DecodedValues(values: object.values)) }
+            }
+        }
+        return true
+    }
+}
