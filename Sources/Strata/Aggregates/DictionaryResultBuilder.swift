@@ -1,7 +1,10 @@
 /// Folds a dictionary fetch's matches into its results, one match at a
 /// time: a row per match, or per group a count and each aggregate's running
 /// state. Holds O(results), never the matches' objects.
-struct DictionaryResultBuilder {
+///
+/// A class: the fetch's scan adds to it from inside closures, where a
+/// struct's arrays were copied on every match.
+final class DictionaryResultBuilder {
     let plan: DictionaryPlan
     /// Per-object rows: each column's value.
     private var rows: [[PropertyValue]] = []
@@ -31,7 +34,7 @@ struct DictionaryResultBuilder {
     }
 
     /// Adds a match.
-    mutating func add<Match: MatchValues>(_ match: Match) throws(StrataError) {
+    func add<Match: MatchValues>(_ match: Match) throws(StrataError) {
         guard plan.isGrouped else {
             var row: [PropertyValue] = []
             row.reserveCapacity(plan.columns.count)
@@ -61,12 +64,12 @@ struct DictionaryResultBuilder {
 
     /// Adds `count` matches in the group `key` (values of the grouped
     /// properties), when every column is a grouped value or a count.
-    mutating func add(count: Int, toGroup key: [PropertyValue]) {
+    func add(count: Int, toGroup key: [PropertyValue]) {
         let g = group(for: key)
         for c in plan.columns.indices where plan.columns[c].function == .count { groupStates[g][c].objects += count }
     }
 
-    private mutating func group(for key: [PropertyValue]) -> Int {
+    private func group(for key: [PropertyValue]) -> Int {
         if let g = groups[key] { return g }
         let g = groupKeys.count
         groups[key] = g

@@ -1,3 +1,5 @@
+import Foundation
+
 extension ManagedObjectContext {
     /// The values `request` asks for, computed over the objects a fetch
     /// with its predicate would return here (pending changes of this
@@ -20,23 +22,29 @@ extension ManagedObjectContext {
         beginRead()
         let matches = request.matchRequest
         let plan = try DictionaryPlan(request, entity: try matches.entity(in: model))
-        var builder = DictionaryResultBuilder(plan)
-        if let indexPlan = groupCountPlan(plan, matches), try countGroups(matches, plan, indexPlan, into: &builder) {
+        let builder = DictionaryResultBuilder(plan)
+        if let indexPlan = groupCountPlan(plan, matches), try countGroups(matches, plan, indexPlan, into: builder) {
             return builder.results(request)
         }
         var fields = RecordCoding.FieldOffsets(count: (plan.propertiesRead.last ?? -1) + 1)
         try forEachMatch(of: matches, rows: .lent) { match, row throws(StrataError) in
-            switch (row, match) {
-            case (.stored(let record)?, _):
-                guard fields.locate(in: record.bytes, entity: plan.entity) else {
-                    throw StrataError(.corruptRecord, "the record of \(record.id) does not decode under the model")
+            // Not a switch over the pair: a tuple's metadata is looked up at
+            // run time, once per match.
+            if let row {
+                switch row {
+                case .stored(let record):
+                    guard fields.locate(in: record.bytes, entity: plan.entity) else {
+                        throw StrataError(.corruptRecord, "the record of \(record.id) does not decode under the model")
+                    }
+                    try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
+                case .pending(let snapshot):
+                    try builder.add(DecodedValues(values: snapshot.values))
+                case .indexed:
+                    preconditionFailure("Strata: a dictionary fetch reads every record")
                 }
-                try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
-            case (.pending(let snapshot)?, _):
-                try builder.add(DecodedValues(values: snapshot.values))
-            case (nil, .registered(let object)):
+            } else if case .registered(let object) = match {
                 try builder.add(DecodedValues(values: object.values))
-            case (.indexed?, _), (nil, .unregistered):
+            } else {
                 preconditionFailure("Strata: a dictionary fetch is lent every row it reads")
             }
         }
@@ -94,7 +102,7 @@ extension ManagedObjectContext {
     /// the entries and judged on its own values, as a sorted page does
     /// (``firstInOrder``); so are this context's inserts.
     private func countGroups<Root>(
-        _ request: FetchRequest<Root>, _ plan: DictionaryPlan, _ indexPlan: QueryPlan, into builder: inout DictionaryResultBuilder
+        _ request: FetchRequest<Root>, _ plan: DictionaryPlan, _ indexPlan: QueryPlan, into builder: DictionaryResultBuilder
     ) throws(StrataError) -> Bool {
         let entity = plan.entity
         let source = try SourceView(of: self)
@@ -113,26 +121,12 @@ extension ManagedObjectContext {
         let types = leading.map { entity.attributeTypes[$0]! }
         let positions = leading.map { plan.groupProperties.firstIndex(of: $0)! }
         let prefixLength = IndexKeyCoding.prefix(of: entity, index: number).count
-        var run: [UInt8] = []
-        var runCount = 0
-        var key = [PropertyValue](repeating: .null, count: leading.count)
         func malformed() -> StrataError {
             StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(indexPlan.index!) is malformed")
         }
-        func endRun() throws(StrataError) {
-            guard runCount > 0 else { return }
-            try run.withBytes { (raw) throws(StrataError) in
-                var offset = 0
-                for (i, type) in types.enumerated() {
-                    guard let value = IndexKeyCoding.value(at: offset, in: raw, type: type),
-                          let end = IndexKeyCoding.end(ofValueAt: offset, in: raw, type: type) else { throw malformed() }
-                    key[positions[i]] = value
-                    offset = end
-                }
-            }
-            builder.add(count: runCount, toGroup: key)
-            runCount = 0
-        }
+        // Each run of entries sharing their grouped values: the bytes of
+        // those values, and how many entries. Decoded once per group, after.
+        var runs: [(values: [UInt8], count: Int)] = []
         try persistentStoreCoordinator.forEachEntry(of: entity, in: indexPlan) { entry, primaryKey throws(StrataError) in
             if !aside.isEmpty && aside.contains(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)) { return }
             var end = prefixLength
@@ -141,15 +135,25 @@ extension ManagedObjectContext {
                 end = next
             }
             let values = UnsafeRawBufferPointer(rebasing: entry[prefixLength..<end])
-            if runCount > 0 && run.elementsEqual(values) {
-                runCount += 1
+            if let last = runs.indices.last, runs[last].values.withUnsafeBytes({ equalBytes($0, values) }) {
+                runs[last].count += 1
             } else {
-                try endRun()
-                run = Array(values)
-                runCount = 1
+                runs.append((Array(values), 1))
             }
         }
-        try endRun()
+        var key = [PropertyValue](repeating: .null, count: leading.count)
+        for run in runs {
+            try run.values.withBytes { (raw) throws(StrataError) in
+                var offset = 0
+                for (i, type) in types.enumerated() {
+                    guard let value = IndexKeyCoding.value(at: offset, in: raw, type: type),
+                          let end = IndexKeyCoding.end(ofValueAt: offset, in: raw, type: type) else { throw malformed() }
+                    key[positions[i]] = value
+                    offset = end
+                }
+            }
+            builder.add(count: run.count, toGroup: key)
+        }
 
         var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
         let includesPending = request.includesPendingChanges
@@ -169,4 +173,10 @@ extension ManagedObjectContext {
         }
         return true
     }
+}
+
+/// Whether two byte runs are equal.
+@inline(__always)
+private func equalBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
 }

@@ -83,7 +83,8 @@ final class LogRecordStore: RecordStore {
         try Self.scanning {
             var going = true
             for range in ranges where going {
-                try view.forEachBorrowed(from: range.start, to: range.end) { key, _ in
+                // Index entries carry their meaning in the key: no value is read.
+                try view.forEachKey(from: range.start, to: range.end) { key in
                     going = try body(key, get)
                     return going
                 }

@@ -100,6 +100,27 @@ public struct ReadView: Sendable {
         }
     }
 
+    /// Calls `body` with each key from `start` (inclusive) to `end`
+    /// (exclusive; nil: to the last key), in order, until it returns false —
+    /// reading no value, so no segment block: the keys are in the view's
+    /// in-memory index. The key is lent for the call. For keys that carry
+    /// their meaning themselves (a secondary index's entries, whose values
+    /// are empty), this is the cheapest ordered read there is.
+    ///
+    /// ```swift
+    /// var entries = 0
+    /// view.forEachKey(from: Array("i/".utf8), to: Array("i0".utf8)) { _ in entries += 1; return true }
+    /// ```
+    public func forEachKey(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) rethrows {
+        let end = end ?? []
+        try end.withUnsafeBytes { endBytes in
+            try index.forEach(from: start) { key, _ in
+                if !endBytes.isEmpty, compareBytes(key, endBytes) >= 0 { return false }
+                return try body(key)
+            }
+        }
+    }
+
     /// The keys and values whose keys start with `prefix`, in order.
     public func scan(prefix: [UInt8], limit: Int = .max) throws -> [KeyValue] {
         try scan(from: prefix, to: Self.end(ofPrefix: prefix), limit: limit)

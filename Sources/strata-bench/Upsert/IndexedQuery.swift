@@ -26,6 +26,10 @@ enum IndexedQuery {
               sql: "SELECT id, name, servings, rating, created FROM recipe WHERE servings = 3 ORDER BY created LIMIT 20"),
         Query(title: "fetch sorted by created, limit 20, created in the window",
               sql: "SELECT id, name, servings, rating, created FROM recipe WHERE created >= ?1 AND created < ?2 ORDER BY created LIMIT 20"),
+        Query(title: "count per servings (group by over its index; entries only)",
+              sql: "SELECT servings, COUNT(*) FROM recipe GROUP BY servings"),
+        Query(title: "sum of rating per servings (group by; every record read)",
+              sql: "SELECT servings, SUM(rating) FROM recipe GROUP BY servings"),
     ]
 
     /// Milliseconds per query (the median of 5, after one unmeasured run),
@@ -62,6 +66,15 @@ enum IndexedQuery {
             var windowed = FetchRequest<BenchRecipe>(predicate: #Predicate { $0.created >= from && $0.created < to }, sortBy: [SortDescriptor(\.created)])
             windowed.fetchLimit = 20
             try time(all[3], expect: min(20, inWindow)) { try context.fetch(windowed).count }
+            let perServings = DictionaryFetchRequest<BenchRecipe>(propertiesToFetch: ["servings", .count()], groupBy: ["servings"])
+            let groups = try context.fetch(perServings)
+            let counted = groups.reduce(0) { $0 + ($1.value("count", as: Int.self) ?? 0) }
+            guard counted == objects, groups.first(where: { $0.value("servings", as: Int.self) == 3 })?.value("count", as: Int.self) == servingThree else {
+                throw ValidationError("\(all[4].title): \(groups), expected \(objects) recipes, \(servingThree) serving 3")
+            }
+            try time(all[4], expect: groups.count) { try context.fetch(perServings).count }
+            let ratings = DictionaryFetchRequest<BenchRecipe>(propertiesToFetch: ["servings", .sum("rating")], groupBy: ["servings"])
+            try time(all[5], expect: groups.count) { try context.fetch(ratings).count }
             context.reset()
         }
         return results
