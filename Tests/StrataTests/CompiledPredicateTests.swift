@@ -22,6 +22,9 @@ extension Recipe {
         let day = Self.day
         let uuid = Self.someUUID
         let name = "R3"
+        let names = ["Ré", "RK", "R1"]
+        let none: [Int] = []
+        let ratings = [2.5, 0]
         return [
             (#Predicate { $0.servings > 3 }, true),
             (#Predicate { $0.servings <= 3 }, true),
@@ -51,7 +54,21 @@ extension Recipe {
             (#Predicate { $0.photo == nil }, true),
             (#Predicate { _ in true }, true),
             (#Predicate { _ in false }, true),
-            (#Predicate { $0.name.starts(with: "R1") }, false),
+            (#Predicate { $0.name.starts(with: "R1") }, true),
+            (#Predicate { $0.name.starts(with: "R") && $0.servings > 2 }, true),
+            (#Predicate { $0.name.starts(with: "Re") }, true),
+            (#Predicate { $0.name.starts(with: "Ré") }, true),
+            (#Predicate { $0.name.starts(with: "R3") }, true),
+            (#Predicate { $0.name.starts(with: "q") }, true),
+            (#Predicate { $0.name.starts(with: "a\r") }, true),
+            (#Predicate { $0.name.starts(with: "a\r\n") }, true),
+            (#Predicate { $0.name.starts(with: "") }, true),
+            (#Predicate { [1, 3, 5].contains($0.servings) }, true),
+            (#Predicate { names.contains($0.name) }, true),
+            (#Predicate { none.contains($0.servings) }, true),
+            (#Predicate { ratings.contains($0.rating) }, true),
+            (#Predicate { $0.servings == 1 || $0.servings == 4 || 7 == $0.servings }, true),
+            (#Predicate { $0.name.starts(with: name) || $0.notes == nil }, true),
             (#Predicate { $0.ingredients.count > 0 }, false),
             (#Predicate { $0.author?.name == "x" }, false),
             (#Predicate { $0.servings % 2 == 0 }, false),
@@ -71,7 +88,8 @@ extension Recipe {
             func set(_ key: String, _ value: PropertyValue) { values[entity.propertyIndex[key]!] = value }
             // Null now and then, even where Swift shows a non-optional value.
             func maybeNull(_ value: PropertyValue) -> PropertyValue { Int.random(in: 0..<8, using: &random) == 0 ? .null : value }
-            let names = ["R\(Int.random(in: 0..<8, using: &random))", "Ré", "Re\u{301}", "RK", "R\u{212A}", "R", "R3\u{301}", "Rz"]
+            let names = ["R\(Int.random(in: 0..<8, using: &random))", "Ré", "Re\u{301}", "RK", "R\u{212A}", "R", "R3\u{301}", "Rz",
+                         "q\u{301}", "q", "a\r\nb", "a\r", "a\rb", ""]
             set("name", maybeNull(.string(names[Int.random(in: 0..<names.count, using: &random)])))
             set("servings", maybeNull(.integer(Int64.random(in: -3...10, using: &random))))
             let rating = Int.random(in: 0..<12, using: &random) == 0 ? Double.nan : Double(Int.random(in: 0...8, using: &random)) / 2

@@ -157,7 +157,7 @@ import Testing
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let name = "Soup"
         // Exact: the ranges express the whole predicate, so a count reads no record.
-        let cases: [(FetchRequest<Recipe>, String, exact: Bool)] = [
+        var cases: [(FetchRequest<Recipe>, String, exact: Bool)] = [
             (FetchRequest(predicate: #Predicate { $0.name == name }), "SEARCH Recipe USING INDEX (name) (name = ?)", true),
             (FetchRequest(predicate: #Predicate { $0.servings == 4 && $0.rating > 2 }),
              "SEARCH Recipe USING INDEX (servings, rating) (servings = ? AND rating > ?)", true),
@@ -169,9 +169,22 @@ import Testing
             (FetchRequest(predicate: #Predicate { $0.rating > 2 }), "SCAN Recipe", false),
             (FetchRequest(predicate: #Predicate { $0.name == name || $0.servings == 1 }), "SCAN Recipe", false),
             (FetchRequest(predicate: #Predicate { $0.name != name }), "SCAN Recipe", false),
-            (FetchRequest(predicate: #Predicate { $0.name.starts(with: "S") }), "SCAN Recipe", false),
             (FetchRequest(), "SCAN Recipe", false),
         ]
+        // Membership, `||` of one attribute's equalities, and ASCII prefixes.
+        func add(_ predicate: Predicate<Recipe>, _ expected: String, exact: Bool) {
+            cases.append((FetchRequest(predicate: predicate), expected, exact))
+        }
+        add(#Predicate { $0.name.starts(with: "S") }, "SEARCH Recipe USING INDEX (name) (name STARTS WITH ?)", exact: false)
+        add(#Predicate { $0.name.starts(with: "Ré") }, "SCAN Recipe", exact: false)
+        add(#Predicate { $0.name.starts(with: "") }, "SCAN Recipe", exact: false)
+        add(#Predicate { ["Soup", "Stew"].contains($0.name) }, "SEARCH Recipe USING INDEX (name) (name IN (2 values))", exact: true)
+        let (one, three, two) = (1, 3, 2.0)
+        add(#Predicate { $0.servings == one || $0.servings == three || $0.servings == one },
+            "SEARCH Recipe USING INDEX (servings, rating) (servings IN (3 values))", exact: true)
+        add(#Predicate { ($0.servings == one || $0.servings == three) && $0.rating >= two },
+            "SEARCH Recipe USING INDEX (servings, rating) (servings IN (2 values) AND rating >= ?)", exact: true)
+        add(#Predicate { $0.servings == one || $0.rating == two }, "SCAN Recipe", exact: false)
         for (request, expected, exact) in cases {
             let plan = try context.explain(request)
             #expect(plan.description == expected)
@@ -252,6 +265,11 @@ import Testing
                 (#Predicate { $0.servings > servings }, #Predicate { $0.servings > servings || false }),
                 (#Predicate { $0.servings <= servings && $0.name != name }, #Predicate { ($0.servings <= servings && $0.name != name) || false }),
                 (#Predicate { $0.created < dayLimit }, #Predicate { $0.created < dayLimit || false }),
+                (#Predicate { [name, "Stew"].contains($0.name) }, #Predicate { [name, "Stew"].contains($0.name) || false }),
+                (#Predicate { $0.name.starts(with: "S") }, #Predicate { $0.name.starts(with: "S") || false }),
+                (#Predicate { $0.name.starts(with: "R") }, #Predicate { $0.name.starts(with: "R") || false }),
+                (#Predicate { ($0.servings == servings || $0.servings == 5) && $0.rating >= threshold },
+                 #Predicate { (($0.servings == servings || $0.servings == 5) && $0.rating >= threshold) || false }),
             ]
             // A fresh context as well: it holds nothing, so the ordered reads
             // below take what the index streams (the others hold objects

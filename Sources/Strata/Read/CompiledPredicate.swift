@@ -23,6 +23,9 @@ indirect enum ValueTest: Sendable {
     case or(ValueTest, ValueTest)
     case not(ValueTest)
     case compare(Operand, Comparison, Operand)
+    /// A string that starts with the prefix, Character by Character
+    /// (`$0.name.starts(with: "So")`): Swift's answer, canonical equivalence included.
+    case startsWith(Operand, String)
 
     enum Comparison: Sendable {
         case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
@@ -55,6 +58,9 @@ indirect enum ValueTest: Sendable {
         case .and(let a, let b), .or(let a, let b):
             return [a.highestPropertyIndex, b.highestPropertyIndex].compactMap { $0 }.max()
         case .not(let a): return a.highestPropertyIndex
+        case .startsWith(let operand, _):
+            if case .property(let index, _) = operand { return index }
+            return nil
         case .compare(let lhs, _, let rhs):
             return [lhs, rhs].compactMap { operand -> Int? in
                 if case .property(let index, _) = operand { return index }
@@ -72,6 +78,26 @@ indirect enum ValueTest: Sendable {
         case .not(let a): return !a.evaluate(values)
         case .compare(let lhs, let comparison, let rhs):
             return Self.holds(lhs.value(in: values), comparison, rhs.value(in: values))
+        case .startsWith(let operand, let prefix):
+            return Self.starts(operand.value(in: values), with: prefix)
+        }
+    }
+
+    /// `value.starts(with: prefix)` for a string; false for anything else.
+    static func starts(_ value: PropertyValue, with prefix: String) -> Bool {
+        if case .string(let string) = value { return string.starts(with: prefix) }
+        return false
+    }
+
+    /// True when any of `tests` is: a balanced tree of `||`, so a long list
+    /// (`[…].contains($0.x)`) does not nest deeply.
+    static func any(_ tests: ArraySlice<ValueTest>) -> ValueTest {
+        switch tests.count {
+        case 0: return .constant(false)
+        case 1: return tests.first!
+        default:
+            let middle = tests.startIndex + tests.count / 2
+            return .or(any(tests[..<middle]), any(tests[middle...]))
         }
     }
 
@@ -190,6 +216,49 @@ extension PredicateExpressions.Comparison: ValueTestConvertible {
         @unknown default: return nil
         }
         return ValueTest.comparing(lhs, comparison, rhs, compiler)
+    }
+}
+
+extension PredicateExpressions.SequenceContains: ValueTestConvertible {
+    /// `[a, b, c].contains($0.x)`: `$0.x == a || $0.x == b || $0.x == c`, for
+    /// a constant collection of attribute values.
+    func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
+        guard let constants = (sequence as? any ConstantSequence)?.propertyValues(),
+              let element = (element as? any OperandConvertible)?.operand(compiler) else { return nil }
+        return ValueTest.any(constants.map { .compare(element, .equal, .constant($0)) }[...])
+    }
+}
+
+extension PredicateExpressions.SequenceStartsWith: ValueTestConvertible {
+    /// `$0.name.starts(with: "So")`, with a constant prefix.
+    func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
+        guard let operand = (base as? any OperandConvertible)?.operand(compiler),
+              case .property(_, .string) = operand,
+              let constant = (prefix as? any OperandConvertible)?.operand(compiler),
+              case .constant(.string(let prefix)) = constant else { return nil }
+        return .startsWith(operand, prefix)
+    }
+}
+
+/// A constant collection in a predicate.
+protocol ConstantSequence {
+    /// Its elements, when each is an attribute value.
+    func propertyValues() -> [PropertyValue]?
+}
+
+extension PredicateExpressions.Value: ConstantSequence {
+    func propertyValues() -> [PropertyValue]? {
+        // A string is a sequence too, of characters: not attribute values.
+        guard let sequence = value as? any Sequence, !(value is String) else { return nil }
+        func values<S: Sequence>(_ sequence: S) -> [PropertyValue]? {
+            var values: [PropertyValue] = []
+            for element in sequence {
+                guard let value = element as? any AttributeValueConvertible else { return nil }
+                values.append(value.propertyValue)
+            }
+            return values
+        }
+        return values(sequence)
     }
 }
 

@@ -21,6 +21,10 @@ indirect enum EncodedTest {
     case compareToConstant(index: Int, null: PropertyValue, ValueTest.Comparison, Constant)
     /// Anything else: both sides decoded.
     case compare(ValueTest.Operand, ValueTest.Comparison, ValueTest.Operand)
+    /// A string property (a stored null reading as `null`) starting with a
+    /// constant; anything else that starts with a string, decoded.
+    case startsWithConstant(index: Int, null: PropertyValue, Constant)
+    case startsWith(ValueTest.Operand, String)
 
     /// A constant in the form the comparison with stored bytes needs.
     struct Constant {
@@ -53,6 +57,10 @@ indirect enum EncodedTest {
             self = .compareToConstant(index: index, null: null, comparison.mirrored, Constant(value))
         case .compare(let lhs, let comparison, let rhs):
             self = .compare(lhs, comparison, rhs)
+        case .startsWith(.property(let index, let null), let prefix):
+            self = .startsWithConstant(index: index, null: null, Constant(.string(prefix)))
+        case .startsWith(let operand, let prefix):
+            self = .startsWith(operand, prefix)
         }
     }
 
@@ -75,7 +83,33 @@ indirect enum EncodedTest {
         case .compare(let lhs, let comparison, let rhs):
             guard let a = Self.value(lhs, raw, fields, entity), let b = Self.value(rhs, raw, fields, entity) else { return nil }
             return ValueTest.holds(a, comparison, b)
+        case .startsWithConstant(let index, let null, let prefix):
+            return Self.starts(index, null, prefix, raw, fields, entity)
+        case .startsWith(let operand, let prefix):
+            return Self.value(operand, raw, fields, entity).map { ValueTest.starts($0, with: prefix) }
         }
+    }
+
+    /// Whether string property `index` starts with `prefix`. When both are
+    /// ASCII, Characters are bytes — but for "\r\n", one Character, so a
+    /// prefix ending in "\r" is left to Swift — and the bytes answer.
+    @inline(__always)
+    private static func starts(
+        _ index: Int, _ null: PropertyValue, _ prefix: Constant,
+        _ raw: UnsafeRawBufferPointer, _ fields: RecordCoding.FieldOffsets, _ entity: EntityDescription
+    ) -> Bool? {
+        let offset = fields[index]
+        guard case .string(let string) = prefix.value else { return false }
+        if RecordCoding.tag(at: offset, in: raw) == .string, prefix.isASCII, prefix.utf8.last != 0x0D {
+            guard let bytes = RecordCoding.stringBytes(at: offset, in: raw) else { return nil }
+            if isASCII(bytes) {
+                guard bytes.count >= prefix.utf8.count else { return false }
+                return prefix.utf8.withUnsafeBytes { compareBytes(UnsafeRawBufferPointer(rebasing: bytes[..<$0.count]), $0) } == 0
+            }
+        }
+        guard let value = RecordCoding.value(at: offset, in: raw, property: index, of: entity) else { return nil }
+        if case .null = value { return ValueTest.starts(null, with: string) }
+        return ValueTest.starts(value, with: string)
     }
 
     @inline(__always)

@@ -34,13 +34,43 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 /// evaluates leave the fetch to a scan. Whatever the index selects is a
 /// superset of the matches: the whole predicate is evaluated on each.
 enum QueryPlanner {
-    /// One `attribute <comparison> constant` term.
+    /// One `attribute <comparison> constant` term; for equality, the
+    /// attribute may equal any of several constants (`[a, b].contains($0.x)`,
+    /// or `$0.x == a || $0.x == b`). Or a string attribute's prefix.
     struct Term {
         let property: Int
         /// What a stored null reads as (see ``ValueTest/Operand``).
         let null: PropertyValue
-        let comparison: ValueTest.Comparison
-        let constant: PropertyValue
+        /// Nil for a prefix.
+        let comparison: ValueTest.Comparison?
+        /// The constants: one, or for equality any number.
+        let constants: [PropertyValue]
+        /// For `starts(with:)`: the prefix.
+        var prefix: String? = nil
+
+        var constant: PropertyValue { constants[0] }
+
+        init(property: Int, null: PropertyValue, comparison: ValueTest.Comparison, constant: PropertyValue) {
+            self.property = property
+            self.null = null
+            self.comparison = comparison
+            self.constants = [constant]
+        }
+
+        init(property: Int, null: PropertyValue, equalToAnyOf constants: [PropertyValue]) {
+            self.property = property
+            self.null = null
+            self.comparison = .equal
+            self.constants = constants
+        }
+
+        init(property: Int, null: PropertyValue, prefix: String) {
+            self.property = property
+            self.null = null
+            self.comparison = nil
+            self.constants = []
+            self.prefix = prefix
+        }
     }
 
     static func plan(_ test: ValueTest?, entity: EntityDescription) -> QueryPlan {
@@ -67,8 +97,32 @@ enum QueryPlanner {
             terms.append(Term(property: index, null: null, comparison: comparison, constant: value))
         case .compare(.constant(let value), let comparison, .property(let index, let null)):
             terms.append(Term(property: index, null: null, comparison: comparison.mirrored, constant: value))
+        case .or:
+            // Equalities of one attribute, joined by `||`: one term, several constants.
+            if let (property, null, constants) = alternatives(test) {
+                terms.append(Term(property: property, null: null, equalToAnyOf: constants))
+            } else {
+                onlyTerms = false
+            }
+        case .startsWith(.property(let index, let null), let prefix):
+            terms.append(Term(property: index, null: null, prefix: prefix))
         default:
             onlyTerms = false
+        }
+    }
+
+    /// The attribute and constants of `test` when it is equalities of one
+    /// attribute with constants joined by `||`; nil otherwise.
+    private static func alternatives(_ test: ValueTest) -> (Int, PropertyValue, [PropertyValue])? {
+        switch test {
+        case .or(let a, let b):
+            guard let left = alternatives(a), let right = alternatives(b), left.0 == right.0 else { return nil }
+            return (left.0, left.1, left.2 + right.2)
+        case .compare(.property(let index, let null), .equal, .constant(let value)),
+             .compare(.constant(let value), .equal, .property(let index, let null)):
+            return (index, null, [value])
+        default:
+            return nil
         }
     }
 
@@ -91,11 +145,13 @@ enum QueryPlanner {
         var used: [String] = []
         var score = 0
         var position = 0
+        var startsWithUsed = false
         while position < properties.count, let term = terms.first(where: { $0.property == properties[position] && $0.comparison == .equal && usable($0, entity) }) {
             let alternatives = encodings(equalTo: term)
-            guard prefixes.count * alternatives.count <= 16 else { break }
+            guard prefixes.count * alternatives.count <= maxPrefixes else { break }
             prefixes = prefixes.flatMap { p in alternatives.map { p + $0 } }
-            used.append("\(entity.properties[term.property].name) = ?")
+            let name = entity.properties[term.property].name
+            used.append(term.constants.count == 1 ? "\(name) = ?" : "\(name) IN (\(term.constants.count) values)")
             score += 2
             position += 1
         }
@@ -104,13 +160,29 @@ enum QueryPlanner {
             let property = properties[position]
             let lower = terms.first { $0.property == property && ($0.comparison == .greater || $0.comparison == .greaterOrEqual) && usable($0, entity) }
             let upper = terms.first { $0.property == property && ($0.comparison == .less || $0.comparison == .lessOrEqual) && usable($0, entity) }
-            if lower != nil || upper != nil {
+            let starting = terms.first { $0.property == property && $0.prefix.map(isIndexablePrefix) == true && entity.attributeTypes[property] == .string }
+            if lower == nil && upper == nil, let starting, let text = starting.prefix {
+                // The entries whose string starts with the prefix's bytes: a
+                // superset (a Character may go on past the prefix's end, as
+                // "q" + U+0301 does past "q"), so the plan is not exact.
+                used.append("\(entity.properties[property].name) STARTS WITH ?")
+                score += 1
+                startsWithUsed = true
+                for p in prefixes {
+                    var bytes = p + [1]
+                    for byte in text.utf8 {
+                        bytes.append(byte)
+                        if byte == 0 { bytes.append(0xFF) }
+                    }
+                    ranges.append(KeyRange(prefix: bytes))
+                }
+            } else if lower != nil || upper != nil {
                 let name = entity.properties[property].name
                 if let lower { used.append("\(name) \(lower.comparison == .greater ? ">" : ">=") ?") }
                 if let upper { used.append("\(name) \(upper.comparison == .less ? "<" : "<=") ?") }
                 score += 1
                 // Stored nulls read as a value that may itself be in range.
-                let nullsMatch = [lower, upper].allSatisfy { term in term.map { ValueTest.holds($0.null, $0.comparison, $0.constant) } ?? true }
+                let nullsMatch = [lower, upper].allSatisfy { term in term.map { ValueTest.holds($0.null, $0.comparison!, $0.constant) } ?? true }
                 for p in prefixes {
                     if nullsMatch { ranges.append(KeyRange(prefix: p + [0])) }
                     let start = lower.map { term -> [UInt8] in
@@ -131,26 +203,47 @@ enum QueryPlanner {
         let index = entity.indexes[number]
         let description = "SEARCH \(entity.name) USING INDEX \(index) (" + used.joined(separator: " AND ") + ")"
         // Every term expressed by the ranges, nothing else asked: exact.
-        let isExact = onlyTerms && used.count == terms.count
+        let isExact = onlyTerms && used.count == terms.count && !startsWithUsed
         return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description),
                 position, prefixes.count)
     }
 
-    /// Whether the index can serve `term`: a constant of the attribute's own
+    /// At most this many key prefixes (alternatives of the equal
+    /// attributes, multiplied): each is a seek.
+    static let maxPrefixes = 1024
+
+    /// Whether the index can serve `term`: constants of the attribute's own
     /// type (or nil, for equality), and no NaN (which equals nothing).
     private static func usable(_ term: Term, _ entity: EntityDescription) -> Bool {
-        guard let type = entity.attributeTypes[term.property] else { return false }
-        if case .null = term.constant { return term.comparison == .equal }
-        if case .double(let d) = term.constant, d.isNaN { return false }
-        return IndexKeyCoding.matches(term.constant, type)
+        guard let type = entity.attributeTypes[term.property], term.prefix == nil, !term.constants.isEmpty else { return false }
+        return term.constants.allSatisfy { constant in
+            if case .null = constant { return term.comparison == .equal }
+            if case .double(let d) = constant, d.isNaN { return false }
+            return IndexKeyCoding.matches(constant, type)
+        }
     }
 
-    /// The encodings a stored value equal to the term's constant can have.
+    /// Whether an index serves `starts(with: prefix)`: a non-empty ASCII
+    /// prefix, whose bytes every string that starts with it begins with
+    /// (an ASCII Character is one byte, and canonical composition leaves it
+    /// alone when no mark follows it — a mark would make it another Character).
+    private static func isIndexablePrefix(_ prefix: String) -> Bool {
+        !prefix.isEmpty && prefix.utf8.allSatisfy { $0 < 0x80 }
+    }
+
+    /// The encodings a stored value equal to one of the term's constants can
+    /// have, ascending, each once.
     private static func encodings(equalTo term: Term) -> [[UInt8]] {
-        if case .null = term.constant { return [[0]] }
-        var result = [encoding(of: term.constant)]
-        if ValueTest.holds(term.null, .equal, term.constant) { result.insert([0], at: 0) }
-        return result
+        var result: Set<[UInt8]> = []
+        for constant in term.constants {
+            if case .null = constant {
+                result.insert([0])
+                continue
+            }
+            result.insert(encoding(of: constant))
+            if ValueTest.holds(term.null, .equal, constant) { result.insert([0]) }
+        }
+        return result.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
     private static func encoding(of value: PropertyValue) -> [UInt8] {
