@@ -22,7 +22,7 @@ struct StrataDump: ParsableCommand {
             naming the file and offset); 2 the store cannot be inspected (missing, not a store, \
             unreadable) or the object asked for does not exist; 64 bad arguments.
             """,
-        subcommands: [Info.self, WAL.self, Segments.self, Get.self, Entity.self, Verify.self]
+        subcommands: [Info.self, WAL.self, Segments.self, Get.self, Entity.self, Explain.self, Verify.self]
     )
 }
 
@@ -171,6 +171,35 @@ struct Entity: ParsableCommand {
             if store.json { return try printJSON(objects) }
             if objects.isEmpty { print("no \(name) objects") }
             print(objects.map(\.description).joined(separator: "\n\n"))
+        }
+    }
+}
+
+struct Explain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "How a fetch with a condition reads the store: which index, within which bounds, or a scan.",
+        discussion: """
+            The condition is text: terms joined by AND, each `attribute op value` (=, !=, <, <=, >, >=), \
+            `attribute IN (v1, v2)` or `attribute STARTS WITH 'text'`; strings quoted, dates as ISO 8601. \
+            Example: strata-dump explain store Recipe --where "servings IN (2, 4) AND rating >= 3"
+            """)
+    @OptionGroup var store: StoreArguments
+    @Argument(help: "The entity's name.")
+    var name: String
+    @Option(name: .customLong("where"), help: "The condition, as text.")
+    var condition: String?
+    @Option(name: .customLong("group-by"), parsing: .upToNextOption, help: "Explain a count per group of these attributes.")
+    var groupBy: [String] = []
+
+    func run() throws {
+        try reportingErrors {
+            let inspector = try ObjectStoreInspector(directory: store.directory)
+            let plan = try inspector.explain(entity: name, where: condition, groupBy: groupBy)
+            if store.json { return try printJSON(["plan": plan]) }
+            print(plan)
+            if let entity = inspector.model.entity(named: name) {
+                print("indexes: " + (entity.indexes.isEmpty ? "none" : entity.indexes.map(String.init(describing:)).joined(separator: ", ")))
+            }
         }
     }
 }

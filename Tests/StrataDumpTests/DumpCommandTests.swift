@@ -154,6 +154,45 @@ import Testing
         #expect(dishes.prefix(10).allSatisfy { $0.properties.first { $0.name == "rating" }?.value == .double(5) })
     }
 
+    /// `explain` reads the model stored in the store and says which index a
+    /// condition written as text would use, and how a count per group reads.
+    @Test func explainNamesTheIndexForAConditionAsText() throws {
+        let dir = ScratchStore()
+        var options = StoreOptions()
+        options.syncMode = .none
+        let coordinator = PersistentStoreCoordinator(model: makeKitchenModel(dishIndexes: [IndexDescription("servings", "rating")], dishUniqueness: [["name"]]))
+        try coordinator.addPersistentStore(.log, directory: dir.path, options: options)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            Dish(context: context).name = "Soup"
+            try context.save()
+        }
+        try coordinator.close()
+        let cases: [([String], String)] = [
+            (["--where", "servings IN (2, 4) AND rating >= 3.5"], "SEARCH Dish USING INDEX (servings, rating) (servings IN (2 values) AND rating >= ?)"),
+            (["--where", "name = 'Soup'"], "SEARCH Dish USING INDEX UNIQUE (name) (name = ?)"),
+            (["--where", "name starts with \"So\" and spicy = true"], "SEARCH Dish USING INDEX UNIQUE (name) (name STARTS WITH ?)"),
+            (["--where", "rating > 2"], "SCAN Dish"),
+            ([], "SCAN Dish"),
+            (["--group-by", "servings"], "SCAN Dish USING INDEX (servings, rating) FOR GROUP BY"),
+            (["--where", "servings > 2", "--group-by", "rating", "servings"], "SEARCH Dish USING INDEX (servings, rating) (servings > ?) FOR GROUP BY"),
+            (["--group-by", "cook"], "SCAN Dish THEN GROUP BY (reading each record)"),
+        ]
+        for (arguments, plan) in cases {
+            let result = try dump(["explain", dir.path, "Dish"] + arguments, unchanged: dir.path)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            #expect(result.stdout == plan + "\nindexes: (servings, rating), UNIQUE (name)\n", "\(arguments)")
+        }
+        for (arguments, message) in [(["--where", "colour = 'red'"], "Dish has no attribute colour"),
+                                     (["--where", "servings = 'four'"], "is not a value of type integer64"),
+                                     (["--where", "servings >"], "expected a value"),
+                                     (["--where", "name = 'Soup' OR servings = 2"], "expected AND or the end")] {
+            let result = try dump(["explain", dir.path, "Dish"] + arguments, unchanged: dir.path)
+            #expect(result.status != 0)
+            #expect(result.stderr.contains(message), "\(result.stderr)")
+        }
+    }
+
     @Test func verifyIsCleanOnGoodStores() throws {
         for flushed in [false, true] {
             let dir = ScratchStore("verify\(flushed)")

@@ -32,7 +32,8 @@ final class Cook: ManagedObject {
 }
 
 /// A fresh model (an entity belongs to one model).
-func makeKitchenModel() -> ManagedObjectModel {
+/// `dishIndexes` and `dishUniqueness` declare indexes on Dish.
+func makeKitchenModel(dishIndexes: [IndexDescription] = [], dishUniqueness: [[String]] = []) -> ManagedObjectModel {
     // The fixture is a constant; a failure here is a bug in the test itself.
     try! ManagedObjectModel(entities: [
         EntityDescription(name: "Dish", managedObjectClass: Dish.self, properties: [
@@ -46,7 +47,7 @@ func makeKitchenModel() -> ManagedObjectModel {
             .attribute("notes", .string, optional: true),
             .toMany("components", "Component", inverse: "dish", deleteRule: .cascade),
             .toOne("cook", "Cook", inverse: "dishes"),
-        ]),
+        ], indexes: dishIndexes, uniquenessConstraints: dishUniqueness),
         EntityDescription(name: "Component", managedObjectClass: Component.self, properties: [
             .attribute("name", .string),
             .attribute("grams", .integer32, defaultValue: .integer(0)),

@@ -62,10 +62,7 @@ extension ManagedObjectContext {
     public func explain<Root: ManagedObject>(_ request: DictionaryFetchRequest<Root>) throws(StrataError) -> QueryPlan {
         let matches = request.matchRequest
         let plan = try DictionaryPlan(request, entity: try matches.entity(in: model))
-        if let indexPlan = groupCountPlan(plan, matches) {
-            return QueryPlan(index: indexPlan.index, indexNumber: indexPlan.indexNumber, ranges: indexPlan.ranges, isExact: true,
-                             description: indexPlan.description + " FOR GROUP BY")
-        }
+        if let indexPlan = groupCountPlan(plan, matches) { return indexPlan }
         return try explain(matches)
     }
 
@@ -82,14 +79,7 @@ extension ManagedObjectContext {
             guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
             test = compiled
         }
-        let grouped = Set(plan.groupProperties)
-        for number in entity.indexes.indices {
-            let leading = entity.indexedProperties[number].prefix(grouped.count)
-            guard leading.count == grouped.count, Set(leading) == grouped,
-                  let indexPlan = QueryPlanner.exactPlan(test, entity: entity, index: number) else { continue }
-            return indexPlan
-        }
-        return nil
+        return QueryPlanner.groupCountPlan(test, entity: entity, grouping: plan.groupProperties)
     }
 
     /// Counts the matches per group from the entries of `indexPlan`'s

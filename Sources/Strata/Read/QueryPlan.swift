@@ -270,6 +270,22 @@ extension QueryPlanner {
         return shaped.plan
     }
 
+    /// The plan of an index whose leading attributes are `grouping` (in any
+    /// order) and whose ranges express all of `test`: counting each run of
+    /// its entries answers a count per group (SQLite's covering index for a
+    /// `GROUP BY`). Nil when no index does.
+    static func groupCountPlan(_ test: ValueTest?, entity: EntityDescription, grouping: [Int]) -> QueryPlan? {
+        let grouped = Set(grouping)
+        for number in entity.indexes.indices {
+            let leading = entity.indexedProperties[number].prefix(grouped.count)
+            guard leading.count == grouped.count, Set(leading) == grouped,
+                  let plan = exactPlan(test, entity: entity, index: number) else { continue }
+            return QueryPlan(index: plan.index, indexNumber: plan.indexNumber, ranges: plan.ranges, isExact: true,
+                             description: plan.description + " FOR GROUP BY")
+        }
+        return nil
+    }
+
     /// A plan whose index yields the candidates of `test` in ascending
     /// order of attribute `property` (then by the index's later attributes
     /// and the primary key): an index that has the attribute after the
