@@ -145,7 +145,7 @@ extension ManagedObjectContext {
             builder.add(count: run.count, toGroup: key)
         }
 
-        var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
+        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self)
         let includesPending = request.includesPendingChanges
         for id in aside where inserted[id] == nil && !discardedInserts.contains(id) {
             if includesPending, let object = registry[id] {

@@ -26,6 +26,14 @@ indirect enum ValueTest: Sendable {
     /// A string that starts with the prefix, Character by Character
     /// (`$0.name.starts(with: "So")`): Swift's answer, canonical equivalence included.
     case startsWith(Operand, String)
+    /// Through to-one relationship `relationship` (`$0.author?.name == "Ada"`):
+    /// whether the object it names, of `destination`, passes `test`; `whenNil`
+    /// when it names none. Resolved before a fetch judges anything
+    /// (``ManagedObjectContext/resolvingRelations(_:)``), into ``relatedIn``.
+    case related(relationship: Int, destination: EntityDescription, test: ValueTest, whenNil: Bool)
+    /// Whether to-one relationship `relationship` names one of `targets`;
+    /// `whenNil` when it names none.
+    case relatedIn(relationship: Int, targets: Set<ObjectID>, whenNil: Bool)
 
     enum Comparison: Sendable {
         case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
@@ -61,6 +69,8 @@ indirect enum ValueTest: Sendable {
         case .startsWith(let operand, _):
             if case .property(let index, _) = operand { return index }
             return nil
+        case .related(let relationship, _, _, _), .relatedIn(let relationship, _, _):
+            return relationship
         case .compare(let lhs, _, let rhs):
             return [lhs, rhs].compactMap { operand -> Int? in
                 if case .property(let index, _) = operand { return index }
@@ -80,6 +90,18 @@ indirect enum ValueTest: Sendable {
             return Self.holds(lhs.value(in: values), comparison, rhs.value(in: values))
         case .startsWith(let operand, let prefix):
             return Self.starts(operand.value(in: values), with: prefix)
+        case .relatedIn(let relationship, let targets, let whenNil):
+            return Self.names(values[relationship], of: targets, whenNil: whenNil)
+        case .related:
+            preconditionFailure("Strata: a test through a relationship is judged once resolved")
+        }
+    }
+
+    /// Whether a to-one relationship's value names one of `targets`.
+    static func names(_ value: PropertyValue, of targets: Set<ObjectID>, whenNil: Bool) -> Bool {
+        switch value {
+        case .object(let id): return targets.contains(id)
+        default: return whenNil
         }
     }
 
@@ -303,6 +325,15 @@ extension PredicateExpressions.Variable: PredicateVariable {
 
 extension ValueTest {
     fileprivate static func comparing(_ lhs: Any, _ comparison: Comparison, _ rhs: Any, _ compiler: PredicateCompiler) -> ValueTest? {
+        // An attribute of the object a to-one relationship names, against a constant.
+        if let related = (lhs as? any RelatedOperandConvertible)?.relatedOperand(compiler),
+           case .constant(let value)? = (rhs as? any OperandConvertible)?.operand(compiler) {
+            return through(related, comparison, value)
+        }
+        if let related = (rhs as? any RelatedOperandConvertible)?.relatedOperand(compiler),
+           case .constant(let value)? = (lhs as? any OperandConvertible)?.operand(compiler) {
+            return through(related, comparison.mirrored, value)
+        }
         guard let a = (lhs as? any OperandConvertible)?.operand(compiler),
               let b = (rhs as? any OperandConvertible)?.operand(compiler) else { return nil }
         // An order between two optionals, or between values of different
@@ -321,6 +352,79 @@ extension ValueTest {
     }
 }
 
+extension ValueTest {
+    /// `related <comparison> value`, where `related` is an attribute of the
+    /// object a to-one relationship names: with none, the attribute reads
+    /// as nil, so the comparison is decided now.
+    fileprivate static func through(_ related: RelatedOperand, _ comparison: Comparison, _ value: PropertyValue) -> ValueTest? {
+        guard comparison == .equal || comparison == .notEqual else { return nil }
+        return .related(relationship: related.relationship, destination: related.destination,
+                        test: .compare(related.operand, comparison, .constant(value)),
+                        whenNil: ValueTest.holds(.null, comparison, value))
+    }
+}
+
+/// An attribute read through a to-one relationship.
+struct RelatedOperand {
+    let relationship: Int
+    let destination: EntityDescription
+    /// The attribute, among the destination's properties.
+    let operand: ValueTest.Operand
+}
+
+/// `$0.author?.name`: an optional chain through a to-one relationship of
+/// the fetched object to an attribute of the object it names.
+protocol RelatedOperandConvertible {
+    func relatedOperand(_ compiler: PredicateCompiler) -> RelatedOperand?
+}
+
+extension PredicateExpressions.OptionalFlatMap: RelatedOperandConvertible {
+    func relatedOperand(_ compiler: PredicateCompiler) -> RelatedOperand? {
+        guard let relationship = (wrapped as? any ToOneKeyPath)?.toOneRelationship(compiler),
+              let destination = compiler.entity.destinations[relationship] else { return nil }
+        let inner = PredicateCompiler(entity: destination, variable: variable.key)
+        guard let operand = (transform as? any OperandConvertible)?.operand(inner), case .property = operand else { return nil }
+        return RelatedOperand(relationship: relationship, destination: destination, operand: operand)
+    }
+}
+
+/// A key path of the fetched object to a to-one relationship.
+protocol ToOneKeyPath {
+    func toOneRelationship(_ compiler: PredicateCompiler) -> Int?
+}
+
+extension PredicateExpressions.KeyPath: ToOneKeyPath {
+    /// Which to-one relationship the key path writes, found by writing a
+    /// scratch target through it on a scratch object (no context is
+    /// involved: with none, the write only stores the target's ID).
+    func toOneRelationship(_ compiler: PredicateCompiler) -> Int? {
+        guard let variable = root as? any PredicateVariable, variable.id == compiler.variable,
+              let writable = keyPath as? ReferenceWritableKeyPath<Root.Output, Output> else { return nil }
+        let entity = compiler.entity
+        let key = PropertyProbe.CacheKey(entity: ObjectIdentifier(entity), keyPath: keyPath)
+        if let cached = PropertyProbe.lock.withLock({ PropertyProbe.relationships[key] }) { return cached }
+        // The to-one relationships whose targets the key path's type holds.
+        let candidates = entity.properties.indices.filter { i in
+            guard let destination = entity.destinations[i], !entity.toManyFlags[i] else { return false }
+            return destination.scratchObject(linkedTo: nil) is Output
+        }
+        var found: Int?
+        // Writing another entity's object would be refused (a trap): only
+        // when every candidate has one destination is the write safe.
+        if let first = candidates.first, candidates.allSatisfy({ entity.destinations[$0] === entity.destinations[first] }) {
+            let object = entity.scratchObject(linkedTo: nil)
+            if let typed = object as? Root.Output, let value = entity.destinations[first]!.scratchObject(linkedTo: nil) as? Output {
+                object.values = entity.initialValues
+                typed[keyPath: writable] = value
+                let written = candidates.filter { if case .object = object.values[$0] { true } else { false } }
+                if written.count == 1 { found = written[0] }
+            }
+        }
+        PropertyProbe.lock.withLock { PropertyProbe.relationships[key] = found }
+        return found
+    }
+}
+
 /// Which stored property a key path of a managed object class reads.
 enum PropertyProbe {
     struct Read: Sendable {
@@ -329,11 +433,14 @@ enum PropertyProbe {
         let null: PropertyValue
     }
 
-    private static let lock = Lock()
+    static let lock = Lock()
     /// Guarded by `lock`: found once per entity and key path.
     nonisolated(unsafe) private static var cache: [CacheKey: Read?] = [:]
+    /// Guarded by `lock`: the to-one relationship a key path writes, found
+    /// once per entity and key path (``ToOneKeyPath``).
+    nonisolated(unsafe) static var relationships: [CacheKey: Int?] = [:]
 
-    private struct CacheKey: Hashable, @unchecked Sendable {
+    struct CacheKey: Hashable, @unchecked Sendable {
         // `@unchecked Sendable`: key paths are immutable values; the entity
         // only identifies (see ObjectID on why entities live forever).
         let entity: ObjectIdentifier

@@ -25,6 +25,8 @@ indirect enum EncodedTest {
     /// constant; anything else that starts with a string, decoded.
     case startsWithConstant(index: Int, null: PropertyValue, Constant)
     case startsWith(ValueTest.Operand, String)
+    /// A to-one relationship naming one of `targets` (see ``ValueTest/relatedIn``).
+    case relatedIn(index: Int, targets: Set<ObjectID>, whenNil: Bool)
 
     /// A constant in the form the comparison with stored bytes needs.
     struct Constant {
@@ -61,6 +63,10 @@ indirect enum EncodedTest {
             self = .startsWithConstant(index: index, null: null, Constant(.string(prefix)))
         case .startsWith(let operand, let prefix):
             self = .startsWith(operand, prefix)
+        case .relatedIn(let relationship, let targets, let whenNil):
+            self = .relatedIn(index: relationship, targets: targets, whenNil: whenNil)
+        case .related:
+            preconditionFailure("Strata: a test through a relationship is encoded once resolved")
         }
     }
 
@@ -87,6 +93,10 @@ indirect enum EncodedTest {
             return Self.starts(index, null, prefix, raw, fields, entity)
         case .startsWith(let operand, let prefix):
             return Self.value(operand, raw, fields, entity).map { ValueTest.starts($0, with: prefix) }
+        case .relatedIn(let index, let targets, let whenNil):
+            return RecordCoding.value(at: fields[index], in: raw, property: index, of: entity).map {
+                ValueTest.names($0, of: targets, whenNil: whenNil)
+            }
         }
     }
 

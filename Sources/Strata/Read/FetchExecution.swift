@@ -229,12 +229,13 @@ extension ManagedObjectContext {
 
     /// Calls `body` with every match (see ``matches(of:keepingRows:)``) and,
     /// for one this context does not hold under ``RowUse/lent``, its row.
+    /// `test`, when given, stands for the request's predicate.
     func forEachMatch<Result: ManagedObject>(
-        of request: FetchRequest<Result>, rows: RowUse, _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
+        of request: FetchRequest<Result>, rows: RowUse, test: ValueTest? = nil, _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
     ) throws(StrataError) {
         let entity = try request.entity(in: model)
         let includesPending = request.includesPendingChanges
-        var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
+        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: test)
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
         let compiled = evaluation.compiled
@@ -322,9 +323,12 @@ struct PredicateEvaluation<Result: ManagedObject> {
     private var scratch: Result?
     private var fields: RecordCoding.FieldOffsets
 
-    init(_ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext) {
+    /// `test`, when given, stands for `predicate` (a test with no predicate
+    /// behind it: a relationship's targets, ``ManagedObjectContext/resolvingRelations(_:)``).
+    init(_ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext, test: ValueTest? = nil) throws(StrataError) {
         self.predicate = predicate
-        self.compiled = predicate.flatMap { ValueTest.compile($0, entity: entity) }.map(CompiledTest.init)
+        let translated = test ?? predicate.flatMap { ValueTest.compile($0, entity: entity) }
+        self.compiled = try translated.map { (test) throws(StrataError) in CompiledTest(try context.resolvingRelations(test)) }
         self.entity = entity
         self.context = context
         fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
@@ -332,15 +336,15 @@ struct PredicateEvaluation<Result: ManagedObject> {
 
     /// An object registered in the context, filled (not a fault).
     mutating func matches(_ object: ManagedObject) throws(StrataError) -> Bool {
-        guard let predicate else { return true }
         if let compiled { return compiled.test.evaluate(object.values) }
+        guard let predicate else { return true }
         return try evaluate(predicate, unsafeDowncast(object, to: Result.self))
     }
 
     /// An object as the source has it: judged on its stored values.
     mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
-        guard let predicate else { return true }
         if let compiled { return try row.passes(compiled, fields: &fields) }
+        guard let predicate else { return true }
         let object: Result
         if let scratch {
             object = scratch
@@ -364,6 +368,28 @@ struct PredicateEvaluation<Result: ManagedObject> {
 }
 
 extension ManagedObjectContext {
+    /// `test` with each test through a to-one relationship
+    /// (``ValueTest/related``) replaced by the objects that pass it as this
+    /// context sees them (its pending changes included, as a `#Predicate`
+    /// following the relationship on an object here would see them): one
+    /// fetch of the destination's IDs, through its indexes where they fit,
+    /// instead of faulting in each object's target.
+    func resolvingRelations(_ test: ValueTest) throws(StrataError) -> ValueTest {
+        switch test {
+        case .and(let a, let b): return .and(try resolvingRelations(a), try resolvingRelations(b))
+        case .or(let a, let b): return .or(try resolvingRelations(a), try resolvingRelations(b))
+        case .not(let a): return .not(try resolvingRelations(a))
+        case .related(let relationship, let destination, let targetTest, let whenNil):
+            var targets: Set<ObjectID> = []
+            try forEachMatch(of: FetchRequest<ManagedObject>(entityName: destination.name), rows: .none, test: targetTest) { match, _ in
+                targets.insert(match.objectID)
+            }
+            return .relatedIn(relationship: relationship, targets: targets, whenNil: whenNil)
+        case .constant, .compare, .startsWith, .relatedIn:
+            return test
+        }
+    }
+
     /// The objects of `entity` registered here whose values may differ from
     /// what the source holds now — changed here, changed by a level above
     /// the store, or changed in the store since they were loaded — or nil
@@ -427,7 +453,7 @@ extension ManagedObjectContext {
     private func firstInOrder<Result: ManagedObject>(of request: FetchRequest<Result>, plan: QueryPlan) throws(StrataError) -> ArraySlice<FetchMatch>? {
         let entity = try request.entity(in: model)
         let wanted = request.fetchOffset + request.fetchLimit
-        var evaluation = PredicateEvaluation(request.predicate, entity: entity, context: self)
+        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self)
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
         let source = try SourceView(of: self)
