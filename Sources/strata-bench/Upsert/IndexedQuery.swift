@@ -68,9 +68,11 @@ enum IndexedQuery {
             try time(all[3], expect: min(20, inWindow)) { try context.fetch(windowed).count }
             let perServings = DictionaryFetchRequest<BenchRecipe>(propertiesToFetch: ["servings", .count()], groupBy: ["servings"])
             let groups = try context.fetch(perServings)
+            // Earlier rounds' upserts added recipes: the store's count is the total.
+            let stored = try context.count(for: FetchRequest<BenchRecipe>())
             let counted = groups.reduce(0) { $0 + ($1.value("count", as: Int.self) ?? 0) }
-            guard counted == objects, groups.first(where: { $0.value("servings", as: Int.self) == 3 })?.value("count", as: Int.self) == servingThree else {
-                throw ValidationError("\(all[4].title): \(groups), expected \(objects) recipes, \(servingThree) serving 3")
+            guard counted == stored, groups.first(where: { $0.value("servings", as: Int.self) == 3 })?.value("count", as: Int.self) == servingThree else {
+                throw ValidationError("\(all[4].title): \(groups), expected \(stored) recipes, \(servingThree) serving 3")
             }
             try time(all[4], expect: groups.count) { try context.fetch(perServings).count }
             let ratings = DictionaryFetchRequest<BenchRecipe>(propertiesToFetch: ["servings", .sum("rating")], groupBy: ["servings"])
