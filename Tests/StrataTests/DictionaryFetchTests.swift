@@ -35,48 +35,24 @@ import Testing
     @Test func groupsAndAggregatesAnswerAsTheObjectsDo() async throws {
         let seed = testSeed()
         var random = SeededGenerator(seed: seed)
-        let coordinator = try makeCoordinator(TemporaryDirectory(), model: makeModel(recipeIndexes: Self.indexes))
-        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
-        let middle = ManagedObjectContext(.privateQueue, parent: writer, name: "middle")
-        let child = ManagedObjectContext(.privateQueue, parent: middle, name: "child")
-        let contexts = [writer, middle, child]
-        for context in contexts { context.performAndWait { context.mergePolicy = .mergeByPropertyObjectTrump } }
-        var held: [ObjectIdentifier: [Recipe]] = [:]
+        let stack = try ThreeLevelStack(model: makeModel(recipeIndexes: Self.indexes))
+        let coordinator = stack.coordinator
+        let contexts = stack.contexts
         let steps = ProcessInfo.processInfo.environment["STRATA_SANITIZED"] == nil ? 30 : 10
         for step in 0..<steps {
             await Task.yield()
-            let context = contexts[Int.random(in: 0..<3, using: &random)]
-            var objects = held[ObjectIdentifier(context)] ?? []
-            let operation = Int.random(in: 0..<10, using: &random)
-            var blockSeed = SeededGenerator(seed: random.next())
-            try context.performAndWait { () throws in
-                switch operation {
-                case 0..<4:
-                    for _ in 0..<Int.random(in: 1...8, using: &blockSeed) {
-                        let recipe = Recipe(context: context)
-                        recipe.name = ["Soup", "Stew", "Ré", "Re\u{301}", ""][Int.random(in: 0..<5, using: &blockSeed)]
-                        recipe.servings = Int.random(in: 0..<5, using: &blockSeed)
-                        recipe.rating = Double(Int.random(in: 0..<3, using: &blockSeed))
-                        recipe.vegetarian = Bool.random(using: &blockSeed)
-                        recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<1000, using: &blockSeed)))
-                        objects.append(recipe)
-                    }
-                case 4..<6:
-                    for recipe in try context.fetch(FetchRequest<Recipe>()).shuffled(using: &blockSeed).prefix(4) {
-                        recipe.servings = Int.random(in: 0..<5, using: &blockSeed)
-                        if Bool.random(using: &blockSeed) { recipe.name = "Pie" }
-                        objects.append(recipe)
-                    }
-                case 6:
-                    for recipe in try context.fetch(FetchRequest<Recipe>()).shuffled(using: &blockSeed).prefix(2) { context.delete(recipe) }
-                case 7..<9:
-                    try context.save()
-                    objects.removeAll { $0.managedObjectContext == nil || $0.isDeleted }
-                default:
-                    context.refreshAllObjects()
-                }
-            }
-            held[ObjectIdentifier(context)] = objects
+            try stack.randomStep(&random, inserts: 8, insert: { context, random in
+                let recipe = Recipe(context: context)
+                recipe.name = ["Soup", "Stew", "Ré", "Re\u{301}", ""][Int.random(in: 0..<5, using: &random)]
+                recipe.servings = Int.random(in: 0..<5, using: &random)
+                recipe.rating = Double(Int.random(in: 0..<3, using: &random))
+                recipe.vegetarian = Bool.random(using: &random)
+                recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<1000, using: &random)))
+                return recipe
+            }, change: { recipe, random in
+                recipe.servings = Int.random(in: 0..<5, using: &random)
+                if Bool.random(using: &random) { recipe.name = "Pie" }
+            })
             guard step % 3 == 2 || step == steps - 1 else { continue }
             let servings = step % 5
             let fresh = ManagedObjectContext(.privateQueue, parent: contexts[step % 3], name: "fresh")
@@ -148,7 +124,6 @@ import Testing
                 }
             }
         }
-        withExtendedLifetime(held) {}
     }
 }
 

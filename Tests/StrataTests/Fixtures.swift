@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import Strata
 import StrataStore
 import Testing
@@ -158,4 +159,60 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
         try? await Task.sleep(nanoseconds: 2_000_000)
     }
     return condition()
+}
+
+/// A writer on a fresh store, a middle context and its child: the three
+/// levels whose pending changes the randomized read tests lay over each
+/// other. Random edits at several levels conflict; every level resolves
+/// them with object trump (any resolution will do there).
+final class ThreeLevelStack {
+    let coordinator: PersistentStoreCoordinator
+    let writer: ManagedObjectContext
+    let middle: ManagedObjectContext
+    let child: ManagedObjectContext
+    var contexts: [ManagedObjectContext] { [writer, middle, child] }
+
+    init(model: ManagedObjectModel) throws {
+        coordinator = try makeCoordinator(TemporaryDirectory(), model: model)
+        writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        middle = ManagedObjectContext(.privateQueue, parent: writer, name: "middle")
+        child = ManagedObjectContext(.privateQueue, parent: middle, name: "child")
+        for context in [writer, middle, child] { context.performAndWait { context.mergePolicy = .mergeByPropertyObjectTrump } }
+    }
+
+    /// What each context changed and has not saved, kept referenced so its
+    /// registered objects stay (only the test's thread touches it).
+    private var held: [ObjectIdentifier: [Recipe]] = [:]
+
+    /// One random step in one of the three contexts: insert up to
+    /// `inserts` recipes (made by `insert`), change four fetched ones (by
+    /// `change`), delete two, save, or refresh every object.
+    func randomStep(
+        _ random: inout SeededGenerator, inserts: Int,
+        insert: (ManagedObjectContext, inout SeededGenerator) -> Recipe, change: (Recipe, inout SeededGenerator) -> Void
+    ) throws {
+        let context = contexts[Int.random(in: 0..<3, using: &random)]
+        var objects = held[ObjectIdentifier(context)] ?? []
+        let operation = Int.random(in: 0..<10, using: &random)
+        var local = SeededGenerator(seed: random.next())
+        try context.performAndWait { () throws in
+            switch operation {
+            case 0..<4:
+                for _ in 0..<Int.random(in: 1...inserts, using: &local) { objects.append(insert(context, &local)) }
+            case 4..<6:
+                for recipe in try context.fetch(FetchRequest<Recipe>()).shuffled(using: &local).prefix(4) {
+                    change(recipe, &local)
+                    objects.append(recipe)
+                }
+            case 6:
+                for recipe in try context.fetch(FetchRequest<Recipe>()).shuffled(using: &local).prefix(2) { context.delete(recipe) }
+            case 7..<9:
+                try context.save()
+                objects.removeAll { $0.managedObjectContext == nil || $0.isDeleted }
+            default:
+                context.refreshAllObjects()
+            }
+        }
+        held[ObjectIdentifier(context)] = objects
+    }
 }

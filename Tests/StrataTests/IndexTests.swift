@@ -199,14 +199,9 @@ import Testing
     @Test func indexedFetchesAnswerAsScansDo() async throws {
         let seed = testSeed()
         var random = SeededGenerator(seed: seed)
-        let coordinator = try makeCoordinator(TemporaryDirectory(), model: makeModel(recipeIndexes: Self.indexes))
-        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
-        let middle = ManagedObjectContext(.privateQueue, parent: writer, name: "middle")
-        let child = ManagedObjectContext(.privateQueue, parent: middle, name: "child")
-        let contexts = [writer, middle, child]
-        // Random edits at several levels conflict; any resolution will do here.
-        for context in contexts { context.performAndWait { context.mergePolicy = .mergeByPropertyObjectTrump } }
-        var held: [ObjectIdentifier: [Recipe]] = [:]
+        let stack = try ThreeLevelStack(model: makeModel(recipeIndexes: Self.indexes))
+        let (writer, middle, child) = (stack.writer, stack.middle, stack.child)
+        let contexts = stack.contexts
         let day = 86_400.0
         // Kept short, and yielding between steps: the suite's main-queue
         // tests share this machine's two cooperative threads with it.
@@ -214,43 +209,19 @@ import Testing
         let steps = ProcessInfo.processInfo.environment["STRATA_SANITIZED"] == nil ? 40 : 12
         for step in 0..<steps {
             await Task.yield()
-            let context = contexts[Int.random(in: 0..<3, using: &random)]
-            var objects = held[ObjectIdentifier(context)] ?? []
-            let operation = Int.random(in: 0..<10, using: &random)
-            var seedsForBlock: [UInt64] = (0..<8).map { _ in random.next() }
-            try context.performAndWait { () throws in
-                var local = SeededGenerator(seed: seedsForBlock.removeLast())
-                switch operation {
-                case 0..<4:
-                    for _ in 0..<Int.random(in: 1...6, using: &local) {
-                        let recipe = Recipe(context: context)
-                        recipe.name = ["Soup", "Stew", "Salad", "Ré", "Re\u{301}", ""][Int.random(in: 0..<6, using: &local)]
-                        recipe.servings = Int.random(in: 0..<6, using: &local)
-                        recipe.rating = Double(Int.random(in: 0..<4, using: &local))
-                        // Days for the range tests, seconds within them for the ordered ones.
-                        recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<4, using: &local)) * day
-                                                  + Double(Int.random(in: 0..<10_000, using: &local)))
-                        objects.append(recipe)
-                    }
-                case 4..<6:
-                    // Change objects this context reads from its source.
-                    let all = try context.fetch(FetchRequest<Recipe>())
-                    for recipe in all.shuffled(using: &local).prefix(4) {
-                        recipe.servings = Int.random(in: 0..<6, using: &local)
-                        if Bool.random(using: &local) { recipe.name = ["Soup", "Pie"][Int.random(in: 0..<2, using: &local)] }
-                        objects.append(recipe)
-                    }
-                case 6:
-                    let all = try context.fetch(FetchRequest<Recipe>())
-                    for recipe in all.shuffled(using: &local).prefix(2) { context.delete(recipe) }
-                case 7..<9:
-                    try context.save()
-                    objects.removeAll { $0.managedObjectContext == nil || $0.isDeleted }
-                default:
-                    context.refreshAllObjects()
-                }
-            }
-            held[ObjectIdentifier(context)] = objects
+            try stack.randomStep(&random, inserts: 6, insert: { context, random in
+                let recipe = Recipe(context: context)
+                recipe.name = ["Soup", "Stew", "Salad", "Ré", "Re\u{301}", ""][Int.random(in: 0..<6, using: &random)]
+                recipe.servings = Int.random(in: 0..<6, using: &random)
+                recipe.rating = Double(Int.random(in: 0..<4, using: &random))
+                // Days for the range tests, seconds within them for the ordered ones.
+                recipe.created = Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<4, using: &random)) * day
+                                          + Double(Int.random(in: 0..<10_000, using: &random)))
+                return recipe
+            }, change: { recipe, random in
+                recipe.servings = Int.random(in: 0..<6, using: &random)
+                if Bool.random(using: &random) { recipe.name = ["Soup", "Pie"][Int.random(in: 0..<2, using: &random)] }
+            })
             // Compared after every other step (and the last).
             guard step % 2 == 1 || step == steps - 1 else { continue }
             // Compare, in every context.
@@ -321,7 +292,6 @@ import Testing
                 }
             }
         }
-        withExtendedLifetime(held) {}
     }
 
     /// A child holds an object loaded before its source changed it (line
