@@ -28,11 +28,12 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 }
 
 /// Picks the index that narrows a translated predicate most: equality on
-/// its leading attributes, then a range on the next. Only conjuncts (the
-/// terms of a top-level `&&`) comparing an indexed attribute with a
-/// constant are used; `||`, `!=`, relationships and anything Foundation
-/// evaluates leave the fetch to a scan. Whatever the index selects is a
-/// superset of the matches: the whole predicate is evaluated on each.
+/// its leading attributes (with one constant, or any of several: `IN`, or
+/// `||` of one attribute's equalities), then a range or an ASCII prefix on
+/// the next. Only conjuncts (the terms of a top-level `&&`) are used; `||`
+/// across attributes, `!=`, relationships and anything Foundation evaluates
+/// leave the fetch to a scan. Whatever the index selects is a superset of
+/// the matches: the whole predicate is evaluated on each.
 enum QueryPlanner {
     /// One `attribute <comparison> constant` term; for equality, the
     /// attribute may equal any of several constants (`[a, b].contains($0.x)`,
