@@ -27,46 +27,35 @@ guard CommandLine.arguments.count == 2 else {
 }
 let directory = CommandLine.arguments[1]
 
-// libdispatch makes its own descriptors (epoll, eventfd, timerfd) lazily and
-// traps when it cannot: make them before the store takes descriptors, so a low
-// `ulimit -n` is met by the store's open (a typed error, exit 1) whatever the
-// threads' timing — a loaded machine once let the store open first, and
-// libdispatch then trapped (ResourceLimitTests).
-let warmUp = DispatchSource.makeTimerSource(queue: .main)
-warmUp.schedule(deadline: .now())
-warmUp.setEventHandler {
-    warmUp.cancel()
-    Thread {
-        do {
-            let container = try PersistentContainer(
-                name: "CrashTest", model: Workload.makeModel(), directory: directory, options: Workload.options())
-            var save = try container.writerContext.performAndWait { () throws -> Int in
-                Int(try Workload.Checkpoint.first(in: container.writerContext)?.lastSave ?? 0)
-            }
-            while true {
-                save += 1
-                let s = save
-                if s % 2 == 1 {
-                    try container.saveAndWait { context in try Workload.applySave(s, in: context) }
-                    // Let the view context merge that save before the next one
-                    // reads through it (automatic merges arrive on the main queue).
-                    DispatchQueue.main.sync {}
-                } else {
-                    let background = container.newBackgroundContext()
-                    try background.performAndWait { () throws in
-                        try Workload.applySave(s, in: background)
-                        try background.save()
-                    }
-                    try container.saveAndWait()
-                }
-                report("ack \(s)")
-            }
-        } catch {
-            report("error \(error)")
-            exit(1)
+Thread {
+    do {
+        let container = try PersistentContainer(
+            name: "CrashTest", model: Workload.makeModel(), directory: directory, options: Workload.options())
+        var save = try container.writerContext.performAndWait { () throws -> Int in
+            Int(try Workload.Checkpoint.first(in: container.writerContext)?.lastSave ?? 0)
         }
-    }.start()
-}
-warmUp.activate()
+        while true {
+            save += 1
+            let s = save
+            if s % 2 == 1 {
+                try container.saveAndWait { context in try Workload.applySave(s, in: context) }
+                // Let the view context merge that save before the next one
+                // reads through it (automatic merges arrive on the main queue).
+                DispatchQueue.main.sync {}
+            } else {
+                let background = container.newBackgroundContext()
+                try background.performAndWait { () throws in
+                    try Workload.applySave(s, in: background)
+                    try background.save()
+                }
+                try container.saveAndWait()
+            }
+            report("ack \(s)")
+        }
+    } catch {
+        report("error \(error)")
+        exit(1)
+    }
+}.start()
 
 dispatchMain()
