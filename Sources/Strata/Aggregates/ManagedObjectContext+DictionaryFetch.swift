@@ -96,16 +96,7 @@ extension ManagedObjectContext {
     ) throws(StrataError) -> Bool {
         let entity = plan.entity
         let source = try SourceView(of: self)
-        var aside = Set(source.changedObjects(of: entity))
-        if !registry.isEmpty || !discardedInserts.isEmpty {
-            guard let stale = possiblyStaleObjects(of: entity, source: source) else { return false }
-            aside.formUnion(stale)
-            for id in deleted.keys where id.entity === entity { aside.insert(id) }
-            // An insert whose store save is in flight is stored already;
-            // it is counted once, with the inserts (or not at all, unsaved).
-            for id in inserted.keys where id.entity === entity { aside.insert(id) }
-            for id in discardedInserts where id.entity === entity { aside.insert(id) }
-        }
+        guard let aside = objectsSetAside(of: entity, source: source) else { return false }
         let number = indexPlan.indexNumber!
         let leading = Array(entity.indexedProperties[number].prefix(plan.groupProperties.count))
         let types = leading.map { entity.attributeTypes[$0]! }
@@ -136,8 +127,7 @@ extension ManagedObjectContext {
             try run.values.withBytes { (raw) throws(StrataError) in
                 var offset = 0
                 for (i, type) in types.enumerated() {
-                    guard let value = IndexKeyCoding.value(at: offset, in: raw, type: type),
-                          let end = IndexKeyCoding.end(ofValueAt: offset, in: raw, type: type) else { throw malformed() }
+                    guard let (value, end) = IndexKeyCoding.value(at: offset, in: raw, type: type) else { throw malformed() }
                     key[positions[i]] = value
                     offset = end
                 }
@@ -146,19 +136,11 @@ extension ManagedObjectContext {
         }
 
         var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self)
-        let includesPending = request.includesPendingChanges
-        for id in aside where inserted[id] == nil && !discardedInserts.contains(id) {
-            if includesPending, let object = registry[id] {
-                guard object.flags.isDisjoint(with: [.deleted, .invalidated]), let current = try source.snapshot(for: id) else { continue }
-                if object.flags.contains(.fault) { fill(object, current) }
-                if try evaluation.matches(object) { try builder.add(DecodedValues(values: object.values)) }
-            } else if let current = try source.snapshot(for: id), try evaluation.matches(id, .pending(current)) {
-                try builder.add(DecodedValues(values: current.values))
-            }
-        }
-        if includesPending {
-            for object in inserted.values where object.entity === entity {
-                if try evaluation.matches(object) { try builder.add(DecodedValues(values: object.values)) }
+        try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation,
+                                 includesPending: request.includesPendingChanges) { match throws(StrataError) in
+            switch match {
+            case .registered(let object): try builder.add(DecodedValues(values: object.values))
+            case .unregistered(_, let row): try builder.add(DecodedValues(values: try row!.snapshot().values))
             }
         }
         return true

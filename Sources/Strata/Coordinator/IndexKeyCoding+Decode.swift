@@ -30,11 +30,16 @@ extension IndexKeyCoding {
         return offset + 1 + width <= entry.count ? offset + 1 + width : nil
     }
 
-    /// The value of an attribute of `type` encoded at `offset` in `entry`.
-    /// A string comes back in canonical composition (NFC), the form the
-    /// index holds — equal, as Swift's `==` says, to the one stored.
-    static func value(at offset: Int, in entry: UnsafeRawBufferPointer, type: AttributeType) -> PropertyValue? {
+    /// The value of an attribute of `type` encoded at `offset` in `entry`,
+    /// and the offset just past it. A string comes back in canonical
+    /// composition (NFC), the form the index holds — equal, as Swift's `==`
+    /// says, to the one stored.
+    static func value(at offset: Int, in entry: UnsafeRawBufferPointer, type: AttributeType) -> (PropertyValue, end: Int)? {
         guard let end = end(ofValueAt: offset, in: entry, type: type) else { return nil }
+        return (decodedValue(at: offset, end: end, in: entry, type: type), end)
+    }
+
+    private static func decodedValue(at offset: Int, end: Int, in entry: UnsafeRawBufferPointer, type: AttributeType) -> PropertyValue {
         if entry[offset] == 0 { return .null }
         let payload = UnsafeRawBufferPointer(rebasing: entry[(offset + 1)..<end])
         func bigEndian() -> UInt64 { UInt64(bigEndian: payload.loadUnaligned(as: UInt64.self)) }

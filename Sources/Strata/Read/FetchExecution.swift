@@ -457,11 +457,7 @@ extension ManagedObjectContext {
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
         let source = try SourceView(of: self)
-        var aside = Set(source.changedObjects(of: entity))
-        if !registry.isEmpty {
-            guard let stale = possiblyStaleObjects(of: entity, source: source) else { return nil }
-            aside.formUnion(stale)
-        }
+        guard let aside = objectsSetAside(of: entity, source: source) else { return nil }
         @inline(__always) func passes(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
             if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
         }
@@ -469,9 +465,9 @@ extension ManagedObjectContext {
         var fromStream = 0
         try persistentStoreCoordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) -> Bool in
             let id = record.id
-            guard !aside.contains(id), !discardedInserts.contains(id) else { return true }
+            guard !aside.contains(id) else { return true }
             if let object = registry[id] {
-                guard object.flags.isDisjoint(with: [.inserted, .deleted, .invalidated]) else { return true }
+                guard !object.flags.contains(.invalidated) else { return true }
                 if object.flags.contains(.fault) { fill(object, try record.snapshot()) }
                 guard try evaluation.matches(object) else { return true }
                 matches.append(.registered(object))
@@ -483,22 +479,55 @@ extension ManagedObjectContext {
             fromStream += 1
             return fromStream < wanted
         }
-        for id in aside where !discardedInserts.contains(id) {
-            if let object = registry[id] {
-                guard object.flags.isDisjoint(with: [.inserted, .deleted, .invalidated]),
-                      let current = try source.snapshot(for: id) else { continue }
-                if object.flags.contains(.fault) { fill(object, current) }
-                if try evaluation.matches(object) { matches.append(.registered(object)) }
-            } else if let current = try source.snapshot(for: id) {
-                let row = SourceRow.pending(current)
-                if try passes(id, row) { matches.append(.unregistered(id, row.kept())) }
-            }
-        }
-        for object in inserted.values where object.entity === entity {
-            if try evaluation.matches(object) { matches.append(.registered(object)) }
-        }
+        try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation, includesPending: true) { matches.append($0) }
         var page = try sorted(matches, by: request.sortDescriptors)[...]
         if request.fetchOffset > 0 { page = page.dropFirst(request.fetchOffset) }
         return page.prefix(request.fetchLimit)
+    }
+}
+
+extension ManagedObjectContext {
+    /// The objects of `entity` whose index entries a read of the index
+    /// must not take at their word, judged instead on the values this
+    /// context sees (``forEachMatchSetAside(_:of:source:evaluation:includesPending:_:)``):
+    /// what the levels above the store changed, what this context holds
+    /// that may be older than the source (``possiblyStaleObjects(of:source:)``),
+    /// and what it inserted or deleted — an insert whose store save is in
+    /// flight is stored already, and is listed with the inserts. Nil when
+    /// which held objects may be stale is unknown.
+    func objectsSetAside(of entity: EntityDescription, source: SourceView) -> Set<ObjectID>? {
+        var aside = Set(source.changedObjects(of: entity))
+        guard !registry.isEmpty || !discardedInserts.isEmpty else { return aside }
+        guard let stale = possiblyStaleObjects(of: entity, source: source) else { return nil }
+        aside.formUnion(stale)
+        for id in deleted.keys where id.entity === entity { aside.insert(id) }
+        for id in inserted.keys where id.entity === entity { aside.insert(id) }
+        for id in discardedInserts where id.entity === entity { aside.insert(id) }
+        return aside
+    }
+
+    /// Calls `body` with each object of `aside` that matches as this
+    /// context sees it, then (with `includesPending`) each of its inserts
+    /// that matches: an object held here, with pending changes, as itself
+    /// (filled if a fault); any other with the source's snapshot. An object
+    /// the source no longer has, this context deleted or inserted, or one
+    /// it discarded, is not a match here.
+    func forEachMatchSetAside<Result: ManagedObject>(
+        _ aside: Set<ObjectID>, of entity: EntityDescription, source: SourceView,
+        evaluation: inout PredicateEvaluation<Result>, includesPending: Bool, _ body: (FetchMatch) throws(StrataError) -> Void
+    ) throws(StrataError) {
+        for id in aside where inserted[id] == nil && !discardedInserts.contains(id) {
+            if includesPending, let object = registry[id] {
+                guard object.flags.isDisjoint(with: [.deleted, .invalidated]), let current = try source.snapshot(for: id) else { continue }
+                if object.flags.contains(.fault) { fill(object, current) }
+                if try evaluation.matches(object) { try body(.registered(object)) }
+            } else if let current = try source.snapshot(for: id), try evaluation.matches(id, .pending(current)) {
+                try body(.unregistered(id, .pending(current)))
+            }
+        }
+        guard includesPending else { return }
+        for object in inserted.values where object.entity === entity {
+            if try evaluation.matches(object) { try body(.registered(object)) }
+        }
     }
 }
