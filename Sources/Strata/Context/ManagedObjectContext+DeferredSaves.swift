@@ -1,65 +1,159 @@
 internal import StrataStore
 
-/// Deferred child saves: how a child's save of new objects into a busy or
-/// idle private-queue parent returns at once, without doing the parent's
-/// share of the work on the child's thread (SEMANTICS.md line 17; Rule 10
-/// in *Concurrency*).
+/// Deferred child saves: how a child's save into a busy or idle private-queue
+/// parent returns at once, without waiting for the parent's queue and
+/// without doing the parent's share of the work on the child's thread
+/// (SEMANTICS.md line 17; Rule 10 in *Concurrency*).
 ///
-/// A child's save that only inserts cannot fail at the parent: new objects
-/// conflict with nothing. So when the parent is a `.privateQueue` context
-/// that is either idle or *parked* in its own store write, the child
-/// reserves the parent's versions for the new objects, records the change
-/// set here and returns. The parent takes the recorded saves in, in the
-/// order they were made, before it does anything else:
+/// A child's save can fail at its parent only by a conflict: an object it
+/// updates or deletes that the parent changed since the child read it (new
+/// objects conflict with nothing). The parent's present state of an object
+/// is what it *publishes* for its children (Rule 12) with the saves recorded
+/// here laid over it, whenever the parent is in a state where it changes
+/// nothing else:
+///
+/// - *idle*: no block of it queued or running;
+/// - *parked* in its own store write (guests serialize with the check: both
+///   hold `parking.condition`);
+/// - in an *open window* of its own: taking recorded saves in, or saving to
+///   the store — from building the change set, through the write, to
+///   letting go of what it saved — where Strata, not user code, runs and
+///   nothing but the recorded saves changes the parent's objects.
+///
+/// In those states the child checks its change set against that view, on
+/// its own thread, under `parking.condition`. A clean check — every updated
+/// or deleted object still at the version the child read, or with the very
+/// values it started from — cannot turn into a conflict later: the child
+/// reserves the parent's versions for its objects, records the change set
+/// here and returns. The parent takes recorded saves in, in the order they
+/// were made, before anything else can change its objects: at the start of
+/// its next block (an idle parent gets one queued for the purpose), when its
+/// store write returns, when an open window closes, and at the start of any
+/// guest call.
 ///
 ///     main queue (child)              writer queue (parent)
-///     main.save()                     writer.save(): build change set
-///       deferChildSave: parked? ─┐    park ──────────────────────────┐
-///       record, return ◀─────────┘    coordinator.save: write+fsync  │
-///     (main queue free again)         ...                            │
-///                                     unpark ◀───────────────────────┘
-///                                     take in recorded saves (as a guest
-///                                     would have); apply the outcome
+///     main.save(): edit of X          writer.save(): [open] build the change set
+///       check X against the writer's    (100,000 objects)
+///       publication + recorded saves    park: write, fsync
+///       + the store: clean ──────┐      ...
+///       record, return ◀─────────┘      unpark: take X's edit in
+///     (main queue free again)           apply; let go; [close]
 ///
-/// - A parked parent takes them in when its write returns, before it applies
-///   the outcome — exactly where a guest's changes would have landed.
-/// - An idle parent gets one queued block that takes them in; any later
-///   block of the parent, or `performAndWait`, is behind it on the queue.
-/// - A guest call (a child's fetch or fault through the parked parent, a
-///   Rule 9 guest) takes them in first, so a child always sees its own saves.
+/// A save that is not clean (a conflict, or an object gone at the parent)
+/// takes the synchronous path of Rule 5, which decides it under the merge
+/// policy — waiting for the parent. So does a save made from inside the
+/// parent, a save with a uniqueness constraint to check, a save into a
+/// parent running user code, a save into a parent whose publication is
+/// incomplete, and a save past the bounds below (``entryLimit``,
+/// ``objectLimit``), so a fast producer cannot pile up memory.
 ///
-/// A parent that is running a block and not parked may be waiting for this
-/// very child (Rule 9): the save then takes the ordinary synchronous path,
-/// as does any save that updates or deletes (it may conflict) and any save
-/// made from inside the parent. At most ``limit`` saves wait at once; past
-/// that the child waits, so a fast producer cannot pile up memory.
-///
-/// `@unchecked Sendable`: `entries` is guarded by `lock`, a leaf lock taken
-/// after the parent's `parking.condition` when both are held.
+/// `@unchecked Sendable`: `entries`, `objects` and `lastSequence` are
+/// guarded by `lock`, a leaf lock taken after the parent's
+/// `parking.condition` when both are held.
 final class DeferredChildSaves: @unchecked Sendable {
     struct Entry {
         let changes: ChangeSet
         let child: ManagedObjectContext
+        /// The version of the first inserted object at the parent; the
+        /// inserted, then the updated objects, follow it one by one.
         let firstVersion: UInt64
+        /// Recording order, from 1. A parent's publication says up to which
+        /// entry it has taken in (``PublishedChanges/takenInThrough``).
+        let sequence: UInt64
+        /// The lowest and highest primary key of the objects it changes:
+        /// most lookups of other objects stop here.
+        let keys: ClosedRange<UInt64>?
+        /// For each updated, then each deleted object the parent held
+        /// unchanged when the child checked: the level below the parent's
+        /// snapshot then (nil: the parent had changed it, or a recorded save
+        /// had). The parent takes it as the object's saved state without a
+        /// read, so taking a save in cannot fail.
+        let below: [Snapshot?]
 
-        /// The `i`-th inserted object as the parent will hold it: its values,
-        /// under the version reserved for it.
+        init(changes: ChangeSet, child: ManagedObjectContext, firstVersion: UInt64, sequence: UInt64, below: [Snapshot?]) {
+            self.changes = changes
+            self.child = child
+            self.firstVersion = firstVersion
+            self.sequence = sequence
+            self.below = below
+            var low = UInt64.max, high = UInt64.min
+            for ids in [changes.inserted, changes.updated, changes.deleted] {
+                for id in ids {
+                    low = min(low, id.primaryKey)
+                    high = max(high, id.primaryKey)
+                }
+            }
+            keys = low <= high ? low...high : nil
+        }
+
+        var objectCount: Int { changes.inserted.count + changes.updated.count + changes.deleted.count }
+
+        /// The `i`-th inserted object as the parent will hold it.
         func insertedSnapshot(at i: Int) -> Snapshot {
             Snapshot(values: changes.insertedValues[i], version: firstVersion + UInt64(i))
         }
+
+        /// The `i`-th updated object as the parent will hold it.
+        func updatedSnapshot(at i: Int) -> Snapshot {
+            Snapshot(values: changes.updatedValues[i], version: updatedVersion(at: i))
+        }
+
+        func updatedVersion(at i: Int) -> UInt64 { firstVersion + UInt64(changes.inserted.count + i) }
+
+        /// What this save does to `id`, if anything.
+        func state(of id: ObjectID) -> PendingState? {
+            guard let keys, keys.contains(id.primaryKey) else { return nil }
+            if let i = changes.updated.firstIndex(of: id) { return .updated(updatedSnapshot(at: i)) }
+            if changes.deleted.contains(id) { return .removed }
+            if let i = changes.inserted.firstIndex(of: id) { return .inserted(insertedSnapshot(at: i)) }
+            return nil
+        }
+
+        /// Every object this save changes, with what it does to it.
+        func forEachState(_ including: (EntityDescription) -> Bool, _ body: (ObjectID, PendingState) -> Void) {
+            for (i, id) in changes.inserted.enumerated() where including(id.entity) { body(id, .inserted(insertedSnapshot(at: i))) }
+            for (i, id) in changes.updated.enumerated() where including(id.entity) { body(id, .updated(updatedSnapshot(at: i))) }
+            for id in changes.deleted where including(id.entity) { body(id, .removed) }
+        }
     }
 
-    static let limit = 16
+    /// At most this many saves wait at once.
+    static let entryLimit = 256
+    /// Past this many objects waiting, only saves of at most
+    /// ``smallSaveObjects`` are recorded (a view context's edits go on
+    /// returning at once while an import waits to be taken in).
+    static let objectLimit = 131_072
+    static let smallSaveObjects = 64
 
     private let lock = Lock()
     private var entries: [Entry] = []
+    private var objects = 0
+    private var lastSequence: UInt64 = 0
 
-    func append(_ entry: Entry) { lock.withLock { entries.append(entry) } }
+    /// Records a save built by `make` with the next sequence number, unless
+    /// the bounds are reached (nil).
+    func append(objectCount: Int, _ make: (UInt64) -> Entry) -> Entry? {
+        lock.withLock {
+            guard entries.count < Self.entryLimit,
+                  entries.isEmpty || objects + objectCount <= Self.objectLimit || objectCount <= Self.smallSaveObjects else { return nil }
+            lastSequence += 1
+            let entry = make(lastSequence)
+            entries.append(entry)
+            objects += objectCount
+            return entry
+        }
+    }
+
     var count: Int { lock.withLock { entries.count } }
     /// The recorded saves, oldest first (a copy).
     var all: [Entry] { lock.withLock { entries } }
     /// Drops the `count` oldest saves (taken in and published by then).
-    func removeFirst(_ count: Int) { lock.withLock { entries.removeFirst(count) } }
+    func removeFirst(_ count: Int) {
+        lock.withLock {
+            for entry in entries.prefix(count) { objects -= entry.objectCount }
+            entries.removeFirst(count)
+        }
+    }
 }
 
 extension ManagedObjectContext {
@@ -67,56 +161,199 @@ extension ManagedObjectContext {
     /// safe (see ``DeferredChildSaves``); returns the outcome the child
     /// applies, or nil when the child must take the synchronous path.
     /// Called on the child's thread.
-    func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) -> SaveOutcome? {
-        guard concurrencyType == .privateQueue, let queue,
-              changes.updated.isEmpty, changes.deleted.isEmpty, !changes.inserted.isEmpty,
-              !isCurrent else { return nil }
-        enum Plan { case none, parked, queued }
-        var firstVersion: UInt64 = 0
+    func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
+        guard concurrencyType == .privateQueue, let queue, !isCurrent,
+              !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
+        // The level below this context, read before taking the lock: a
+        // point read per updated or deleted object, never under the lock
+        // the guests and the owner take.
+        let checked = changes.updated + changes.deleted
+        var below: [Snapshot?] = []
+        if !checked.isEmpty {
+            let source = try SourceView(of: self)
+            below.reserveCapacity(checked.count)
+            for id in checked { below.append(try source.snapshot(for: id)) }
+        }
+        enum Plan { case none, recorded, queued }
+        var recorded: DeferredChildSaves.Entry?
         let plan: Plan = parking.condition.withLock {
-            let parked = parking.parked
-            guard parked || parking.queuedBlocks == 0, deferredChildSaves.count < DeferredChildSaves.limit else { return .none }
-            // Under the parking lock: the owner cannot unpark (and miss the
-            // entry) or start a block (and run before it) meanwhile.
-            firstVersion = reserveVersions(changes.inserted.count)
-            deferredChildSaves.append(.init(changes: changes, child: child, firstVersion: firstVersion))
-            if parked { return .parked }
+            let idle = parking.queuedBlocks == parking.takeInBlocksQueued
+            guard parking.parked || parking.acceptsDeferredSaves || idle,
+                  let layer = currentLayerForCheck(),
+                  let changedHere = Self.cleanCheck(changes, against: layer, below: below) else { return .none }
+            // Under the parking lock: the owner cannot unpark or close its
+            // window (and miss the entry), or start a block (and run before
+            // it), meanwhile.
+            let entryBelow = zip(below, changedHere).map { $0.1 ? nil : $0.0 }
+            recorded = deferredChildSaves.append(objectCount: changes.inserted.count + changes.updated.count + changes.deleted.count) { sequence in
+                let firstVersion = reserveVersions(changes.inserted.count + changes.updated.count)
+                return .init(changes: changes, child: child, firstVersion: firstVersion, sequence: sequence, below: entryBelow)
+            }
+            guard recorded != nil else { return .none }
+            if parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0 { return .recorded }
             parking.queuedBlocks += 1
+            parking.takeInBlocksQueued += 1
             return .queued
         }
-        switch plan {
-        case .none:
-            return nil
-        case .parked:
-            break
-        case .queued:
+        guard plan != .none, let entry = recorded else { return nil }
+        if plan == .queued {
             queue.async {
+                self.parking.condition.withLock { self.parking.takeInBlocksQueued -= 1 }
                 self.runBlock({}, enteredFromMain: false)  // takes the entry in first
                 self.parking.blockFinished()
             }
         }
         var outcome = SaveOutcome()
-        outcome.numberInserts(from: firstVersion, count: changes.inserted.count)
+        outcome.numberInserts(from: entry.firstVersion, count: changes.inserted.count)
+        outcome.updatedVersions = changes.updated.indices.map { entry.updatedVersion(at: $0) }
         return outcome
+    }
+
+    /// This context's pending state as its children see it, with the saves
+    /// recorded for it and not yet taken in; nil while its publication is
+    /// incomplete. Called under `parking.condition`.
+    private func currentLayerForCheck() -> SourceView.Layer? {
+        let deferred = deferredChildSaves.all
+        guard let published = publication.read() else { return nil }
+        return SourceView.Layer(published: published, deferred: deferred)
+    }
+
+    /// Whether every updated and deleted object of `changes` is, in `layer`
+    /// over `below`, at the version the child read or holds the values it
+    /// started from: then, for each of them, whether this level (or a
+    /// recorded save) changed it. Nil when the save must be decided by
+    /// ``acceptChildSave(_:from:)``: a conflict, or an object gone here.
+    private static func cleanCheck(_ changes: ChangeSet, against layer: SourceView.Layer, below: [Snapshot?]) -> [Bool]? {
+        var changedHere: [Bool] = []
+        changedHere.reserveCapacity(below.count)
+        func clean(_ id: ObjectID, _ i: Int, seen: UInt64, base: [PropertyValue]) -> Bool {
+            let current: Snapshot?
+            switch layer.state(of: id) {
+            case .inserted(let snapshot)?, .updated(let snapshot)?:
+                current = snapshot
+                changedHere.append(true)
+            case .removed?:
+                return false
+            case nil:
+                current = below[i]
+                changedHere.append(false)
+            }
+            guard let current else { return false }
+            return current.version == seen || current.values == base
+        }
+        for (i, id) in changes.updated.enumerated()
+        where !clean(id, i, seen: changes.updatedVersions[i], base: changes.updatedBase[i]) { return nil }
+        let offset = changes.updated.count
+        for (i, id) in changes.deleted.enumerated()
+        where !clean(id, offset + i, seen: changes.deletedVersions[i], base: changes.deletedBase[i]) { return nil }
+        return changedHere
     }
 
     /// Takes in, in order, the child saves recorded for this context. Runs as
     /// this context: at the start of its outermost block, when its store
-    /// write returns, and at the start of a guest call.
+    /// write returns, when an open window closes, and at the start of a
+    /// guest call.
     ///
-    /// The entries leave the list only once what they inserted is published
-    /// (``layerForChildren()`` reads the list first, then the publication:
-    /// so a fetching child finds each save in one or the other).
+    /// The entries leave the list only once what they changed is published
+    /// (``layerForChildren()`` reads the list first, then the publication,
+    /// which says up to which entry it includes: so a reading child finds
+    /// each save in one or the other, and never an older one over a newer).
     func takeDeferredChildSaves() {
         while true {
             let entries = deferredChildSaves.all
-            guard !entries.isEmpty else { return }
+            guard let last = entries.last else { return }
             for entry in entries {
                 takeInserts(of: entry.changes, firstVersion: entry.firstVersion)
+                takeUpdatesAndDeletes(of: entry)
                 notifyMergingChildren(of: entry.changes, outcome: SaveOutcome(), excluding: entry.child)
             }
+            deferredTakenInThrough = last.sequence
             publishPendingChanges()
             deferredChildSaves.removeFirst(entries.count)
         }
+    }
+
+    /// Applies a recorded save's updates and deletes, which its check found
+    /// clean: the child's values under the versions it was given. An object
+    /// this context does not hold is made from the snapshot the check read
+    /// below, so nothing here reads or fails.
+    private func takeUpdatesAndDeletes(of entry: DeferredChildSaves.Entry) {
+        let changes = entry.changes
+        for (i, id) in changes.updated.enumerated() {
+            guard let object = objectForTakingIn(id, below: entry.below[i], base: changes.updatedBase[i]) else { continue }
+            objectWillChange(object)
+            object.values = changes.updatedValues[i]
+            object.exposedVersion = entry.updatedVersion(at: i)
+            object.flags.remove(.exposedVersionFresh)  // the child holds this version
+            object.flags.insert(.validatedByChild)
+        }
+        let offset = changes.updated.count
+        for (i, id) in changes.deleted.enumerated() {
+            guard let object = objectForTakingIn(id, below: entry.below[offset + i], base: changes.deletedBase[i]) else { continue }
+            noteChange(object)
+            if object.flags.contains(.inserted) {
+                registry[id] = nil
+                inserted[id] = nil
+                discardedInserts.insert(id)
+                object.flags.insert(.deleted)
+                object.context = nil
+            } else {
+                object.flags.insert(.deleted)
+                updated[id] = nil
+                deleted[id] = object
+            }
+        }
+    }
+
+    /// The object a recorded update or delete applies to: the one registered
+    /// here (a fault filled from `below`), or a new one made from `below`;
+    /// nil when it is gone (deleted here since, by a guest).
+    ///
+    /// `below` is nil when this context had changed the object at the check.
+    /// It may have saved it to the store and let go of it since (a store
+    /// save is an open window): it is then made again from `base`, the
+    /// values the child started from — the ones the check found here, so
+    /// the ones saved. Its stored version is not known here; a save of it
+    /// is checked against the store by those values instead.
+    private func objectForTakingIn(_ id: ObjectID, below: Snapshot?, base: [PropertyValue]) -> ManagedObject? {
+        if let object = registry[id] {
+            if object.flags.contains(.fault) {
+                fill(object, below ?? Snapshot(values: base, version: 0))
+            } else if let below, object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]), below.version != object.version {
+                // An unchanged copy older than what the child checked
+                // against: brought up to date first, as a synchronous save
+                // does (it is unchanged, so nothing is lost).
+                refresh(object, with: below, keepingChanges: false)
+                pendingRefreshed.append(id)
+            }
+            return object.flags.isDisjoint(with: [.deleted, .invalidated]) ? object : nil
+        }
+        guard !discardedInserts.contains(id) else { return nil }
+        return materialize(id, below ?? Snapshot(values: base, version: 0))
+    }
+
+    // MARK: Open windows
+
+    /// Runs `body` — Strata's own work, which changes none of this context's
+    /// objects but through recorded saves — with the context open to
+    /// deferred child saves; then closes it and takes in what was recorded
+    /// meanwhile. Only for a private context, from its own queue, with its
+    /// pending changes published.
+    func openToDeferredSaves<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        guard concurrencyType == .privateQueue else { return try body() }
+        let opened = parking.condition.withLock { () -> Bool in
+            guard !parking.acceptsDeferredSaves else { return false }  // nested: the outer one closes
+            parking.acceptsDeferredSaves = true
+            return true
+        }
+        defer { if opened { closeToDeferredSaves() } }
+        return try body()
+    }
+
+    /// Ends an open window early (before work that changes objects, such as
+    /// a merge policy's resolution) and takes in what it let in.
+    func closeToDeferredSaves() {
+        parking.condition.withLock { parking.acceptsDeferredSaves = false }
+        takeDeferredChildSaves()
     }
 }

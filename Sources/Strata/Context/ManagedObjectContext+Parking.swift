@@ -27,11 +27,20 @@ internal import StrataStore
 /// Only Strata's own child→parent calls are guests; a user's
 /// `performAndWait` on the parent still waits for the queue.
 ///
-/// `@unchecked Sendable`: `parked` and `queuedBlocks` are guarded by
-/// `condition`; so are the fields of every `GuestCall`.
+/// `@unchecked Sendable`: `parked`, `acceptsDeferredSaves`, `queuedBlocks`
+/// and `takeInBlocksQueued` are guarded by `condition`; so are the fields of
+/// every `GuestCall`.
 final class ParkingState: @unchecked Sendable {
     let condition = ConditionLock()
     var parked = false
+    /// The context runs Strata's own work that changes none of its objects
+    /// but through recorded child saves: an *open window*, in which a
+    /// child's save is recorded instead of waiting (see ``DeferredChildSaves``).
+    var acceptsDeferredSaves = false
+    /// Blocks queued only to take recorded child saves in, not started yet
+    /// (counted in `queuedBlocks` too): a queue holding nothing else is
+    /// as good as idle for recording another.
+    var takeInBlocksQueued = 0
     /// Blocks of this context enqueued on or running on its queue (through
     /// `perform`, `performAndWait` or a queued child call). Zero means the
     /// queue is idle, so a child's call may run on the child's own thread at

@@ -9,10 +9,13 @@ extension ManagedObjectContext {
     func publishPendingChanges() {
         guard concurrencyType != .confinement else { return }
         defer { sendMerges() }
-        guard !publishedAll || pendingChanges.count > pendingChangesPublished || !unpublished.isEmpty else { return }
+        guard !publishedAll || pendingChanges.count > pendingChangesPublished || !unpublished.isEmpty
+                || publishedTakenInThrough != deferredTakenInThrough else { return }
         let everything = !publishedAll
         let hasChanges = !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !discardedInserts.isEmpty
+        let takenInThrough = deferredTakenInThrough
         publishedAll = publication.update(hasChanges: hasChanges) { published in
+            published.takenInThrough = takenInThrough
             if !hasChanges {
                 // The common case after a save: nothing pending, nothing to
                 // show. Emptied at once instead of entry by entry.
@@ -32,6 +35,7 @@ extension ManagedObjectContext {
         }
         unpublished.removeAll(keepingCapacity: true)
         pendingChangesPublished = pendingChanges.count
+        publishedTakenInThrough = takenInThrough
     }
 
     /// Publishes each ancestor this thread holds now (the caller runs inside

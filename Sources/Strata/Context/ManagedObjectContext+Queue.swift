@@ -129,8 +129,9 @@ extension ManagedObjectContext {
         let timed = outermost && concurrencyType == .privateQueue && !enteredFromMain
         let started = timed ? DispatchTime.now().uptimeNanoseconds : 0
         let previousSlice = timed && runsLongBlocks.load(ordering: .relaxed) ? BackgroundScheduling.lengthenSlice() : nil
-        // Children's saves recorded for this context come before the block.
-        if outermost && concurrencyType == .privateQueue { takeDeferredChildSaves() }
+        // Children's saves recorded for this context come before the block
+        // (and more may be recorded while they are taken in).
+        if outermost && concurrencyType == .privateQueue { openToDeferredSaves { takeDeferredChildSaves() } }
         defer {
             if outermost {
                 processPendingChanges()

@@ -37,11 +37,20 @@ extension ManagedObjectContext {
         NotificationCenter.default.post(name: Self.willSave, object: self)
         var upsertRounds = 0
         while true {
-            let changes = try buildChangeSet()
-            let generation = changeGeneration
-            let outcome: SaveOutcome
+            let saved: ObjectChanges
             do throws(StrataError) {
-                outcome = try send(changes)
+                saved = try openToDeferredSavesWhileStoring { () throws(StrataError) -> ObjectChanges in
+                    let changes = try buildChangeSet()
+                    let generation = changeGeneration
+                    let outcome = try send(changes)
+                    // A merge policy's resolution changes objects children
+                    // may have checked against: take what they recorded in
+                    // first, then resolve (as for a guest's changes).
+                    if outcome.changesObjectsHere { closeToDeferredSaves() }
+                    let saved = apply(outcome, of: changes, since: generation)
+                    if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
+                    return saved
+                }
             } catch where error.code == .constraintConflict && upsertRounds < Self.upsertRoundLimit {
                 // Nothing was saved anywhere: merge the new objects into the
                 // ones holding their values here, and save that instead.
@@ -50,12 +59,20 @@ extension ManagedObjectContext {
                 try mergeConflictingInserts(error, objectWins: objectWins)
                 continue
             }
-            let saved = apply(outcome, of: changes, since: generation)
             processPendingChanges()
-            if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
             NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
             return saved
         }
+    }
+
+    /// A save to the store — building the change set, the write, applying
+    /// the outcome, letting go of what it saved — is Strata's own work:
+    /// children's saves are recorded meanwhile instead of waiting for it
+    /// (Rule 10). The window closes before anything a user's code sees
+    /// (notifications) runs.
+    private func openToDeferredSavesWhileStoring<T>(_ body: () throws(StrataError) -> T) throws(StrataError) -> T {
+        guard parent == nil else { return try body() }
+        return try openToDeferredSaves(body)
     }
 
     /// Hands `changes` one level down: to the parent, or to the store.
@@ -71,11 +88,12 @@ extension ManagedObjectContext {
             // Against the whole source, on this queue; the parent then
             // checks only what it changed itself since (``acceptChildSave``).
             try check.enforce(holders: SourceView(of: self).uniqueHolders(check.keysToLookUp))
-        } else if let deferred = parent.deferChildSave(changes, from: self) {
-            // New objects only, into a private parent that is idle or
-            // writing to the store: the parent takes them in later, in
-            // order, and this (main) queue does not wait for it (Rule 10).
-            // (Not with a uniqueness constraint: that needs the parent's check.)
+        } else if let deferred = try parent.deferChildSave(changes, from: self) {
+            // Into a private parent that is idle, writing to the store or
+            // running Strata's own work, checked clean against what it
+            // holds: the parent takes the save in later, in order, and this
+            // (main) queue does not wait for it (Rule 10). (Not with a
+            // uniqueness constraint: that needs the parent's check.)
             return deferred
         }
         return try parent.childAccess { () throws(StrataError) -> SaveOutcome in

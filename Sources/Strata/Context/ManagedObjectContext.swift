@@ -117,6 +117,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// Merges for children that merge automatically, sent once the state
     /// they describe is published.
     var mergesToSend: [(ManagedObjectContext, ObjectChanges)] = []
+    /// The last child save recorded for this context (Rule 10) that it
+    /// has taken in, and the last one its publication says it has.
+    var deferredTakenInThrough: UInt64 = 0
+    var publishedTakenInThrough: UInt64 = 0
     /// How many of ``pendingChanges`` (from the front) are published already,
     /// by a publication in the middle of a block.
     var pendingChangesPublished = 0

@@ -20,6 +20,9 @@ enum PendingState: Sendable {
 /// ``PendingChangesPublication``).
 struct PublishedChanges: Sendable {
     var objects: [ObjectID: PendingState] = [:]
+    /// The last recorded child save (``DeferredChildSaves/Entry/sequence``)
+    /// taken in by the time of this copy: later ones are newer than it.
+    var takenInThrough: UInt64 = 0
 }
 
 /// The copy of its pending changes a parent context publishes for its

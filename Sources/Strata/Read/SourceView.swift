@@ -16,23 +16,45 @@ struct SourceView {
     /// One ancestor's contribution.
     struct Layer {
         let published: PublishedChanges
-        /// Child saves the ancestor has yet to take in: new objects only,
-        /// newer than anything published.
+        /// Child saves the ancestor has yet to take in (Rule 10), oldest
+        /// first: each newer than anything published, so it wins over it.
         let deferred: [DeferredChildSaves.Entry]
 
-        func state(of id: ObjectID) -> PendingState? {
-            let published = published.objects[id]
-            if case .updated(let snapshot)? = published, deferredInsert(of: id) != nil { return .inserted(snapshot) }
-            return published ?? deferredInsert(of: id).map { .inserted($0) }
+        /// `deferred` may hold saves the publication already includes (taken
+        /// in between the two reads): those are left out.
+        init(published: PublishedChanges, deferred: [DeferredChildSaves.Entry]) {
+            self.published = published
+            self.deferred = deferred.filter { $0.sequence > published.takenInThrough }
         }
 
-        private func deferredInsert(of id: ObjectID) -> Snapshot? {
+        func state(of id: ObjectID) -> PendingState? {
+            var state = published.objects[id]
             for entry in deferred {
-                if let i = entry.changes.inserted.firstIndex(of: id) {
-                    return entry.insertedSnapshot(at: i)
-                }
+                if let change = entry.state(of: id) { state = Self.fold(state, change) }
             }
-            return nil
+            return state
+        }
+
+        /// `earlier` followed by `later` at one level: an object inserted
+        /// here stays inserted whatever values it takes after.
+        static func fold(_ earlier: PendingState?, _ later: PendingState) -> PendingState {
+            if case .inserted? = earlier, case .updated(let snapshot) = later { return .inserted(snapshot) }
+            return later
+        }
+
+        /// Every object this level changed of the entities `including`
+        /// accepts, with its state here.
+        func forEachState(_ including: (EntityDescription) -> Bool, _ body: (ObjectID, PendingState) -> Void) {
+            guard !deferred.isEmpty else {
+                for (id, state) in published.objects where including(id.entity) { body(id, state) }
+                return
+            }
+            var recorded: [ObjectID: PendingState] = [:]
+            for entry in deferred {
+                entry.forEachState(including) { id, change in recorded[id] = Self.fold(recorded[id] ?? published.objects[id], change) }
+            }
+            for (id, state) in published.objects where including(id.entity) && recorded[id] == nil { body(id, state) }
+            for (id, state) in recorded { body(id, state) }
         }
     }
 
@@ -76,14 +98,7 @@ struct SourceView {
     func overlay(_ including: (EntityDescription) -> Bool) -> [ObjectID: Overlay] {
         var overlay: [ObjectID: Overlay] = [:]
         for layer in layers {
-            for (id, state) in layer.published.objects where including(id.entity) {
-                overlay[id, default: Overlay()].add(state)
-            }
-            for entry in layer.deferred {
-                for (i, id) in entry.changes.inserted.enumerated() where including(id.entity) {
-                    overlay[id, default: Overlay()].add(.inserted(entry.insertedSnapshot(at: i)))
-                }
-            }
+            layer.forEachState(including) { id, state in overlay[id, default: Overlay()].add(state) }
         }
         return overlay
     }

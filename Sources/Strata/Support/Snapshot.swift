@@ -58,6 +58,10 @@ struct SaveOutcome: Sendable {
     /// True when the save reached the store (IDs become permanent).
     var reachedStore = false
 
+    /// Whether applying this outcome changes values the destination's
+    /// children see (a merge policy resolved a conflict).
+    var changesObjectsHere: Bool { !resolvedValues.isEmpty || !droppedUpdates.isEmpty || !keptDeletes.isEmpty }
+
     /// The i-th inserted object has version `first + i` at the destination.
     mutating func numberInserts(from first: UInt64, count: Int) {
         insertedVersions = (0..<UInt64(count)).map { first + $0 }

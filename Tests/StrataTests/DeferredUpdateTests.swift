@@ -1,0 +1,230 @@
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+import Testing
+
+/// A note whose parent-side copies (made with no context, as a parent taking
+/// a child's insert in makes them) can be held: the test holds the writer in
+/// the middle of its own work that way, not in disk I/O.
+final class HeldNote: ManagedObject {
+    @Attribute("text") var text: String
+    @Attribute("count") var count: Int64
+
+    required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        if context == nil { CopyGate.shared.pass() }
+        super.init(entity: entity, insertInto: context)
+    }
+}
+
+/// Holds the first parent-side copy made after ``arm()`` until ``open()``.
+///
+/// `@unchecked Sendable`: `armed` is guarded by `lock`; the semaphores are thread-safe.
+final class CopyGate: @unchecked Sendable {
+    static let shared = CopyGate()
+    private let lock = NSLock()
+    private var armed = false
+    let entered = DispatchSemaphore(value: 0)
+    private let gate = DispatchSemaphore(value: 0)
+
+    func arm() { lock.withLock { armed = true } }
+    func open() { gate.signal() }
+
+    func pass() {
+        let hold = lock.withLock { () -> Bool in
+            defer { armed = false }
+            return armed
+        }
+        guard hold else { return }
+        entered.signal()
+        _ = gate.wait(timeout: .now() + 20)
+    }
+}
+
+private func makeHeldModel() -> ManagedObjectModel {
+    try! ManagedObjectModel(entities: [
+        EntityDescription(name: "HeldNote", managedObjectClass: HeldNote.self, properties: [
+            .attribute("text", .string), .attribute("count", .integer64, defaultValue: .integer(0)),
+        ]),
+    ])
+}
+
+/// A writer on a store, children of it, and one stored note the children edit.
+private struct HeldWriterStack {
+    let directory = TemporaryDirectory("deferred-update")
+    let coordinator: PersistentStoreCoordinator
+    let writer: ManagedObjectContext
+    let stored: ObjectID
+
+    init() throws {
+        coordinator = PersistentStoreCoordinator(model: makeHeldModel())
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store")
+        writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let writer = writer
+        stored = try writer.performAndWait { () throws -> ObjectID in
+            let note = HeldNote(context: writer)
+            note.text = "stored"
+            try writer.save()
+            return note.objectID
+        }
+    }
+
+    func child(_ name: String) -> ManagedObjectContext { ManagedObjectContext(.privateQueue, parent: writer, name: name) }
+
+    /// An import child's save of `count` new notes, recorded while the
+    /// writer is idle; the writer's take-in block then holds in the gate.
+    /// Returns once it does (true) or after 10 s (false).
+    func holdWriterTakingInAnImport(of count: Int) throws -> Bool {
+        let importer = child("import")
+        try importer.performAndWait {
+            for i in 0..<count { HeldNote(context: importer).text = "imported \(i)" }
+            CopyGate.shared.arm()
+            try importer.save()
+        }
+        return CopyGate.shared.entered.wait(timeout: .now() + 10) == .success
+    }
+
+    /// Runs `body` in a block of `context` on a thread of its own; returns
+    /// whether it finished within `seconds`, and what it threw (waiting
+    /// for it to finish either way, once the gate is open).
+    func run(_ context: ManagedObjectContext, within seconds: Double, _ body: @escaping @Sendable () throws -> Void) -> (inTime: Bool, error: (any Error)?) {
+        let finished = DispatchSemaphore(value: 0)
+        let failure = LockedError()
+        Thread {
+            do { try context.performAndWait { try body() } } catch { failure.set(error) }
+            finished.signal()
+        }.start()
+        let inTime = finished.wait(timeout: .now() + seconds) == .success
+        if !inTime {
+            CopyGate.shared.open()
+            _ = finished.wait(timeout: .now() + 20)
+        }
+        return (inTime, failure.error)
+    }
+
+    func storedNote(_ id: ObjectID) throws -> (text: String, count: Int64)? {
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return try fresh.performAndWait { () throws -> (String, Int64)? in
+            guard let note = try? fresh.existingObject(with: id) as? HeldNote else { return nil }
+            return (note.text, note.count)
+        }
+    }
+}
+
+/// Rule 10, extended to every save (issue 15): a child's save into a
+/// private parent that is busy with Strata's own work — here taking a large
+/// import in — is checked against what the parent holds and recorded, and
+/// returns without waiting; a save that conflicts still fails, changing
+/// nothing. Serialized: the copy gate is shared.
+@Suite(.serialized) struct DeferredUpdateTests {
+    ///     import child                  writer queue                      edit child (test thread)
+    ///     insert 500; save() ─────────▶ take-in block: [open window]
+    ///       (recorded, returns)           copy #1 ── held in the gate
+    ///                                                                      X.text = "edited"; save()
+    ///                                                                        check X: clean → record
+    ///                                                                      returns (writer still held)
+    ///                                                                      sibling reads X: "edited"
+    ///                                   gate opens: copies #2…#500,
+    ///                                   take X's edit in; [close]
+    ///     writer.save() → the store has X "edited" and the 500 notes
+    @Test("Rule 10: an update saved while the writer takes an import in returns without waiting, and lands")
+    func anUpdateDuringTheWritersOwnWorkDoesNotWait() throws {
+        let stack = try HeldWriterStack()
+        let edit = stack.child("edit"), sibling = stack.child("sibling")
+        let id = stack.stored
+        try edit.performAndWait { _ = try edit.existingObject(with: id) }
+        #expect(try stack.holdWriterTakingInAnImport(of: 500))
+
+        let editing = stack.run(edit, within: 5) {
+            let note = try edit.existingObject(with: id) as! HeldNote
+            note.text = "edited"
+            note.count = 1
+            try edit.save()
+        }
+        #expect(editing.inTime, "the edit's save waited for the writer's take-in")
+        #expect(editing.error == nil, "\(String(describing: editing.error))")
+        // Recorded, not yet taken in: a sibling reads it all the same.
+        let seen = try sibling.performAndWait { try (sibling.existingObject(with: id) as! HeldNote).text }
+        #expect(seen == "edited")
+
+        CopyGate.shared.open()
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedNote(id)?.text == "edited")
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: stack.coordinator)
+        #expect(try fresh.performAndWait { try fresh.count(for: FetchRequest<HeldNote>()) } == 501)
+        // The edit child goes on from the version it was given.
+        try edit.performAndWait {
+            (try edit.existingObject(with: id) as! HeldNote).count = 2
+            try edit.save()
+        }
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedNote(id)?.count == 2)
+    }
+
+    ///     first child          second child           writer queue
+    ///     read X               read X                 take-in block: held in the gate
+    ///     X.count = 1; save()                          (recorded: clean)
+    ///                          X.count = 2; save()
+    ///                            check X: the writer's view has the
+    ///                            first save's version → not clean →
+    ///                            synchronous path, waits ─────────▶ gate opens; takes both in order:
+    ///                          throws mergeConflict ◀──────────── the first save's, then checks this one
+    ///     nothing of the second save anywhere; the first one lands
+    @Test("Rule 10: a save that conflicts with a recorded one still fails and changes nothing")
+    func aConflictWithARecordedSaveStillFails() throws {
+        let stack = try HeldWriterStack()
+        let first = stack.child("first"), second = stack.child("second")
+        let id = stack.stored
+        try first.performAndWait { _ = try first.existingObject(with: id) }
+        try second.performAndWait { _ = try second.existingObject(with: id) }
+        #expect(try stack.holdWriterTakingInAnImport(of: 50))
+
+        let firstRun = stack.run(first, within: 5) {
+            (try first.existingObject(with: id) as! HeldNote).count = 1
+            try first.save()
+        }
+        #expect(firstRun.inTime && firstRun.error == nil)
+        // The second save must wait for the writer (its check is not clean):
+        // open the gate once it has had the chance to return early.
+        let secondRun = stack.run(second, within: 0.5) {
+            (try second.existingObject(with: id) as! HeldNote).count = 2
+            try second.save()
+        }
+        #expect(!secondRun.inTime, "a conflicting save returned without the parent deciding it")
+        let error = try #require(secondRun.error as? StrataError)
+        #expect(error.code == .mergeConflict)
+        #expect(error.conflicts.map(\.objectID) == [id])
+        let kept = try second.performAndWait { () -> (Bool, Int64) in
+            let note = try second.existingObject(with: id) as! HeldNote
+            return (second.hasChanges, note.count)
+        }
+        #expect(kept == (true, 2), "the refused save did not keep the context's changes")
+
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedNote(id)?.count == 1)
+    }
+
+    ///     child                         writer queue
+    ///     delete X; save() (recorded)   take-in block held in the gate
+    ///     sibling: X is gone
+    ///                                   gate opens; X deleted; save()
+    @Test("Rule 10: a delete saved while the writer is busy is recorded, read as gone, and lands")
+    func aDeleteDuringTheWritersOwnWorkIsRecorded() throws {
+        let stack = try HeldWriterStack()
+        let child = stack.child("child"), sibling = stack.child("sibling")
+        let id = stack.stored
+        #expect(try stack.holdWriterTakingInAnImport(of: 20))
+        let deleting = stack.run(child, within: 5) {
+            child.delete(try child.existingObject(with: id))
+            try child.save()
+        }
+        #expect(deleting.inTime && deleting.error == nil)
+        let gone = sibling.performAndWait { (try? sibling.existingObject(with: id)) == nil }
+        #expect(gone)
+        let count = try sibling.performAndWait { try sibling.count(for: FetchRequest<HeldNote>()) }
+        #expect(count == 20, "a recorded delete or a recorded import is missing from a sibling's fetch")
+        CopyGate.shared.open()
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedNote(id) == nil)
+    }
+}
