@@ -214,9 +214,16 @@ extension ManagedObjectContext {
     /// it when saving or fetching, or when you do.
     public func processPendingChanges() {
         checkQueue()
+        postObjectsDidChange(collectPendingChanges())
+    }
+
+    /// Publishes this context's pending changes and gathers the
+    /// objects-did-change payload for them, without posting it: nothing
+    /// here runs a user's code (see ``openToDeferredSaves(_:)``).
+    func collectPendingChanges() -> ObjectChanges? {
         processingScheduled = false
         publishPendingChanges()
-        guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty else { return }
+        guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty else { return nil }
         var changes = ObjectChanges()
         for object in pendingChanges {
             object.flags.remove(.pendingNotification)
@@ -234,7 +241,11 @@ extension ManagedObjectContext {
         pendingChangesPublished = 0
         pendingRefreshed.removeAll()
         pendingInvalidated.removeAll()
-        guard !changes.isEmpty else { return }
+        return changes.isEmpty ? nil : changes
+    }
+
+    func postObjectsDidChange(_ changes: ObjectChanges?) {
+        guard let changes else { return }
         NotificationCenter.default.post(
             name: ManagedObjectContext.objectsDidChange, object: self, userInfo: [ObjectChanges.userInfoKey: changes])
     }

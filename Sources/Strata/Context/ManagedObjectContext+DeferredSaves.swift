@@ -148,11 +148,16 @@ final class DeferredChildSaves: @unchecked Sendable {
     /// The recorded saves, oldest first (a copy).
     var all: [Entry] { lock.withLock { entries } }
     /// Drops the `count` oldest saves (taken in and published by then).
+    /// They are freed after the lock is let go: a large import's change set
+    /// takes milliseconds to free, and children read the list meanwhile.
     func removeFirst(_ count: Int) {
-        lock.withLock {
-            for entry in entries.prefix(count) { objects -= entry.objectCount }
+        let removed = lock.withLock { () -> ArraySlice<Entry> in
+            let removed = entries.prefix(count)
+            for entry in removed { objects -= entry.objectCount }
             entries.removeFirst(count)
+            return removed
         }
+        _ = removed
     }
 }
 
@@ -350,9 +355,14 @@ extension ManagedObjectContext {
         return try body()
     }
 
-    /// Ends an open window early (before work that changes objects, such as
-    /// a merge policy's resolution) and takes in what it let in.
+    /// Ends an open window (early: before work that changes objects, such
+    /// as a merge policy's resolution) and takes in what it let in. What the
+    /// window's work changed is published, and what was recorded meanwhile
+    /// taken in, while it is still open: only saves recorded in the last
+    /// instant are left for after, so the closed stretch is short.
     func closeToDeferredSaves() {
+        publishPendingChanges()
+        takeDeferredChildSaves()
         parking.condition.withLock { parking.acceptsDeferredSaves = false }
         takeDeferredChildSaves()
     }

@@ -14,23 +14,28 @@ extension ManagedObjectContext {
         let everything = !publishedAll
         let hasChanges = !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !discardedInserts.isEmpty
         let takenInThrough = deferredTakenInThrough
-        publishedAll = publication.update(hasChanges: hasChanges) { published in
-            published.takenInThrough = takenInThrough
-            if !hasChanges {
-                // The common case after a save: nothing pending, nothing to
-                // show. Emptied at once instead of entry by entry.
-                published.objects.removeAll(keepingCapacity: true)
-            } else if everything {
-                published.objects.removeAll(keepingCapacity: true)
-                for id in inserted.keys { published.objects[id] = publishedState(of: id) }
-                for id in updated.keys { published.objects[id] = publishedState(of: id) }
-                for id in deleted.keys { published.objects[id] = .removed }
-                for id in discardedInserts { published.objects[id] = .removed }
+        let kind: PendingChangesPublication.Update
+        if !hasChanges {
+            // The common case after a save: nothing pending, nothing to show.
+            kind = .empty
+        } else {
+            let changed = pendingChanges.count - pendingChangesPublished + unpublished.count
+            let pending = inserted.count + updated.count + deleted.count + discardedInserts.count
+            // After a save most of what changed left: rebuilding from what
+            // is pending now is the cheaper way.
+            kind = everything || changed > pending ? .rebuild : .changes(changed)
+        }
+        publishedAll = publication.update(kind, takenInThrough: takenInThrough) { published in
+            if case .rebuild = kind {
+                for id in inserted.keys { published[id] = publishedState(of: id) }
+                for id in updated.keys { published[id] = publishedState(of: id) }
+                for id in deleted.keys { published[id] = .removed }
+                for id in discardedInserts { published[id] = .removed }
             } else {
                 for object in pendingChanges[pendingChangesPublished...] {
-                    published.objects[object.objectID] = publishedState(of: object)
+                    published[object.objectID] = publishedState(of: object)
                 }
-                for id in unpublished { published.objects[id] = publishedState(of: id) }
+                for id in unpublished { published[id] = publishedState(of: id) }
             }
         }
         unpublished.removeAll(keepingCapacity: true)

@@ -133,10 +133,7 @@ extension ManagedObjectContext {
         // (and more may be recorded while they are taken in).
         if outermost && concurrencyType == .privateQueue { openToDeferredSaves { takeDeferredChildSaves() } }
         defer {
-            if outermost {
-                processPendingChanges()
-                releaseUnreferencedFetched()
-            }
+            if outermost { endBlock() }
             BackgroundScheduling.restoreSlice(previousSlice)
             if timed {
                 let long = DispatchTime.now().uptimeNanoseconds - started >= Self.longBlockNanoseconds
@@ -146,6 +143,28 @@ extension ManagedObjectContext {
             if enteredFromMain { stack.mainDepth -= 1 }
         }
         return try block()
+    }
+
+    /// What the outermost block of the context does last: process pending
+    /// changes (one objects-did-change per block) and let go of what it
+    /// fetched. For a private context, once what the block changed is
+    /// published, gathering the notification and letting go are an open
+    /// window (Rule 10): O(the block's changes), not to be waited for by a
+    /// child's save.
+    private func endBlock() {
+        guard concurrencyType == .privateQueue else {
+            processPendingChanges()
+            releaseUnreferencedFetched()
+            return
+        }
+        publishPendingChanges()
+        let changes = openToDeferredSaves { () -> ObjectChanges? in
+            defer { releaseUnreferencedFetched() }
+            return collectPendingChanges()
+        }
+        postObjectsDidChange(changes)
+        // What the window's close took in: its own notification.
+        processPendingChanges()
     }
 
     /// Whether the caller may use this context now: inside one of its blocks,

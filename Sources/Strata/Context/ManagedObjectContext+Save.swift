@@ -38,8 +38,9 @@ extension ManagedObjectContext {
         var upsertRounds = 0
         while true {
             let saved: ObjectChanges
+            let pending: ObjectChanges?
             do throws(StrataError) {
-                saved = try openToDeferredSavesWhileStoring { () throws(StrataError) -> ObjectChanges in
+                (saved, pending) = try openToDeferredSavesWhileStoring { () throws(StrataError) -> (ObjectChanges, ObjectChanges?) in
                     let changes = try buildChangeSet()
                     let generation = changeGeneration
                     let outcome = try send(changes)
@@ -49,7 +50,7 @@ extension ManagedObjectContext {
                     if outcome.changesObjectsHere { closeToDeferredSaves() }
                     let saved = apply(outcome, of: changes, since: generation)
                     if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
-                    return saved
+                    return (saved, collectPendingChanges())
                 }
             } catch where error.code == .constraintConflict && upsertRounds < Self.upsertRoundLimit {
                 // Nothing was saved anywhere: merge the new objects into the
@@ -59,7 +60,8 @@ extension ManagedObjectContext {
                 try mergeConflictingInserts(error, objectWins: objectWins)
                 continue
             }
-            processPendingChanges()
+            postObjectsDidChange(pending)
+            processPendingChanges()  // what the window's close took in
             NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
             return saved
         }
@@ -71,7 +73,11 @@ extension ManagedObjectContext {
     /// (Rule 10). The window closes before anything a user's code sees
     /// (notifications) runs.
     private func openToDeferredSavesWhileStoring<T>(_ body: () throws(StrataError) -> T) throws(StrataError) -> T {
-        guard parent == nil else { return try body() }
+        guard parent == nil else {
+            let result = try body()
+            publishPendingChanges()
+            return result
+        }
         return try openToDeferredSaves(body)
     }
 

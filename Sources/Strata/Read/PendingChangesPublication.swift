@@ -34,9 +34,15 @@ struct PublishedChanges: Sendable {
 /// The context updates the copy when each of its blocks ends (whenever it
 /// processes pending changes), from what changed since the last update:
 /// O(the block's changes), never O(the entity or the store). A child takes
-/// the whole copy under the lock — a retain — and reads it outside; should
-/// the context update it while a child still holds it, that one update
-/// copies the dictionary (O(the context's pending changes)).
+/// the whole copy under the lock — a retain — and reads it outside.
+///
+/// The lock is never held for long, so a reading child — the main queue —
+/// never waits for a large update: a small update is made in place under
+/// the lock (should a child still hold the previous copy, that one update
+/// copies the dictionary); a large one (a big save taken in, the copy
+/// rebuilt or emptied after a save) is built on a copy outside the lock and
+/// swapped in, and the old copy is freed outside it too. The writer of an
+/// import pays O(its pending changes) for that copy, off the main queue.
 ///
 /// A context with no child skips all of this. When it gets its first child
 /// while it holds unpublished changes, the copy is *incomplete* until the
@@ -53,6 +59,9 @@ final class PendingChangesPublication: @unchecked Sendable {
     private var isComplete = true             // guarded by `lock`
     private var hasChildren: Bool             // guarded by `lock`
 
+    /// Past this many changed objects an update is built outside the lock.
+    static let largeUpdate = 256
+
     init(publishesFromBirth: Bool) { hasChildren = publishesFromBirth }
 
     /// A child was created: from now on the context publishes.
@@ -63,19 +72,43 @@ final class PendingChangesPublication: @unchecked Sendable {
         lock.withLock { isComplete ? changes : nil }
     }
 
-    /// Applies `update` to the published copy (in place unless a reader
-    /// still holds the previous one) and returns true — or, while the
-    /// context has no child, skips it and returns whether the copy (empty)
-    /// is still right: true only when the context `hasChanges` not.
-    func update(hasChanges: Bool, _ update: (inout PublishedChanges) -> Void) -> Bool {
-        lock.withLock {
+    /// How a context brings the copy up to date.
+    enum Update {
+        /// Nothing is pending: the copy is emptied.
+        case empty
+        /// The copy is rebuilt from scratch by the closure.
+        case rebuild
+        /// The closure changes about this many objects of the copy.
+        case changes(Int)
+    }
+
+    /// Brings the copy up to date (`apply` gets it empty for `.rebuild`) and
+    /// says up to which recorded child save it includes; returns true. While
+    /// the context has no child it skips that and returns whether the copy
+    /// (empty) is still right: true only for `.empty`.
+    func update(_ kind: Update, takenInThrough: UInt64, _ apply: (inout [ObjectID: PendingState]) -> Void) -> Bool {
+        let inPlace: Bool? = lock.withLock {
             guard hasChildren else {
-                isComplete = !hasChanges
-                return isComplete
+                isComplete = if case .empty = kind { true } else { false }
+                return nil
             }
-            update(&changes)
+            guard case .changes(let count) = kind, count <= Self.largeUpdate else { return false }
+            apply(&changes.objects)
+            changes.takenInThrough = takenInThrough
             isComplete = true
             return true
         }
+        guard let inPlace else { return isCompleteNow }
+        if inPlace { return true }
+        var next = PublishedChanges(takenInThrough: takenInThrough)
+        if case .changes = kind { next.objects = lock.withLock { changes.objects } }
+        if case .empty = kind {} else { apply(&next.objects) }  // copies the shared dictionary first: outside the lock
+        lock.withLock {
+            swap(&changes, &next)
+            isComplete = true
+        }
+        return true  // `next`, the old copy, is freed here, outside the lock
     }
+
+    private var isCompleteNow: Bool { lock.withLock { isComplete } }
 }

@@ -30,6 +30,8 @@ struct StallCommand: ParsableCommand {
     @Option(help: "Write every figure to this JSON file.") var json: String?
     @Option(help: "Draw the main-queue stall over time, one line per layout, into this SVG file.") var plot: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
+    @Option(help: "Objects of the import the writer saves while the view context saves an edit every 4 ms (0: skip that scenario).")
+    var viewSavesImport = 100_000
     @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
     @Option(name: .customLong("layout"), help: "Run only these layouts (repeatable): naive, seed-stack, writer-child, private-context.")
     var layouts: [ImportLayout] = []
@@ -39,6 +41,7 @@ struct StallCommand: ParsableCommand {
         defer { work.cleanUp() }
         let root = work.path
         let (objects, saveEvery, ingredients, noSQLite, rounds) = (objects, saveEvery, ingredients, noSQLite, max(1, repeats))
+        let viewSaves = viewSavesImport > 0 ? ViewSavesDuringImport(importObjects: viewSavesImport, ingredients: ingredients) : nil
         let chosen = layouts.isEmpty ? ImportLayout.stallLayouts + [.privateContext] : layouts
         backgroundScheduling.apply()
         let report = try MainThreadDriver.run { () throws -> StallReport in
@@ -52,6 +55,14 @@ struct StallCommand: ParsableCommand {
                     var run = try runImport(layout: layout, objects: objects, saveEvery: saveEvery, ingredients: ingredients, directory: directory)
                     run.round = round
                     report.runs.append(run)
+                }
+                if let viewSaves {
+                    progress("stall: round \(round + 1)/\(rounds): view-context edits while the writer saves an import of \(viewSaves.importObjects) objects ...")
+                    let directory = root + "/view-saves"
+                    try? FileManager.default.removeItem(atPath: directory)
+                    var run = try viewSaves.run(directory: directory)
+                    run.round = round
+                    report.viewSaveRuns.append(run)
                 }
                 if !noSQLite {
                     progress("stall: round \(round + 1)/\(rounds): the same import into SQLite ...")
@@ -152,6 +163,9 @@ struct StallReport: Codable, Sendable {
     /// The probe alone, once per round.
     var floor: [StallFigures] = []
     var summary: [StallSummary] = []
+    /// View-context saves while the writer saves a large import, once per round.
+    var viewSaveRuns: [ViewSavesRun] = []
+    var viewSaves: ViewSavesSummary?
     var floorSummary: StallMedians?
     var sqlite: SQLiteSummary?
 
@@ -176,6 +190,7 @@ struct StallReport: Codable, Sendable {
                 vsSQLite: ratios.isEmpty ? nil : median(ratios))
         }
         floorSummary = floor.isEmpty ? nil : StallMedians(floor)
+        viewSaves = viewSaveRuns.isEmpty ? nil : ViewSavesSummary(viewSaveRuns)
         sqlite = sqliteRuns.isEmpty ? nil : SQLiteSummary(
             rounds: sqliteRuns.count, seconds: median(sqliteRuns.map(\.seconds)),
             objectsPerSecond: median(sqliteRuns.map(\.objectsPerSecond)), bytesOnDisk: median(sqliteRuns.map { Double($0.bytesOnDisk) }))
@@ -216,6 +231,17 @@ struct StallReport: Codable, Sendable {
             imports.add("SQLite 3 (WAL, synchronous=FULL, prepared statements)", fixed(s.seconds, 2), thousands(s.objectsPerSecond), "1.00x")
         }
         out += "\n\n" + imports.render()
+        if let v = viewSaves {
+            var saves = Table("View-context edit saved every 4 ms while the writer takes in and saves \(thousands(Double(v.importObjects))) objects",
+                              "writer s", "saves", "longest save ms", "worst", "median save ms", "main max late ms", "worst max", "p99 ms")
+            saves.add("(d) one-object edit, view context -> writer", fixed(v.writerSeconds, 2), count(v.saves), fixed(v.longestSaveMs, 3),
+                      fixed(v.worstSaveMs, 3), fixed(v.medianSaveMs, 3), fixed(v.stall.max, 2), fixed(v.stall.worstMax, 2), fixed(v.stall.p99, 2))
+            if let s = summary(.privateContext) {
+                saves.add("(0') the probe beside a private-context import", "-", "-", "-", "-", "-",
+                          fixed(s.stall.max, 2), fixed(s.stall.worstMax, 2), fixed(s.stall.p99, 2))
+            }
+            out += "\n\n" + saves.render()
+        }
         out += "\n\n(medians over the rounds; \"worst max\" is the longest stall of any round; \"main CPU ms\" is the CPU the main thread "
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"vs SQLite\" is the median of each round's ratio)"
         return out
