@@ -122,7 +122,7 @@ final class DeferredChildSaves: @unchecked Sendable {
     /// Past this many objects waiting, only saves of at most
     /// ``smallSaveObjects`` are recorded (a view context's edits go on
     /// returning at once while an import waits to be taken in).
-    static let objectLimit = 131_072
+    static let objectLimit = 32_768
     static let smallSaveObjects = 64
 
     private let lock = Lock()
@@ -179,18 +179,25 @@ extension ManagedObjectContext {
             below.reserveCapacity(checked.count)
             for id in checked { below.append(try source.snapshot(for: id)) }
         }
+        let objectCount = changes.inserted.count + changes.updated.count + changes.deleted.count
         enum Plan { case none, recorded, queued }
         var recorded: DeferredChildSaves.Entry?
         let plan: Plan = parking.condition.withLock {
             let idle = parking.queuedBlocks == parking.takeInBlocksQueued
-            guard parking.parked || parking.acceptsDeferredSaves || idle,
+            // In an open window only small saves are recorded (a view
+            // context's edits): a large one would let this context pile up
+            // saves to take in, and make its own saves larger and slower,
+            // so it waits as before — a background producer is paced by
+            // this context that way.
+            let window = parking.acceptsDeferredSaves && objectCount <= DeferredChildSaves.smallSaveObjects
+            guard parking.parked || window || idle,
                   let layer = currentLayerForCheck(),
                   let changedHere = Self.cleanCheck(changes, against: layer, below: below) else { return .none }
             // Under the parking lock: the owner cannot unpark or close its
             // window (and miss the entry), or start a block (and run before
             // it), meanwhile.
             let entryBelow = zip(below, changedHere).map { $0.1 ? nil : $0.0 }
-            recorded = deferredChildSaves.append(objectCount: changes.inserted.count + changes.updated.count + changes.deleted.count) { sequence in
+            recorded = deferredChildSaves.append(objectCount: objectCount) { sequence in
                 let firstVersion = reserveVersions(changes.inserted.count + changes.updated.count)
                 return .init(changes: changes, child: child, firstVersion: firstVersion, sequence: sequence, below: entryBelow)
             }

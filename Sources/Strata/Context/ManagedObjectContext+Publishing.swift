@@ -11,33 +11,29 @@ extension ManagedObjectContext {
         defer { sendMerges() }
         guard !publishedAll || pendingChanges.count > pendingChangesPublished || !unpublished.isEmpty
                 || publishedTakenInThrough != deferredTakenInThrough else { return }
-        let everything = !publishedAll
         let hasChanges = !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !discardedInserts.isEmpty
         let takenInThrough = deferredTakenInThrough
-        let kind: PendingChangesPublication.Update
-        if !hasChanges {
-            // The common case after a save: nothing pending, nothing to show.
-            kind = .empty
-        } else {
-            let changed = pendingChanges.count - pendingChangesPublished + unpublished.count
-            let pending = inserted.count + updated.count + deleted.count + discardedInserts.count
-            // After a save most of what changed left: rebuilding from what
-            // is pending now is the cheaper way.
-            kind = everything || changed > pending ? .rebuild : .changes(changed)
-        }
-        publishedAll = publication.update(kind, takenInThrough: takenInThrough) { published in
-            if case .rebuild = kind {
-                for id in inserted.keys { published[id] = publishedState(of: id) }
-                for id in updated.keys { published[id] = publishedState(of: id) }
-                for id in deleted.keys { published[id] = .removed }
-                for id in discardedInserts { published[id] = .removed }
-            } else {
-                for object in pendingChanges[pendingChangesPublished...] {
-                    published[object.objectID] = publishedState(of: object)
-                }
-                for id in unpublished { published[id] = publishedState(of: id) }
+        let changed = pendingChanges.count - pendingChangesPublished + unpublished.count
+        let pending = inserted.count + updated.count + deleted.count + discardedInserts.count
+        var update: [(ObjectID, PendingState?)] = []
+        // From scratch when the copy is incomplete, and after a save (most
+        // of what changed left: what is pending now is the shorter list).
+        let replacing = !publishedAll || !hasChanges || changed > pending
+        let read = publication.isRead
+        if replacing && read {
+            update.reserveCapacity(pending)
+            for id in inserted.keys { update.append((id, publishedState(of: id))) }
+            for id in updated.keys { update.append((id, publishedState(of: id))) }
+            for id in deleted.keys { update.append((id, .removed)) }
+            for id in discardedInserts { update.append((id, .removed)) }
+        } else if read {
+            update.reserveCapacity(changed)
+            for object in pendingChanges[pendingChangesPublished...] {
+                update.append((object.objectID, publishedState(of: object)))
             }
+            for id in unpublished { update.append((id, publishedState(of: id))) }
         }
+        publishedAll = publication.update(update, replacing: replacing, hasPending: hasChanges, takenInThrough: takenInThrough)
         unpublished.removeAll(keepingCapacity: true)
         pendingChangesPublished = pendingChanges.count
         publishedTakenInThrough = takenInThrough

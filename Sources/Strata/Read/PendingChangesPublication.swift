@@ -36,13 +36,14 @@ struct PublishedChanges: Sendable {
 /// O(the block's changes), never O(the entity or the store). A child takes
 /// the whole copy under the lock — a retain — and reads it outside.
 ///
-/// The lock is never held for long, so a reading child — the main queue —
-/// never waits for a large update: a small update is made in place under
-/// the lock (should a child still hold the previous copy, that one update
-/// copies the dictionary); a large one (a big save taken in, the copy
-/// rebuilt or emptied after a save) is built on a copy outside the lock and
-/// swapped in, and the old copy is freed outside it too. The writer of an
-/// import pays O(its pending changes) for that copy, off the main queue.
+/// Two dictionaries take turns, so that an update neither holds the lock
+/// while it works nor copies the whole copy: the context brings the *spare*
+/// one — the copy before last, which it owns — up to date (the changes of
+/// the previous update, then this one's) and swaps it in under the lock; the
+/// one swapped out becomes the spare. So a reading child, the main queue
+/// above all, never waits for a large update (a 100,000-object import taken
+/// in), and the context pays O(the last two updates). Should a child still
+/// hold the spare when its turn comes, that update copies it.
 ///
 /// A context with no child skips all of this. When it gets its first child
 /// while it holds unpublished changes, the copy is *incomplete* until the
@@ -52,15 +53,17 @@ struct PublishedChanges: Sendable {
 /// main queue here.
 ///
 /// `@unchecked Sendable`: `changes`, `isComplete` and `hasChildren` are
-/// guarded by `lock`, a leaf lock.
+/// guarded by `lock`, a leaf lock; `spare` and `spareLacks` belong to the
+/// publishing context's queue (only its updates touch them).
 final class PendingChangesPublication: @unchecked Sendable {
     private let lock = Lock()
     private var changes = PublishedChanges()  // guarded by `lock`
     private var isComplete = true             // guarded by `lock`
     private var hasChildren: Bool             // guarded by `lock`
-
-    /// Past this many changed objects an update is built outside the lock.
-    static let largeUpdate = 256
+    /// The copy before the published one (the context's queue).
+    private var spare: [ObjectID: PendingState] = [:]
+    /// What `spare` lacks to be the published copy: the last update.
+    private var spareLacks: [(ObjectID, PendingState?)] = []
 
     init(publishesFromBirth: Bool) { hasChildren = publishesFromBirth }
 
@@ -72,43 +75,49 @@ final class PendingChangesPublication: @unchecked Sendable {
         lock.withLock { isComplete ? changes : nil }
     }
 
-    /// How a context brings the copy up to date.
-    enum Update {
-        /// Nothing is pending: the copy is emptied.
-        case empty
-        /// The copy is rebuilt from scratch by the closure.
-        case rebuild
-        /// The closure changes about this many objects of the copy.
-        case changes(Int)
-    }
+    /// Whether an update is kept: false while the context has no child (it
+    /// publishes nothing then).
+    var isRead: Bool { lock.withLock { hasChildren } }
 
-    /// Brings the copy up to date (`apply` gets it empty for `.rebuild`) and
-    /// says up to which recorded child save it includes; returns true. While
-    /// the context has no child it skips that and returns whether the copy
-    /// (empty) is still right: true only for `.empty`.
-    func update(_ kind: Update, takenInThrough: UInt64, _ apply: (inout [ObjectID: PendingState]) -> Void) -> Bool {
-        let inPlace: Bool? = lock.withLock {
-            guard hasChildren else {
-                isComplete = if case .empty = kind { true } else { false }
-                return nil
-            }
-            guard case .changes(let count) = kind, count <= Self.largeUpdate else { return false }
-            apply(&changes.objects)
-            changes.takenInThrough = takenInThrough
-            isComplete = true
-            return true
+    /// Publishes `update`: each object's new state (nil: nothing pending
+    /// for it), over the present copy — or, with `replacing`, alone — and up
+    /// to which recorded child save it includes. Returns true; while the
+    /// context has no child it skips that and returns whether the copy
+    /// (empty) is still right: true only when nothing is pending.
+    func update(_ update: [(ObjectID, PendingState?)], replacing: Bool, hasPending: Bool, takenInThrough: UInt64) -> Bool {
+        guard isRead else {
+            // (`update` is left empty by a context with no child.)
+            let right = replacing && !hasPending
+            lock.withLock { isComplete = right }
+            return right
         }
-        guard let inPlace else { return isCompleteNow }
-        if inPlace { return true }
-        var next = PublishedChanges(takenInThrough: takenInThrough)
-        if case .changes = kind { next.objects = lock.withLock { changes.objects } }
-        if case .empty = kind {} else { apply(&next.objects) }  // copies the shared dictionary first: outside the lock
+        var next = spare
+        spare = [:]  // `next` is the only owner now: changed in place
+        if replacing {
+            next.removeAll()
+        } else {
+            Self.apply(spareLacks, to: &next)
+        }
+        Self.apply(update, to: &next)
+        var published = PublishedChanges(objects: next, takenInThrough: takenInThrough)
         lock.withLock {
-            swap(&changes, &next)
+            swap(&changes, &published)
             isComplete = true
         }
-        return true  // `next`, the old copy, is freed here, outside the lock
+        if replacing {
+            // The one swapped out is behind by everything: start it afresh.
+            spare = [:]
+            spareLacks = update
+        } else {
+            spare = published.objects
+            spareLacks = update
+        }
+        return true
     }
 
-    private var isCompleteNow: Bool { lock.withLock { isComplete } }
+    private static func apply(_ update: [(ObjectID, PendingState?)], to objects: inout [ObjectID: PendingState]) {
+        for (id, state) in update {
+            if let state { objects[id] = state } else { objects.removeValue(forKey: id) }
+        }
+    }
 }
