@@ -349,10 +349,13 @@ extension ManagedObjectContext {
     /// Runs `body` — Strata's own work, which changes none of this context's
     /// objects but through recorded saves — with the context open to
     /// deferred child saves; then closes it and takes in what was recorded
-    /// meanwhile. Only for a private context, from its own queue, with its
-    /// pending changes published.
+    /// meanwhile. Only for a private context, from its own queue. What the
+    /// context changed before is published first: a child checks against
+    /// the publication (an upsert round, for one, changes objects between
+    /// two windows).
     func openToDeferredSaves<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         guard concurrencyType == .privateQueue else { return try body() }
+        publishPendingChanges()
         let opened = parking.condition.withLock { () -> Bool in
             guard !parking.acceptsDeferredSaves else { return false }  // nested: the outer one closes
             parking.acceptsDeferredSaves = true

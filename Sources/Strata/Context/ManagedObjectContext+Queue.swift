@@ -157,7 +157,6 @@ extension ManagedObjectContext {
             releaseUnreferencedFetched()
             return
         }
-        publishPendingChanges()
         let changes = openToDeferredSaves { () -> ObjectChanges? in
             defer { releaseUnreferencedFetched() }
             return collectPendingChanges()
