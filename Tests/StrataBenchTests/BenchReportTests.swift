@@ -41,7 +41,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         let dir = scratch("stall")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let result = try runBench(["stall", "--objects", "800", "--save-every", "200", "--repeats", "2", "--store", dir + "/stores",
-                                   "--json", dir + "/stall.json", "--plot", dir + "/stall.svg"])
+                                   "--view-saves-import", "20000", "--json", dir + "/stall.json", "--plot", dir + "/stall.svg"])
         #expect(result.status == 0)
         #expect(result.stdout.contains("(b) import child -> main -> writer -> disk"))
         #expect(result.stdout.contains("(0) the probe alone, nothing imported"))
@@ -106,6 +106,21 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #if os(Linux)  // the only platform with another thread's CPU clock
         #expect(try #require(mainCPU["naive"]) > #require(mainCPU["private-context"]))
         #endif
+        // Row (d): view-context saves while the writer saves an import, once per round.
+        #expect(result.stdout.contains("(d) one-object edit, view context -> writer"))
+        let viewSaveRuns = try #require(report["viewSaveRuns"] as? [Any])
+        #expect(viewSaveRuns.count == 2)
+        for run in viewSaveRuns {
+            let run = try object(run, "viewSaveRun")
+            #expect(try number(run["importObjects"], "importObjects") == 20000)
+            #expect(try number(run["saves"], "saves") >= 1, "no view-context save ran during the writer's save")
+            for key in ["writerSeconds", "longestSaveMs", "medianSaveMs", "p99SaveMs"] { #expect(try number(run[key], key) > 0) }
+            #expect(try number(run["medianSaveMs"], "medianSaveMs") <= number(run["longestSaveMs"], "longestSaveMs"))
+            _ = try object(run["stall"], "stall")
+        }
+        let viewSaves = try object(report["viewSaves"], "viewSaves")
+        #expect(try number(viewSaves["rounds"], "rounds") == 2)
+        #expect(try number(viewSaves["longestSaveMs"], "longestSaveMs") <= number(viewSaves["worstSaveMs"], "worstSaveMs"))
         #expect((report["floor"] as? [Any])?.count == 2)
         let floor = try object(report["floorSummary"], "floorSummary")
         #expect(try number(floor["max"], "max") >= 0)

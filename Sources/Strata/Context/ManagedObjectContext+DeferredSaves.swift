@@ -302,18 +302,7 @@ extension ManagedObjectContext {
         let offset = changes.updated.count
         for (i, id) in changes.deleted.enumerated() {
             guard let object = objectForTakingIn(id, below: entry.below[offset + i], base: changes.deletedBase[i]) else { continue }
-            noteChange(object)
-            if object.flags.contains(.inserted) {
-                registry[id] = nil
-                inserted[id] = nil
-                discardedInserts.insert(id)
-                object.flags.insert(.deleted)
-                object.context = nil
-            } else {
-                object.flags.insert(.deleted)
-                updated[id] = nil
-                deleted[id] = object
-            }
+            takeChildDelete(of: object)
         }
     }
 

@@ -73,11 +73,7 @@ extension ManagedObjectContext {
     /// (Rule 10). The window closes before anything a user's code sees
     /// (notifications) runs.
     private func openToDeferredSavesWhileStoring<T>(_ body: () throws(StrataError) -> T) throws(StrataError) -> T {
-        guard parent == nil else {
-            let result = try body()
-            publishPendingChanges()
-            return result
-        }
+        guard parent == nil else { return try body() }
         return try openToDeferredSaves(body)
     }
 
@@ -384,20 +380,7 @@ extension ManagedObjectContext {
             switch deletes[i] {
             case .delete:
                 guard let object = registry[id] else { continue }
-                noteChange(object)
-                if object.flags.contains(.inserted) {
-                    registry[id] = nil
-                    inserted[id] = nil
-                    // Its row may be in the store already (a guest of a save
-                    // in flight): never to be loaded from there again.
-                    discardedInserts.insert(id)
-                    object.flags.insert(.deleted)
-                    object.context = nil
-                } else {
-                    object.flags.insert(.deleted)
-                    updated[id] = nil
-                    deleted[id] = object
-                }
+                takeChildDelete(of: object)
             case .alreadyGone:
                 break
             case .keep(let current):
@@ -406,6 +389,27 @@ extension ManagedObjectContext {
         }
         notifyMergingChildren(of: changes, outcome: outcome, excluding: child)
         return outcome
+    }
+
+    /// Takes a child's delete of `object` (registered here) as this
+    /// context's own: a pending insert here is discarded, anything else
+    /// is deleted.
+    func takeChildDelete(of object: ManagedObject) {
+        let id = object.objectID
+        noteChange(object)
+        if object.flags.contains(.inserted) {
+            registry[id] = nil
+            inserted[id] = nil
+            // Its row may be in the store already (a guest of a save in
+            // flight): never to be loaded from there again.
+            discardedInserts.insert(id)
+            object.flags.insert(.deleted)
+            object.context = nil
+        } else {
+            object.flags.insert(.deleted)
+            updated[id] = nil
+            deleted[id] = object
+        }
     }
 
     /// Takes a child's inserted objects as this context's own inserts, the
