@@ -312,6 +312,45 @@ import Testing
         #expect(recipes["Soup"] == [StoredRecipe(servings: 2, notes: "pepper")])
     }
 
+    /// A key held twice in a child's source — its parent's pending insert,
+    /// and a stored object another context saved meanwhile — is merged into
+    /// the nearest holder; the parent's own save then merges that one into
+    /// the stored object. (It used to throw: `racingCreatorsLeaveOneObjectPerKey`
+    /// met it once under load.)
+    ///
+    ///     writer (coordinator)      other (coordinator)      child of writer
+    ///     insert Soup #1 (pending)
+    ///                               insert Soup #2; save → stored
+    ///                                                        insert Soup #3; save:
+    ///                                                          holders #1 (writer) and #2 (store)
+    ///                                                          → merged into #1
+    ///     save → #1 merged into #2 (object trump)
+    @Test func aKeyHeldTwiceInTheSourceIsMergedIntoTheNearestHolder() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: Self.model())
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        writer.mergePolicy = .mergeByPropertyObjectTrump
+        writer.performAndWait { _ = Self.insertRecipe("Soup", servings: 1, in: writer) }
+        try other.performAndWait { () throws in
+            _ = Self.insertRecipe("Soup", servings: 2, in: other)
+            try other.save()
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: writer)
+        let newID = try child.performAndWait { () throws -> ObjectID in
+            child.mergePolicy = .mergeByPropertyObjectTrump
+            let soup = Self.insertRecipe("Soup", servings: 3, notes: "child", in: child)
+            try child.save()
+            return soup.objectID
+        }
+        try writer.performAndWait { () throws in try writer.save() }
+        let recipes = try Self.storedRecipes(coordinator)
+        #expect(recipes.mapValues(\.count) == ["Soup": 1])
+        #expect(recipes["Soup"]?.first?.notes == "child", "the child's values were lost on the way")
+        let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let resolved = reader.performAndWait { (reader.object(with: newID) as? Recipe)?.name }
+        #expect(resolved == "Soup", "the child's new object does not resolve to the stored one")
+    }
+
     /// Contexts racing to create the same objects: under the error policy
     /// exactly one save of each key wins; under object trump every save
     /// succeeds. Either way the store holds each key once, and its index

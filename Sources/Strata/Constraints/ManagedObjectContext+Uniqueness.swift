@@ -45,7 +45,15 @@ extension ManagedObjectContext {
     /// one object holding its values (the upsert of ``MergePolicy/upsertObjectWins``),
     /// then forgets it: its ID resolves to that object's from now on, in
     /// every context of the coordinator. Rethrows `error` when a conflict
-    /// cannot be merged — an updated object's, or one with several holders.
+    /// cannot be merged: an updated object's.
+    ///
+    /// A key can have several holders in this context's source: a level
+    /// above the store holds a new object with it that the store's own
+    /// holder will conflict with when that level saves (another context
+    /// saved it first). The new object is merged into the nearest holder
+    /// (the first: the levels above the store are listed first); the level's
+    /// own save then merges that one into the stored object, and the aliases
+    /// follow each other.
     ///
     /// Attributes: under an object-trump policy the new object's values
     /// win, except those it left as a new object has them; under a
@@ -56,8 +64,7 @@ extension ManagedObjectContext {
         var merged: [ObjectID: ObjectID] = [:]
         for conflict in error.constraintConflicts {
             guard merged[conflict.objectID] == nil else { continue }
-            guard let object = inserted[conflict.objectID], conflict.conflictingObjectIDs.count == 1 else { throw error }
-            var target = conflict.conflictingObjectIDs[0]
+            guard let object = inserted[conflict.objectID], var target = conflict.conflictingObjectIDs.first else { throw error }
             while let next = merged[target] { target = next }
             guard target != object.objectID else { continue }
             let existing: ManagedObject
