@@ -144,7 +144,6 @@ final class DeferredChildSaves: @unchecked Sendable {
         }
     }
 
-    var count: Int { lock.withLock { entries.count } }
     /// The recorded saves, oldest first (a copy).
     var all: [Entry] { lock.withLock { entries } }
     /// Drops the `count` oldest saves (taken in and published by then).

@@ -97,13 +97,7 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
     let mainThreadCPUms = (MainThreadDriver.mainThreadCPUMilliseconds() ?? 0) - cpuBefore
     let stall = probe.stopProbing()
     // Everything imported must be in the store.
-    let check = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "check")
-    let stored = try check.performAndWait {
-        try check.count(for: FetchRequest<BenchRecipe>()) + check.count(for: FetchRequest<BenchIngredient>())
-    }
-    guard stored == objects else {
-        throw ImportCheckFailure(description: "\(layout.rawValue): \(stored) of \(objects) objects reached the store")
-    }
+    try checkStored(objects, in: coordinator, by: layout.rawValue)
     let after = coordinator.storeStatistics
     return ImportRun(
         layout: layout.rawValue, round: 0, objects: objects, saveEvery: saveEvery, seconds: seconds,
@@ -114,6 +108,18 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
 
 struct ImportCheckFailure: Error, CustomStringConvertible {
     let description: String
+}
+
+/// Throws unless the store holds exactly `objects` recipes and ingredients
+/// (`what` names the import in the error).
+func checkStored(_ objects: Int, in coordinator: PersistentStoreCoordinator, by what: String) throws {
+    let check = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "check")
+    let stored = try check.performAndWait {
+        try check.count(for: FetchRequest<BenchRecipe>()) + check.count(for: FetchRequest<BenchIngredient>())
+    }
+    guard stored == objects else {
+        throw ImportCheckFailure(description: "\(what): \(stored) of \(objects) objects reached the store")
+    }
 }
 
 /// The first error of asynchronous writer saves.

@@ -70,13 +70,7 @@ struct ViewSavesDuringImport {
         // The edits saved after the writer's save, and the import, reach the store.
         try view.performAndWait { try view.save() }
         try writer.performAndWait { try writer.save() }
-        let check = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "check")
-        let stored = try check.performAndWait {
-            try check.count(for: FetchRequest<BenchRecipe>()) + check.count(for: FetchRequest<BenchIngredient>())
-        }
-        guard stored == importObjects + targets else {
-            throw ImportCheckFailure(description: "view saves: \(stored) of \(importObjects + targets) objects reached the store")
-        }
+        try checkStored(importObjects + targets, in: coordinator, by: "view saves")
         return saves.figures(importObjects: importObjects, writerSeconds: seconds, stall: stall)
     }
 }
