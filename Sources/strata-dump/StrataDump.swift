@@ -66,6 +66,12 @@ struct Info: ParsableCommand {
             if let objects = info.objects {
                 print("model hash  \(objects.modelHash)")
                 print("identity    \(objects.storeIdentifier ?? "none")")
+                if objects.schemaGenerations.count > 1 {
+                    print("schemas     \(objects.schemaGenerations.count) generations, \(plural(objects.recordsAwaitingUpgrade, "record")) awaiting upgrade")
+                    for generation in objects.schemaGenerations {
+                        print("  \(generation.generation)  \(generation.modelHash)  \(generation.entities.joined(separator: ", "))")
+                    }
+                }
                 print("objects     \(objects.entities.reduce(0) { $0 + $1.objects })")
                 let width = objects.entities.map(\.entity.count).max() ?? 0
                 for entity in objects.entities {

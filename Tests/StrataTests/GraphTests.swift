@@ -74,11 +74,11 @@ fileprivate func makePetModel() -> ManagedObjectModel {
 }
 
 /// The fixture model with one more attribute on Recipe (for model mismatch).
-fileprivate func makeModelWithExtraAttribute() -> ManagedObjectModel {
+fileprivate func makeModelWithRetypedAttribute() -> ManagedObjectModel {
     let base = makeModel()
     let entities = base.entities.map { entity in
         var properties = entity.properties
-        if entity.name == "Recipe" { properties.append(.attribute("calories", .integer64, optional: true)) }
+        if entity.name == "Recipe" { properties[properties.firstIndex { $0.name == "servings" }!] = .attribute("servings", .string, optional: true) }
         return EntityDescription(name: entity.name, managedObjectClass: entity.managedObjectClass, properties: properties)
     }
     return try! ManagedObjectModel(entities: entities)
@@ -858,8 +858,9 @@ fileprivate func gtSaveError(_ context: ManagedObjectContext) -> StrataError? {
 
     // MARK: The coordinator's store checks
 
-    /// Reopening a store with a model that has an extra attribute fails with
-    /// modelMismatch; the original model still opens it.
+    /// Reopening a store with a model whose change cannot be inferred (an
+    /// attribute's type) fails with modelMismatch listing it; the original
+    /// model still opens it.
     @Test func modelMismatchOnReopen() throws {
         let directory = TemporaryDirectory()
         do {
@@ -870,12 +871,15 @@ fileprivate func gtSaveError(_ context: ManagedObjectContext) -> StrataError? {
             }
             try coordinator.close()
         }
-        let other = PersistentStoreCoordinator(model: makeModelWithExtraAttribute())
+        let other = PersistentStoreCoordinator(model: makeModelWithRetypedAttribute())
         let error = #expect(throws: StrataError.self) {
             try other.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
         }
         #expect(error?.code == .modelMismatch)
         #expect(error?.message.contains(other.model.versionHash) == true)
+        #expect(error?.modelDifferences.filter { !$0.isInferable }.map(\.description) == [
+            "Recipe.servings: type changed from integer64 to string — not inferable: an attribute's type cannot be inferred; add a new attribute and copy the values in a custom stage",
+        ])
         // The failed open left no store attached: its contexts cannot save.
         let stray = ManagedObjectContext(.privateQueue, coordinator: other)
         stray.performAndWait {

@@ -57,7 +57,14 @@ import Testing
 
         let directory = TemporaryDirectory()
         try makeCoordinator(directory, model: model).close()
-        #expect(throws: StrataError.self) { try makeCoordinator(directory, model: plain) }
+        // Dropping the constraints is a migration: refused read-only.
+        let readOnly = PersistentStoreCoordinator(model: plain)
+        var options = testStoreOptions()
+        options.readOnly = true
+        let refused = #expect(throws: StrataError.self) {
+            try readOnly.addPersistentStore(.log, directory: directory.path + "/store", options: options)
+        }
+        #expect(refused?.code == .modelMismatch)
         let reopened = try makeCoordinator(directory, model: Self.model())
         defer { try? reopened.close() }
         // The schema the store records reads back with its constraints.

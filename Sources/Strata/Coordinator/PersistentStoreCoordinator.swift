@@ -38,6 +38,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var persistedKeys: [UInt64]      // guarded by `lock`
     private var rootContexts: [WeakContext] = []  // guarded by `lock`
     private var _storeIdentifier: UUID?      // guarded by `lock`
+    /// The store's schema generations (see ``StoredSchemas``).
+    var schemas: StoredSchemas?              // guarded by `lock`
 
     private let cacheLock = Lock()
     private var rowCache: RowCache           // guarded by `cacheLock`
@@ -78,9 +80,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Opens (or creates) the coordinator's one store.
     ///
-    /// A new store records the model; an existing one must have been written
-    /// with a model of the same ``ManagedObjectModel/versionHash``, or this
-    /// throws ``StrataError/Code/modelMismatch`` naming both. A missing,
+    /// A new store records the model. An existing one written with another
+    /// model is migrated to this one when the change can be inferred (see
+    /// <doc:ModelEvolution>): nothing is rewritten but the indexes the change
+    /// adds; older records are upgraded as they are read. Otherwise this
+    /// throws ``StrataError/Code/modelMismatch`` listing the changes in
+    /// ``StrataError/modelDifferences``. A missing,
     /// foreign, locked or corrupt directory gives ``StrataError/Code/storage``
     /// with the engine's `StoreError` as the cause.
     public func addPersistentStore(_ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions()) throws(StrataError) {
@@ -97,9 +102,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 newStore = try LogRecordStore(directory: directory, options: options)
             }
             do throws(StrataError) {
-                let (keys, identifier) = try prepare(newStore, readOnly: options.readOnly && type == .log)
+                let prepared = try prepare(newStore, readOnly: options.readOnly && type == .log)
+                let (keys, identifier) = (prepared.keys, prepared.identifier)
                 lock.withLock {
-                    store = newStore
+                    store = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
+                    schemas = prepared.schemas
                     for (i, next) in keys.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
                     persistedKeys = keys
                     _storeIdentifier = identifier
@@ -109,43 +116,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 throw error
             }
         }
-    }
-
-    /// Checks (or writes) the model, reads the key counters and the store's identity.
-    private func prepare(_ store: any RecordStore, readOnly: Bool) throws(StrataError) -> ([UInt64], UUID) {
-        if let record = try store.get(RecordCoding.modelKey) {
-            guard let hash = RecordCoding.hash(inModelRecord: record) else {
-                throw StrataError(.corruptRecord, "the store's model record is damaged")
-            }
-            guard hash == model.versionHash else {
-                throw StrataError(.modelMismatch, "the store was written with model \(hash); this model is \(model.versionHash)")
-            }
-            var keys = Array(repeating: UInt64(1), count: model.entities.count)
-            if let bytes = try store.get(RecordCoding.keysKey) {
-                guard let stored = RecordCoding.decodeKeys(bytes), stored.count == keys.count else {
-                    throw StrataError(.corruptRecord, "the store's key counters are damaged")
-                }
-                keys = stored
-            }
-            let identity = try store.get(RecordCoding.storeKey)
-            let uuid = identity.flatMap { $0.count == 16 ? UUID(uuid: $0.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }) : nil }
-            return (keys, uuid ?? UUID())
-        }
-        var foreign = false
-        try store.forEach(prefix: []) { _, _ throws(StrataError) in foreign = true }
-        guard !foreign else {
-            throw StrataError(.modelMismatch, "the store holds records but no Strata model: it is not an object store")
-        }
-        let identifier = UUID()
-        let keys = Array(repeating: UInt64(1), count: model.entities.count)
-        if !readOnly {
-            var batch = WriteBatch()
-            batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(model))
-            batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys))
-            batch.put(RecordCoding.storeKey, withUnsafeBytes(of: identifier.uuid) { Array($0) })
-            try store.write(batch)
-        }
-        return (keys, identifier)
     }
 
     /// Closes the store; later saves and loads throw ``StrataError/Code/noPersistentStore``.
@@ -335,6 +305,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
             }
 
+            let generation = lock.withLock { schemas?.current ?? 0 }
             var batch = WriteBatch()
             var record: [UInt8] = []
             var key: [UInt8] = []
@@ -353,7 +324,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // must replace what the cache holds.
             for (i, id) in changes.inserted.enumerated() {
                 record.removeAll(keepingCapacity: true)
-                RecordCoding.encode(changes.insertedValues[i], version: 1, into: &record)
+                RecordCoding.encode(changes.insertedValues[i], version: 1, generation: generation, into: &record)
                 RecordCoding.writeKey(id, into: &key)
                 batch.put(key, record)
                 if !id.entity.indexes.isEmpty { IndexMaintenance.insert(changes.insertedValues[i], of: id, into: &batch) }
@@ -364,7 +335,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 case .write(let values, let current):
                     let version = current + 1
                     record.removeAll(keepingCapacity: true)
-                    RecordCoding.encode(values, version: version, into: &record)
+                    RecordCoding.encode(values, version: version, generation: generation, into: &record)
                     RecordCoding.writeKey(id, into: &key)
                     batch.put(key, record)
                     if !id.entity.indexes.isEmpty {

@@ -18,7 +18,7 @@ extension RecordCoding {
         @inline(__always)
         mutating func locate(in raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Bool {
             var reader = ByteReader(raw)
-            guard reader.readInteger(UInt8.self) == 1, reader.readVarint() != nil,
+            guard RecordCoding.readGeneration(&reader) != nil, reader.readVarint() != nil,
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count, offsets.count <= count
             else { return false }
             for i in offsets.indices {

@@ -7,10 +7,16 @@ import Foundation
 /// primary key (8 bytes, big-endian): all objects of an entity are one prefix
 /// scan, in primary-key order. Metadata keys are `m` and a name.
 ///
-/// A record is a format byte (1), the object's store version (varint), the
-/// property count (varint) and each property in the entity's order: a tag
-/// byte and its payload. Relationships store the targets' entity position
-/// and primary key.
+/// A record is a format byte (1; or 2 and the schema generation it was
+/// written under, see ``StoredSchemas``), the object's store version
+/// (varint), the property count (varint) and each property in the entity's
+/// order: a tag byte and its payload. Relationships store the targets'
+/// entity position and primary key.
+///
+/// A migrated store's keys name entities by their *stored* number, which
+/// ``StoredSchemas`` translates to and from the model's positions; readers
+/// above the store only ever see records of the current generation (older
+/// ones are upgraded as they are read).
 package enum RecordCoding {
     static let objectTag: UInt8 = 0x6F  // "o"
     static let metaTag: UInt8 = 0x6D    // "m"
@@ -60,48 +66,79 @@ package enum RecordCoding {
         return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 3, as: UInt64.self))
     }
 
-    package static func encode(_ values: [PropertyValue], version: UInt64, into out: inout [UInt8]) {
-        out.append(1)
+    /// Appends the record of an object holding `values` at store version
+    /// `version`, written under schema generation `generation` of its store
+    /// (0: the store's first schema, whose records carry no generation).
+    package static func encode(_ values: [PropertyValue], version: UInt64, generation: UInt64 = 0, into out: inout [UInt8]) {
+        appendHeader(version: version, generation: generation, count: values.count, into: &out)
+        for value in values { appendValue(value, into: &out) }
+    }
+
+    /// A record's header: format 1 (generation 0) is a format byte, the
+    /// version and the property count; format 2 puts the schema generation
+    /// the record was written under after the format byte.
+    @inline(__always)
+    static func appendHeader(version: UInt64, generation: UInt64, count: Int, into out: inout [UInt8]) {
+        if generation == 0 {
+            out.append(1)
+        } else {
+            out.append(2)
+            out.appendVarint(generation)
+        }
         out.appendVarint(version)
-        out.appendVarint(UInt64(values.count))
-        for value in values {
-            switch value {
-            case .null: out.append(Tag.null.rawValue)
-            case .string(let s):
-                out.append(Tag.string.rawValue)
-                var s = s
-                s.withUTF8 { utf8 in
-                    out.appendVarint(UInt64(utf8.count))
-                    out.append(contentsOf: utf8)
-                }
-            case .integer(let i):
-                out.append(Tag.integer.rawValue)
-                out.appendVarint(UInt64(bitPattern: (i << 1) ^ (i >> 63)))  // zigzag
-            case .double(let d):
-                out.append(Tag.double.rawValue)
-                out.appendInteger(d.bitPattern)
-            case .bool(let b): out.append(b ? Tag.boolTrue.rawValue : Tag.boolFalse.rawValue)
-            case .date(let d):
-                out.append(Tag.date.rawValue)
-                out.appendInteger(d.timeIntervalSinceReferenceDate.bitPattern)
-            case .data(let d):
-                out.append(Tag.data.rawValue)
-                out.appendVarint(UInt64(d.count))
-                out.append(contentsOf: d)
-            case .uuid(let u):
-                out.append(Tag.uuid.rawValue)
-                withUnsafeBytes(of: u.uuid) { out.append(contentsOf: $0) }
-            case .object(let id):
-                out.append(Tag.object.rawValue)
+        out.appendVarint(UInt64(count))
+    }
+
+    /// Reads a record header's format byte and generation; nil for a format
+    /// this build does not know.
+    @inline(__always)
+    static func readGeneration(_ reader: inout ByteReader) -> UInt64? {
+        switch reader.readInteger(UInt8.self) {
+        case 1?: return 0
+        case 2?: return reader.readVarint()
+        default: return nil
+        }
+    }
+
+    /// Appends one property value: a tag byte and its payload.
+    @inline(__always)
+    static func appendValue(_ value: PropertyValue, into out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(Tag.null.rawValue)
+        case .string(let s):
+            out.append(Tag.string.rawValue)
+            var s = s
+            s.withUTF8 { utf8 in
+                out.appendVarint(UInt64(utf8.count))
+                out.append(contentsOf: utf8)
+            }
+        case .integer(let i):
+            out.append(Tag.integer.rawValue)
+            out.appendVarint(UInt64(bitPattern: (i << 1) ^ (i >> 63)))  // zigzag
+        case .double(let d):
+            out.append(Tag.double.rawValue)
+            out.appendInteger(d.bitPattern)
+        case .bool(let b): out.append(b ? Tag.boolTrue.rawValue : Tag.boolFalse.rawValue)
+        case .date(let d):
+            out.append(Tag.date.rawValue)
+            out.appendInteger(d.timeIntervalSinceReferenceDate.bitPattern)
+        case .data(let d):
+            out.append(Tag.data.rawValue)
+            out.appendVarint(UInt64(d.count))
+            out.append(contentsOf: d)
+        case .uuid(let u):
+            out.append(Tag.uuid.rawValue)
+            withUnsafeBytes(of: u.uuid) { out.append(contentsOf: $0) }
+        case .object(let id):
+            out.append(Tag.object.rawValue)
+            out.appendVarint(UInt64(id.entity.index))
+            out.appendVarint(id.primaryKey)
+        case .objects(let ids):
+            out.append(Tag.objects.rawValue)
+            out.appendVarint(UInt64(ids.count))
+            for id in ids {
                 out.appendVarint(UInt64(id.entity.index))
                 out.appendVarint(id.primaryKey)
-            case .objects(let ids):
-                out.append(Tag.objects.rawValue)
-                out.appendVarint(UInt64(ids.count))
-                for id in ids {
-                    out.appendVarint(UInt64(id.entity.index))
-                    out.appendVarint(id.primaryKey)
-                }
             }
         }
     }
@@ -115,7 +152,7 @@ package enum RecordCoding {
     /// ``decode(_:entity:model:)`` of bytes lent by a scan.
     package static func decode(_ raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Snapshot? {
         var reader = ByteReader(raw)
-        guard reader.readInteger(UInt8.self) == 1, let version = reader.readVarint(),
+        guard readGeneration(&reader) != nil, let version = reader.readVarint(),
               let count = reader.readLength(limit: 1 << 16), count == entity.properties.count
         else { return nil }
         let destinations = entity.destinations

@@ -17,13 +17,14 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         enum Value: String, Sendable {
             case invalidModel, modelMismatch, noPersistentStore, storeAlreadyAdded
             case storage, corruptRecord, objectNotFound, validationFailed, mergeConflict, constraintConflict
-            case invalidArgument, contextMisuse
+            case invalidArgument, contextMisuse, unsupportedFormat
         }
         let value: Value
         /// The model given to ``ManagedObjectModel/init(entities:)`` is inconsistent.
         public static let invalidModel = Code(value: .invalidModel)
-        /// The store was written with a different model (see ``StrataError/message``
-        /// for both hashes).
+        /// The store was written with a model this one cannot be migrated from
+        /// by inference (``StrataError/modelDifferences`` lists what changed),
+        /// by a newer version of the app, or it holds no Strata model.
         public static let modelMismatch = Code(value: .modelMismatch)
         /// The coordinator has no store, or a context has neither a parent nor a coordinator.
         public static let noPersistentStore = Code(value: .noPersistentStore)
@@ -49,6 +50,9 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(value: .invalidArgument)
         /// A context was used in a way its type does not allow.
         public static let contextMisuse = Code(value: .contextMisuse)
+        /// The store was written by a newer Strata, in a format this build
+        /// does not read (its model schema or its records).
+        public static let unsupportedFormat = Code(value: .unsupportedFormat)
         public var description: String { value.rawValue }
     }
 
@@ -60,6 +64,9 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
     public var conflicts: [MergeConflict] = []
     /// For ``Code/constraintConflict``: every object whose constrained values another holds.
     public var constraintConflicts: [ConstraintConflict] = []
+    /// For ``Code/modelMismatch``: what changed between the store's model
+    /// and this one, the changes that are not inferable marked so.
+    public var modelDifferences: [ModelDifference] = []
     /// The error underneath this one (a `StoreError` for ``Code/storage``).
     public var cause: (any Error & Sendable)?
     /// Where in Strata's source the error was raised.
@@ -87,6 +94,7 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         for failure in validationFailures { text += "\n  - \(failure)" }
         for conflict in conflicts { text += "\n  - \(conflict)" }
         for conflict in constraintConflicts { text += "\n  - \(conflict)" }
+        for difference in modelDifferences { text += "\n  - \(difference)" }
         if let cause { text += " [cause: \(cause)]" }
         return text
     }

@@ -156,6 +156,18 @@ public struct ObjectStoreSummary: Codable, Sendable, Hashable {
     public var storeIdentifier: String?
     /// Every entity of the stored model, in model order, with its object count.
     public var entities: [EntityCount]
+    /// The models the store's records were written under, oldest first
+    /// (one for a store never migrated).
+    public var schemaGenerations: [SchemaGenerationSummary] = []
+    /// How many records an older generation wrote: read upgraded until rewritten.
+    public var recordsAwaitingUpgrade = 0
+}
+
+/// One model a store's records were written under.
+public struct SchemaGenerationSummary: Codable, Sendable, Hashable {
+    public var generation: Int
+    public var modelHash: String
+    public var entities: [String]
 }
 
 /// A record that fails the object layer's checks.

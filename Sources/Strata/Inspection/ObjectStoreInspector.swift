@@ -30,6 +30,9 @@ public final class ObjectStoreInspector: Sendable {
     public let storeIdentifier: UUID?
     /// Per entity (model order): the next primary key, from the store's key counters.
     let nextKeys: [UInt64]?
+    /// The schema generations the records were written under; keys and
+    /// records are read through them, as the coordinator reads them.
+    let schemas: StoredSchemas
 
     /// Inspects the store in `directory`.
     public convenience init(directory: String) throws(StrataError) {
@@ -55,6 +58,14 @@ public final class ObjectStoreInspector: Sendable {
             throw StrataError(.corruptRecord, "the stored schema hashes to \(model.versionHash) but the model record says \(hash)")
         }
         self.model = model
+        if let history = try value(StoredSchemas.historyKey) {
+            guard let generations = StoredSchemas.decodeHistory(history), generations.last?.schema == Array(record.dropFirst(16)) else {
+                throw StrataError(.corruptRecord, "the store's schema history is damaged, or does not end with its model")
+            }
+            schemas = try StoredSchemas(generations: generations, model: model)
+        } else {
+            schemas = StoredSchemas(freshFor: model)
+        }
         let identity = try value(RecordCoding.storeKey)
         storeIdentifier = identity.flatMap { $0.count == 16 ? UUID(uuid: $0.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }) : nil }
         nextKeys = try value(RecordCoding.keysKey).flatMap(RecordCoding.decodeKeys)
@@ -63,11 +74,16 @@ public final class ObjectStoreInspector: Sendable {
     /// Entity counts, the model's hash and the store's identity.
     public func summary() -> ObjectStoreSummary {
         var counts = Array(repeating: 0, count: model.entities.count)
-        contents.forEachKey(prefix: [RecordCoding.objectTag]) { key in
+        var awaitingUpgrade = 0
+        try? contents.forEach(prefix: [RecordCoding.objectTag]) { storedKey, value in
+            let key = modelKey(storedKey)
             if let id = RecordCoding.objectID(fromKey: key, model: model) { counts[Int(id.entity.index)] += 1 }
+            if needsUpgrade(value, storedKey: storedKey) { awaitingUpgrade += 1 }
+            return true
         }
         var entries = model.entities.map { Array(repeating: 0, count: $0.indexes.count) }
-        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { key in
+        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { storedKey in
+            let key = modelKey(storedKey)
             guard key.count > 4 else { return }
             let entity = Int(UInt16(key[1]) << 8 | UInt16(key[2])), index = Int(key[3])
             if entity < entries.count, index < entries[entity].count { entries[entity][index] += 1 }
@@ -77,7 +93,14 @@ public final class ObjectStoreInspector: Sendable {
                         nextPrimaryKey: nextKeys.flatMap { i < $0.count ? $0[i] : nil },
                         indexes: entity.indexes.enumerated().map { IndexCount(attributes: $1.attributeNames, entries: entries[i][$0]) })
         }
-        return ObjectStoreSummary(modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities)
+        let generations = schemas.generations.enumerated().map { g, generation in
+            SchemaGenerationSummary(
+                generation: g, modelHash: (try? ModelSchema.decodeCached(generation.schema).versionHash) ?? "?",
+                entities: (try? ModelSchema.decodeCached(generation.schema).entities.map(\.name)) ?? [])
+        }
+        return ObjectStoreSummary(
+            modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities,
+            schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade)
     }
 
     /// The ID `text` names: `Recipe/p42`, `Recipe/42` or the URI form
@@ -111,9 +134,10 @@ public final class ObjectStoreInspector: Sendable {
             throw StrataError(.invalidArgument, "\(id) belongs to another model than the store's")
         }
         let bytes: [UInt8]?
-        do throws(StoreError) { bytes = try contents.value(forKey: RecordCoding.key(id)) } catch { throw StrataError.storage(error) }
+        let key = storedKey(RecordCoding.key(id))
+        do throws(StoreError) { bytes = try contents.value(forKey: key) } catch { throw StrataError.storage(error) }
         guard let bytes else { return nil }
-        return try inspect(id, bytes)
+        return try inspect(id, try current(bytes, storedKey: key))
     }
 
     /// The objects of the entity named `entity`, in primary-key order, at most `limit`.
@@ -124,13 +148,14 @@ public final class ObjectStoreInspector: Sendable {
         var result: [InspectedObject] = []
         var failure: StrataError?
         do throws(StoreError) {
-            try contents.forEach(prefix: RecordCoding.prefix(of: entity)) { key, value in
+            try contents.forEach(prefix: storedKey(RecordCoding.prefix(of: entity))) { stored, value in
                 guard result.count < limit else { return false }
+                let key = modelKey(stored)
                 guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity else {
                     failure = StrataError(.corruptRecord, "the key \(describeKey(key)) is not a well-formed object key")
                     return false
                 }
-                do throws(StrataError) { result.append(try inspect(id, value)) } catch {
+                do throws(StrataError) { result.append(try inspect(id, try current(value, storedKey: stored))) } catch {
                     failure = error
                     return false
                 }
@@ -149,9 +174,9 @@ public final class ObjectStoreInspector: Sendable {
     /// the metadata records are well formed; no key is foreign to the object layer.
     public func verifyRecords() throws(StrataError) -> (records: Int, problems: [RecordProblem]) {
         var objectKeys = Set<[UInt8]>()
-        contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert($0) }
+        contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert(modelKey($0)) }
         var indexKeys = Set<[UInt8]>()
-        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { indexKeys.insert($0) }
+        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { indexKeys.insert(modelKey($0)) }
         // The entries the stored objects make, as they are met.
         var madeEntries = Set<[UInt8]>()
         // Per unique index's values: the first object met holding them.
@@ -159,8 +184,9 @@ public final class ObjectStoreInspector: Sendable {
         var problems: [RecordProblem] = []
         var records = 0
         do throws(StoreError) {
-            try contents.forEach(prefix: []) { key, value in
+            try contents.forEach(prefix: []) { stored, storedValue in
                 records += 1
+                let key = modelKey(stored)
                 let name = describeKey(key)
                 func problem(_ message: String) { problems.append(RecordProblem(key: name, message: message)) }
                 switch key.first {
@@ -169,7 +195,8 @@ public final class ObjectStoreInspector: Sendable {
                         problem("an object key that names no entity of the model")
                         return true
                     }
-                    guard let snapshot = RecordCoding.decode(value, entity: id.entity, model: model) else {
+                    guard let value = try? current(storedValue, storedKey: stored),
+                          let snapshot = RecordCoding.decode(value, entity: id.entity, model: model) else {
                         problem("does not decode under the stored model")
                         return true
                     }
@@ -190,6 +217,7 @@ public final class ObjectStoreInspector: Sendable {
                     // Matched against the objects' entries after the pass.
                     if indexEntryTarget(key) == nil { problem("an index entry that names no index of the model") }
                 case RecordCoding.metaTag?:
+                    let value = storedValue
                     if key == RecordCoding.keysKey, RecordCoding.decodeKeys(value)?.count != model.entities.count {
                         problem("the key counters do not decode, or do not match the model's \(model.entities.count) entities")
                     } else if key == RecordCoding.storeKey, value.count != 16 {
@@ -226,6 +254,36 @@ public final class ObjectStoreInspector: Sendable {
     }
 
     // MARK: Helpers
+
+    /// A key as the model names it, from the store's (see ``StoredSchemas``).
+    private func modelKey(_ stored: [UInt8]) -> [UInt8] {
+        var key = stored
+        schemas.translate(&key, toStored: false)
+        return key
+    }
+
+    private func storedKey(_ key: [UInt8]) -> [UInt8] {
+        var key = key
+        schemas.translate(&key, toStored: true)
+        return key
+    }
+
+    /// Whether `value`, stored at `storedKey`, was written under an older schema generation.
+    private func needsUpgrade(_ value: [UInt8], storedKey: [UInt8]) -> Bool {
+        value.withUnsafeBytes { raw in storedKey.withUnsafeBytes { schemas.upgrade(forRecord: raw, storedKey: $0) != nil } }
+    }
+
+    /// `value` as the current model reads it: upgraded when an older
+    /// schema generation wrote it.
+    private func current(_ value: [UInt8], storedKey: [UInt8]) throws(StrataError) -> [UInt8] {
+        let upgrade = value.withUnsafeBytes { raw in storedKey.withUnsafeBytes { schemas.upgrade(forRecord: raw, storedKey: $0) } }
+        guard let upgrade else { return value }
+        var out: [UInt8] = [], offsets: [Int] = []
+        guard value.withUnsafeBytes({ upgrade.upgrade($0, into: &out, offsets: &offsets) }) else {
+            throw StrataError(.corruptRecord, "a record of \(upgrade.oldEntity.name) does not decode under the schema it was written with")
+        }
+        return out
+    }
 
     /// The object and index an index entry belongs to; nil when it names
     /// no index of the model.

@@ -24,14 +24,24 @@ public struct AttributeDescription: Sendable, Hashable {
     /// An optional attribute may hold no value when saved; a required one
     /// fails validation (``ValidationFailure/Reason/missingValue``).
     public var isOptional: Bool
-    /// What a new object holds until it is set (`.null` when there is none).
+    /// What a new object holds until it is set (`.null` when there is none),
+    /// and what a migration gives the objects already stored when the
+    /// attribute is added or becomes required.
     public var defaultValue: PropertyValue
+    /// The name this attribute had in an earlier model version: a migration
+    /// carries the stored values over from the attribute of that name (see
+    /// ``EntityDescription/renamingIdentifier``).
+    public var renamingIdentifier: String?
 
-    public init(name: String, type: AttributeType, isOptional: Bool = false, defaultValue: PropertyValue = .null) {
+    public init(
+        name: String, type: AttributeType, isOptional: Bool = false, defaultValue: PropertyValue = .null,
+        renamingIdentifier: String? = nil
+    ) {
         self.name = name
         self.type = type
         self.isOptional = isOptional
         self.defaultValue = defaultValue
+        self.renamingIdentifier = renamingIdentifier
     }
 }
 
@@ -60,10 +70,13 @@ public struct RelationshipDescription: Sendable, Hashable {
     /// A required to-one relationship must hold an object when saved.
     public var isOptional: Bool
     public var deleteRule: DeleteRule
+    /// The name this relationship had in an earlier model version (see
+    /// ``EntityDescription/renamingIdentifier``).
+    public var renamingIdentifier: String?
 
     public init(
         name: String, destination: String, inverse: String?, toMany: Bool,
-        isOptional: Bool = true, deleteRule: DeleteRule = .nullify
+        isOptional: Bool = true, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil
     ) {
         self.name = name
         self.destinationEntityName = destination
@@ -71,6 +84,7 @@ public struct RelationshipDescription: Sendable, Hashable {
         self.isToMany = toMany
         self.isOptional = isOptional
         self.deleteRule = deleteRule
+        self.renamingIdentifier = renamingIdentifier
     }
 }
 
@@ -87,31 +101,53 @@ public enum PropertyDescription: Sendable, Hashable {
         }
     }
 
+    /// The name a migration matches this property by across model versions:
+    /// its ``AttributeDescription/renamingIdentifier`` (or the
+    /// relationship's), else its name.
+    public var canonicalName: String {
+        switch self {
+        case .attribute(let a): return a.renamingIdentifier ?? a.name
+        case .relationship(let r): return r.renamingIdentifier ?? r.name
+        }
+    }
+
+    var renamingIdentifier: String? {
+        switch self {
+        case .attribute(let a): return a.renamingIdentifier
+        case .relationship(let r): return r.renamingIdentifier
+        }
+    }
+
     /// An attribute.
     ///
     /// ```swift
     /// .attribute("servings", .integer64, defaultValue: .integer(1))
     /// ```
     public static func attribute(
-        _ name: String, _ type: AttributeType, optional: Bool = false, defaultValue: PropertyValue = .null
+        _ name: String, _ type: AttributeType, optional: Bool = false, defaultValue: PropertyValue = .null,
+        renamedFrom renamingIdentifier: String? = nil
     ) -> PropertyDescription {
-        .attribute(AttributeDescription(name: name, type: type, isOptional: optional, defaultValue: defaultValue))
+        .attribute(AttributeDescription(
+            name: name, type: type, isOptional: optional, defaultValue: defaultValue, renamingIdentifier: renamingIdentifier))
     }
 
     /// A to-one relationship.
     public static func toOne(
-        _ name: String, _ destination: String, inverse: String?, optional: Bool = true, deleteRule: DeleteRule = .nullify
+        _ name: String, _ destination: String, inverse: String?, optional: Bool = true, deleteRule: DeleteRule = .nullify,
+        renamedFrom renamingIdentifier: String? = nil
     ) -> PropertyDescription {
         .relationship(RelationshipDescription(
             name: name, destination: destination, inverse: inverse, toMany: false,
-            isOptional: optional, deleteRule: deleteRule))
+            isOptional: optional, deleteRule: deleteRule, renamingIdentifier: renamingIdentifier))
     }
 
     /// A to-many relationship.
     public static func toMany(
-        _ name: String, _ destination: String, inverse: String?, deleteRule: DeleteRule = .nullify
+        _ name: String, _ destination: String, inverse: String?, deleteRule: DeleteRule = .nullify,
+        renamedFrom renamingIdentifier: String? = nil
     ) -> PropertyDescription {
         .relationship(RelationshipDescription(
-            name: name, destination: destination, inverse: inverse, toMany: true, deleteRule: deleteRule))
+            name: name, destination: destination, inverse: inverse, toMany: true, deleteRule: deleteRule,
+            renamingIdentifier: renamingIdentifier))
     }
 }

@@ -34,6 +34,18 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) private(set) var indexedProperties: [[Int]] = []
     /// The positions in ``indexes`` of the unique ones.
     let uniqueIndexNumbers: [Int]
+    /// The name this entity had in an earlier model version: a migration
+    /// carries the stored objects of that entity over (Core Data's rule:
+    /// give every later version the *first* name, so that a store of any
+    /// earlier version migrates straight to this one).
+    public let renamingIdentifier: String?
+    /// Changes the entity's ``versionHash`` without changing its layout,
+    /// forcing a migration step (Core Data's `versionHashModifier`): for a
+    /// change of meaning the layout does not show.
+    public let versionHashModifier: String?
+
+    /// The name a migration matches this entity by across model versions.
+    public var canonicalName: String { renamingIdentifier ?? name }
 
     struct Resolved {
         /// Position in the model, sorted by name; part of every record key.
@@ -74,9 +86,12 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// ```
     public init(
         name: String, managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription],
-        indexes: [IndexDescription] = [], uniquenessConstraints: [[String]] = []
+        indexes: [IndexDescription] = [], uniquenessConstraints: [[String]] = [],
+        renamedFrom renamingIdentifier: String? = nil, versionHashModifier: String? = nil
     ) {
         self.name = name
+        self.renamingIdentifier = renamingIdentifier
+        self.versionHashModifier = versionHashModifier
         self.managedObjectClass = managedObjectClass
         self.properties = properties
         var all = indexes

@@ -150,31 +150,42 @@ package enum ModelSchema {
     static func keepAlive(_ model: ManagedObjectModel) { lock.withLock { models.append(model) } }
 
     static func encode(_ entities: [EntityDescription]) -> [UInt8] {
-        // Format 1 has no indexes, format 2 no unique ones: a model encodes
+        // Format 1 has no indexes, format 2 no unique ones, format 3 no
+        // renaming identifiers, hash modifiers or defaults: a model encodes
         // in the oldest format that holds it, as it always did.
         let hasIndexes = entities.contains { !$0.indexes.isEmpty }
         let hasUnique = entities.contains { !$0.uniqueIndexNumbers.isEmpty }
-        var out: [UInt8] = [hasUnique ? 3 : hasIndexes ? 2 : 1]  // format version
+        let hasHistory = entities.contains { entity in
+            entity.renamingIdentifier != nil || entity.versionHashModifier != nil || entity.properties.contains {
+                if case .attribute(let a) = $0, a.defaultValue != .null { return true }
+                return $0.renamingIdentifier != nil
+            }
+        }
+        let format: UInt8 = hasHistory ? 4 : hasUnique ? 3 : hasIndexes ? 2 : 1
+        var out: [UInt8] = [format]
         func string(_ s: String) { out.appendVarint(UInt64(s.utf8.count)); out.append(contentsOf: s.utf8) }
         out.appendVarint(UInt64(entities.count))
         for entity in entities {
             string(entity.name)
+            if format >= 4 { string(entity.renamingIdentifier ?? ""); string(entity.versionHashModifier ?? "") }
             out.appendVarint(UInt64(entity.properties.count))
             for property in entity.properties {
                 switch property {
                 case .attribute(let a):
                     out.append(0); string(a.name); out.append(a.type.rawValue); out.append(a.isOptional ? 1 : 0)
+                    if format >= 4 { string(a.renamingIdentifier ?? ""); RecordCoding.appendValue(a.defaultValue, into: &out) }
                 case .relationship(let r):
                     out.append(r.isToMany ? 2 : 1); string(r.name); string(r.destinationEntityName)
                     string(r.inverseName ?? ""); out.append(r.isOptional ? 1 : 0); out.append(r.deleteRule.rawValue)
+                    if format >= 4 { string(r.renamingIdentifier ?? "") }
                 }
             }
-            if hasIndexes {
+            if format >= 2 {
                 out.appendVarint(UInt64(entity.indexes.count))
                 for index in entity.indexes {
                     out.appendVarint(UInt64(index.attributeNames.count))
                     for name in index.attributeNames { string(name) }
-                    if hasUnique { out.append(index.isUnique ? 1 : 0) }
+                    if format >= 3 { out.append(index.isUnique ? 1 : 0) }
                 }
             }
         }
@@ -182,8 +193,9 @@ package enum ModelSchema {
     }
 
     /// FNV-1a over what records depend on: entity order and names, property
-    /// order, names, kinds and types, and indexes (not optionality, defaults
-    /// or delete rules, which change no stored byte).
+    /// order, names, kinds and types, indexes and hash modifiers (not
+    /// optionality, defaults or delete rules, which change no stored byte;
+    /// ``EntityDescription/versionHash`` covers those).
     static func hash(_ entities: [EntityDescription]) -> String {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         func mix<S: Sequence<UInt8>>(_ bytes: S) { for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
@@ -202,6 +214,9 @@ package enum ModelSchema {
                 mix([index.isUnique ? 5 : 4])
                 for name in index.attributeNames { mix(name.utf8); mix([0]) }
             }
+            // As Core Data's `versionHashModifier`: only when set, so an
+            // entity without one hashes as it always did.
+            if let modifier = entity.versionHashModifier { mix([6]); mix(modifier.utf8); mix([0]) }
         }
         let hex = String(h, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex

@@ -1,0 +1,117 @@
+internal import StrataStore
+
+/// A migrated store as its readers expect it: keys name entities by their
+/// position in the current model, and every record is of the current
+/// schema generation. Translates keys on the way in and out when entities
+/// were renumbered, and upgrades records of older generations as they are
+/// read (``StoredSchemas``); a record of the current generation, and the
+/// key of a store whose entities kept their numbers, pass untouched.
+///
+/// Immutable: as safe from any thread as the store it wraps.
+final class MigratedRecordStore: RecordStore {
+    let base: any RecordStore
+    let schemas: StoredSchemas
+
+    init(_ base: any RecordStore, schemas: StoredSchemas) {
+        self.base = base
+        self.schemas = schemas
+    }
+
+    private func stored(_ key: [UInt8]) -> [UInt8] {
+        var key = key
+        schemas.translate(&key, toStored: true)
+        return key
+    }
+
+    /// `value`, or its upgrade when it is an older generation's record.
+    private func current(_ value: [UInt8], storedKey: [UInt8]) throws(StrataError) -> [UInt8] {
+        try value.withBytes { (raw) throws(StrataError) -> [UInt8] in
+            try storedKey.withBytes { (key) throws(StrataError) -> [UInt8] in
+                guard let upgrade = schemas.upgrade(forRecord: raw, storedKey: key) else { return value }
+                var out: [UInt8] = [], offsets: [Int] = []
+                guard upgrade.upgrade(raw, into: &out, offsets: &offsets) else { throw Self.malformed(upgrade) }
+                return out
+            }
+        }
+    }
+
+    private static func malformed(_ upgrade: RecordUpgrade) -> StrataError {
+        StrataError(.corruptRecord, "a record of \(upgrade.oldEntity.name) does not decode under the schema it was written with")
+    }
+
+    func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
+        let storedKey = stored(key)
+        guard let value = try base.get(storedKey) else { return nil }
+        return try current(value, storedKey: storedKey)
+    }
+
+    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
+        var keyCopy: [UInt8] = [], upgraded: [UInt8] = [], offsets: [Int] = []
+        try base.forEach(prefix: stored(prefix)) { key, value throws(StrataError) in
+            let upgrade = schemas.upgrade(forRecord: value, storedKey: key)
+            if let upgrade, !upgrade.upgrade(value, into: &upgraded, offsets: &offsets) { throw Self.malformed(upgrade) }
+            func lend(_ key: UnsafeRawBufferPointer) throws(StrataError) {
+                if upgrade != nil {
+                    try upgraded.withBytes { (raw) throws(StrataError) in try body(key, raw) }
+                } else {
+                    try body(key, value)
+                }
+            }
+            if schemas.renumbers {
+                keyCopy.removeAll(keepingCapacity: true)
+                keyCopy.append(contentsOf: key)
+                schemas.translate(&keyCopy, toStored: false)
+                try keyCopy.withBytes { (k) throws(StrataError) in try lend(k) }
+            } else {
+                try lend(key)
+            }
+        }
+    }
+
+    func forEachKey(
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+    ) throws(StrataError) {
+        let storedRanges = ranges.map { range -> KeyRange in
+            let start = stored(range.start)
+            guard let end = range.end else { return KeyRange(start: start, end: nil) }
+            // A prefix's end may name the next entity: it ends where the
+            // translated prefix ends, not where that entity is stored.
+            if range.start.count >= 3, end == endOfPrefix(Array(range.start.prefix(3))) {
+                return KeyRange(start: start, end: endOfPrefix(Array(start.prefix(3))))
+            }
+            return KeyRange(start: start, end: stored(end))
+        }
+        var keyCopy: [UInt8] = []
+        try base.forEachKey(in: storedRanges) { key, get throws(StrataError) -> Bool in
+            try withoutActuallyEscaping(get) { (get) throws(StrataError) -> Bool in
+                let currentGet = { (key: [UInt8]) throws(StrataError) -> [UInt8]? in
+                    let storedKey = self.stored(key)
+                    guard let value = try get(storedKey) else { return nil }
+                    return try self.current(value, storedKey: storedKey)
+                }
+                guard schemas.renumbers else { return try body(key, currentGet) }
+                keyCopy.removeAll(keepingCapacity: true)
+                keyCopy.append(contentsOf: key)
+                schemas.translate(&keyCopy, toStored: false)
+                return try keyCopy.withBytes { (k) throws(StrataError) -> Bool in try body(k, currentGet) }
+            }
+        }
+    }
+
+    func write(_ batch: WriteBatch) throws(StrataError) {
+        guard schemas.renumbers else { return try base.write(batch) }
+        var translated = WriteBatch()
+        batch.encoded.withUnsafeBytes { payload in
+            BatchDecoder.forEach(payload) { op in
+                var key = Array(op.key)
+                schemas.translate(&key, toStored: true)
+                if op.kind == .put { translated.put(key, Array(op.value)) } else { translated.delete(key) }
+            }
+        }
+        try base.write(translated)
+    }
+
+    func close() throws(StrataError) { try base.close() }
+    var statistics: StoreStatistics? { base.statistics }
+    func compact() throws(StrataError) { try base.compact() }
+}

@@ -1,0 +1,152 @@
+@_spi(Coding) internal import StrataStore
+
+/// The schemas a store's records were written under, oldest first — its
+/// schema *generations* — and how to read each as the current model.
+///
+/// A store starts at generation 0, whose records carry no generation and
+/// whose keys number entities by their position in that first model. Each
+/// migration that changes how records or keys are laid out adds a
+/// generation, in the same atomic batch as the new model record; from then
+/// on new records say which generation wrote them (``RecordCoding``), old
+/// ones stay where they are and are upgraded as they are read
+/// (``RecordUpgrade``). An entity keeps the number its keys were first
+/// stored under, whatever its position in later models (renamed, or moved
+/// by an entity added before it); a new entity gets a number never used.
+///
+/// Immutable once made: shared by every reader of the store.
+final class StoredSchemas: Sendable {
+    struct Generation: Sendable {
+        /// The model schema (``ModelSchema/encode(_:)``).
+        let schema: [UInt8]
+        /// Per entity position in that schema: the number its keys are stored under.
+        let numbers: [UInt16]
+    }
+
+    let generations: [Generation]
+    /// The model the store is read as (the last generation's).
+    let model: ManagedObjectModel
+    /// The current generation: what new records are written under.
+    var current: UInt64 { UInt64(generations.count - 1) }
+    /// Per position in ``model``: the number its keys are stored under.
+    let storedNumbers: [UInt16]
+    /// Per stored number: the position in ``model`` (nil: none now).
+    private let positions: [UInt16: UInt16]
+    /// Whether some entity's stored number is not its position.
+    let renumbers: Bool
+    /// Per older generation, per stored entity number: how to upgrade its
+    /// records (nil: its records read as they are).
+    private let upgrades: [[UInt16: RecordUpgrade]]
+
+    /// `generations` must end with one whose schema is `model.schema`.
+    init(generations: [Generation], model: ManagedObjectModel) throws(StrataError) {
+        self.generations = generations
+        self.model = model
+        storedNumbers = generations.last!.numbers
+        var positions: [UInt16: UInt16] = [:]
+        for (position, number) in storedNumbers.enumerated() { positions[number] = UInt16(position) }
+        self.positions = positions
+        renumbers = storedNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
+        // Each older generation maps to the current model through the
+        // steps after it, composed: a property removed and added again in
+        // between does not carry its old value over.
+        var upgrades: [[UInt16: RecordUpgrade]] = Array(repeating: [:], count: generations.count - 1)
+        var models = try generations.dropLast().map { (generation) throws(StrataError) in try ModelSchema.decodeCached(generation.schema) }
+        models.append(model)
+        var mapping: SchemaMapping?
+        for g in stride(from: generations.count - 2, through: 0, by: -1) {
+            let step = SchemaMapping.infer(from: models[g], to: models[g + 1])
+            let through = mapping.map { $0.composed(after: step) } ?? step
+            mapping = through
+            let newPosition = through.newPosition.map { $0.map(UInt16.init) }
+            for (position, entityMapping) in through.entities.enumerated() {
+                guard let old = entityMapping.old, !entityMapping.keepsLayout || newPosition[Int(old.index)] != UInt16(position) else { continue }
+                upgrades[g][generations[g].numbers[Int(old.index)]] = RecordUpgrade(
+                    oldEntity: old, entity: model.entities[position], sources: entityMapping.sources,
+                    newPosition: newPosition, generation: UInt64(generations.count - 1))
+            }
+        }
+        self.upgrades = upgrades
+    }
+
+    /// A store with one generation: `model`'s, entities numbered by position.
+    convenience init(freshFor model: ManagedObjectModel) {
+        // Cannot throw: no older generation to decode.
+        try! self.init(generations: [Generation(schema: model.schema, numbers: (0..<model.entities.count).map(UInt16.init))], model: model)
+    }
+
+    /// Whether readers need ``MigratedRecordStore`` between them and the store.
+    var needsTranslation: Bool { renumbers || generations.count > 1 }
+
+    // MARK: Keys
+
+    /// `key` with the entity bytes of an object or index key turned from a
+    /// model position into its stored number (or back, with `toStored` false).
+    @inline(__always)
+    func translate(_ key: inout [UInt8], toStored: Bool) {
+        guard renumbers, key.count >= 3, key[0] == RecordCoding.objectTag || key[0] == IndexKeyCoding.indexTag else { return }
+        let number = UInt16(key[1]) << 8 | UInt16(key[2])
+        let translated: UInt16?
+        if toStored {
+            translated = Int(number) < storedNumbers.count ? storedNumbers[Int(number)] : nil
+        } else {
+            translated = positions[number]
+        }
+        guard let translated else { return }
+        key[1] = UInt8(translated >> 8)
+        key[2] = UInt8(translated & 0xFF)
+    }
+
+    // MARK: Records
+
+    /// The upgrade a record at stored key `key` needs; nil when it reads as it is.
+    @inline(__always)
+    func upgrade(forRecord value: UnsafeRawBufferPointer, storedKey key: UnsafeRawBufferPointer) -> RecordUpgrade? {
+        guard key.count >= 3, key[0] == RecordCoding.objectTag, let format = value.first else { return nil }
+        var generation: UInt64 = 0
+        if format == 2 {
+            var reader = ByteReader(value, offset: 1)
+            guard let g = reader.readVarint() else { return nil }
+            generation = g
+        } else if format != 1 {
+            return nil
+        }
+        guard generation < UInt64(upgrades.count) else { return nil }
+        return upgrades[Int(generation)][UInt16(key[1]) << 8 | UInt16(key[2])]
+    }
+
+    // MARK: The history record
+
+    static let historyKey: [UInt8] = [RecordCoding.metaTag] + Array("history".utf8)
+
+    func historyRecord() -> [UInt8] {
+        var out: [UInt8] = [1]
+        out.appendVarint(UInt64(generations.count))
+        for generation in generations {
+            out.appendVarint(UInt64(generation.numbers.count))
+            for number in generation.numbers { out.appendVarint(UInt64(number)) }
+            out.appendVarint(UInt64(generation.schema.count))
+            out.append(contentsOf: generation.schema)
+        }
+        return out
+    }
+
+    static func decodeHistory(_ bytes: [UInt8]) -> [Generation]? {
+        bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            guard reader.readInteger(UInt8.self) == 1, let count = reader.readLength(limit: 1 << 16), count > 0 else { return nil }
+            var generations: [Generation] = []
+            for _ in 0..<count {
+                guard let n = reader.readLength(limit: Int(UInt16.max)) else { return nil }
+                var numbers: [UInt16] = []
+                for _ in 0..<n {
+                    guard let number = reader.readVarint(), number <= UInt64(UInt16.max) else { return nil }
+                    numbers.append(UInt16(number))
+                }
+                guard Set(numbers).count == numbers.count, let length = reader.readLength(limit: reader.remaining),
+                      let schema = reader.readBytes(length) else { return nil }
+                generations.append(Generation(schema: Array(schema), numbers: numbers))
+            }
+            return reader.isAtEnd ? generations : nil
+        }
+    }
+}

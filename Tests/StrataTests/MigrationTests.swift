@@ -1,0 +1,324 @@
+import Foundation
+@testable import Strata
+import StrataStore
+import Testing
+
+// Classes for the migration models: an entity's class is looked up by model,
+// so every version below uses the same two (and reads properties by name).
+final class MNote: ManagedObject {
+    @Attribute("views") var views: Int
+}
+final class MFolder: ManagedObject {}
+final class MAttachment: ManagedObject {}
+
+/// Model evolution: a store written with one model opens with a later one
+/// when the change can be inferred (Core Data's lightweight set), rewriting
+/// nothing but added indexes; older records are upgraded as they are read.
+/// A change that cannot be inferred is refused with the differences, and
+/// leaves the store as it was.
+@Suite struct MigrationTests {
+    /// Version 1: folders holding notes.
+    static func v1(
+        note: [PropertyDescription] = [], folder: [PropertyDescription] = [], noteIndexes: [IndexDescription] = [],
+        noteUniqueness: [[String]] = [], replacingNote: [PropertyDescription]? = nil, folderName: String = "Folder",
+        folderRenamedFrom: String? = nil, extraEntities: [EntityDescription] = [], folderRelationship: PropertyDescription? = nil,
+        noteRelationship: PropertyDescription? = nil
+    ) -> ManagedObjectModel {
+        let noteProperties = replacingNote ?? [
+            .attribute("title", .string),
+            .attribute("body", .string, optional: true),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ]
+        return try! ManagedObjectModel(entities: [
+            EntityDescription(name: folderName, managedObjectClass: MFolder.self, properties: [
+                .attribute("name", .string),
+                folderRelationship ?? .toMany("notes", "Note", inverse: "folder"),
+            ] + folder, renamedFrom: folderRenamedFrom),
+            EntityDescription(name: "Note", managedObjectClass: MNote.self, properties: noteProperties + [
+                noteRelationship ?? .toOne("folder", folderName, inverse: "notes"),
+            ] + note, indexes: noteIndexes, uniquenessConstraints: noteUniqueness),
+        ] + extraEntities)
+    }
+
+    static func open(_ directory: TemporaryDirectory, _ model: ManagedObjectModel, readOnly: Bool = false) throws -> PersistentStoreCoordinator {
+        let coordinator = PersistentStoreCoordinator(model: model)
+        var options = testStoreOptions()
+        options.readOnly = readOnly
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options)
+        return coordinator
+    }
+
+    /// Two folders and five notes: note i is titled "N<i>", has `i` views,
+    /// a body unless i is even, and lies in folder A (i < 3) or B.
+    static func seed(_ directory: TemporaryDirectory, model: ManagedObjectModel = v1(), duplicateTitle: Bool = false) throws {
+        let coordinator = try open(directory, model)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            let folders = ["A", "B"].map { name -> ManagedObject in
+                let folder = ManagedObject(entity: model.entity(named: "Folder")!, insertInto: context)
+                folder.setValue(name, forKey: "name")
+                return folder
+            }
+            for i in 0..<5 {
+                let note = MNote(context: context)
+                note.setValue(duplicateTitle && i == 4 ? "N0" : "N\(i)", forKey: "title")
+                note.setValue(i % 2 == 0 ? nil : "body \(i)", forKey: "body")
+                note.views = i
+                note.setValue(folders[i < 3 ? 0 : 1], forKey: "folder")
+            }
+            try context.save()
+        }
+        try coordinator.close()
+    }
+
+    /// Every note as "title|views|folder name", sorted, read through `model`.
+    static func notes(_ coordinator: PersistentStoreCoordinator, title: String = "title", folder: String = "folder") throws -> [String] {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return try context.performAndWait { () throws in
+            try context.fetch(FetchRequest<MNote>()).map { note in
+                let folderValue = note.value(forKey: folder)
+                let folderObject = (folderValue as? ManagedObject) ?? (folderValue as? Set<ManagedObject>)?.first
+                return "\(note.value(forKey: title) as? String ?? "-")|\(note.views)|\(folderObject?.value(forKey: "name") as? String ?? "-")"
+            }.sorted()
+        }
+    }
+
+    static let seeded = ["N0|0|A", "N1|1|A", "N2|2|A", "N3|3|B", "N4|4|B"]
+
+    static func inspect(_ directory: TemporaryDirectory) throws -> ObjectStoreInspector {
+        try ObjectStoreInspector(directory: directory.path + "/store")
+    }
+
+    // MARK: Inferred changes
+
+    /// Adding an attribute (required, with a default) and an entity whose
+    /// name sorts first — which moves every other entity's position in the
+    /// model — opens without rewriting a record: the old records read with
+    /// the default, relationships still resolve, new objects save beside the
+    /// old ones, and it all survives a reopen.
+    @Test func addingAnAttributeAndAnEntityRewritesNothing() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let attachment = EntityDescription(name: "Attachment", managedObjectClass: MAttachment.self, properties: [.attribute("file", .string)])
+        let v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))], extraEntities: [attachment])
+        #expect(v2.entity(named: "Note")!.index != Self.v1().entity(named: "Note")!.index)
+        let coordinator = try Self.open(directory, v2)
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            let notes = try context.fetch(FetchRequest<MNote>(predicate: #Predicate { $0.views >= 3 }))
+            #expect(notes.count == 2)
+            #expect(notes.allSatisfy { $0.value(forKey: "pinned") as? Bool == true })
+            let note = MNote(context: context)
+            note.setValue("N5", forKey: "title")
+            note.views = 5
+            note.setValue(false, forKey: "pinned")
+            let file = MAttachment(context: context)
+            file.setValue("a.png", forKey: "file")
+            try context.save()
+        }
+        // Nothing was rewritten: the seven old records wait for their upgrade.
+        let summary = try Self.inspect(directory).summary()
+        #expect(summary.recordsAwaitingUpgrade == 7)
+        #expect(summary.schemaGenerations.count == 2)
+        try coordinator.close()
+
+        let reopened = try Self.open(directory, v2)
+        defer { try? reopened.close() }
+        #expect(try Self.notes(reopened) == Self.seeded + ["N5|5|-"])
+        let again = ManagedObjectContext(.privateQueue, coordinator: reopened)
+        try again.performAndWait { () throws in
+            let pinned = try again.fetch(FetchRequest<MNote>()).filter { $0.value(forKey: "pinned") as? Bool == true }
+            #expect(pinned.count == 5)
+            #expect(try again.count(for: FetchRequest<MAttachment>()) == 1)
+        }
+        let check = try Self.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+
+    /// Renames follow Core Data's canonical-name rule: every later version
+    /// names the *first* name, so a store of version 1 migrates straight to
+    /// version 3 and a store of version 2 does too, to the same objects.
+    /// Version 2 renames `title` to `heading`; version 3 renames it again to
+    /// `subject` and the entity Folder to Notebook.
+    @Test func renamesMigrateFromEveryEarlierVersion() throws {
+        func v2() -> ManagedObjectModel {
+            Self.v1(replacingNote: [
+                .attribute("heading", .string, renamedFrom: "title"),
+                .attribute("body", .string, optional: true),
+                .attribute("views", .integer64, defaultValue: .integer(0)),
+            ])
+        }
+        func v3() -> ManagedObjectModel {
+            Self.v1(replacingNote: [
+                .attribute("views", .integer64, defaultValue: .integer(0)),
+                .attribute("subject", .string, renamedFrom: "title"),
+            ], folderName: "Notebook", folderRenamedFrom: "Folder")
+        }
+        let stepwise = TemporaryDirectory(), direct = TemporaryDirectory()
+        try Self.seed(stepwise)
+        try Self.seed(direct)
+        do {
+            let at2 = try Self.open(stepwise, v2())
+            #expect(try Self.notes(at2, title: "heading") == Self.seeded)
+            try at2.close()
+        }
+        for directory in [stepwise, direct] {
+            let at3 = try Self.open(directory, v3())
+            #expect(try Self.notes(at3, title: "subject") == Self.seeded)
+            try at3.close()
+            let check = try Self.inspect(directory).verifyRecords()
+            #expect(check.problems.isEmpty, "\(check.problems)")
+        }
+        #expect(try Self.inspect(stepwise).summary().schemaGenerations.count == 3)
+    }
+
+    /// A to-one relationship may become to-many (its object becomes the
+    /// set's one member); an optional attribute may become required when it
+    /// has a default, which the objects that held none get.
+    @Test func toOneBecomesToManyAndRequiredGetsItsDefault() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let v2 = Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string, defaultValue: .string("(empty)")),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ], folderRelationship: .toMany("notes", "Note", inverse: "folder"), noteRelationship: .toMany("folder", "Folder", inverse: "notes"))
+        let coordinator = try Self.open(directory, v2)
+        defer { try? coordinator.close() }
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            let bodies = try context.fetch(FetchRequest<MNote>()).map { $0.value(forKey: "body") as? String ?? "nil" }.sorted()
+            #expect(bodies == ["(empty)", "(empty)", "(empty)", "body 1", "body 3"])
+            // The relationship now holds sets, and saves as one.
+            let note = try context.fetch(FetchRequest<MNote>(predicate: #Predicate { $0.views == 0 }))[0]
+            let folders = try context.fetch(FetchRequest<MFolder>())
+            note.setValue(Set(folders.map { $0 as ManagedObject }), forKey: "folder")
+            try context.save()
+        }
+        let check = try Self.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+
+    /// An attribute that becomes required without a default migrates only
+    /// when every stored object holds a value (Core Data's rule); otherwise
+    /// the error names the property and the objects, and the store is untouched.
+    @Test func requiredWithoutDefaultNeedsEveryObjectToHoldAValue() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let strict = Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        let error = #expect(throws: StrataError.self) { try Self.open(directory, strict) }
+        #expect(error?.code == .modelMismatch)
+        #expect(error?.modelDifferences.map(\.description) == ["Note.body: became required — not inferable: 3 stored objects hold no value; give it a default value, or fill them in first"])
+        // Untouched: version 1 still opens, with one generation.
+        let coordinator = try Self.open(directory, Self.v1())
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        try coordinator.close()
+        #expect(try Self.inspect(directory).summary().schemaGenerations.count == 1)
+        // The title is held by every note: that one may become required at once.
+        let titled = Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string, optional: true),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        try Self.open(directory, titled).close()
+    }
+
+    // MARK: Indexes
+
+    /// An added index is built at open, in the migration's batch, and
+    /// queries read it; a uniqueness constraint the stored objects break is
+    /// refused with the objects that share values, leaving the store as it was.
+    @Test func addedIndexesAreBuiltAndUniquenessIsChecked() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory, duplicateTitle: true)
+        let unique = Self.v1(noteUniqueness: [["title"]])
+        let error = #expect(throws: StrataError.self) { try Self.open(directory, unique) }
+        #expect(error?.code == .constraintConflict)
+        #expect(error?.constraintConflicts.count == 1)
+        #expect(error?.constraintConflicts.first?.values == [.string("N0")])
+
+        let indexed = Self.v1(noteIndexes: [IndexDescription("views")])
+        let coordinator = try Self.open(directory, indexed)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            let request = FetchRequest<MNote>(predicate: #Predicate { $0.views == 3 })
+            #expect(try context.explain(request).index != nil)
+            #expect(try context.fetch(request).map(\.views) == [3])
+        }
+        try coordinator.close()
+        #expect(try Self.inspect(directory).verifyRecords().problems.isEmpty)
+        // Replacing it by another deletes its entries and builds the other's.
+        // (Going back to version 1 itself would be refused: a model the
+        // store has already moved past reads as an older application.)
+        try Self.open(directory, Self.v1(noteIndexes: [IndexDescription("title")])).close()
+        let check = try Self.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+        #expect(try Self.inspect(directory).summary().entities.flatMap(\.indexes).map(\.attributes) == [["title"]])
+    }
+
+    /// A removed entity's objects are deleted with the migration.
+    @Test func removingAnEntityDeletesItsObjects() throws {
+        let directory = TemporaryDirectory()
+        let attachment = { EntityDescription(name: "Attachment", managedObjectClass: MAttachment.self, properties: [.attribute("file", .string)]) }
+        let withAttachments = Self.v1(extraEntities: [attachment()])
+        try Self.seed(directory, model: withAttachments)
+        do {
+            let coordinator = try Self.open(directory, withAttachments)
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            try context.performAndWait { () throws in
+                MAttachment(context: context).setValue("a", forKey: "file")
+                try context.save()
+            }
+            try coordinator.close()
+        }
+        let coordinator = try Self.open(directory, Self.v1())
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        try coordinator.close()
+        let inspector = try Self.inspect(directory)
+        #expect(inspector.summary().entities.map(\.entity) == ["Folder", "Note"])
+        let check = try inspector.verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+
+    // MARK: Refusals
+
+    /// A change no inference handles lists every difference, the one that
+    /// blocks marked with why, and leaves the store untouched.
+    @Test func aChangeThatCannotBeInferredListsTheDifferences() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let retyped = Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("views", .string),
+        ])
+        let error = #expect(throws: StrataError.self) { try Self.open(directory, retyped) }
+        #expect(error?.code == .modelMismatch)
+        let differences = error?.modelDifferences ?? []
+        #expect(differences.filter { !$0.isInferable }.map(\.property) == ["views"])
+        #expect(differences.contains { $0.property == "body" && $0.change == .propertyRemoved && $0.isInferable })
+        #expect(error?.description.contains("Note.views: type changed from integer64 to string — not inferable") == true)
+        let coordinator = try Self.open(directory, Self.v1())
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        try coordinator.close()
+    }
+
+    /// A store migrated by a newer version of the application is refused by
+    /// the older one; a read-only open cannot migrate.
+    @Test func newerStoresAndReadOnlyOpensAreRefused() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(false))])
+        let readOnly = #expect(throws: StrataError.self) { try Self.open(directory, v2, readOnly: true) }
+        #expect(readOnly?.code == .modelMismatch)
+        try Self.open(directory, v2).close()
+        let older = #expect(throws: StrataError.self) { try Self.open(directory, Self.v1()) }
+        #expect(older?.code == .modelMismatch)
+        #expect(older?.message.contains("newer version") == true)
+    }
+}
