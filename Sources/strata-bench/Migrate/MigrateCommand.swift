@@ -1,0 +1,146 @@
+import ArgumentParser
+import CSQLite
+import Dispatch
+import Foundation
+import Strata
+import StrataStore
+
+/// `strata-bench migrate`: opening an imported store with the next version
+/// of its model — an attribute added, an attribute renamed — beside a plain
+/// open of the same store, the first full fetch after each, and the same
+/// two changes made through SQLite the way GRDB's migrator makes them.
+struct MigrateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Open after adding or renaming an attribute vs a plain open, the fetch after, and SQLite's ALTER TABLE."
+    )
+
+    @Option(help: "Objects imported first (recipes plus their ingredients).") var objects = 1_000_000
+    @Option(help: "Rounds, each on fresh copies of the store; the table shows medians.") var repeats = 3
+    @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+    @Option(help: "Write every figure to this JSON file.") var json: String?
+
+    enum Change: String, CaseIterable, Codable {
+        case none, addAttribute, renameAttribute
+    }
+
+    struct Round: Codable {
+        var openMilliseconds: [String: Double] = [:]
+        var fetchMilliseconds: [String: Double] = [:]
+        var sqliteMilliseconds: [String: Double] = [:]
+    }
+
+    struct Report: Codable {
+        var date: String
+        var objects: Int
+        var fetched = 0
+        var rounds: [Round] = []
+    }
+
+    /// The bench model, changed: Recipe gains `calories` (required, default
+    /// 0), or its `name` becomes `title`.
+    static func model(_ change: Change) throws -> ManagedObjectModel {
+        let name: PropertyDescription = change == .renameAttribute
+            ? .attribute("title", .string, renamedFrom: "name") : .attribute("name", .string)
+        let extra: [PropertyDescription] = change == .addAttribute ? [.attribute("calories", .integer64, defaultValue: .integer(0))] : []
+        return try ManagedObjectModel(entities: [
+            EntityDescription(name: "Recipe", managedObjectClass: BenchRecipe.self, properties: [
+                name,
+                .attribute("servings", .integer64),
+                .attribute("rating", .double),
+                .attribute("created", .date),
+                .toMany("ingredients", "Ingredient", inverse: "recipe", deleteRule: .cascade),
+            ] + extra),
+            EntityDescription(name: "Ingredient", managedObjectClass: BenchIngredient.self, properties: [
+                .attribute("name", .string),
+                .attribute("grams", .integer64),
+                .toOne("recipe", "Recipe", inverse: "ingredients"),
+            ]),
+        ])
+    }
+
+    func run() throws {
+        let work = try WorkDirectory(store, scenario: "migrate")
+        defer { work.cleanUp() }
+        let base = work.path + "/base", sqliteBase = work.path + "/base.sqlite"
+        progress("migrate: importing \(objects) objects into Strata and into SQLite ...")
+        try importStore(objects: objects, at: base, model: try Self.model(.none))
+        _ = try SQLiteImport.run(objects: objects, saveEvery: 2_000, ingredients: 3, path: sqliteBase)
+        var report = Report(date: ISO8601DateFormatter().string(from: Date()), objects: objects)
+        let files = FileManager.default
+        for round in 0..<max(1, repeats) {
+            progress("migrate: round \(round + 1)/\(repeats)")
+            var figures = Round()
+            // Interleaved: each change on a fresh copy, in the same round.
+            for change in Change.allCases {
+                let path = work.path + "/\(change.rawValue)-\(round)"
+                try files.copyItem(atPath: base, toPath: path)
+                let model = try Self.model(change)
+                let coordinator = PersistentStoreCoordinator(model: model)
+                figures.openMilliseconds[change.rawValue] = try seconds {
+                    try coordinator.addPersistentStore(.log, directory: path)
+                } * 1000
+                let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+                var fetched = 0
+                figures.fetchMilliseconds[change.rawValue] = try seconds {
+                    fetched = try context.performAndWait {
+                        try context.fetch(FetchRequest<BenchRecipe>()).count + context.fetch(FetchRequest<BenchIngredient>()).count
+                    }
+                } * 1000
+                guard fetched == objects else { throw ValidationError("fetched \(fetched) objects after \(change), not \(objects)") }
+                report.fetched = fetched
+                try coordinator.close()
+                try files.removeItem(atPath: path)
+                if change != .none {
+                    let copy = work.path + "/\(change.rawValue)-\(round).sqlite"
+                    for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: sqliteBase + suffix) {
+                        try files.copyItem(atPath: sqliteBase + suffix, toPath: copy + suffix)
+                    }
+                    figures.sqliteMilliseconds[change.rawValue] = try SQLiteMigration.run(change, path: copy) * 1000
+                    for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: copy + suffix) }
+                }
+            }
+            report.rounds.append(figures)
+        }
+        func med(_ figure: KeyPath<Round, [String: Double]>, _ change: Change) -> Double {
+            median(report.rounds.compactMap { $0[keyPath: figure][change.rawValue] })
+        }
+        let plainOpen = med(\.openMilliseconds, .none), plainFetch = med(\.fetchMilliseconds, .none)
+        print("Opening \(thousands(Double(objects))) stored objects with a changed model, median of \(repeats) rounds, \(report.date)")
+        var table = Table("Change", "Strata open", "× plain open", "fetch all after", "× plain fetch", "SQLite (GRDB-style migration)")
+        table.add("none (plain open)", fixed(plainOpen, 1) + " ms", "1.00", fixed(plainFetch, 0) + " ms", "1.00", "-")
+        for change in [Change.addAttribute, .renameAttribute] {
+            let open = med(\.openMilliseconds, change), fetch = med(\.fetchMilliseconds, change)
+            table.add(change == .addAttribute ? "add an attribute" : "rename an attribute",
+                      fixed(open, 1) + " ms", fixed(open / plainOpen, 2), fixed(fetch, 0) + " ms", fixed(fetch / plainFetch, 2),
+                      fixed(med(\.sqliteMilliseconds, change), 1) + " ms")
+        }
+        print(table.render())
+        if let json { try writeJSON(report, to: json) }
+    }
+}
+
+/// The two changes made through SQLite as GRDB's `DatabaseMigrator` makes
+/// them: open, one immediate transaction holding the `ALTER TABLE` and the
+/// row recording the migration, commit (WAL, `synchronous=FULL`).
+enum SQLiteMigration {
+    static func run(_ change: MigrateCommand.Change, path: String) throws -> Double {
+        try seconds {
+            var db: OpaquePointer?
+            guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw SQLiteImport.Failure(description: "sqlite3_open \(path) failed") }
+            defer { sqlite3_close(db) }
+            let alter = change == .addAttribute
+                ? "ALTER TABLE recipe ADD COLUMN calories INTEGER NOT NULL DEFAULT 0"
+                : "ALTER TABLE recipe RENAME COLUMN name TO title"
+            for sql in [
+                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "BEGIN IMMEDIATE",
+                "CREATE TABLE IF NOT EXISTS grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)",
+                alter, "INSERT INTO grdb_migrations VALUES ('v2')", "COMMIT",
+            ] {
+                guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+                    throw SQLiteImport.Failure(description: "\(sql): \(String(cString: sqlite3_errmsg(db)))")
+                }
+            }
+        }
+    }
+}
