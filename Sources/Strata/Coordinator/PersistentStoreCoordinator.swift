@@ -31,7 +31,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The row cache's byte budget (see ``init(model:rowCacheBudget:)``).
     public let rowCacheBudget: Int
 
-    private let saveLock = Lock()
+    let saveLock = Lock()
     private let lock = Lock()
     private var store: (any RecordStore)?   // guarded by `lock`
     private var nextKeys: [UInt64]           // guarded by `lock`
@@ -131,14 +131,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Writes the store's log out to segments and compacts them, reclaiming
-    /// the space of overwritten and deleted objects. Saves and reads go on
-    /// meanwhile (the engine compacts in the background of its own locks);
-    /// a no-op for the in-memory store.
+    /// the space of overwritten and deleted objects; first rewrites the
+    /// records an older schema generation wrote (``upgradeStoredRecords(batchSize:progress:)``).
+    /// Saves and reads go on meanwhile (the engine compacts in the background
+    /// of its own locks); a no-op for the in-memory store.
     ///
     /// ```swift
     /// try coordinator.compactStore()
     /// ```
     public func compactStore() throws(StrataError) {
+        try upgradeStoredRecords()
         try currentStore().compact()
     }
 
