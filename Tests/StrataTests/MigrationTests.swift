@@ -359,3 +359,49 @@ extension MigrationTests {
         #expect(check.problems.isEmpty, "\(check.problems)")
     }
 }
+
+extension MigrationTests {
+    /// A migration is one atomic batch: a write, a sync or a short write
+    /// failing at any of its calls leaves a store that is at the old model
+    /// or the new, never between — an old-model open either works or is
+    /// refused as newer, a new-model open always reads every object, and
+    /// verification finds nothing wrong.
+    @Test(arguments: [FaultInjectingFileSystem.Operation.write, .sync])
+    func aFailingMigrationLeavesTheOldModelOrTheNew(operation: FaultInjectingFileSystem.Operation) throws {
+        let seeded = TemporaryDirectory()
+        try Self.seed(seeded)
+        let v2 = { Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))], noteIndexes: [IndexDescription("views")]) }
+        var failures = 0, call = 1
+        while call < 40 {
+            let directory = TemporaryDirectory("\(#function)\(call)")
+            try FileManager.default.copyItem(atPath: seeded.path + "/store", toPath: directory.path + "/store")
+            let disk = FaultInjectingFileSystem()
+            disk.inject(operation == .write && call % 2 == 0 ? .shortWrite : .error(EIO), on: operation, atCall: call)
+            var options = testStoreOptions()
+            options.syncMode = .always
+            options.fileSystem = disk
+            let coordinator = PersistentStoreCoordinator(model: v2())
+            do {
+                try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options)
+                try coordinator.close()
+            } catch {
+                failures += 1
+            }
+            let fired = disk.injectedFaultCount > 0
+            // At the old model, or the new: v1 opens or is refused as newer.
+            do {
+                try Self.open(directory, Self.v1()).close()
+            } catch let error as StrataError {
+                #expect(error.code == .modelMismatch && error.message.contains("newer version"), "call \(call): \(error)")
+            }
+            let reopened = try Self.open(directory, v2())
+            #expect(try Self.notes(reopened) == Self.seeded, "call \(call)")
+            try reopened.close()
+            let check = try Self.inspect(directory).verifyRecords()
+            #expect(check.problems.isEmpty, "call \(call): \(check.problems)")
+            if !fired { break }  // past the migration's last call
+            call += 1
+        }
+        #expect(failures > 0 && call > 1)
+    }
+}
