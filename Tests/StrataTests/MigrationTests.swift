@@ -1,6 +1,7 @@
 import Foundation
 @testable import Strata
 import StrataStore
+import Synchronization
 import Testing
 
 // Classes for the migration models: an entity's class is looked up by model,
@@ -403,5 +404,262 @@ extension MigrationTests {
             call += 1
         }
         #expect(failures > 0 && call > 1)
+    }
+}
+
+/// Cases a review found (each failed before its fix).
+extension MigrationTests {
+    static func bodies(_ coordinator: PersistentStoreCoordinator, key: String) throws -> [String] {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return try context.performAndWait { () throws in
+            try context.fetch(FetchRequest<MNote>()).map { note in
+                "\(note.views):\(note.value(forKey: key).map { "\($0)" } ?? "nil")"
+            }.sorted()
+        }
+    }
+
+    /// An indexed attribute that becomes required with a default: its
+    /// records read the default, so its index entries are made again from it…
+    @Test func aFilledIndexedAttributeHasItsEntriesMadeAgain() throws {
+        let directory = TemporaryDirectory()
+        let v1 = Self.v1(noteIndexes: [IndexDescription("body")])
+        try Self.seed(directory, model: v1)
+        let v2 = Self.v1(noteIndexes: [IndexDescription("body")], replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string, defaultValue: .string("(empty)")),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        try Self.open(directory, v2).close()
+        let check = try Self.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+
+    /// …and a unique one is checked against the values it now holds.
+    @Test func aFilledUniqueAttributeIsCheckedForDuplicates() throws {
+        let directory = TemporaryDirectory()
+        let v1 = Self.v1(noteUniqueness: [["body"]])
+        try Self.seed(directory, model: v1)
+        let v2 = Self.v1(noteUniqueness: [["body"]], replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string, defaultValue: .string("(empty)")),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        // Three notes would share "(empty)".
+        let error = #expect(throws: StrataError.self) { try Self.open(directory, v2).close() }
+        #expect(error?.code == .constraintConflict)
+    }
+
+    /// Deleting an object after such a fill removes its entry: a fetch
+    /// through the index finds the others and nothing dangling.
+    @Test func deletingAfterAFillLeavesNoDanglingEntry() throws {
+        let directory = TemporaryDirectory()
+        let v1 = Self.v1(noteIndexes: [IndexDescription("body")])
+        try Self.seed(directory, model: v1)
+        let v2 = Self.v1(noteIndexes: [IndexDescription("body")], replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string, defaultValue: .string("(empty)")),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        let coordinator = try Self.open(directory, v2)
+        defer { try? coordinator.close() }
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            for note in try context.fetch(FetchRequest<MNote>()) where note.views == 0 { context.delete(note) }
+            try context.save()
+        }
+        let entity = v2.entity(named: "Note")!
+        let plan = QueryPlan(index: entity.indexes[0], indexNumber: 0, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: 0))],
+                             isExact: false, description: "")
+        var seen = 0
+        try coordinator.forEachStored(of: entity, in: plan) { _ in seen += 1 }
+        #expect(seen == 4)
+    }
+
+    /// A later change of default (the layout's hash unchanged) does not
+    /// change what older generations' records read: they got the default
+    /// of the version they were migrated to.
+    @Test func aChangedDefaultDoesNotRewriteHistory() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))])
+        let c2 = try Self.open(directory, v2)
+        #expect(try Self.bodies(c2, key: "pinned") == ["0:true", "1:true", "2:true", "3:true", "4:true"])
+        try c2.close()
+        let v3 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(false))])
+        #expect(v3.versionHash == v2.versionHash)
+        let c3 = try Self.open(directory, v3)
+        defer { try? c3.close() }
+        // Stored objects held `true`; a default change must not alter them.
+        #expect(try Self.bodies(c3, key: "pinned") == ["0:true", "1:true", "2:true", "3:true", "4:true"])
+    }
+
+    /// An index on a removed attribute whose name a renamed one takes over
+    /// is built again, from the renamed attribute's values.
+    @Test func anIndexOnANameTakenOverByARenamedAttributeIsRebuilt() throws {
+        let directory = TemporaryDirectory()
+        let v1 = Self.v1(noteIndexes: [IndexDescription("body")])
+        try Self.seed(directory, model: v1)
+        // body removed; title renamed to body.
+        let v2 = Self.v1(noteIndexes: [IndexDescription("body")], replacingNote: [
+            .attribute("body", .string, optional: true, renamedFrom: "title"),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        try Self.open(directory, v2).close()
+        let check = try Self.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+
+    /// A later version may drop a renaming identifier once every store has
+    /// moved past it: the attribute of the same name keeps its values.
+    @Test func droppingARenamingIdentifierKeepsTheValues() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let v2 = Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("text", .string, optional: true, renamedFrom: "body"),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        try Self.open(directory, v2).close()
+        let v3 = Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("text", .string, optional: true),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        let c3 = try Self.open(directory, v3)
+        defer { try? c3.close() }
+        #expect(try Self.bodies(c3, key: "text") == ["0:nil", "1:body 1", "2:nil", "3:body 3", "4:nil"])
+    }
+
+    /// Integers may widen (every width is stored alike); they may not narrow.
+    @Test func integersMayWidenNotNarrow() throws {
+        func views(_ type: AttributeType) -> ManagedObjectModel {
+            Self.v1(replacingNote: [
+                .attribute("title", .string), .attribute("body", .string, optional: true),
+                .attribute("views", type, defaultValue: .integer(0)),
+            ])
+        }
+        let small = TemporaryDirectory()
+        try Self.seed(small, model: views(.integer16))
+        let widened = try Self.open(small, views(.integer64))
+        #expect(try Self.notes(widened) == Self.seeded)
+        try widened.close()
+        let error = #expect(throws: StrataError.self) { try Self.open(small, views(.integer32)) }
+        #expect(error?.code == .modelMismatch)
+        #expect(error?.modelDifferences.first { !$0.isInferable }?.change == .typeChanged(from: "integer64", to: "integer32"))
+    }
+}
+
+/// Versioned models and custom stages.
+extension MigrationTests {
+    /// Version 2 turns `views` into a string ("seen N times"): not inferable,
+    /// so a custom stage reads each old value beside the new and sets it.
+    static func stringViews(_ identifier: String = "2", extra: [PropertyDescription] = []) throws -> ModelVersion {
+        ModelVersion(identifier, model: Self.v1(replacingNote: [
+            .attribute("title", .string),
+            .attribute("body", .string, optional: true),
+            .attribute("views", .string),
+        ] + extra))
+    }
+
+    static func viewsToText(progress: (@Sendable (Int, Int) -> Void)? = nil) -> MigrationStage {
+        .custom(from: "1", to: "2", batchSize: 2, progress: progress) { objects in
+            for object in objects where object.entity.name == "Note" {
+                guard case .integer(let n)? = object.oldValue(forKey: "views") else { continue }
+                try object.setValue(.string("seen \(n) times"), forKey: "views")
+                // Old relationships hold the new model's IDs.
+                guard case .object(let folder)? = object.oldValue(forKey: "folder") else { continue }
+                #expect(folder.entity === object.entity.destinations[object.entity.propertyIndex["folder"]!])
+            }
+        }
+    }
+
+    static func texts(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return try context.performAndWait { () throws in
+            try context.fetch(FetchRequest<MNote>()).map { note in
+                let folder = (note.value(forKey: "folder") as? ManagedObject)?.value(forKey: "name") as? String ?? "-"
+                return "\(note.value(forKey: "title") as? String ?? "-")|\(note.value(forKey: "views") as? String ?? "-")|\(folder)"
+            }.sorted()
+        }
+    }
+
+    static let texts = ["N0|seen 0 times|A", "N1|seen 1 times|A", "N2|seen 2 times|A", "N3|seen 3 times|B", "N4|seen 4 times|B"]
+
+    /// A custom stage sees old and new values together, runs in batches
+    /// with progress, and commits with the switch to the new version; the
+    /// store then opens with the new model, every object rewritten.
+    @Test func aCustomStageRewritesEveryObjectAtOnce() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let reports = Mutex<[[Int]]>([])
+        let v2 = try Self.stringViews()
+        let plan = try MigrationPlan(versions: [ModelVersion("1", model: Self.v1()), v2], stages: [
+            Self.viewsToText { done, total in reports.withLock { $0.append([done, total]) } },
+        ])
+        let coordinator = PersistentStoreCoordinator(model: v2.model)
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions(), migrationPlan: plan)
+        #expect(try Self.texts(coordinator) == Self.texts)
+        try coordinator.close()
+        // Two folders (one batch), then five notes two by two.
+        #expect(reports.withLock { $0 } == [[2, 7], [4, 7], [6, 7], [7, 7]])
+        let inspector = try Self.inspect(directory)
+        #expect(inspector.summary().recordsAwaitingUpgrade == 0)
+        #expect(try inspector.verifyRecords().problems.isEmpty)
+        // Without the plan, the same change is refused.
+        let bare = TemporaryDirectory()
+        try Self.seed(bare)
+        let error = #expect(throws: StrataError.self) { try Self.open(bare, try Self.stringViews().model) }
+        #expect(error?.code == .modelMismatch)
+    }
+
+    /// A stage that throws, or leaves a required value unset, migrates
+    /// nothing: the store stays at version 1.
+    @Test func aFailingStageLeavesTheStoreAtTheOldVersion() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        struct Refused: Error {}
+        let v1 = ModelVersion("1", model: Self.v1())
+        for stage in [
+            MigrationStage.custom(from: "1", to: "2") { _ in throw Refused() },
+            MigrationStage.custom(from: "1", to: "2") { _ in },  // views left unset: required
+        ] {
+            let v2 = try Self.stringViews()
+            let plan = try MigrationPlan(versions: [v1, v2], stages: [stage])
+            let coordinator = PersistentStoreCoordinator(model: v2.model)
+            let error = #expect(throws: StrataError.self) {
+                try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions(), migrationPlan: plan)
+            }
+            #expect(error?.code == .invalidArgument || error?.code == .validationFailed, "\(String(describing: error))")
+            let old = try Self.open(directory, v1.model)
+            #expect(try Self.notes(old) == Self.seeded)
+            try old.close()
+        }
+    }
+
+    /// A plan goes through each version in turn — inferred 2 → 3 after the
+    /// custom 1 → 2 — from wherever the store is; `migrate(upTo:)` stops
+    /// at a version, for tests of each step.
+    @Test func aPlanGoesThroughEachVersionFromWhereverTheStoreIs() throws {
+        let v1 = ModelVersion("1", model: Self.v1())
+        let v2 = try Self.stringViews()
+        let v3 = try Self.stringViews("3", extra: [.attribute("pinned", .bool, defaultValue: .bool(true))])
+        let plan = try MigrationPlan(versions: [v1, v2, v3], stages: [Self.viewsToText()])
+        let stepwise = TemporaryDirectory(), direct = TemporaryDirectory()
+        try Self.seed(stepwise)
+        try Self.seed(direct)
+        try plan.migrate(storeAt: stepwise.path + "/store", upTo: "2", options: testStoreOptions())
+        do {
+            let at2 = try Self.open(stepwise, v2.model)
+            #expect(try Self.texts(at2) == Self.texts)
+            try at2.close()
+        }
+        for directory in [stepwise, direct] {
+            let coordinator = PersistentStoreCoordinator(model: v3.model)
+            try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions(), migrationPlan: plan)
+            #expect(try Self.texts(coordinator) == Self.texts)
+            try coordinator.close()
+            #expect(try Self.inspect(directory).verifyRecords().problems.isEmpty)
+        }
+        #expect(throws: StrataError.self) { try MigrationPlan(versions: [v1, v2], stages: [.custom(from: "1", to: "3") { _ in }]) }
     }
 }

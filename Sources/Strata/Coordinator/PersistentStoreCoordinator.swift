@@ -88,7 +88,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// ``StrataError/modelDifferences``. A missing,
     /// foreign, locked or corrupt directory gives ``StrataError/Code/storage``
     /// with the engine's `StoreError` as the cause.
-    public func addPersistentStore(_ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions()) throws(StrataError) {
+    ///
+    /// With a `migrationPlan` (whose last version is this coordinator's
+    /// model), a store at one of its versions goes through each later
+    /// version in turn, by inference or the plan's custom stage.
+    public func addPersistentStore(
+        _ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions(), migrationPlan: MigrationPlan? = nil
+    ) throws(StrataError) {
         try saveLock.withLock { () throws(StrataError) in
             guard lock.withLock({ store == nil }) else {
                 throw StrataError(.storeAlreadyAdded, "the coordinator already has a store")
@@ -102,7 +108,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 newStore = try LogRecordStore(directory: directory, options: options)
             }
             do throws(StrataError) {
-                let prepared = try prepare(newStore, readOnly: options.readOnly && type == .log)
+                let prepared = try prepare(newStore, readOnly: options.readOnly && type == .log, plan: migrationPlan)
                 let (keys, identifier) = (prepared.keys, prepared.identifier)
                 lock.withLock {
                     store = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore

@@ -10,12 +10,13 @@ extension PersistentStoreCoordinator {
     }
 
     /// Checks (or writes) the model, migrating the store to it when its
-    /// model changed in a way that can be inferred; reads the key counters
-    /// and the store's identity. A migration is ONE atomic batch: the new
-    /// schema generation, the model record, the key counters, the index
-    /// entries of indexes added or changed, and the deletion of removed
-    /// entities' objects. A crash leaves the store at the old model or the new.
-    func prepare(_ store: any RecordStore, readOnly: Bool) throws(StrataError) -> PreparedStore {
+    /// model changed in a way that can be inferred, or through the steps of
+    /// `plan`; reads the key counters and the store's identity. Each step
+    /// is ONE atomic batch: the new schema generation, the model record, the
+    /// key counters, the index entries of indexes added or changed, the
+    /// deletion of removed entities' objects and, for a custom stage, every
+    /// object it rewrote. A crash leaves the store at one of the versions.
+    func prepare(_ store: any RecordStore, readOnly: Bool, plan: MigrationPlan? = nil) throws(StrataError) -> PreparedStore {
         guard let record = try store.get(RecordCoding.modelKey) else { return try create(store, readOnly: readOnly) }
         guard let hash = RecordCoding.hash(inModelRecord: record) else {
             throw StrataError(.corruptRecord, "the store's model record is damaged")
@@ -31,31 +32,78 @@ extension PersistentStoreCoordinator {
             let storedModel = try ModelSchema.decodeCached(storedSchema)
             generations = [.init(schema: storedSchema, numbers: (0..<storedModel.entities.count).map(UInt16.init))]
         }
-        var keys = Array(repeating: UInt64(1), count: model.entities.count)
-        if hash == model.versionHash && storedSchema == model.schema {
-            if let bytes = try store.get(RecordCoding.keysKey) {
-                guard let stored = RecordCoding.decodeKeys(bytes), stored.count == keys.count else {
-                    throw StrataError(.corruptRecord, "the store's key counters are damaged")
-                }
-                keys = stored
+        if hash != model.versionHash || storedSchema != model.schema {
+            let storedModel = try ModelSchema.decodeCached(storedSchema)
+            guard storedModel.versionHash == hash else {
+                throw StrataError(.corruptRecord, "the stored schema hashes to \(storedModel.versionHash) but the model record says \(hash)")
             }
-            return PreparedStore(keys: keys, identifier: try identity(of: store),
-                                 schemas: try StoredSchemas(generations: generations, model: model))
+            if generations.dropLast().contains(where: { $0.schema == model.schema }) {
+                throw StrataError(.modelMismatch, "the store was migrated past this model (to \(hash)) by a newer version of the application")
+            }
+            // The versions still to go through: from the plan's version the
+            // store is at, or straight to this model by inference.
+            var steps: [(model: ManagedObjectModel, stage: MigrationStage?)] = [(model, nil)]
+            if let plan {
+                guard plan.versions.last?.model.schema == model.schema else {
+                    throw StrataError(.invalidArgument, "the migration plan's last version is not the coordinator's model")
+                }
+                if let at = plan.versions.firstIndex(where: { $0.model.schema == storedSchema }) {
+                    steps = plan.versions[(at + 1)...].enumerated().map { offset, version in
+                        let from = plan.versions[at + offset].identifier
+                        return (version.model, plan.customStage(from: from, to: version.identifier))
+                    }
+                }
+            }
+            for (target, stage) in steps {
+                guard let next = try migrate(store, generations: generations, to: target, stage: stage, readOnly: readOnly) else {
+                    break  // read-only, and nothing stored depends on the change
+                }
+                generations = next
+            }
         }
+        var keys = Array(repeating: UInt64(1), count: model.entities.count)
+        if let bytes = try store.get(RecordCoding.keysKey) {
+            guard let stored = RecordCoding.decodeKeys(bytes), stored.count == keys.count else {
+                throw StrataError(.corruptRecord, "the store's key counters are damaged")
+            }
+            keys = stored
+        }
+        return PreparedStore(keys: keys, identifier: try identity(of: store),
+                             schemas: try StoredSchemas(generations: generations, model: model))
+    }
 
-        let storedModel = try ModelSchema.decodeCached(storedSchema)
-        guard storedModel.versionHash == hash else {
-            throw StrataError(.corruptRecord, "the stored schema hashes to \(storedModel.versionHash) but the model record says \(hash)")
+    /// Migrates the store from its last generation to `target`, by
+    /// inference or through a custom `stage`, in one batch; returns the
+    /// generations after. Nil when `readOnly` and only what no stored byte
+    /// depends on changed (the store reads as it is).
+    private func migrate(
+        _ store: any RecordStore, generations: [StoredSchemas.Generation], to target: ManagedObjectModel, stage: MigrationStage?,
+        readOnly: Bool
+    ) throws(StrataError) -> [StoredSchemas.Generation]? {
+        var generations = generations
+        let storedModel = try ModelSchema.decodeCached(generations.last!.schema)
+        var mapping = SchemaMapping.infer(from: storedModel, to: target)
+        if let stage {
+            // What inference cannot carry over, the stage fills in.
+            mapping.acceptUnresolved(for: stage)
         }
-        if generations.dropLast().contains(where: { $0.schema == model.schema }) {
-            throw StrataError(.modelMismatch, "the store was migrated past this model (to \(hash)) by a newer version of the application")
-        }
-        let mapping = SchemaMapping.infer(from: storedModel, to: model)
         guard mapping.unresolved.isEmpty else {
-            var error = StrataError(.modelMismatch, "the store's model (\(hash)) cannot be migrated to this one (\(model.versionHash)) by inference")
+            var error = StrataError(.modelMismatch, "the store's model (\(storedModel.versionHash)) cannot be migrated to this one (\(target.versionHash)) by inference")
             error.modelDifferences = mapping.differences
             throw error
         }
+        // A change only of what no stored byte depends on replaces the last
+        // generation's schema — unless older generations exist: their
+        // records are upgraded through it (defaults, required fills).
+        let needsGeneration = stage != nil || !mapping.keepsEveryRecord || mapping.entities.contains { $0.indexesChanged }
+            || storedModel.versionHash != target.versionHash || generations.count > 1
+        if readOnly {
+            guard needsGeneration || !mapping.mustHoldValues.isEmpty else { return nil }
+            var error = StrataError(.modelMismatch, "the store's model (\(storedModel.versionHash)) must be migrated to this one (\(target.versionHash)): open it read-write once")
+            error.modelDifferences = mapping.differences
+            throw error
+        }
+        var keys = Array(repeating: UInt64(1), count: target.entities.count)
         if let bytes = try store.get(RecordCoding.keysKey) {
             guard let stored = RecordCoding.decodeKeys(bytes), stored.count == storedModel.entities.count else {
                 throw StrataError(.corruptRecord, "the store's key counters are damaged")
@@ -64,19 +112,7 @@ extension PersistentStoreCoordinator {
                 if let old = entityMapping.old { keys[position] = stored[Int(old.index)] }
             }
         }
-
-        let needsGeneration = !mapping.keepsEveryRecord || mapping.entities.contains { $0.indexesChanged } || storedModel.versionHash != model.versionHash
-        if readOnly {
-            // Only what no stored byte depends on changed: the store reads
-            // as it is, without recording the new schema.
-            guard needsGeneration || !mapping.mustHoldValues.isEmpty else {
-                return PreparedStore(keys: keys, identifier: try identity(of: store),
-                                     schemas: try StoredSchemas(generations: generations, model: model))
-            }
-            var error = StrataError(.modelMismatch, "the store's model (\(hash)) must be migrated to this one (\(model.versionHash)): open it read-write once")
-            error.modelDifferences = mapping.differences
-            throw error
-        }
+        let before = generations
         let last = generations.removeLast()
         if needsGeneration {
             generations.append(last)
@@ -91,43 +127,60 @@ extension PersistentStoreCoordinator {
                     unused += 1
                 }
             }
-            generations.append(.init(schema: model.schema, numbers: numbers))
+            generations.append(.init(schema: target.schema, numbers: numbers))
         } else {
             // Only what no stored byte depends on changed (optionality,
             // delete rules, defaults, renaming identifiers): the records and
             // keys read as they are.
-            generations.append(.init(schema: model.schema, numbers: last.numbers))
+            generations.append(.init(schema: target.schema, numbers: last.numbers))
         }
-        let schemas = try StoredSchemas(generations: generations, model: model)
+        let schemas = try StoredSchemas(generations: generations, model: target)
         let reader = MigratedRecordStore(store, schemas: schemas)
-        try checkValuesHeld(mapping, reading: reader)
+        if stage == nil { try checkValuesHeld(mapping, in: target, reading: reader) }
 
         var batch = WriteBatch()
-        batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(model))
+        batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(target))
         batch.put(StoredSchemas.historyKey, schemas.historyRecord())
         batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys))
         // Objects of removed entities, and their index entries, go.
         for old in storedModel.entities where mapping.newPosition[Int(old.index)] == nil {
             try deleteAll(storedNumber: last.numbers[Int(old.index)], in: store, into: &batch)
         }
-        for (position, entityMapping) in mapping.entities.enumerated() where entityMapping.indexesChanged {
-            let entity = model.entities[position]
-            if let old = entityMapping.old {
-                try deleteAll(storedNumber: last.numbers[Int(old.index)], in: store, into: &batch, indexEntriesOnly: true)
-            }
-            if entityMapping.old != nil && !entity.indexes.isEmpty {
-                try buildIndexes(of: entity, reading: reader, schemas: schemas, into: &batch)
+        // A custom stage rewrites every object: it reads them as the store
+        // had them, and reports progress against their number.
+        let oldReader = stage == nil ? nil : MigratedRecordStore(store, schemas: try StoredSchemas(generations: before, model: storedModel))
+        var done = 0, total = 0
+        if stage != nil {
+            for old in storedModel.entities where mapping.newPosition[Int(old.index)] != nil {
+                try store.forEachKey(in: [KeyRange(prefix: [RecordCoding.objectTag] + [UInt8(last.numbers[Int(old.index)] >> 8), UInt8(last.numbers[Int(old.index)] & 0xFF)])]) { _, _ throws(StrataError) -> Bool in
+                    total += 1
+                    return true
+                }
             }
         }
+        for (position, entityMapping) in mapping.entities.enumerated() where entityMapping.indexesChanged || stage != nil {
+            let entity = target.entities[position]
+            guard let old = entityMapping.old else { continue }
+            try deleteAll(storedNumber: last.numbers[Int(old.index)], in: store, into: &batch, indexEntriesOnly: true)
+            var indexes = IndexBuilder(entity: entity, schemas: schemas)
+            if let stage, let oldReader {
+                try stage.rewrite(
+                    entity, from: old, mapping: entityMapping, newPosition: mapping.newPosition, reading: oldReader, writing: schemas,
+                    into: &batch, indexes: &indexes, done: &done, total: total)
+            } else if !entity.indexes.isEmpty {
+                try indexes.addStored(reading: reader)
+            }
+            try indexes.finish(into: &batch)
+        }
         try store.write(batch)
-        return PreparedStore(keys: keys, identifier: try identity(of: store), schemas: schemas)
+        return generations
     }
 
     /// Checks that every stored object holds a value in each property that
     /// became required without a default (Core Data's rule: such a change
     /// migrates when the data allows it). Throws
     /// ``StrataError/Code/modelMismatch`` naming the objects that do not.
-    private func checkValuesHeld(_ mapping: SchemaMapping, reading reader: MigratedRecordStore) throws(StrataError) {
+    private func checkValuesHeld(_ mapping: SchemaMapping, in model: ManagedObjectModel, reading reader: MigratedRecordStore) throws(StrataError) {
         var missing: [ModelDifference] = []
         var examples: [String] = []
         for (position, property) in mapping.mustHoldValues {
@@ -195,46 +248,62 @@ extension PersistentStoreCoordinator {
             }
         }
     }
+}
 
-    /// Puts the entries of every index of `entity` for its stored objects,
-    /// read (upgraded) through `reader`. Throws
-    /// ``StrataError/Code/constraintConflict`` listing the objects that share
-    /// the values of a unique index, when some do.
-    private func buildIndexes(
-        of entity: EntityDescription, reading reader: MigratedRecordStore, schemas: StoredSchemas, into batch: inout WriteBatch
-    ) throws(StrataError) {
+/// The entries of every index of one entity, made object by object during a
+/// migration, checking its unique indexes as it goes.
+struct IndexBuilder {
+    let entity: EntityDescription
+    let schemas: StoredSchemas
+    private var entries: [[UInt8]] = []
+    /// Per unique index's values: the first object met holding them.
+    private var holders: [[UInt8]: ObjectID] = [:]
+    private var conflicts: [ConstraintConflict] = []
+
+    init(entity: EntityDescription, schemas: StoredSchemas) {
+        self.entity = entity
+        self.schemas = schemas
+    }
+
+    mutating func add(_ values: [PropertyValue], primaryKey: UInt64) {
+        let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
+        for number in entity.indexes.indices {
+            var entry = IndexKeyCoding.key(values, of: entity, index: number, primaryKey: primaryKey)
+            if entity.indexes[number].isUnique {
+                let held = entity.indexedProperties[number].map { values[$0] }
+                if !held.contains(.null), let holder = holders.updateValue(id, forKey: Array(entry.dropLast(8))) {
+                    conflicts.append(ConstraintConflict(
+                        objectID: id, constraint: entity.indexes[number].attributeNames, values: held, conflictingObjectIDs: [holder]))
+                }
+            }
+            schemas.translate(&entry, toStored: true)
+            entries.append(entry)
+        }
+    }
+
+    /// Adds every stored object of the entity, read (upgraded) through `reader`.
+    mutating func addStored(reading reader: MigratedRecordStore) throws(StrataError) {
         let prefix = RecordCoding.prefix(of: entity)
-        var holders: [[UInt8]: ObjectID] = [:]
-        var conflicts: [ConstraintConflict] = []
         try reader.forEach(prefix: prefix) { key, value throws(StrataError) in
             guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix),
                   let snapshot = RecordCoding.decode(value, entity: entity) else {
                 throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
             }
-            let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
-            for number in entity.indexes.indices {
-                var entry = IndexKeyCoding.key(snapshot.values, of: entity, index: number, primaryKey: primaryKey)
-                if entity.indexes[number].isUnique {
-                    let values = entity.indexedProperties[number].map { snapshot.values[$0] }
-                    if !values.contains(.null) {
-                        let valueKey = Array(entry.dropLast(8))
-                        if let holder = holders.updateValue(id, forKey: valueKey) {
-                            conflicts.append(ConstraintConflict(
-                                objectID: id, constraint: entity.indexes[number].attributeNames, values: values, conflictingObjectIDs: [holder]))
-                        }
-                    }
-                }
-                schemas.translate(&entry, toStored: true)
-                batch.put(entry, [])
-            }
+            add(snapshot.values, primaryKey: primaryKey)
         }
+    }
+
+    /// Puts the entries; throws ``StrataError/Code/constraintConflict``
+    /// listing the objects that share a unique index's values, if any do.
+    func finish(into batch: inout WriteBatch) throws(StrataError) {
         guard conflicts.isEmpty else {
             var error = StrataError(
                 .constraintConflict,
-                "\(conflicts.count) stored \(entity.name) objects share the values of a uniqueness constraint the model adds; the store was not migrated")
+                "\(conflicts.count) stored \(entity.name) objects share the values of a uniqueness constraint of the new model; the store was not migrated")
             error.constraintConflicts = conflicts
             throw error
         }
+        for entry in entries { batch.put(entry, []) }
     }
 }
 

@@ -68,6 +68,21 @@ struct SchemaMapping {
         entities.allSatisfy { $0.old == nil || $0.keepsLayout } && newPosition.enumerated().allSatisfy { $0.element == $0.offset }
     }
 
+    /// Hands what inference cannot carry over to a custom stage: each such
+    /// property starts at its initial value, for the stage to set (it reads
+    /// the old value by name); the difference stays listed, no longer blocking.
+    mutating func acceptUnresolved(for stage: MigrationStage) {
+        for (d, difference) in differences.enumerated() where !difference.isInferable {
+            differences[d].isInferable = true
+            differences[d].reason = nil
+            guard let name = difference.property, let entity = new.entity(named: difference.entity),
+                  let j = entity.propertyIndex[name] else { continue }
+            entities[Int(entity.index)].sources[j] = PropertySource(initial: entity.initialValues[j])
+            entities[Int(entity.index)].keepsLayout = false
+        }
+        mustHoldValues = []
+    }
+
     /// Whether the two models are one model to the store: nothing to migrate
     /// and nothing to record but the new schema.
     var isEmpty: Bool { differences.isEmpty }
@@ -81,8 +96,12 @@ extension SchemaMapping {
         var newPosition = [Int?](repeating: nil, count: old.entities.count)
         var oldFor: [EntityDescription?] = []
         for entity in new.entities {
-            let match = old.entities.first { $0.canonicalName == entity.canonicalName }
+            // By canonical name; then the old entity the renaming identifier
+            // names; then one of the same name (a later version may drop a
+            // renaming identifier once every store has moved past it).
+            let match = old.entities.first { $0.canonicalName == entity.canonicalName && newPosition[Int($0.index)] == nil }
                 ?? entity.renamingIdentifier.flatMap { old.entity(named: $0) }
+                ?? old.entity(named: entity.name)
             if let match, newPosition[Int(match.index)] == nil {
                 newPosition[Int(match.index)] = Int(entity.index)
                 oldFor.append(match)
@@ -124,8 +143,9 @@ extension SchemaMapping {
         var keepsLayout = entity.properties.count == oldEntity.properties.count
         var oldNameFor: [String: String] = [:]  // new attribute name → old
         for (j, property) in entity.properties.enumerated() {
-            let match = oldEntity.properties.firstIndex { $0.canonicalName == property.canonicalName }
+            let match = oldEntity.properties.indices.first { !used.contains($0) && oldEntity.properties[$0].canonicalName == property.canonicalName }
                 ?? property.renamingIdentifier.flatMap { oldEntity.propertyIndex[$0] }
+                ?? oldEntity.propertyIndex[property.name]
             guard let i = match, !used.contains(i) else {
                 var source = PropertySource()
                 source.initial = entity.initialValues[j]
@@ -149,8 +169,15 @@ extension SchemaMapping {
             case (.attribute(let was), .attribute(let now)):
                 oldNameFor[now.name] = was.name
                 if was.type != now.type {
-                    note(now.name, .typeChanged(from: "\(was.type)", to: "\(now.type)"),
-                         unless: "an attribute's type cannot be inferred; add a new attribute and copy the values in a custom stage")
+                    // Integers of every width are stored alike (a zigzag
+                    // varint; 8 bytes in index keys): widening changes no byte.
+                    let widths: [AttributeType: Int] = [.integer16: 16, .integer32: 32, .integer64: 64]
+                    if let from = widths[was.type], let to = widths[now.type], from < to {
+                        note(now.name, .typeChanged(from: "\(was.type)", to: "\(now.type)"))
+                    } else {
+                        note(now.name, .typeChanged(from: "\(was.type)", to: "\(now.type)"),
+                             unless: "an attribute's type cannot be inferred; add a new attribute and copy the values in a custom stage")
+                    }
                 }
                 if was.isOptional && !now.isOptional {
                     if now.defaultValue == .null {
@@ -206,14 +233,19 @@ extension SchemaMapping {
         }
         // Indexes compare by the new names of the attributes they cover.
         let oldIndexes = oldEntity.indexes.map { index in
-            IndexDescription(index.attributeNames.map { name in oldNameFor.first { $0.value == name }?.key ?? name }, isUnique: index.isUnique)
+            // An attribute removed since cannot match any new one.
+            IndexDescription(index.attributeNames.map { name in oldNameFor.first { $0.value == name }?.key ?? "\u{0}removed \(name)" }, isUnique: index.isUnique)
         }
         for index in entity.indexes where !oldIndexes.contains(index) { note(nil, .indexAdded(index)) }
         for (index, original) in zip(oldIndexes, oldEntity.indexes) where !entity.indexes.contains(index) {
             note(nil, .indexRemoved(original))
         }
         if oldEntity.versionHashModifier != entity.versionHashModifier { note(nil, .hashModifierChanged) }
-        return EntityMapping(old: oldEntity, sources: sources, keepsLayout: keepsLayout, indexesChanged: oldIndexes != entity.indexes)
+        // An indexed attribute whose nulls become its default needs its
+        // entries made again, from the values it now reads.
+        let filled = Set(sources.indices.filter { sources[$0].fill != nil })
+        let refilled = entity.indexedProperties.contains { !filled.isDisjoint(with: $0) }
+        return EntityMapping(old: oldEntity, sources: sources, keepsLayout: keepsLayout, indexesChanged: oldIndexes != entity.indexes || refilled)
     }
 
     private static func kind(_ property: PropertyDescription) -> String {

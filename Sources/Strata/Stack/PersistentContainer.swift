@@ -55,16 +55,18 @@ public final class PersistentContainer: Sendable {
     /// in-memory store when `directory` is nil; `viewContext` chooses the
     /// view context's queue (the main queue unless you say otherwise);
     /// `rowCacheBudget` bounds the coordinator's cache of committed
-    /// snapshots (``PersistentStoreCoordinator/init(model:rowCacheBudget:)``).
+    /// snapshots (``PersistentStoreCoordinator/init(model:rowCacheBudget:)``);
+    /// `migrationPlan` takes a store of an earlier model version through
+    /// each later one (see <doc:ModelEvolution>).
     public init(
         name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions(),
-        viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20
+        viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20, migrationPlan: MigrationPlan? = nil
     ) throws(StrataError) {
         self.name = name
         self.model = model
         coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
         if let directory {
-            try coordinator.addPersistentStore(.log, directory: directory, options: options)
+            try coordinator.addPersistentStore(.log, directory: directory, options: options, migrationPlan: migrationPlan)
         } else {
             try coordinator.addPersistentStore(.inMemory)
         }

@@ -1,0 +1,129 @@
+public import StrataStore
+
+/// One version of an app's model, named: what a ``MigrationPlan`` lists.
+///
+/// ```swift
+/// let v1 = try ModelVersion("1", entities: [
+///     EntityDescription(name: "Note", managedObjectClass: Note.self, properties: [.attribute("views", .string)]),
+/// ])
+/// ```
+public struct ModelVersion: Sendable {
+    public let identifier: String
+    public let model: ManagedObjectModel
+
+    /// Makes the version's model (``ManagedObjectModel/init(entities:)``).
+    public init(_ identifier: String, entities: [EntityDescription]) throws(StrataError) {
+        self.identifier = identifier
+        self.model = try ManagedObjectModel(entities: entities)
+    }
+
+    public init(_ identifier: String, model: ManagedObjectModel) {
+        self.identifier = identifier
+        self.model = model
+    }
+}
+
+/// How a store moves from one model version to the next: by inference
+/// (``lightweight(from:to:)``, what a plan does between two versions it has
+/// no stage for), or by a custom stage that sees each object's old and new
+/// values together and sets what inference cannot.
+public struct MigrationStage: Sendable {
+    public let from: String
+    public let to: String
+    let batchSize: Int
+    let body: (@Sendable ([MigratingObject]) throws -> Void)?
+    let progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
+
+    var isCustom: Bool { body != nil }
+
+    /// Inferred, as a store without a plan is migrated.
+    public static func lightweight(from: String, to: String) -> MigrationStage {
+        MigrationStage(from: from, to: to, batchSize: 0, body: nil, progress: nil)
+    }
+
+    /// A custom stage: `migrate` gets the stored objects `batchSize` at a
+    /// time, each with its values under the old version
+    /// (``MigratingObject/oldValue(forKey:)``) and under the new one, which
+    /// start as inference makes them — carried over where a property
+    /// matches, the default where it is new or its type changed — and which
+    /// it may set. Everything the stage writes, with the switch to the new
+    /// version, is ONE atomic batch: a throw, a crash or a value the new
+    /// model refuses leaves the store at the old version. `progress` gets
+    /// the objects done and the total after each batch.
+    ///
+    /// ```swift
+    /// .custom(from: "1", to: "2") { objects in
+    ///     for note in objects where note.entity.name == "Note" {
+    ///         if case .string(let text)? = note.oldValue(forKey: "views") {
+    ///             try note.setValue(.integer(Int64(text) ?? 0), forKey: "views")
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    public static func custom(
+        from: String, to: String, batchSize: Int = 1_000, progress: (@Sendable (_ done: Int, _ total: Int) -> Void)? = nil,
+        migrate: @escaping @Sendable ([MigratingObject]) throws -> Void
+    ) -> MigrationStage {
+        MigrationStage(from: from, to: to, batchSize: max(1, batchSize), body: migrate, progress: progress)
+    }
+}
+
+/// The model versions a store may have been written with, oldest first, the
+/// last being the app's model, and the custom stages between some of them
+/// (the others are inferred).
+///
+/// ```swift
+/// let plan = MigrationPlan(versions: [v1, v2, v3], stages: [
+///     .custom(from: "2", to: "3") { objects in … },
+/// ])
+/// let container = try PersistentContainer(name: "Notes", model: v3.model, directory: path, migrationPlan: plan)
+/// ```
+///
+/// A store at version 1 goes through 2, then 3, each step one atomic batch;
+/// a store at a model the plan does not list is migrated straight to the
+/// last version by inference.
+public struct MigrationPlan: Sendable {
+    public let versions: [ModelVersion]
+    public let stages: [MigrationStage]
+
+    /// Throws ``StrataError/Code/invalidArgument`` when versions repeat an
+    /// identifier or a model, or a stage names versions that do not follow
+    /// each other in the list.
+    public init(versions: [ModelVersion], stages: [MigrationStage] = []) throws(StrataError) {
+        guard !versions.isEmpty, Set(versions.map(\.identifier)).count == versions.count,
+              Set(versions.map(\.model.schema)).count == versions.count else {
+            throw StrataError(.invalidArgument, "a migration plan needs versions with distinct identifiers and distinct models")
+        }
+        for stage in stages {
+            guard let i = versions.firstIndex(where: { $0.identifier == stage.from }), i + 1 < versions.count,
+                  versions[i + 1].identifier == stage.to else {
+                throw StrataError(.invalidArgument, "stage \(stage.from) → \(stage.to) does not join two consecutive versions of the plan")
+            }
+        }
+        self.versions = versions
+        self.stages = stages
+    }
+
+    /// Migrates the store in `directory` up to the version `identifier` (and
+    /// no further), then closes it: for tests of each step.
+    ///
+    /// ```swift
+    /// try plan.migrate(storeAt: path, upTo: "2")
+    /// ```
+    public func migrate(storeAt directory: String, upTo identifier: String, options: StoreOptions = StoreOptions()) throws(StrataError) {
+        guard let last = versions.firstIndex(where: { $0.identifier == identifier }) else {
+            throw StrataError(.invalidArgument, "the plan has no version \(identifier)")
+        }
+        let partial = try MigrationPlan(versions: Array(versions[...last]), stages: stages.filter { stage in
+            versions[...last].contains { $0.identifier == stage.to }
+        })
+        let coordinator = PersistentStoreCoordinator(model: versions[last].model)
+        try coordinator.addPersistentStore(.log, directory: directory, options: options, migrationPlan: partial)
+        try coordinator.close()
+    }
+
+    /// The custom stage into version `identifier` from the one before, if any.
+    func customStage(from: String, to: String) -> MigrationStage? {
+        stages.first { $0.from == from && $0.to == to && $0.isCustom }
+    }
+}
