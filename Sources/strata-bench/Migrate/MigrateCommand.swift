@@ -21,7 +21,7 @@ struct MigrateCommand: ParsableCommand {
     @Option(help: "Write every figure to this JSON file.") var json: String?
 
     enum Change: String, CaseIterable, Codable {
-        case none, addAttribute, renameAttribute
+        case none, addAttribute, renameAttribute, customStage
     }
 
     struct Round: Codable {
@@ -38,7 +38,8 @@ struct MigrateCommand: ParsableCommand {
     }
 
     /// The bench model, changed: Recipe gains `calories` (required, default
-    /// 0), or its `name` becomes `title`.
+    /// 0), its `name` becomes `title`, or (for the custom stage) its
+    /// `rating` becomes a string.
     static func model(_ change: Change) throws -> ManagedObjectModel {
         let name: PropertyDescription = change == .renameAttribute
             ? .attribute("title", .string, renamedFrom: "name") : .attribute("name", .string)
@@ -47,7 +48,7 @@ struct MigrateCommand: ParsableCommand {
             EntityDescription(name: "Recipe", managedObjectClass: BenchRecipe.self, properties: [
                 name,
                 .attribute("servings", .integer64),
-                .attribute("rating", .double),
+                .attribute("rating", change == .customStage ? .string : .double),
                 .attribute("created", .date),
                 .toMany("ingredients", "Ingredient", inverse: "recipe", deleteRule: .cascade),
             ] + extra),
@@ -77,8 +78,9 @@ struct MigrateCommand: ParsableCommand {
                 try files.copyItem(atPath: base, toPath: path)
                 let model = try Self.model(change)
                 let coordinator = PersistentStoreCoordinator(model: model)
+                let plan = change == .customStage ? try Self.customPlan(to: model) : nil
                 figures.openMilliseconds[change.rawValue] = try seconds {
-                    try coordinator.addPersistentStore(.log, directory: path)
+                    try coordinator.addPersistentStore(.log, directory: path, migrationPlan: plan)
                 } * 1000
                 let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
                 var fetched = 0
@@ -91,7 +93,7 @@ struct MigrateCommand: ParsableCommand {
                 report.fetched = fetched
                 try coordinator.close()
                 try files.removeItem(atPath: path)
-                if change != .none {
+                if change == .addAttribute || change == .renameAttribute {
                     let copy = work.path + "/\(change.rawValue)-\(round).sqlite"
                     for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: sqliteBase + suffix) {
                         try files.copyItem(atPath: sqliteBase + suffix, toPath: copy + suffix)
@@ -116,7 +118,24 @@ struct MigrateCommand: ParsableCommand {
                       fixed(med(\.sqliteMilliseconds, change), 1) + " ms")
         }
         print(table.render())
+        let custom = med(\.openMilliseconds, .customStage)
+        print("custom stage rewriting every recipe's rating (double → string) and carrying the ingredients over, in one atomic batch: "
+              + "\(fixed(custom, 0)) ms, \(thousands(Double(objects) / custom * 1000)) objects/s")
         if let json { try writeJSON(report, to: json) }
+    }
+
+    /// Version 1 → 2 with a custom stage: each recipe's rating becomes text.
+    static func customPlan(to target: ManagedObjectModel) throws -> MigrationPlan {
+        try MigrationPlan(versions: [ModelVersion("1", model: try model(.none)), ModelVersion("2", model: target)], stages: [
+            .custom(from: "1", to: "2", batchSize: 10_000, progress: { done, total in
+                if done % 200_000 < 10_000 || done == total { progress("migrate: custom stage \(done)/\(total)") }
+            }) { objects in
+                for object in objects where object.entity.name == "Recipe" {
+                    guard case .double(let rating)? = object.oldValue(forKey: "rating") else { continue }
+                    try object.setValue(.string(String(format: "%.1f", rating)), forKey: "rating")
+                }
+            },
+        ])
     }
 }
 
