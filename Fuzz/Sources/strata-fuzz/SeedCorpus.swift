@@ -63,7 +63,8 @@ enum SeedCorpus {
             (.store, [("read-only", StoreDirectory.encode(files, mode: 0)), ("read-write", StoreDirectory.encode(files, mode: 2)),
                       ("repaired-read-write", StoreDirectory.encode(files, mode: 3))]),
             (.record, records()),
-            (.schema, [("model", StrataTargets.model.schema), ("small-model", try smallModel().schema)]),
+            (.schema, [("model", StrataTargets.model.schema), ("small-model", try smallModel().schema),
+                       ("renamed-model", try renamedModel().schema)]),
             (.uri, [("permanent", Array("x-strata:/Item/p42".utf8)), ("temporary", Array("x-strata:/Owner/t7".utf8)),
                     ("query", Array("x-strata:/Tag/p1?x=1#y".utf8))]),
         ]
@@ -114,8 +115,28 @@ enum SeedCorpus {
             seeds.append(("record-\(entity.name)", bytes))
         }
         seeds.append(("keys", [UInt8(model.entities.count)] + RecordCoding.keysRecord([5, 300, 1])))
+        // A record of the older schema generation (StrataTargets.generations).
+        var old: [UInt8] = [0xF0]
+        RecordCoding.encode([.string("legacy"), .string("hi"), .null, .integer(1), .integer(2), .double(3), .bool(false),
+                             .date(Date(timeIntervalSinceReferenceDate: 5)), .data(Data([9])), .uuid(UUID(uuid: (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))),
+                             .null, .object(id(owner, 2)), .object(id(tag, 3))], version: 2, into: &old)
+        seeds.append(("record-old-generation", old))
         seeds.append(("object-key", [UInt8(model.entities.count + 1)] + RecordCoding.key(id(item, 42))))
         return seeds
+    }
+
+    /// A model in schema format 4: renaming identifiers, a hash modifier, defaults.
+    static func renamedModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Note", properties: [
+                .attribute("heading", .string, defaultValue: .string("untitled"), renamedFrom: "title"),
+                .attribute("views", .integer32, defaultValue: .integer(0)),
+                .toOne("folder", "Notebook", inverse: "notes", renamedFrom: "parent"),
+            ], renamedFrom: "Memo", versionHashModifier: "2"),
+            EntityDescription(name: "Notebook", properties: [
+                .toMany("notes", "Note", inverse: "folder"),
+            ], renamedFrom: "Folder"),
+        ])
     }
 
     static func smallModel() throws -> ManagedObjectModel {

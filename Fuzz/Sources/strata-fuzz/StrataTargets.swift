@@ -33,6 +33,45 @@ enum StrataTargets {
 
     static let coordinator = PersistentStoreCoordinator(model: model)
 
+    /// A store's two schema generations: the first had Item without
+    /// `maybeInt`, with a `legacy` string first and `int16` optional; the
+    /// second is ``model``. Records of the first are upgraded as read.
+    static let older: ManagedObjectModel = {
+        do {
+            return try ManagedObjectModel(entities: [
+                EntityDescription(name: "Item", properties: [
+                    .attribute("legacy", .string, optional: true),
+                    .attribute("string", .string), .attribute("int16", .integer16, optional: true), .attribute("int32", .integer32),
+                    .attribute("int64", .integer64), .attribute("double", .double), .attribute("bool", .bool),
+                    .attribute("date", .date), .attribute("data", .binaryData), .attribute("uuid", .uuid),
+                    .attribute("maybeString", .string, optional: true),
+                    .toOne("owner", "Owner", inverse: "items"),
+                    .toOne("tags", "Tag", inverse: "items"),
+                ]),
+                EntityDescription(name: "Owner", properties: [
+                    .attribute("name", .string),
+                    .toMany("items", "Item", inverse: "owner", deleteRule: .cascade),
+                ]),
+                EntityDescription(name: "Tag", properties: [
+                    .attribute("name", .string, optional: true),
+                    .toMany("items", "Item", inverse: "tags"),
+                ]),
+            ])
+        } catch {
+            fatalError("the older fuzz model is invalid: \(error)")
+        }
+    }()
+
+    static let generations: StoredSchemas = {
+        do {
+            return try StoredSchemas(generations: [
+                .init(schema: older.schema, numbers: [0, 1, 2]), .init(schema: model.schema, numbers: [0, 1, 2]),
+            ], model: model)
+        } catch {
+            fatalError("the fuzz generations are invalid: \(error)")
+        }
+    }()
+
     /// Value equality that holds for NaN too (a double round-trips by bit pattern).
     static func same(_ a: [PropertyValue], _ b: [PropertyValue]) -> Bool {
         a.count == b.count && zip(a, b).allSatisfy { x, y in
@@ -48,6 +87,21 @@ enum StrataTargets {
     static func record(_ input: UnsafeRawBufferPointer) {
         guard let selector = input.first else { return }
         let body = Array(input.dropFirst())
+        if selector >= 0xF0 {
+            // A record of the older generation (or the current one): its
+            // upgrade never traps, and one that decodes as written reads
+            // under the current model after its upgrade.
+            let position = Int(selector & 0x0F) % model.entities.count
+            let upgraded = generations.currentRecord(body, storedNumber: UInt16(position))
+            if body.first == 1, RecordCoding.decode(body, entity: older.entities[position], model: older) != nil {
+                require(upgraded.flatMap { RecordCoding.decode($0, entity: model.entities[position], model: model) } != nil,
+                        "a record of the older generation that decodes does not read after its upgrade")
+            }
+            if let history = StoredSchemas.decodeHistory(body) {
+                require(history.count > 0, "an empty history decoded")
+            }
+            return
+        }
         let entities = model.entities
         switch Int(selector) % (entities.count + 2) {
         case let i where i < entities.count:
@@ -74,7 +128,7 @@ enum StrataTargets {
         let bytes = Array(input)
         let decoded: ManagedObjectModel
         do { decoded = try ModelSchema.decode(bytes) } catch {
-            require(error.code == .corruptRecord || error.code == .invalidModel, "unexpected error \(error)")
+            require(error.code == .corruptRecord || error.code == .invalidModel || error.code == .unsupportedFormat, "unexpected error \(error)")
             return
         }
         do {

@@ -14,12 +14,17 @@
 /// by an entity added before it); a new entity gets a number never used.
 ///
 /// Immutable once made: shared by every reader of the store.
-final class StoredSchemas: Sendable {
-    struct Generation: Sendable {
+package final class StoredSchemas: Sendable {
+    package struct Generation: Sendable {
         /// The model schema (``ModelSchema/encode(_:)``).
         let schema: [UInt8]
         /// Per entity position in that schema: the number its keys are stored under.
         let numbers: [UInt16]
+
+        package init(schema: [UInt8], numbers: [UInt16]) {
+            self.schema = schema
+            self.numbers = numbers
+        }
     }
 
     let generations: [Generation]
@@ -38,7 +43,7 @@ final class StoredSchemas: Sendable {
     private let upgrades: [[UInt16: RecordUpgrade]]
 
     /// `generations` must end with one whose schema is `model.schema`.
-    init(generations: [Generation], model: ManagedObjectModel) throws(StrataError) {
+    package init(generations: [Generation], model: ManagedObjectModel) throws(StrataError) {
         self.generations = generations
         self.model = model
         storedNumbers = generations.last!.numbers
@@ -114,11 +119,23 @@ final class StoredSchemas: Sendable {
         return upgrades[Int(generation)][UInt16(key[1]) << 8 | UInt16(key[2])]
     }
 
+    /// `value`, a record stored under entity number `number`, as the
+    /// current model reads it (the same bytes when it is current); nil when
+    /// it does not decode under the schema it was written with. For tools
+    /// and the fuzzer.
+    package func currentRecord(_ value: [UInt8], storedNumber number: UInt16) -> [UInt8]? {
+        let key: [UInt8] = [RecordCoding.objectTag, UInt8(number >> 8), UInt8(number & 0xFF)]
+        let found: RecordUpgrade? = value.withUnsafeBytes { raw in key.withUnsafeBytes { self.upgrade(forRecord: raw, storedKey: $0) } }
+        guard let upgrade = found else { return value }
+        var out: [UInt8] = [], offsets: [Int] = []
+        return value.withUnsafeBytes { upgrade.upgrade($0, into: &out, offsets: &offsets) } ? out : nil
+    }
+
     // MARK: The history record
 
-    static let historyKey: [UInt8] = [RecordCoding.metaTag] + Array("history".utf8)
+    package static let historyKey: [UInt8] = [RecordCoding.metaTag] + Array("history".utf8)
 
-    func historyRecord() -> [UInt8] {
+    package func historyRecord() -> [UInt8] {
         var out: [UInt8] = [1]
         out.appendVarint(UInt64(generations.count))
         for generation in generations {
@@ -130,7 +147,7 @@ final class StoredSchemas: Sendable {
         return out
     }
 
-    static func decodeHistory(_ bytes: [UInt8]) -> [Generation]? {
+    package static func decodeHistory(_ bytes: [UInt8]) -> [Generation]? {
         bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             guard reader.readInteger(UInt8.self) == 1, let count = reader.readLength(limit: 1 << 16), count > 0 else { return nil }
