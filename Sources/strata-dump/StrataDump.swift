@@ -69,7 +69,9 @@ struct Info: ParsableCommand {
                 if objects.schemaGenerations.count > 1 {
                     print("schemas     \(objects.schemaGenerations.count) generations, \(plural(objects.recordsAwaitingUpgrade, "record")) awaiting upgrade")
                     for generation in objects.schemaGenerations {
-                        print("  \(generation.generation)  \(generation.modelHash)  \(generation.entities.joined(separator: ", "))")
+                        let entities = zip(generation.entities, generation.entityHashes).map { "\($0) \($1)" }
+                        print("  \(generation.generation)  model \(generation.modelHash)  \(plural(generation.records, "record")) written")
+                        for entity in entities { print("       \(entity)") }
                     }
                 }
                 print("objects     \(objects.entities.reduce(0) { $0 + $1.objects })")

@@ -663,3 +663,58 @@ extension MigrationTests {
         #expect(throws: StrataError.self) { try MigrationPlan(versions: [v1, v2], stages: [.custom(from: "1", to: "3") { _ in }]) }
     }
 }
+
+extension MigrationTests {
+    /// Per-entity version hashes tell which entities changed; the inspector
+    /// counts the records each generation wrote.
+    @Test func entityHashesAndGenerationCounts() throws {
+        let v1 = Self.v1(), v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))])
+        #expect(v1.entity(named: "Folder")!.versionHash == v2.entity(named: "Folder")!.versionHash)
+        #expect(v1.entity(named: "Note")!.versionHash != v2.entity(named: "Note")!.versionHash)
+        let optional = Self.v1(replacingNote: [
+            .attribute("title", .string, optional: true), .attribute("body", .string, optional: true),
+            .attribute("views", .integer64, defaultValue: .integer(0)),
+        ])
+        // Optionality changes no stored byte (the model hash) but is part of the entity's hash.
+        #expect(optional.versionHash == v1.versionHash)
+        #expect(optional.entity(named: "Note")!.versionHash != v1.entity(named: "Note")!.versionHash)
+
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let coordinator = try Self.open(directory, v2)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            MNote(context: context).setValue("new", forKey: "title")
+            try context.save()
+        }
+        try coordinator.close()
+        let generations = try Self.inspect(directory).summary().schemaGenerations
+        #expect(generations.map(\.records) == [7, 1])
+        #expect(generations.map(\.entityHashes) == [v1.entities.map(\.versionHash), v2.entities.map(\.versionHash)])
+    }
+
+    #if DEBUG
+    /// Development only: a store that cannot be migrated is made again, empty.
+    @Test func aDevelopmentCoordinatorErasesAStoreItCannotMigrate() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let retyped = Self.v1(replacingNote: [.attribute("title", .string), .attribute("views", .string)])
+        let coordinator = PersistentStoreCoordinator(model: retyped)
+        coordinator.erasesStoreOnModelMismatch = true
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            #expect(try context.count(for: FetchRequest<MNote>()) == 0)
+        }
+        try coordinator.close()
+        // A store it can migrate is migrated, not erased.
+        let kept = TemporaryDirectory()
+        try Self.seed(kept)
+        let migrating = PersistentStoreCoordinator(model: Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))]))
+        migrating.erasesStoreOnModelMismatch = true
+        try migrating.addPersistentStore(.log, directory: kept.path + "/store", options: testStoreOptions())
+        #expect(try Self.notes(migrating) == Self.seeded)
+        try migrating.close()
+    }
+    #endif
+}

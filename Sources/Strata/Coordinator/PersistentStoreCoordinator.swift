@@ -40,6 +40,25 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var _storeIdentifier: UUID?      // guarded by `lock`
     /// The store's schema generations (see ``StoredSchemas``).
     var schemas: StoredSchemas?              // guarded by `lock`
+    private var _erasesStoreOnModelMismatch = false  // guarded by `lock`
+
+    #if DEBUG
+    /// Development only (debug builds): a store whose model cannot be
+    /// migrated to this coordinator's is deleted and made again, empty,
+    /// instead of refused — for the weeks when the model changes daily and
+    /// the data does not matter. Never in a release build: it is not there.
+    ///
+    /// ```swift
+    /// coordinator.erasesStoreOnModelMismatch = true
+    /// try coordinator.addPersistentStore(directory: path)
+    /// ```
+    public var erasesStoreOnModelMismatch: Bool {
+        get { lock.withLock { _erasesStoreOnModelMismatch } }
+        set { lock.withLock { _erasesStoreOnModelMismatch = newValue } }
+    }
+    #endif
+
+    private var erasesOnModelMismatch: Bool { lock.withLock { _erasesStoreOnModelMismatch } }
 
     private let cacheLock = Lock()
     private var rowCache: RowCache           // guarded by `cacheLock`
@@ -99,7 +118,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             guard lock.withLock({ store == nil }) else {
                 throw StrataError(.storeAlreadyAdded, "the coordinator already has a store")
             }
-            let newStore: any RecordStore
+            var newStore: any RecordStore
             switch type {
             case .inMemory:
                 newStore = InMemoryRecordStore()
@@ -108,7 +127,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 newStore = try LogRecordStore(directory: directory, options: options)
             }
             do throws(StrataError) {
-                let prepared = try prepare(newStore, readOnly: options.readOnly && type == .log, plan: migrationPlan)
+                var prepared: PreparedStore
+                do throws(StrataError) {
+                    prepared = try prepare(newStore, readOnly: options.readOnly && type == .log, plan: migrationPlan)
+                } catch where error.code == .modelMismatch && type == .log && !options.readOnly && erasesOnModelMismatch {
+                    // Development only (see `erasesStoreOnModelMismatch`).
+                    try? newStore.close()
+                    try? FileManager.default.removeItem(atPath: directory!)
+                    newStore = try LogRecordStore(directory: directory!, options: options)
+                    prepared = try prepare(newStore, readOnly: false, plan: nil)
+                }
                 let (keys, identifier) = (prepared.keys, prepared.identifier)
                 lock.withLock {
                     store = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore

@@ -100,6 +100,15 @@ package enum RecordCoding {
         }
     }
 
+    /// The schema generation a record was written under; nil for a format
+    /// this build does not know.
+    static func generation(ofRecord bytes: [UInt8]) -> UInt64? {
+        bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            return readGeneration(&reader)
+        }
+    }
+
     /// Appends one property value: a tag byte and its payload.
     @inline(__always)
     static func appendValue(_ value: PropertyValue, into out: inout [UInt8]) {

@@ -167,7 +167,12 @@ public struct ObjectStoreSummary: Codable, Sendable, Hashable {
 public struct SchemaGenerationSummary: Codable, Sendable, Hashable {
     public var generation: Int
     public var modelHash: String
+    /// The entities' names, in that model's order.
     public var entities: [String]
+    /// Per entity: its ``EntityDescription/versionHash`` (what changed between two generations).
+    public var entityHashes: [String] = []
+    /// How many live records this generation wrote.
+    public var records = 0
 }
 
 /// A record that fails the object layer's checks.

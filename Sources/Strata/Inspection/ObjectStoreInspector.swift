@@ -75,10 +75,14 @@ public final class ObjectStoreInspector: Sendable {
     public func summary() -> ObjectStoreSummary {
         var counts = Array(repeating: 0, count: model.entities.count)
         var awaitingUpgrade = 0
+        var perGeneration = Array(repeating: 0, count: schemas.generations.count)
         try? contents.forEach(prefix: [RecordCoding.objectTag]) { storedKey, value in
             let key = modelKey(storedKey)
             if let id = RecordCoding.objectID(fromKey: key, model: model) { counts[Int(id.entity.index)] += 1 }
             if needsUpgrade(value, storedKey: storedKey) { awaitingUpgrade += 1 }
+            if let generation = RecordCoding.generation(ofRecord: value), generation < UInt64(perGeneration.count) {
+                perGeneration[Int(generation)] += 1
+            }
             return true
         }
         var entries = model.entities.map { Array(repeating: 0, count: $0.indexes.count) }
@@ -94,9 +98,10 @@ public final class ObjectStoreInspector: Sendable {
                         indexes: entity.indexes.enumerated().map { IndexCount(attributes: $1.attributeNames, entries: entries[i][$0]) })
         }
         let generations = schemas.generations.enumerated().map { g, generation in
-            SchemaGenerationSummary(
-                generation: g, modelHash: (try? ModelSchema.decodeCached(generation.schema).versionHash) ?? "?",
-                entities: (try? ModelSchema.decodeCached(generation.schema).entities.map(\.name)) ?? [])
+            let decoded = try? ModelSchema.decodeCached(generation.schema)
+            return SchemaGenerationSummary(
+                generation: g, modelHash: decoded?.versionHash ?? "?", entities: decoded?.entities.map(\.name) ?? [],
+                entityHashes: decoded?.entities.map(\.versionHash) ?? [], records: perGeneration[g])
         }
         return ObjectStoreSummary(
             modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities,

@@ -47,6 +47,29 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The name a migration matches this entity by across model versions.
     public var canonicalName: String { renamingIdentifier ?? name }
 
+    /// A hash of everything about the entity a store or its objects depend
+    /// on — name, each property's name, kind, type, optionality, default,
+    /// destination, inverse and delete rule, the indexes and constraints,
+    /// the hash modifier — as 16 hex digits (not renaming identifiers,
+    /// which say where a property came from, not what it is). Two versions
+    /// of an entity with the same hash need no migration.
+    public var versionHash: String {
+        var text = name + "\u{0}" + (versionHashModifier ?? "")
+        for property in properties {
+            switch property {
+            case .attribute(let a):
+                text += "\u{1}a\(a.name)\u{0}\(a.type.rawValue)\(a.isOptional ? 1 : 0)\(a.defaultValue)"
+            case .relationship(let r):
+                text += "\u{1}r\(r.name)\u{0}\(r.destinationEntityName)\u{0}\(r.inverseName ?? "")\u{0}\(r.isToMany ? 1 : 0)\(r.isOptional ? 1 : 0)\(r.deleteRule.rawValue)"
+            }
+        }
+        for index in indexes { text += "\u{2}\(index)" }
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let hex = String(h, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
     struct Resolved {
         /// Position in the model, sorted by name; part of every record key.
         var index: UInt16
