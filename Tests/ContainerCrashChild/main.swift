@@ -8,6 +8,10 @@
 // main queue runs on the main thread (dispatchMain), as in an app.
 //
 // usage: strata-container-crash-child <store directory>
+//        strata-container-crash-child migrate <store directory>
+//
+// With `migrate`, it opens the store with the model's next version (a
+// migration), prints "ack 1" once it is open, and waits to be killed.
 import ContainerCrashWorkload
 import Dispatch
 import Foundation
@@ -21,8 +25,20 @@ func report(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+if CommandLine.arguments.count == 3 && CommandLine.arguments[1] == "migrate" {
+    do {
+        let container = try PersistentContainer(
+            name: "CrashMigration", model: Workload.makeMigratedModel(), directory: CommandLine.arguments[2], options: Workload.options())
+        report("ack 1")
+        _ = container
+        while true { sleep(60) }
+    } catch {
+        report("error \(error)")
+        exit(1)
+    }
+}
 guard CommandLine.arguments.count == 2 else {
-    FileHandle.standardError.write(Data("usage: strata-container-crash-child <store directory>\n".utf8))
+    FileHandle.standardError.write(Data("usage: strata-container-crash-child [migrate] <store directory>\n".utf8))
     exit(2)
 }
 let directory = CommandLine.arguments[1]

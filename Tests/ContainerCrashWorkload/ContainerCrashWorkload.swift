@@ -54,6 +54,31 @@ public enum ContainerCrashWorkload {
         ])
     }
 
+    public final class Album: ManagedObject {}
+
+    /// The model's next version, for the migration crash test: an entity
+    /// whose name sorts first (every other entity moves), a required
+    /// attribute with a default, and an index.
+    public static func makeMigratedModel() -> ManagedObjectModel {
+        try! ManagedObjectModel(entities: [
+            EntityDescription(name: "Album", managedObjectClass: Album.self, properties: [.attribute("title", .string, optional: true)]),
+            EntityDescription(name: "CrashRecipe", managedObjectClass: CrashRecipe.self, properties: [
+                .attribute("serial", .integer64),
+                .attribute("name", .string),
+                .attribute("payload", .binaryData),
+                .toMany("ingredients", "CrashIngredient", inverse: "recipe", deleteRule: .cascade),
+                .attribute("rating", .double, defaultValue: .double(1.5)),
+            ], indexes: [IndexDescription("name")], uniquenessConstraints: [["serial"]]),
+            EntityDescription(name: "CrashIngredient", managedObjectClass: CrashIngredient.self, properties: [
+                .attribute("name", .string),
+                .toOne("recipe", "CrashRecipe", inverse: "ingredients"),
+            ], uniquenessConstraints: [["name"]]),
+            EntityDescription(name: "Checkpoint", managedObjectClass: Checkpoint.self, properties: [
+                .attribute("lastSave", .integer64, defaultValue: .integer(0)),
+            ]),
+        ])
+    }
+
     /// Small logs and segments, so kills land in flushes and compactions too.
     public static func options(sync: StoreOptions.SyncMode = .grouped) -> StoreOptions {
         var options = StoreOptions()

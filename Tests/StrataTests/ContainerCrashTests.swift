@@ -106,6 +106,71 @@ import Testing
         return outcome
     }
 
+    /// A migration SIGKILLed at a random moment, cycle after cycle, each on
+    /// a fresh copy of a store of 300 saves: after every kill `strata-dump
+    /// verify` passes; the old model opens the store or refuses it as
+    /// migrated (never anything else); and the new model reads exactly the
+    /// graph of those 300 saves, whole, inverses agreeing.
+    @Test func aMigrationKilledAtAnyMomentLeavesTheOldModelOrTheNew() async throws {
+        typealias Workload = ContainerCrashWorkload
+        let child = try #require(builtExecutable(named: "strata-container-crash-child"), "the crash child was not built beside the tests")
+        let dump = try #require(builtExecutable(named: "strata-dump"), "strata-dump was not built beside the tests")
+        let cycles = Int(ProcessInfo.processInfo.environment["STRATA_MIGRATION_CRASH_CYCLES"] ?? "") ?? 16
+        let directory = TemporaryDirectory()
+        let seeded = directory.path + "/seeded"
+        do {
+            let container = try PersistentContainer(name: "Seed", model: Workload.makeModel(), directory: seeded, options: Workload.options())
+            for s in 1...300 { try container.saveAndWait { context in try Workload.applySave(s, in: context) } }
+            try container.coordinator.close()
+        }
+        var graph = ExpectedGraph()
+        graph.advance(to: 300)
+        let expected = graph, seed = testSeed(), root = directory.path
+        let outcome = await runOnDedicatedThread(timeout: Double(cycles) * 5 + 60) { () -> (failures: [String], old: Int, new: Int) in
+            var random = SeededGenerator(seed: seed)
+            var failures: [String] = [], old = 0, new = 0
+            for cycle in 0..<cycles {
+                let store = root + "/cycle\(cycle)"
+                do { try FileManager.default.copyItem(atPath: seeded, toPath: store) } catch {
+                    return (["cycle \(cycle): cannot copy the store: \(error)"], old, new)
+                }
+                let deadline = Date().addingTimeInterval(Double.random(in: 0.0...0.15, using: &random))
+                guard let run = try? runCrashChild(child, ["migrate", store], killWhen: { _ in Date() >= deadline }) else {
+                    return (["cycle \(cycle): the child did not start"], old, new)
+                }
+                if !run.said.isEmpty { failures.append("cycle \(cycle): the child said \(run.said)") }
+                if let verify = try? runToCompletion(dump, ["verify", store]), verify.status != 0 {
+                    failures.append("cycle \(cycle): strata-dump verify exited \(verify.status): \(verify.stdout)\(verify.stderr)")
+                }
+                do {
+                    let coordinator = PersistentStoreCoordinator(model: Workload.makeModel())
+                    try coordinator.addPersistentStore(.log, directory: store, options: Workload.options())
+                    try coordinator.close()
+                    old += 1
+                } catch let error as StrataError where error.code == .modelMismatch && error.message.contains("newer version") {
+                    new += 1
+                } catch {
+                    failures.append("cycle \(cycle): the old model neither opened the store nor found it migrated: \(error)")
+                }
+                do {
+                    let found = try Self.readGraph(store, model: Workload.makeMigratedModel())
+                    if found.lastSave != 300 || found.recipes != expected.recipes || found.ingredients != expected.ingredients {
+                        failures.append("cycle \(cycle): the migrated store is not exactly saves 1...300: \(Self.difference(found, expected))")
+                    }
+                    failures += (found.inverseProblems + found.payloadProblems).map { "cycle \(cycle): \($0)" }
+                } catch {
+                    failures.append("cycle \(cycle): the new model did not open the store: \(error)")
+                }
+                try? FileManager.default.removeItem(atPath: store)
+                if !failures.isEmpty { break }
+            }
+            return (failures, old, new)
+        }
+        let result = try #require(outcome, "the migration crash test timed out")
+        #expect(result.failures.isEmpty, "\(result.failures)")
+        print("migration crash test: \(cycles) kills, \(result.old) left at the old model, \(result.new) at the new")
+    }
+
     /// The graph as a fresh container finds it.
     struct FoundGraph {
         var lastSave = 0
@@ -115,10 +180,10 @@ import Testing
         var payloadProblems: [String] = []
     }
 
-    static func readGraph(_ store: String) throws -> FoundGraph {
+    static func readGraph(_ store: String, model: ManagedObjectModel = ContainerCrashWorkload.makeModel()) throws -> FoundGraph {
         typealias Workload = ContainerCrashWorkload
         let container = try PersistentContainer(
-            name: "CrashCheck", model: Workload.makeModel(), directory: store, options: Workload.options())
+            name: "CrashCheck", model: model, directory: store, options: Workload.options())
         defer { try? container.coordinator.close() }
         let context = container.writerContext
         return try context.performAndWait { () throws -> FoundGraph in
