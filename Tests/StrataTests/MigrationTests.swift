@@ -119,7 +119,12 @@ final class MAttachment: ManagedObject {}
             try context.save()
         }
         // Nothing was rewritten: the seven old records wait for their upgrade.
-        let summary = try Self.inspect(directory).summary()
+        let inspector = try Self.inspect(directory)
+        let summary = inspector.summary()
+        // Keys as stored still name the entities they were stored under.
+        var described: [String] = []
+        inspector.contents.forEachKey(prefix: [0x6F]) { described.append(inspector.describeKey($0).split(separator: "/")[0].description) }
+        #expect(described.sorted() == ["Attachment", "Folder", "Folder", "Note", "Note", "Note", "Note", "Note", "Note"])
         #expect(summary.recordsAwaitingUpgrade == 7)
         #expect(summary.schemaGenerations.count == 2)
         try coordinator.close()

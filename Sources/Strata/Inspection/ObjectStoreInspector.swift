@@ -157,7 +157,7 @@ public final class ObjectStoreInspector: Sendable {
                 guard result.count < limit else { return false }
                 let key = modelKey(stored)
                 guard let id = RecordCoding.objectID(fromKey: key, model: model), id.entity === entity else {
-                    failure = StrataError(.corruptRecord, "the key \(describeKey(key)) is not a well-formed object key")
+                    failure = StrataError(.corruptRecord, "the key \(describeModelKey(key)) is not a well-formed object key")
                     return false
                 }
                 do throws(StrataError) { result.append(try inspect(id, try current(value, storedKey: stored))) } catch {
@@ -192,7 +192,7 @@ public final class ObjectStoreInspector: Sendable {
             try contents.forEach(prefix: []) { stored, storedValue in
                 records += 1
                 let key = modelKey(stored)
-                let name = describeKey(key)
+                let name = describeModelKey(key)
                 func problem(_ message: String) { problems.append(RecordProblem(key: name, message: message)) }
                 switch key.first {
                 case RecordCoding.objectTag?:
@@ -242,14 +242,21 @@ public final class ObjectStoreInspector: Sendable {
             let message = objectKeys.contains(RecordCoding.key(id))
                 ? "an entry of index \(index) for \(id) that its stored values do not make"
                 : "an entry of index \(index) for \(id), which is not in the store"
-            problems.append(RecordProblem(key: describeKey(entry), message: message))
+            problems.append(RecordProblem(key: describeModelKey(entry), message: message))
         }
         return (records, problems)
     }
 
-    /// A readable key: `Entity/pN` for an object key, `m:name` for a metadata
-    /// key, escaped bytes otherwise.
+    /// A readable key, as the store holds it: `Entity/pN` for an object key
+    /// (its entity number read through the store's schema generations),
+    /// `m:name` for a metadata key, escaped bytes otherwise.
     @Sendable public func describeKey(_ key: [UInt8]) -> String {
+        describeModelKey(modelKey(key))
+    }
+
+    /// ``describeKey(_:)`` of a key that already names entities by their
+    /// position in the model.
+    private func describeModelKey(_ key: [UInt8]) -> String {
         if let id = RecordCoding.objectID(fromKey: key, model: model) { return id.description }
         if key.first == RecordCoding.metaTag, key.count > 1, let name = String(validating: key[1...], as: UTF8.self),
            name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }) {
