@@ -18,18 +18,16 @@ final class MAttachment: ManagedObject {}
 /// A change that cannot be inferred is refused with the differences, and
 /// leaves the store as it was.
 @Suite struct MigrationTests {
-    /// Version 1: folders holding notes.
+    /// Version 1: folders holding notes; `title` and `body` replace those
+    /// attributes, `replacingNote` all three.
     static func v1(
+        title: PropertyDescription = .attribute("title", .string), body: PropertyDescription = .attribute("body", .string, optional: true),
         note: [PropertyDescription] = [], folder: [PropertyDescription] = [], noteIndexes: [IndexDescription] = [],
         noteUniqueness: [[String]] = [], replacingNote: [PropertyDescription]? = nil, folderName: String = "Folder",
         folderRenamedFrom: String? = nil, extraEntities: [EntityDescription] = [], folderRelationship: PropertyDescription? = nil,
         noteRelationship: PropertyDescription? = nil
     ) -> ManagedObjectModel {
-        let noteProperties = replacingNote ?? [
-            .attribute("title", .string),
-            .attribute("body", .string, optional: true),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ]
+        let noteProperties = replacingNote ?? [title, body, .attribute("views", .integer64, defaultValue: .integer(0))]
         return try! ManagedObjectModel(entities: [
             EntityDescription(name: folderName, managedObjectClass: MFolder.self, properties: [
                 .attribute("name", .string),
@@ -149,11 +147,7 @@ final class MAttachment: ManagedObject {}
     /// `subject` and the entity Folder to Notebook.
     @Test func renamesMigrateFromEveryEarlierVersion() throws {
         func v2() -> ManagedObjectModel {
-            Self.v1(replacingNote: [
-                .attribute("heading", .string, renamedFrom: "title"),
-                .attribute("body", .string, optional: true),
-                .attribute("views", .integer64, defaultValue: .integer(0)),
-            ])
+            Self.v1(title: .attribute("heading", .string, renamedFrom: "title"))
         }
         func v3() -> ManagedObjectModel {
             Self.v1(replacingNote: [
@@ -185,11 +179,7 @@ final class MAttachment: ManagedObject {}
     @Test func toOneBecomesToManyAndRequiredGetsItsDefault() throws {
         let directory = TemporaryDirectory()
         try Self.seed(directory)
-        let v2 = Self.v1(replacingNote: [
-            .attribute("title", .string),
-            .attribute("body", .string, defaultValue: .string("(empty)")),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ], folderRelationship: .toMany("notes", "Note", inverse: "folder"), noteRelationship: .toMany("folder", "Folder", inverse: "notes"))
+        let v2 = Self.v1(body: .attribute("body", .string, defaultValue: .string("(empty)")), folderRelationship: .toMany("notes", "Note", inverse: "folder"), noteRelationship: .toMany("folder", "Folder", inverse: "notes"))
         let coordinator = try Self.open(directory, v2)
         defer { try? coordinator.close() }
         #expect(try Self.notes(coordinator) == Self.seeded)
@@ -213,11 +203,7 @@ final class MAttachment: ManagedObject {}
     @Test func requiredWithoutDefaultNeedsEveryObjectToHoldAValue() throws {
         let directory = TemporaryDirectory()
         try Self.seed(directory)
-        let strict = Self.v1(replacingNote: [
-            .attribute("title", .string),
-            .attribute("body", .string),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let strict = Self.v1(body: .attribute("body", .string))
         let error = #expect(throws: StrataError.self) { try Self.open(directory, strict) }
         #expect(error?.code == .modelMismatch)
         #expect(error?.modelDifferences.map(\.description) == ["Note.body: became required — not inferable: 3 stored objects hold no value; give it a default value, or fill them in first"])
@@ -226,13 +212,13 @@ final class MAttachment: ManagedObject {}
         #expect(try Self.notes(coordinator) == Self.seeded)
         try coordinator.close()
         #expect(try Self.inspect(directory).summary().schemaGenerations.count == 1)
-        // The title is held by every note: that one may become required at once.
-        let titled = Self.v1(replacingNote: [
-            .attribute("title", .string),
-            .attribute("body", .string, optional: true),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
-        try Self.open(directory, titled).close()
+        // An optional title every note holds may become required at once.
+        let titled = TemporaryDirectory()
+        try Self.seed(titled, model: Self.v1(title: .attribute("title", .string, optional: true)))
+        let required = try Self.open(titled, Self.v1())
+        #expect(try Self.notes(required) == Self.seeded)
+        try required.close()
+        #expect(try Self.inspect(titled).summary().schemaGenerations.count == 1)
     }
 
     // MARK: Indexes
@@ -429,11 +415,7 @@ extension MigrationTests {
         let directory = TemporaryDirectory()
         let v1 = Self.v1(noteIndexes: [IndexDescription("body")])
         try Self.seed(directory, model: v1)
-        let v2 = Self.v1(noteIndexes: [IndexDescription("body")], replacingNote: [
-            .attribute("title", .string),
-            .attribute("body", .string, defaultValue: .string("(empty)")),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let v2 = Self.v1(body: .attribute("body", .string, defaultValue: .string("(empty)")), noteIndexes: [IndexDescription("body")])
         try Self.open(directory, v2).close()
         let check = try Self.inspect(directory).verifyRecords()
         #expect(check.problems.isEmpty, "\(check.problems)")
@@ -444,11 +426,7 @@ extension MigrationTests {
         let directory = TemporaryDirectory()
         let v1 = Self.v1(noteUniqueness: [["body"]])
         try Self.seed(directory, model: v1)
-        let v2 = Self.v1(noteUniqueness: [["body"]], replacingNote: [
-            .attribute("title", .string),
-            .attribute("body", .string, defaultValue: .string("(empty)")),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let v2 = Self.v1(body: .attribute("body", .string, defaultValue: .string("(empty)")), noteUniqueness: [["body"]])
         // Three notes would share "(empty)".
         let error = #expect(throws: StrataError.self) { try Self.open(directory, v2).close() }
         #expect(error?.code == .constraintConflict)
@@ -460,11 +438,7 @@ extension MigrationTests {
         let directory = TemporaryDirectory()
         let v1 = Self.v1(noteIndexes: [IndexDescription("body")])
         try Self.seed(directory, model: v1)
-        let v2 = Self.v1(noteIndexes: [IndexDescription("body")], replacingNote: [
-            .attribute("title", .string),
-            .attribute("body", .string, defaultValue: .string("(empty)")),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let v2 = Self.v1(body: .attribute("body", .string, defaultValue: .string("(empty)")), noteIndexes: [IndexDescription("body")])
         let coordinator = try Self.open(directory, v2)
         defer { try? coordinator.close() }
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -519,17 +493,9 @@ extension MigrationTests {
     @Test func droppingARenamingIdentifierKeepsTheValues() throws {
         let directory = TemporaryDirectory()
         try Self.seed(directory)
-        let v2 = Self.v1(replacingNote: [
-            .attribute("title", .string),
-            .attribute("text", .string, optional: true, renamedFrom: "body"),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let v2 = Self.v1(body: .attribute("text", .string, optional: true, renamedFrom: "body"))
         try Self.open(directory, v2).close()
-        let v3 = Self.v1(replacingNote: [
-            .attribute("title", .string),
-            .attribute("text", .string, optional: true),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let v3 = Self.v1(body: .attribute("text", .string, optional: true))
         let c3 = try Self.open(directory, v3)
         defer { try? c3.close() }
         #expect(try Self.bodies(c3, key: "text") == ["0:nil", "1:body 1", "2:nil", "3:body 3", "4:nil"])
@@ -676,10 +642,7 @@ extension MigrationTests {
         let v1 = Self.v1(), v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))])
         #expect(v1.entity(named: "Folder")!.versionHash == v2.entity(named: "Folder")!.versionHash)
         #expect(v1.entity(named: "Note")!.versionHash != v2.entity(named: "Note")!.versionHash)
-        let optional = Self.v1(replacingNote: [
-            .attribute("title", .string, optional: true), .attribute("body", .string, optional: true),
-            .attribute("views", .integer64, defaultValue: .integer(0)),
-        ])
+        let optional = Self.v1(title: .attribute("title", .string, optional: true))
         // Optionality changes no stored byte (the model hash) but is part of the entity's hash.
         #expect(optional.versionHash == v1.versionHash)
         #expect(optional.entity(named: "Note")!.versionHash != v1.entity(named: "Note")!.versionHash)

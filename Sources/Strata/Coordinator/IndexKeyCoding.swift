@@ -26,7 +26,7 @@ enum IndexKeyCoding {
 
     /// The prefix of every entry of `entity`'s index number `index`.
     static func prefix(of entity: EntityDescription, index: Int) -> [UInt8] {
-        [indexTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF), UInt8(index)]
+        RecordCoding.entityPrefix(indexTag, entity.index) + [UInt8(index)]
     }
 
     /// The entry of the object `primaryKey` with `values` (all of its

@@ -29,7 +29,13 @@ package enum RecordCoding {
     }
 
     package static func prefix(of entity: EntityDescription) -> [UInt8] {
-        [objectTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF)]
+        entityPrefix(objectTag, entity.index)
+    }
+
+    /// `tag` (object or index) then an entity's number, 2 bytes big-endian:
+    /// the prefix of every key of that kind of the entity.
+    static func entityPrefix(_ tag: UInt8, _ number: UInt16) -> [UInt8] {
+        [tag, UInt8(number >> 8), UInt8(number & 0xFF)]
     }
 
     package static func key(_ id: ObjectID) -> [UInt8] {

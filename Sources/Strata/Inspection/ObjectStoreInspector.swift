@@ -268,17 +268,9 @@ public final class ObjectStoreInspector: Sendable {
     // MARK: Helpers
 
     /// A key as the model names it, from the store's (see ``StoredSchemas``).
-    private func modelKey(_ stored: [UInt8]) -> [UInt8] {
-        var key = stored
-        schemas.translate(&key, toStored: false)
-        return key
-    }
+    private func modelKey(_ stored: [UInt8]) -> [UInt8] { schemas.key(stored, toStored: false) }
 
-    private func storedKey(_ key: [UInt8]) -> [UInt8] {
-        var key = key
-        schemas.translate(&key, toStored: true)
-        return key
-    }
+    private func storedKey(_ key: [UInt8]) -> [UInt8] { schemas.key(key, toStored: true) }
 
     /// Whether `value`, stored at `storedKey`, was written under an older schema generation.
     private func needsUpgrade(_ value: [UInt8], storedKey: [UInt8]) -> Bool {
@@ -288,13 +280,7 @@ public final class ObjectStoreInspector: Sendable {
     /// `value` as the current model reads it: upgraded when an older
     /// schema generation wrote it.
     private func current(_ value: [UInt8], storedKey: [UInt8]) throws(StrataError) -> [UInt8] {
-        let upgrade = value.withUnsafeBytes { raw in storedKey.withUnsafeBytes { schemas.upgrade(forRecord: raw, storedKey: $0) } }
-        guard let upgrade else { return value }
-        var out: [UInt8] = [], offsets: [Int] = []
-        guard value.withUnsafeBytes({ upgrade.upgrade($0, into: &out, offsets: &offsets) }) else {
-            throw StrataError(.corruptRecord, "a record of \(upgrade.oldEntity.name) does not decode under the schema it was written with")
-        }
-        return out
+        try storedKey.withBytes { (key) throws(StrataError) -> [UInt8] in try schemas.upgraded(value, storedKey: key) ?? value }
     }
 
     /// The object and index an index entry belongs to; nil when it names

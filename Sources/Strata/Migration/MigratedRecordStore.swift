@@ -17,26 +17,11 @@ final class MigratedRecordStore: RecordStore {
         self.schemas = schemas
     }
 
-    private func stored(_ key: [UInt8]) -> [UInt8] {
-        var key = key
-        schemas.translate(&key, toStored: true)
-        return key
-    }
+    private func stored(_ key: [UInt8]) -> [UInt8] { schemas.key(key, toStored: true) }
 
     /// `value`, or its upgrade when it is an older generation's record.
     private func current(_ value: [UInt8], storedKey: [UInt8]) throws(StrataError) -> [UInt8] {
-        try value.withBytes { (raw) throws(StrataError) -> [UInt8] in
-            try storedKey.withBytes { (key) throws(StrataError) -> [UInt8] in
-                guard let upgrade = schemas.upgrade(forRecord: raw, storedKey: key) else { return value }
-                var out: [UInt8] = [], offsets: [Int] = []
-                guard upgrade.upgrade(raw, into: &out, offsets: &offsets) else { throw Self.malformed(upgrade) }
-                return out
-            }
-        }
-    }
-
-    private static func malformed(_ upgrade: RecordUpgrade) -> StrataError {
-        StrataError(.corruptRecord, "a record of \(upgrade.oldEntity.name) does not decode under the schema it was written with")
+        try storedKey.withBytes { (key) throws(StrataError) -> [UInt8] in try schemas.upgraded(value, storedKey: key) ?? value }
     }
 
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
@@ -49,7 +34,7 @@ final class MigratedRecordStore: RecordStore {
         var keyCopy: [UInt8] = [], upgraded: [UInt8] = [], offsets: [Int] = []
         try base.forEach(prefix: stored(prefix)) { key, value throws(StrataError) in
             let upgrade = schemas.upgrade(forRecord: value, storedKey: key)
-            if let upgrade, !upgrade.upgrade(value, into: &upgraded, offsets: &offsets) { throw Self.malformed(upgrade) }
+            if let upgrade, !upgrade.upgrade(value, into: &upgraded, offsets: &offsets) { throw upgrade.malformed }
             func lend(_ key: UnsafeRawBufferPointer) throws(StrataError) {
                 if upgrade != nil {
                     try upgraded.withBytes { (raw) throws(StrataError) in try body(key, raw) }

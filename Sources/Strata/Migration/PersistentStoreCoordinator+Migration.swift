@@ -83,9 +83,9 @@ extension PersistentStoreCoordinator {
         var generations = generations
         let storedModel = try ModelSchema.decodeCached(generations.last!.schema)
         var mapping = SchemaMapping.infer(from: storedModel, to: target)
-        if let stage {
+        if stage != nil {
             // What inference cannot carry over, the stage fills in.
-            mapping.acceptUnresolved(for: stage)
+            mapping.acceptUnresolved()
         }
         guard mapping.unresolved.isEmpty else {
             var error = StrataError(.modelMismatch, "the store's model (\(storedModel.versionHash)) cannot be migrated to this one (\(target.versionHash)) by inference")
@@ -136,7 +136,7 @@ extension PersistentStoreCoordinator {
         }
         let schemas = try StoredSchemas(generations: generations, model: target)
         let reader = MigratedRecordStore(store, schemas: schemas)
-        if stage == nil { try checkValuesHeld(mapping, in: target, reading: reader) }
+        try checkValuesHeld(mapping, in: target, reading: reader)  // none under a stage: it fills them
 
         var batch = WriteBatch()
         batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(target))
@@ -152,7 +152,8 @@ extension PersistentStoreCoordinator {
         var done = 0, total = 0
         if stage != nil {
             for old in storedModel.entities where mapping.newPosition[Int(old.index)] != nil {
-                try store.forEachKey(in: [KeyRange(prefix: [RecordCoding.objectTag] + [UInt8(last.numbers[Int(old.index)] >> 8), UInt8(last.numbers[Int(old.index)] & 0xFF)])]) { _, _ throws(StrataError) -> Bool in
+                let prefix = RecordCoding.entityPrefix(RecordCoding.objectTag, last.numbers[Int(old.index)])
+                try store.forEachKey(in: [KeyRange(prefix: prefix)]) { _, _ throws(StrataError) -> Bool in
                     total += 1
                     return true
                 }
@@ -238,9 +239,8 @@ extension PersistentStoreCoordinator {
     private func deleteAll(
         storedNumber number: UInt16, in store: any RecordStore, into batch: inout WriteBatch, indexEntriesOnly: Bool = false
     ) throws(StrataError) {
-        let bytes = [UInt8(number >> 8), UInt8(number & 0xFF)]
-        var prefixes = [[IndexKeyCoding.indexTag] + bytes]
-        if !indexEntriesOnly { prefixes.append([RecordCoding.objectTag] + bytes) }
+        var prefixes = [RecordCoding.entityPrefix(IndexKeyCoding.indexTag, number)]
+        if !indexEntriesOnly { prefixes.append(RecordCoding.entityPrefix(RecordCoding.objectTag, number)) }
         for prefix in prefixes {
             try store.forEachKey(in: [KeyRange(prefix: prefix)]) { key, _ throws(StrataError) -> Bool in
                 batch.delete(Array(key))
@@ -332,7 +332,6 @@ extension PersistentStoreCoordinator {
                 let (rewritten, next) = try saveLock.withLock { () throws(StrataError) -> (Int, [UInt8]?) in
                     guard let store = try currentStore() as? MigratedRecordStore else { return (0, nil) }
                     var batch = WriteBatch()
-                    var upgraded: [UInt8] = [], offsets: [Int] = []
                     var count = 0, scanned = 0, next: [UInt8]?
                     var storedStart = start
                     store.schemas.translate(&storedStart, toStored: true)
@@ -348,12 +347,7 @@ extension PersistentStoreCoordinator {
                             return false
                         }
                         let storedKey = Array(key)
-                        guard let value = try get(storedKey) else { return true }
-                        let upgrade = value.withUnsafeBytes { raw in store.schemas.upgrade(forRecord: raw, storedKey: key) }
-                        guard let upgrade else { return true }
-                        guard value.withUnsafeBytes({ upgrade.upgrade($0, into: &upgraded, offsets: &offsets) }) else {
-                            throw StrataError(.corruptRecord, "a record of \(upgrade.oldEntity.name) does not decode under the schema it was written with")
-                        }
+                        guard let value = try get(storedKey), let upgraded = try store.schemas.upgraded(value, storedKey: key) else { return true }
                         batch.put(storedKey, upgraded)
                         count += 1
                         return true

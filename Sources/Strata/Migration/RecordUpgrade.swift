@@ -18,6 +18,11 @@ struct RecordUpgrade: Sendable {
     /// The current generation, written in the new header.
     let generation: UInt64
 
+    /// The error for a record this upgrade cannot read.
+    var malformed: StrataError {
+        StrataError(.corruptRecord, "a record of \(oldEntity.name) does not decode under the schema it was written with")
+    }
+
     /// Writes the upgrade of `raw` into `out` (replacing its contents);
     /// false when `raw` is not a well-formed record of ``oldEntity``.
     /// `offsets` is scratch space, reused from record to record.

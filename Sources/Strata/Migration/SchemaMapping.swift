@@ -71,7 +71,7 @@ struct SchemaMapping {
     /// Hands what inference cannot carry over to a custom stage: each such
     /// property starts at its initial value, for the stage to set (it reads
     /// the old value by name); the difference stays listed, no longer blocking.
-    mutating func acceptUnresolved(for stage: MigrationStage) {
+    mutating func acceptUnresolved() {
         for (d, difference) in differences.enumerated() where !difference.isInferable {
             differences[d].isInferable = true
             differences[d].reason = nil
@@ -82,10 +82,6 @@ struct SchemaMapping {
         }
         mustHoldValues = []
     }
-
-    /// Whether the two models are one model to the store: nothing to migrate
-    /// and nothing to record but the new schema.
-    var isEmpty: Bool { differences.isEmpty }
 }
 
 extension SchemaMapping {
@@ -180,19 +176,14 @@ extension SchemaMapping {
                     }
                 }
                 if was.isOptional && !now.isOptional {
-                    if now.defaultValue == .null {
-                        note(now.name, .becameRequired)
-                        mustHoldValues.append(j)
-                    } else {
-                        note(now.name, .becameRequired)
-                        source.fill = now.defaultValue
-                    }
+                    note(now.name, .becameRequired)
+                    if now.defaultValue == .null { mustHoldValues.append(j) } else { source.fill = now.defaultValue }
                 } else if !was.isOptional && now.isOptional {
                     note(now.name, .becameOptional)
                 }
-                if was.defaultValue != now.defaultValue && (was.defaultValue != .null || now.defaultValue != .null) {
-                    // A format-3 schema does not keep defaults: only a
-                    // stored default can be said to have changed.
+                if was.defaultValue != .null && was.defaultValue != now.defaultValue {
+                    // Schemas before format 4 keep no defaults: a default
+                    // the old schema lacks is unknown, not changed.
                     note(now.name, .defaultValueChanged)
                 }
             case (.relationship(let was), .relationship(let now)):

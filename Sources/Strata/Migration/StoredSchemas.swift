@@ -101,7 +101,25 @@ package final class StoredSchemas: Sendable {
         key[2] = UInt8(translated & 0xFF)
     }
 
+    /// `key` translated (a copy; see ``translate(_:toStored:)``).
+    func key(_ key: [UInt8], toStored: Bool) -> [UInt8] {
+        var key = key
+        translate(&key, toStored: toStored)
+        return key
+    }
+
     // MARK: Records
+
+    /// `value`, stored at `storedKey`, rewritten as the current model
+    /// writes it; nil when it is current already. Throws
+    /// ``StrataError/Code/corruptRecord`` when it does not decode under the
+    /// schema it was written with.
+    func upgraded(_ value: [UInt8], storedKey: UnsafeRawBufferPointer) throws(StrataError) -> [UInt8]? {
+        guard let upgrade = value.withUnsafeBytes({ upgrade(forRecord: $0, storedKey: storedKey) }) else { return nil }
+        var out: [UInt8] = [], offsets: [Int] = []
+        guard value.withUnsafeBytes({ upgrade.upgrade($0, into: &out, offsets: &offsets) }) else { throw upgrade.malformed }
+        return out
+    }
 
     /// The upgrade a record at stored key `key` needs; nil when it reads as it is.
     @inline(__always)
@@ -124,11 +142,10 @@ package final class StoredSchemas: Sendable {
     /// it does not decode under the schema it was written with. For tools
     /// and the fuzzer.
     package func currentRecord(_ value: [UInt8], storedNumber number: UInt16) -> [UInt8]? {
-        let key: [UInt8] = [RecordCoding.objectTag, UInt8(number >> 8), UInt8(number & 0xFF)]
-        let found: RecordUpgrade? = value.withUnsafeBytes { raw in key.withUnsafeBytes { self.upgrade(forRecord: raw, storedKey: $0) } }
-        guard let upgrade = found else { return value }
-        var out: [UInt8] = [], offsets: [Int] = []
-        return value.withUnsafeBytes { upgrade.upgrade($0, into: &out, offsets: &offsets) } ? out : nil
+        let key = RecordCoding.entityPrefix(RecordCoding.objectTag, number)
+        return key.withUnsafeBytes { key in
+            do { return try upgraded(value, storedKey: key) ?? value } catch { return nil }
+        }
     }
 
     // MARK: The history record
