@@ -6,16 +6,17 @@ extension ManagedObjectContext {
     /// Whether the context holds unsaved inserts, updates or deletes.
     public var hasChanges: Bool {
         checkQueue()
-        return !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty
+        return !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || heldSaveCount > 0
     }
-    public var insertedObjects: Set<ManagedObject> { checkQueue(); return Set(inserted.values) }
+    public var insertedObjects: Set<ManagedObject> { checkQueue(); takeHeldChildSaves(); return Set(inserted.values) }
     public var updatedObjects: Set<ManagedObject> { checkQueue(); return Set(updated.values) }
     public var deletedObjects: Set<ManagedObject> { checkQueue(); return Set(deleted.values) }
-    public var registeredObjects: Set<ManagedObject> { checkQueue(); return Set(registry.values) }
+    public var registeredObjects: Set<ManagedObject> { checkQueue(); takeHeldChildSaves(); return Set(registry.values) }
 
     /// The object registered under `id`, if any (never loads anything).
     public func registeredObject(for id: ObjectID) -> ManagedObject? {
         checkQueue()
+        if registry[id] == nil { takeHeldChildSaves() }
         return registry[id]
     }
 
@@ -223,8 +224,13 @@ extension ManagedObjectContext {
     func collectPendingChanges() -> ObjectChanges? {
         processingScheduled = false
         publishPendingChanges()
-        guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty else { return nil }
+        guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty
+                || !heldInsertsToAnnounce.isEmpty else { return nil }
         var changes = ObjectChanges()
+        if !heldInsertsToAnnounce.isEmpty {
+            changes.inserted = heldInsertsToAnnounce
+            heldInsertsToAnnounce = []
+        }
         for object in pendingChanges {
             object.flags.remove(.pendingNotification)
             if object.flags.contains(.inserted) {

@@ -131,17 +131,27 @@ final class DeferredChildSaves: @unchecked Sendable {
     private var lastSequence: UInt64 = 0
 
     /// Records a save built by `make` with the next sequence number, unless
-    /// the bounds are reached (nil).
-    func append(objectCount: Int, _ make: (UInt64) -> Entry) -> Entry? {
+    /// the bounds are reached (nil). `paced`: the object bound applies (a
+    /// main-queue context's held saves are bounded by count only: they
+    /// cost the memory their objects would, and a producer is paced by
+    /// the main context's own saves).
+    func append(objectCount: Int, paced: Bool = true, _ make: (UInt64) -> Entry) -> Entry? {
         lock.withLock {
             guard entries.count < Self.entryLimit,
-                  entries.isEmpty || objects + objectCount <= Self.objectLimit || objectCount <= Self.smallSaveObjects else { return nil }
+                  !paced || entries.isEmpty || objects + objectCount <= Self.objectLimit
+                    || objectCount <= Self.smallSaveObjects else { return nil }
             lastSequence += 1
             let entry = make(lastSequence)
             entries.append(entry)
             objects += objectCount
             return entry
         }
+    }
+
+    /// Whether a save of `objectCount` objects would be recorded now, as far
+    /// as the bounds go.
+    func hasRoom(forObjects objectCount: Int) -> Bool {
+        lock.withLock { entries.count < Self.entryLimit && (entries.isEmpty || objects + objectCount <= Self.objectLimit) }
     }
 
     /// The recorded saves, oldest first (a copy).
@@ -157,6 +167,21 @@ final class DeferredChildSaves: @unchecked Sendable {
             return removed
         }
         _ = removed
+    }
+
+    /// Drops the saves up to sequence `last` that are still listed (a
+    /// main-queue context's held saves its own save handed on); returns
+    /// how many it dropped.
+    @discardableResult
+    func removeThrough(sequence last: UInt64) -> Int {
+        let removed = lock.withLock { () -> [Entry] in
+            let count = entries.prefix { $0.sequence <= last }.count
+            let removed = Array(entries.prefix(count))
+            for entry in removed { objects -= entry.objectCount }
+            entries.removeFirst(count)
+            return removed
+        }
+        return removed.count
     }
 }
 
@@ -184,11 +209,15 @@ extension ManagedObjectContext {
         let plan: Plan = parking.condition.withLock {
             let idle = parking.queuedBlocks == parking.takeInBlocksQueued
             // In an open window only small saves are recorded (a view
-            // context's edits): a large one would let this context pile up
-            // saves to take in, and make its own saves larger and slower,
-            // so it waits as before — a background producer is paced by
-            // this context that way.
-            let window = parking.acceptsDeferredSaves && objectCount <= DeferredChildSaves.smallSaveObjects
+            // context's edits), and a main-queue context's saves of new
+            // objects (the held saves it hands on): the main queue must
+            // not wait for this context's work, and the producer behind
+            // them is paced before it reaches the main queue
+            // (``waitForRoomToHandOn(_:)``). Any other large save waits as
+            // before: a background producer is paced by this context that
+            // way, and taking it in makes this context's next save larger.
+            let insertsOnly = changes.updated.isEmpty && changes.deleted.isEmpty && child.concurrencyType == .mainQueue
+            let window = parking.acceptsDeferredSaves && (objectCount <= DeferredChildSaves.smallSaveObjects || insertsOnly)
             guard parking.parked || window || idle,
                   let layer = currentLayerForCheck(),
                   let changedHere = Self.cleanCheck(changes, against: layer, below: below) else { return .none }
@@ -270,6 +299,8 @@ extension ManagedObjectContext {
     /// which says up to which entry it includes: so a reading child finds
     /// each save in one or the other, and never an older one over a newer).
     func takeDeferredChildSaves() {
+        // A main-queue context's list holds only its held saves.
+        if concurrencyType == .mainQueue { return takeHeldChildSaves() }
         while true {
             let entries = deferredChildSaves.all
             guard let last = entries.last else { return }
@@ -281,6 +312,8 @@ extension ManagedObjectContext {
             deferredTakenInThrough = last.sequence
             publishPendingChanges()
             deferredChildSaves.removeFirst(entries.count)
+            // (Waiters for room are woken when the window this runs in
+            // closes: a guest runs this holding `parking.condition`.)
         }
     }
 
@@ -347,6 +380,7 @@ extension ManagedObjectContext {
         let opened = parking.condition.withLock { () -> Bool in
             guard !parking.acceptsDeferredSaves else { return false }  // nested: the outer one closes
             parking.acceptsDeferredSaves = true
+            if parking.roomWaiters > 0 { parking.condition.broadcast() }
             return true
         }
         defer { if opened { closeToDeferredSaves() } }
@@ -361,7 +395,10 @@ extension ManagedObjectContext {
     func closeToDeferredSaves() {
         publishPendingChanges()
         takeDeferredChildSaves()
-        parking.condition.withLock { parking.acceptsDeferredSaves = false }
+        parking.condition.withLock {
+            parking.acceptsDeferredSaves = false
+            if parking.roomWaiters > 0 { parking.condition.broadcast() }
+        }
         takeDeferredChildSaves()
     }
 }

@@ -17,6 +17,7 @@ extension ManagedObjectContext {
     /// Applies the payload of another context's did-save; see ``mergeChanges(fromContextDidSave:)-(Notification)``.
     public func mergeChanges(fromContextDidSave changes: ObjectChanges) {
         checkQueue()
+        takeHeldChildSaves()
         guard changes.sourceSerial != serial else { return }
         for (i, id) in changes.updated.enumerated() {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
@@ -97,6 +98,7 @@ extension ManagedObjectContext {
     /// held from before leave the context.
     public func reset() {
         checkQueue()
+        takeHeldChildSaves()
         if hasChanges { noteChangesDroppedUnsaved() }
         // Objects held from before stay readable (a fault reads as defaults)
         // but leave the context, as Core Data invalidates them.
@@ -125,6 +127,7 @@ extension ManagedObjectContext {
     /// deleted ones return to their last saved values.
     public func rollback() {
         checkQueue()
+        takeHeldChildSaves()
         if hasChanges { noteChangesDroppedUnsaved() }
         for (id, object) in inserted {
             registry[id] = nil

@@ -20,6 +20,7 @@ extension ManagedObjectContext {
         guard model.contains(id.entity) else {
             throw StrataError(.invalidArgument, "\(id) is not an ID of this context's model")
         }
+        if registry[id] == nil { takeHeldChildSaves() }
         if let object = registry[id] {
             object.fulfill()
             guard !object.flags.contains(.invalidated) else { throw StrataError(.objectNotFound, "\(id) no longer exists") }
@@ -40,6 +41,10 @@ extension ManagedObjectContext {
     /// references it any more (``releaseUnreferencedFetched()``).
     func registeredOrFault(for id: ObjectID, fetched: Bool = false) -> ManagedObject {
         if let object = registry[id] { return object }
+        if heldSaveCount > 0 {
+            takeHeldChildSaves()
+            if let object = registry[id] { return object }
+        }
         // A new object an upsert merged into an existing one: that one.
         let resolved = persistentStoreCoordinator.resolvingAlias(id)
         if resolved != id { return registeredOrFault(for: resolved, fetched: fetched) }
@@ -95,6 +100,11 @@ extension ManagedObjectContext {
     /// never saved — Core Data's `shouldDeleteInaccessibleFaults`, without the crash.
     func fulfillFault(_ object: ManagedObject) {
         let id = object.objectID
+        if heldSaveCount > 0 {
+            // A fault for a new object a held save brings: taken in, it is filled.
+            takeHeldChildSaves()
+            guard object.flags.contains(.fault) else { return }
+        }
         do {
             if let snapshot = try sourceSnapshot(for: id) {
                 fill(object, snapshot)

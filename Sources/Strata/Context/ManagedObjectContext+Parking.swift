@@ -46,9 +46,19 @@ final class ParkingState: @unchecked Sendable {
     /// queue is idle, so a child's call may run on the child's own thread at
     /// once (``ManagedObjectContext/childAccess(_:)``).
     var queuedBlocks = 0
+    /// Threads waiting for the context to record a save: for room in its
+    /// list (``ManagedObjectContext/waitForRoomToHandOn(_:)``), or for a
+    /// state it records in (``ManagedObjectContext/deferHandedOnSave(_:from:)``).
+    /// Whatever can end such a wait broadcasts while there is one.
+    var roomWaiters = 0
 
     func blockEnqueued() { condition.withLock { queuedBlocks += 1 } }
-    func blockFinished() { condition.withLock { queuedBlocks -= 1 } }
+    func blockFinished() {
+        condition.withLock {
+            queuedBlocks -= 1
+            if roomWaiters > 0 { condition.broadcast() }
+        }
+    }
 }
 
 /// One child→parent call, which either the parent's queue or the caller (as

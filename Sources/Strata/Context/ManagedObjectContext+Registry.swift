@@ -5,10 +5,11 @@ extension ManagedObjectContext {
     /// After a save: lets go of the saved objects that only the registry
     /// still references (see ``retainsRegisteredObjects``). Bounded by the
     /// save, not by everything the context ever registered. Saved objects
-    /// still referenced stay registered.
-    func releaseUnreferencedObjects(_ saved: ObjectChanges) {
+    /// still referenced stay registered. Only the first `registeredInserts`
+    /// inserted IDs can be registered (the rest were held saves handed on).
+    func releaseUnreferencedObjects(_ saved: ObjectChanges, registeredInserts: Int) {
         var held: [ObjectID] = []
-        release([saved.inserted, saved.updated], keepingHeldIn: &held)
+        release([Array(saved.inserted.prefix(registeredInserts)), saved.updated], keepingHeldIn: &held)
     }
 
     /// Counts objects a fetch handed out towards checking ``heldFetched`` again.

@@ -35,21 +35,27 @@ extension ManagedObjectContext {
         processPendingChanges()
         guard hasChanges else { return nil }
         NotificationCenter.default.post(name: Self.willSave, object: self)
+        // Held child saves go on as they came, unless this save must
+        // validate or store their objects (see ``holdChildSave(_:from:)``).
+        if !forwardsHeldSaves { takeHeldChildSaves() }
         var upsertRounds = 0
         while true {
             let saved: ObjectChanges
             let pending: ObjectChanges?
             do throws(StrataError) {
                 (saved, pending) = try openToDeferredSavesWhileStoring { () throws(StrataError) -> (ObjectChanges, ObjectChanges?) in
-                    let changes = try buildChangeSet()
+                    var changes = try buildChangeSet()
+                    let forwarded = appendHeldSaves(to: &changes)
                     let generation = changeGeneration
                     let outcome = try send(changes)
+                    // The destination shows them to children now.
+                    if let forwarded { letGoOfForwardedSaves(forwarded) }
                     // A merge policy's resolution changes objects children
                     // may have checked against: take what they recorded in
                     // first, then resolve (as for a guest's changes).
                     if outcome.changesObjectsHere { closeToDeferredSaves() }
-                    let saved = apply(outcome, of: changes, since: generation)
-                    if !retainsRegisteredObjects { releaseUnreferencedObjects(saved) }
+                    let (saved, registeredInserts) = apply(outcome, of: changes, since: generation, forwarded: forwarded)
+                    if !retainsRegisteredObjects { releaseUnreferencedObjects(saved, registeredInserts: registeredInserts) }
                     return (saved, collectPendingChanges())
                 }
             } catch where error.code == .constraintConflict && upsertRounds < Self.upsertRoundLimit {
@@ -97,6 +103,14 @@ extension ManagedObjectContext {
             // (main) queue does not wait for it (Rule 10). (Not with a
             // uniqueness constraint: that needs the parent's check.)
             return deferred
+        } else if let deferred = try parent.deferHandedOnSave(changes, from: self) {
+            // A main-queue context's held saves, recorded once the parent
+            // reaches an open window (Rule 13).
+            return deferred
+        } else {
+            // A save the main-queue parent will hold is paced here, on this
+            // thread, by the writer it is handed on to (Rule 13).
+            parent.waitForRoomToHandOn(changes)
         }
         return try parent.childAccess { () throws(StrataError) -> SaveOutcome in
             let outcome = try parent.acceptChildSave(changes, from: self)
@@ -231,25 +245,40 @@ extension ManagedObjectContext {
     // MARK: Applying the outcome
 
     /// Updates this context after its destination accepted `changes`; returns
-    /// the did-save payload. Nothing here can fail. Objects changed after
-    /// `generation` (by a child's guest call during a store write) take the
-    /// saved state as their committed state but stay dirty.
-    func apply(_ outcome: SaveOutcome, of changes: ChangeSet, since generation: UInt64) -> ObjectChanges {
+    /// the did-save payload, and how many of its inserted IDs (from the
+    /// front) may be registered here. Nothing here can fail. Objects changed
+    /// after `generation` (by a child's guest call during a store write)
+    /// take the saved state as their committed state but stay dirty.
+    /// `forwarded`: the held saves `changes` carried, which have no objects
+    /// here unless a guest call took them in meanwhile.
+    func apply(
+        _ outcome: SaveOutcome, of changes: ChangeSet, since generation: UInt64, forwarded: ForwardedSaves?
+    ) -> (ObjectChanges, registeredInserts: Int) {
         var saved = ObjectChanges()
         saved.sourceSerial = serial
-        saved.inserted.reserveCapacity(changes.inserted.count)
+        let registeredInserts = forwarded.map { tookInWhileForwarding($0) ? changes.inserted.count : $0.ownInserts }
+            ?? changes.inserted.count
+        let heldFrom = forwarded?.ownInserts ?? changes.inserted.count
         // What children read of this context changes with all of it.
         if publishes.load(ordering: .relaxed) {
-            unpublished.append(contentsOf: changes.inserted)
+            unpublished.append(contentsOf: changes.inserted[..<registeredInserts])
             unpublished.append(contentsOf: changes.updated)
             unpublished.append(contentsOf: changes.deleted)
             unpublished.append(contentsOf: discardedInserts)
         }
-        for (i, id) in changes.inserted.enumerated() {
+        if registeredInserts == 0 {
+            saved.inserted = changes.inserted  // all forwarded: the same array
+        } else {
+            saved.inserted.reserveCapacity(changes.inserted.count)
+        }
+        for i in 0..<registeredInserts {
+            let id = changes.inserted[i]
             guard let object = inserted.removeValue(forKey: id) else {
-                // A guest deleted it while it was being written (only a store
-                // save parks): the store has it now, so delete it again.
-                if outcome.reachedStore {
+                if i >= heldFrom {
+                    saved.inserted.append(id)  // forwarded, not taken in
+                } else if outcome.reachedStore {
+                    // A guest deleted it while it was being written (only a store
+                    // save parks): the store has it now, so delete it again.
                     rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]))
                     saved.inserted.append(id)
                 }
@@ -266,6 +295,9 @@ extension ManagedObjectContext {
             object.version = outcome.insertedVersions[i]
             if outcome.reachedStore { object.isTemporary = false }
             saved.inserted.append(object.objectID)
+        }
+        if registeredInserts > 0 && registeredInserts < changes.inserted.count {
+            saved.inserted.append(contentsOf: changes.inserted[registeredInserts...])
         }
         var snapshots: [Snapshot] = []
         snapshots.reserveCapacity(changes.updated.count)
@@ -319,7 +351,7 @@ extension ManagedObjectContext {
         }
         // Only what was saved leaves the tables: a guest may have added more.
         discardedInserts.removeAll()
-        return saved
+        return (saved, registeredInserts)
     }
 
     /// An object written by a save and deleted by a guest meanwhile: put a
@@ -345,6 +377,9 @@ extension ManagedObjectContext {
     /// updated and deleted object against what the child saw first, and
     /// changes nothing if the save fails.
     func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
+        if let held = holdChildSave(changes, from: child) { return held }
+        // What it changes may be among the held saves' objects.
+        takeHeldChildSaves()
         let (updates, deletes) = try ConflictResolution.decide(changes) { id, seen throws(StrataError) in try currentSnapshot(of: id, childSaw: seen) }
         if let check = UniquenessCheck(changes, updates: updates) {
             try check.enforce(holders: pendingUniqueHolders(check.keysToLookUp))
@@ -415,10 +450,22 @@ extension ManagedObjectContext {
     /// Takes a child's inserted objects as this context's own inserts, the
     /// i-th under version `firstVersion + i` (reserved by the caller, so that
     /// the child knows them before this runs; see ``deferChildSave(_:from:)``).
-    func takeInserts(of changes: ChangeSet, firstVersion: UInt64) {
+    /// `announced`: objects-did-change carried them already (a held save,
+    /// ``holdChildSave(_:from:)``), so they are only published.
+    func takeInserts(of changes: ChangeSet, firstVersion: UInt64, announced: Bool = false) {
         for (i, id) in changes.inserted.enumerated() {
             let object: ManagedObject
-            if let existing = registry[id] {
+            if let existing = registry[id], existing.flags.contains(.fault) {
+                // A fault registered for the ID before the object came
+                // (`object(with:)`): it is the new object.
+                object = existing
+                object.values = changes.insertedValues[i]
+                object.committed = nil
+                object.version = 0
+                object.flags = [.inserted, .dirty]
+                inserted[id] = object
+                if announced { markUnpublished(id) } else { noteChange(object) }
+            } else if let existing = registry[id] {
                 object = existing
                 objectWillChange(object)
                 object.values = changes.insertedValues[i]
@@ -431,7 +478,7 @@ extension ManagedObjectContext {
                 object.flags = [.inserted, .dirty]
                 registry[id] = object
                 inserted[id] = object
-                noteChange(object)
+                if announced { markUnpublished(id) } else { noteChange(object) }
             }
             object.exposedVersion = firstVersion + UInt64(i)
             object.flags.remove(.exposedVersionFresh)  // the child holds this version

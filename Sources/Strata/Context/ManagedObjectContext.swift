@@ -121,6 +121,12 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// has taken in, and the last one its publication says it has.
     var deferredTakenInThrough: UInt64 = 0
     var publishedTakenInThrough: UInt64 = 0
+    /// How many of ``deferredChildSaves`` a `.mainQueue` context holds
+    /// without having made their objects (see ``holdChildSave(_:from:)``).
+    var heldSaveCount = 0
+    /// The new objects of held saves that the next objects-did-change
+    /// carries.
+    var heldInsertsToAnnounce: [ObjectID] = []
     /// How many of ``pendingChanges`` (from the front) are published already,
     /// by a publication in the middle of a block.
     var pendingChangesPublished = 0

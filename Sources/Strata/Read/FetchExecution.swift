@@ -117,6 +117,7 @@ extension ManagedObjectContext {
     /// lets go of what it fetched before (``retainsRegisteredObjects``).
     func beginRead() {
         checkQueue()
+        takeHeldChildSaves()  // a fetch sees this context's pending inserts as objects
         if concurrencyType == .confinement { releaseUnreferencedFetched() }
         // Holding nothing, nothing held can be older than what is read next.
         if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }

@@ -1,0 +1,197 @@
+/// Held child saves: how a `.mainQueue` context takes a child's save of new
+/// objects in without per-object work on the main queue (Rule 13 in
+/// *Concurrency*; SEMANTICS.md line 17).
+///
+/// A save that only inserts conflicts with nothing, so taking it in is
+/// bookkeeping the main queue can put off: the context keeps the child's
+/// change set as it came — an entry of ``deferredChildSaves``, the list a
+/// private context records Rule 10's saves in — instead of making an object
+/// of each new row. What the context promises holds meanwhile:
+///
+/// - its children see the held saves: a child lays the list over the
+///   context's publication, as for a private parent's recorded saves
+///   (``SourceView/Layer``);
+/// - ``hasChanges`` is true, and objects-did-change carries the new IDs at
+///   the end of the block that took the save, as before;
+/// - its save hands the held change sets on as part of ONE change set,
+///   after its own changes, without making their objects
+///   (``appendHeldSaves(to:)``): an import through the seed stack costs the
+///   main queue O(1) per child save plus a copy of the IDs per save of its
+///   own, not an object per row;
+/// - anything that reads or changes the context's objects — a fetch, an
+///   object by ID, a fault, a child's save that updates or deletes, a
+///   merge, rollback, reset, listing its objects — first takes every held
+///   save in (``takeHeldChildSaves()``), in order, as the synchronous path
+///   would have at the child's save. The main queue pays for the objects
+///   when it asks for them, never for an import it does not look at.
+///
+/// State: ``heldSaveCount`` and ``heldInsertsToAnnounce`` are guarded by
+/// the context's queue (the main queue); the entries by the list's lock.
+extension ManagedObjectContext {
+    /// Holds `changes`, a child's save, to be taken in when something asks
+    /// for its objects; returns the outcome the child applies, or nil when
+    /// the save must be taken in now (it updates or deletes, has a
+    /// uniqueness constraint to check, or 256 saves are held already).
+    /// Runs as this context, on the main queue.
+    func holdChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) -> SaveOutcome? {
+        guard concurrencyType == .mainQueue, changes.updated.isEmpty, changes.deleted.isEmpty,
+              !changes.inserted.isEmpty, !UniquenessCheck.applies(to: changes) else { return nil }
+        let count = changes.inserted.count
+        let entry = deferredChildSaves.append(objectCount: count, paced: false) { sequence in
+            .init(changes: changes, child: child, firstVersion: reserveVersions(count), sequence: sequence, below: [])
+        }
+        guard let entry else { return nil }
+        heldSaveCount += 1
+        heldInsertsToAnnounce.append(contentsOf: changes.inserted)
+        scheduleProcessingIfUsedDirectly()
+        var outcome = SaveOutcome()
+        outcome.numberInserts(from: entry.firstVersion, count: count)
+        notifyMergingChildren(of: changes, outcome: outcome, excluding: child)
+        return outcome
+    }
+
+    /// Makes the objects of every held save, in the order they were saved,
+    /// as the synchronous path would have at each child's save; their
+    /// objects-did-change went out already. Costs nothing when none is held.
+    @inline(__always)
+    func takeHeldChildSaves() {
+        guard heldSaveCount > 0 else { return }
+        takeHeldChildSavesNow()
+    }
+
+    private func takeHeldChildSavesNow() {
+        let entries = deferredChildSaves.all
+        heldSaveCount = 0
+        guard let last = entries.last else { return }
+        for entry in entries {
+            takeInserts(of: entry.changes, firstVersion: entry.firstVersion, announced: true)
+        }
+        // Published before the entries leave the list: a child reading the
+        // list, then the publication, finds each object in one of them.
+        deferredTakenInThrough = last.sequence
+        publishPendingChanges()
+        deferredChildSaves.removeFirst(entries.count)
+    }
+
+    /// Whether this context's save can hand its held saves on without
+    /// making their objects: into a parent context (a store save applies
+    /// its outcome to objects), and with nothing deleted here that a held
+    /// object might point to (that needs the objects validated).
+    var forwardsHeldSaves: Bool {
+        parent != nil && deleted.isEmpty && discardedInserts.isEmpty
+    }
+
+    /// Appends the held saves' new objects to `changes`, this context's own
+    /// change set, after its own; returns what ``letGoOfForwardedSaves(_:)``
+    /// needs once the destination has them.
+    func appendHeldSaves(to changes: inout ChangeSet) -> ForwardedSaves? {
+        guard heldSaveCount > 0 else { return nil }
+        let entries = deferredChildSaves.all
+        guard let first = entries.first, let last = entries.last else { return nil }
+        let own = changes.inserted.count
+        if own == 0 && changes.updated.isEmpty && changes.deleted.isEmpty && entries.count == 1 {
+            // The common case (an import's save, handed straight on): the
+            // child's arrays themselves, not a copy.
+            changes.inserted = first.changes.inserted
+            changes.insertedValues = first.changes.insertedValues
+        } else {
+            let total = entries.reduce(own) { $0 + $1.changes.inserted.count }
+            changes.inserted.reserveCapacity(total)
+            changes.insertedValues.reserveCapacity(total)
+            for entry in entries {
+                changes.inserted.append(contentsOf: entry.changes.inserted)
+                changes.insertedValues.append(contentsOf: entry.changes.insertedValues)
+            }
+        }
+        return ForwardedSaves(ownInserts: own, firstSequence: first.sequence, lastSequence: last.sequence, count: entries.count)
+    }
+
+    /// After the destination accepted a change set that carried held saves:
+    /// they leave the list (the destination shows them to this context's
+    /// children now) and stop counting as this context's changes.
+    func letGoOfForwardedSaves(_ forwarded: ForwardedSaves) {
+        let removed = deferredChildSaves.removeThrough(sequence: forwarded.lastSequence)
+        heldSaveCount = max(0, heldSaveCount - removed)
+    }
+
+    /// Whether any of `forwarded`'s saves was taken in while the save that
+    /// carried them ran (a guest call that read this context's objects):
+    /// their objects are then registered here and the save's outcome must
+    /// reach them.
+    func tookInWhileForwarding(_ forwarded: ForwardedSaves) -> Bool {
+        deferredTakenInThrough >= forwarded.firstSequence
+    }
+}
+
+extension ManagedObjectContext {
+    /// Called on a child's thread before its save of `changes` goes into
+    /// this `.mainQueue` context: when this context will hold the save and
+    /// hand it on to a private parent whose recorded saves are at their
+    /// bound while it runs Strata's own work (which ends in taking them
+    /// in), waits for room there. So an import is paced on its own thread,
+    /// never on the main queue, by the writer it feeds.
+    func waitForRoomToHandOn(_ changes: ChangeSet) {
+        guard concurrencyType == .mainQueue, let below = parent, below.concurrencyType == .privateQueue,
+              changes.updated.isEmpty, changes.deleted.isEmpty, !MainQueue.isCurrent, !below.isCurrent else { return }
+        let objectCount = changes.inserted.count
+        let parking = below.parking
+        parking.condition.withLock {
+            parking.roomWaiters += 1
+            // Only while the parent is sure to take its list in without
+            // anyone's help: parked, in an open window, or with a take-in
+            // block queued. Each of those ends in a take-in, which wakes us.
+            while !below.deferredChildSaves.hasRoom(forObjects: objectCount)
+                    && (parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0) {
+                parking.condition.wait()
+            }
+            parking.roomWaiters -= 1
+        }
+    }
+}
+
+extension ManagedObjectContext {
+    /// Called on the main queue when a `.mainQueue` child's save of new
+    /// objects (held saves handed on) was not recorded at once because
+    /// this private context runs a block of its own between open windows:
+    /// waits for it to reach one — or to park, or to go idle — and records
+    /// the save then, instead of queueing a call the main thread would
+    /// run as a guest (taking the writer's recorded saves in, on the main
+    /// thread). Nil when the save takes the synchronous path after all: it
+    /// updates or deletes, or the wait would close a cycle (Rule 9: the
+    /// synchronous path runs it as a guest).
+    func deferHandedOnSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
+        guard concurrencyType == .privateQueue, child.concurrencyType == .mainQueue, !isCurrent,
+              changes.updated.isEmpty, changes.deleted.isEmpty, !changes.inserted.isEmpty,
+              let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else { return nil }
+        defer { WaitGraph.shared.endWait(ticket) }
+        let objectCount = changes.inserted.count
+        while true {
+            let recordable = parking.condition.withLock { () -> Bool in
+                parking.roomWaiters += 1
+                defer { parking.roomWaiters -= 1 }
+                while true {
+                    let idle = parking.queuedBlocks == parking.takeInBlocksQueued
+                    let records = parking.parked || parking.acceptsDeferredSaves || idle
+                    if records && deferredChildSaves.hasRoom(forObjects: objectCount) { return true }
+                    // Full while idle: nothing will take the list in but a
+                    // queued take-in block, which is on its way.
+                    if idle && parking.takeInBlocksQueued == 0 { return false }
+                    parking.condition.wait()
+                }
+            }
+            guard recordable else { return nil }
+            if let outcome = try deferChildSave(changes, from: child) { return outcome }
+        }
+    }
+}
+
+/// Held saves a context's change set carries on to its destination (see
+/// ``ManagedObjectContext/appendHeldSaves(to:)``).
+struct ForwardedSaves {
+    /// How many of the change set's inserts are the context's own (the
+    /// held ones follow them).
+    let ownInserts: Int
+    let firstSequence: UInt64
+    let lastSequence: UInt64
+    let count: Int
+}

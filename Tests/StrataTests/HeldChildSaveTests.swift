@@ -1,0 +1,212 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Foundation
+import Strata
+import Testing
+
+/// The seed stack with a background child of the main context:
+/// importer → main → writer → store.
+private struct SeedStack {
+    let directory = TemporaryDirectory()
+    let coordinator: PersistentStoreCoordinator
+    let writer: ManagedObjectContext
+    let main: ManagedObjectContext
+    let importer: ManagedObjectContext
+
+    init() throws {
+        coordinator = PersistentStoreCoordinator(model: makeTracedModel())
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store")
+        writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
+        importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
+    }
+
+    /// Inserts notes with `texts` in the importer and saves them into main.
+    @discardableResult
+    func importNotes(_ texts: [String]) throws -> [ObjectID] {
+        try importer.performAndWait { () throws -> [ObjectID] in
+            let notes = texts.map { text -> TracedNote in
+                let note = TracedNote(context: importer)
+                note.text = text
+                return note
+            }
+            try importer.save()
+            return notes.map(\.objectID)
+        }
+    }
+
+    /// The notes' texts as a fresh context on the coordinator reads them.
+    func storedTexts() throws -> [String] {
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return try fresh.performAndWait { try fresh.fetch(FetchRequest<TracedNote>()).map(\.text).sorted() }
+    }
+
+    /// The thread the main queue runs on.
+    var mainThread: pthread_t { main.performAndWait { pthread_self() } }
+}
+
+/// Rule 13 (ConcurrencyRules.md): a `.mainQueue` context holds a child's
+/// save of new objects as the child's change set, and makes their objects
+/// only when something on the main queue asks for them. Serialized: the
+/// copy threads are counted globally.
+@Suite(.serialized) struct HeldChildSaveTests {
+    ///     importer queue                 main queue                 writer queue
+    ///     insert N1…N3; save() ───────▶  hold the change set
+    ///                                    (no object made)
+    ///                                    hasChanges: true
+    ///                                    save() ─────────────────▶  record, take in
+    ///                                    (still no object made)     (objects made here)
+    ///                                                               save() → store
+    @Test("Rule 13: a child's new objects pass through the main context without an object made there")
+    func newObjectsPassThroughMainUnmade() throws {
+        CopyThreads.shared.reset()
+        let stack = try SeedStack()
+        let main = stack.main, writer = stack.writer
+        let mainThread = stack.mainThread
+        let announced = LockedIDs()
+        let observer = NotificationCenter.default.addObserver(
+            forName: ManagedObjectContext.objectsDidChange, object: main, queue: nil
+        ) { note in announced.append(ObjectChanges(note)?.inserted ?? []) }
+        defer { NotificationCenter.default.removeObserver(observer) }
+
+        let ids = try stack.importNotes(["N1", "N2", "N3"])
+        #expect(main.performAndWait { main.hasChanges })
+        #expect(Set(announced.all) == Set(ids), "objects-did-change carries the new IDs")
+        #expect(CopyThreads.shared.count(on: mainThread).all == 0, "the main context made objects of a save it was not asked about")
+
+        let saved = LockedIDs()
+        try main.performAndWait { () throws in
+            let observer = NotificationCenter.default.addObserver(
+                forName: ManagedObjectContext.didSave, object: main, queue: nil) { saved.append(ObjectChanges($0)?.inserted ?? []) }
+            defer { NotificationCenter.default.removeObserver(observer) }
+            try main.save()
+        }
+        #expect(Set(saved.all) == Set(ids), "did-save carries the handed-on IDs")
+        #expect(!main.performAndWait { main.hasChanges })
+        #expect(CopyThreads.shared.count(on: mainThread).on == 0)
+        #expect(writer.performAndWait { writer.insertedObjects.count } == 3)
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedTexts() == ["N1", "N2", "N3"])
+    }
+
+    @Test("Rule 13: a fetch, an object by ID and the inserted objects see held objects, made then")
+    func mainSeesHeldObjectsWhenItAsks() throws {
+        CopyThreads.shared.reset()
+        let stack = try SeedStack()
+        let main = stack.main, mainThread = stack.mainThread
+        let ids = try stack.importNotes(["a", "b"])
+        let viaID = main.performAndWait { (main.object(with: ids[0]) as? TracedNote)?.text }
+        #expect(viaID == "a")
+        try stack.importNotes(["c"])
+        let fetched = try main.performAndWait { try main.fetch(FetchRequest<TracedNote>()).map(\.text).sorted() }
+        #expect(fetched == ["a", "b", "c"])
+        // Made on the main queue, once each (the probe the other tests use).
+        #expect(CopyThreads.shared.count(on: mainThread).on == 3)
+        #expect(main.performAndWait { main.insertedObjects.count } == 3)
+        try main.performAndWait { try main.save() }
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedTexts() == ["a", "b", "c"])
+    }
+
+    @Test("Rule 13: another child of the main context reads held objects through it")
+    func siblingReadsHeldObjects() throws {
+        CopyThreads.shared.reset()
+        let stack = try SeedStack()
+        let mainThread = stack.mainThread
+        try stack.importNotes(["x", "y"])
+        let sibling = ManagedObjectContext(.privateQueue, parent: stack.main, name: "sibling")
+        // On the sibling's own queue (a `performAndWait` may run on this
+        // thread, which may be the main one).
+        let seen = LockedTexts()
+        let done = DispatchSemaphore(value: 0)
+        sibling.perform {
+            seen.set((try? sibling.fetch(FetchRequest<TracedNote>()).map(\.text).sorted()) ?? ["fetch failed"])
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(seen.texts == ["x", "y"])
+        #expect(CopyThreads.shared.count(on: mainThread).on == 0, "a child's read made the main context take the save in")
+    }
+
+    ///     importer                           main
+    ///     insert A ("v1"); save() ───────▶   hold
+    ///     A.text = "v2"; save() ─────────▶   take the held save in (A made),
+    ///                                        then take the update: no conflict
+    @Test("Rule 13: a child's update of a held object takes the held save in first")
+    func updateOfHeldObjectTakesItInFirst() throws {
+        let stack = try SeedStack()
+        let importer = stack.importer, main = stack.main
+        let id = try importer.performAndWait { () throws -> ObjectID in
+            let note = TracedNote(context: importer)
+            note.text = "v1"
+            try importer.save()
+            note.text = "v2"
+            try importer.save()
+            return note.objectID
+        }
+        #expect(main.performAndWait { (main.object(with: id) as? TracedNote)?.text } == "v2")
+        try main.performAndWait { try main.save() }
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedTexts() == ["v2"])
+    }
+
+    @Test("Rule 13: rollback and reset drop held saves; a refused save of the main context keeps them")
+    func rollbackDropsHeldSaves() throws {
+        let stack = try SeedStack()
+        let main = stack.main
+        try stack.importNotes(["gone"])
+        main.performAndWait { main.rollback() }
+        #expect(!main.performAndWait { main.hasChanges })
+        let importer = stack.importer
+        #expect(try importer.performAndWait { try importer.count(for: FetchRequest<TracedNote>()) } == 0)
+        try stack.importNotes(["gone too"])
+        main.performAndWait { main.reset() }
+        #expect(!main.performAndWait { main.hasChanges })
+        try main.performAndWait { try main.save() }
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedTexts() == [])
+    }
+
+    @Test("Rule 13: held saves and the main context's own changes go on as one change set, in order")
+    func heldAndOwnChangesSaveTogether() throws {
+        let stack = try SeedStack()
+        let main = stack.main
+        try stack.importNotes(["held 1"])
+        try stack.importNotes(["held 2"])
+        try main.performAndWait {
+            let own = TracedNote(context: main)
+            own.text = "own"
+            try main.save()
+            #expect(!main.hasChanges)
+            // Saved objects are let go of; the own one is still usable.
+            #expect(own.text == "own")
+        }
+        #expect(stack.writer.performAndWait { stack.writer.insertedObjects.count } == 3)
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedTexts() == ["held 1", "held 2", "own"])
+    }
+}
+
+/// IDs collected from notifications on any thread.
+///
+/// `@unchecked Sendable`: `ids` is guarded by `lock`.
+private final class LockedIDs: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ids: [ObjectID] = []
+    func append(_ more: [ObjectID]) { lock.withLock { ids.append(contentsOf: more) } }
+    var all: [ObjectID] { lock.withLock { ids } }
+}
+
+/// Texts handed from a context's queue to the test.
+///
+/// `@unchecked Sendable`: `value` is guarded by `lock`.
+private final class LockedTexts: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: [String] = []
+    func set(_ texts: [String]) { lock.withLock { value = texts } }
+    var texts: [String] { lock.withLock { value } }
+}
