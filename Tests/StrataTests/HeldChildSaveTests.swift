@@ -154,6 +154,36 @@ private struct SeedStack {
         #expect(try stack.storedTexts() == ["v2"])
     }
 
+    ///     writer: insert W (no child yet: publishes nothing)
+    ///     main, importer created; importer saves N ──▶ main holds N
+    ///     main.save(): the writer cannot check it (its publication is
+    ///       incomplete) ──▶ synchronous path, once — no retry loop
+    @Test("Rule 13: a hand-on the writer cannot record takes the synchronous path")
+    func handOnIntoUnpublishedWriterTakesTheSynchronousPath() throws {
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(model: makeTracedModel())
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store")
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        writer.performAndWait { TracedNote(context: writer).text = "W" }
+        let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
+        let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
+        try importer.performAndWait {
+            TracedNote(context: importer).text = "N"
+            try importer.save()
+        }
+        let saved = DispatchSemaphore(value: 0)
+        let failure = LockedTexts()
+        DispatchQueue.global().async {
+            do { try main.performAndWait { try main.save() } } catch { failure.set(["\(error)"]) }
+            saved.signal()
+        }
+        #expect(saved.wait(timeout: .now() + 20) == .success, "the main context's save never returned")
+        #expect(failure.texts.isEmpty)
+        try writer.performAndWait { try writer.save() }
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        #expect(try fresh.performAndWait { try fresh.fetch(FetchRequest<TracedNote>()).map(\.text).sorted() } == ["N", "W"])
+    }
+
     @Test("Rule 13: rollback and reset drop held saves; a refused save of the main context keeps them")
     func rollbackDropsHeldSaves() throws {
         let stack = try SeedStack()

@@ -61,6 +61,9 @@ extension ManagedObjectContext {
     /// nil. To-many relationships take the union (each moved object's
     /// inverse follows); a to-one relationship follows the attribute rule.
     func mergeConflictingInserts(_ error: StrataError, objectWins: Bool) throws(StrataError) {
+        // Held objects may point at one merged away here: made first, so
+        // the references are redirected and the next round validates them.
+        takeHeldChildSaves()
         var merged: [ObjectID: ObjectID] = [:]
         for conflict in error.constraintConflicts {
             guard merged[conflict.objectID] == nil else { continue }

@@ -19,8 +19,8 @@
 ///   main queue O(1) per child save plus a copy of the IDs per save of its
 ///   own, not an object per row;
 /// - anything that reads or changes the context's objects — a fetch, an
-///   object by ID, a fault, a child's save that updates or deletes, a
-///   merge, rollback, reset, listing its objects — first takes every held
+///   object by ID, a fault, a child's save that updates or deletes, an
+///   upsert, rollback, reset, listing its objects — first takes every held
 ///   save in (``takeHeldChildSaves()``), in order, as the synchronous path
 ///   would have at the child's save. The main queue pays for the objects
 ///   when it asks for them, never for an import it does not look at.
@@ -63,9 +63,17 @@ extension ManagedObjectContext {
         let entries = deferredChildSaves.all
         heldSaveCount = 0
         guard let last = entries.last else { return }
+        // Saves held since the last objects-did-change are announced with
+        // their objects now (a change or delete of them in the same block
+        // then shows as it would have), the others only published.
+        let unannounced = heldInsertsToAnnounce.isEmpty ? [] : Set(heldInsertsToAnnounce)
+        var nowAnnounced = Set<ObjectID>()
         for entry in entries {
-            takeInserts(of: entry.changes, firstVersion: entry.firstVersion, announced: true)
+            let announced = entry.changes.inserted.first.map { !unannounced.contains($0) } ?? true
+            if !announced { nowAnnounced.formUnion(entry.changes.inserted) }
+            takeInserts(of: entry.changes, firstVersion: entry.firstVersion, announced: announced)
         }
+        if !nowAnnounced.isEmpty { heldInsertsToAnnounce.removeAll { nowAnnounced.contains($0) } }
         // Published before the entries leave the list: a child reading the
         // list, then the publication, finds each object in one of them.
         deferredTakenInThrough = last.sequence
@@ -165,7 +173,7 @@ extension ManagedObjectContext {
               let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else { return nil }
         defer { WaitGraph.shared.endWait(ticket) }
         let objectCount = changes.inserted.count
-        while true {
+        do {
             let recordable = parking.condition.withLock { () -> Bool in
                 parking.roomWaiters += 1
                 defer { parking.roomWaiters -= 1 }
@@ -180,7 +188,9 @@ extension ManagedObjectContext {
                 }
             }
             guard recordable else { return nil }
-            if let outcome = try deferChildSave(changes, from: child) { return outcome }
+            // Once: refused again (an incomplete publication, or the state
+            // moved on meanwhile), the save takes the synchronous path.
+            return try deferChildSave(changes, from: child)
         }
     }
 }

@@ -17,7 +17,6 @@ extension ManagedObjectContext {
     /// Applies the payload of another context's did-save; see ``mergeChanges(fromContextDidSave:)-(Notification)``.
     public func mergeChanges(fromContextDidSave changes: ObjectChanges) {
         checkQueue()
-        takeHeldChildSaves()
         guard changes.sourceSerial != serial else { return }
         for (i, id) in changes.updated.enumerated() {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
