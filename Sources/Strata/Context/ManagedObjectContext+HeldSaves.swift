@@ -111,7 +111,7 @@ extension ManagedObjectContext {
                 changes.insertedValues.append(contentsOf: entry.changes.insertedValues)
             }
         }
-        return ForwardedSaves(ownInserts: own, firstSequence: first.sequence, lastSequence: last.sequence, count: entries.count)
+        return ForwardedSaves(ownInserts: own, firstSequence: first.sequence, lastSequence: last.sequence)
     }
 
     /// After the destination accepted a change set that carried held saves:
@@ -203,5 +203,4 @@ struct ForwardedSaves {
     let ownInserts: Int
     let firstSequence: UInt64
     let lastSequence: UInt64
-    let count: Int
 }
