@@ -201,6 +201,59 @@ private struct SeedStack {
         #expect(try stack.storedTexts() == [])
     }
 
+    ///     writer queue                        main queue
+    ///     block: inside ─────────────────▶    save(): hands held N on;
+    ///                                         the writer runs a block, so
+    ///                                         the hand-on waits for it
+    ///     main.performAndWait {  (a cycle: runs as main's guest)
+    ///       object(with: N) — takes N in
+    ///       delete(N)
+    ///     }
+    ///     block ends ─────────────────────▶   hand-on recorded; save returns
+    ///                                         N's deletion still pending here
+    ///     main.save(); writer.save() → the store has no N
+    @Test("Rule 13: a held object a guest deletes while it is handed on stays deleted")
+    func heldObjectDeletedByAGuestWhileHandedOnStaysDeleted() throws {
+        let stack = try SeedStack()
+        let main = stack.main, writer = stack.writer
+        let id = try stack.importNotes(["N"])[0]
+        try stack.importNotes(["kept"])
+        let writerInside = DispatchSemaphore(value: 0), mainSaving = DispatchSemaphore(value: 0)
+        let writerDone = DispatchSemaphore(value: 0)
+        writer.perform {
+            writerInside.signal()
+            _ = mainSaving.wait(timeout: .now() + 10)
+            Thread.sleep(forTimeInterval: 0.1)  // let the hand-on wait for this block
+            main.performAndWait { main.delete(main.object(with: id)) }
+            writerDone.signal()
+        }
+        #expect(writerInside.wait(timeout: .now() + 10) == .success)
+        let pendingAfterSave = try main.performAndWait { () throws -> Bool in
+            mainSaving.signal()
+            try main.save()
+            return main.hasChanges
+        }
+        #expect(writerDone.wait(timeout: .now() + 10) == .success)
+        #expect(pendingAfterSave, "the guest's deletion was dropped with the save that carried N")
+        try main.performAndWait { try main.save() }
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedTexts() == ["kept"])
+    }
+
+    @Test("Rule 13: a full list of held saves takes the oldest in, not all of them")
+    func fullListTakesInOneSave() throws {
+        CopyThreads.shared.reset()
+        let stack = try SeedStack()
+        let main = stack.main, mainThread = stack.mainThread
+        let limit = 256  // DeferredChildSaves.entryLimit
+        for i in 0...limit { try stack.importNotes(["n\(i)"]) }
+        #expect(CopyThreads.shared.count(on: mainThread).on == 1, "the main queue made more than one save's objects")
+        #expect(main.performAndWait { main.insertedObjects.count } == limit + 1)
+        try main.performAndWait { try main.save() }
+        try stack.writer.performAndWait { try stack.writer.save() }
+        #expect(try stack.storedTexts().count == limit + 1)
+    }
+
     @Test("Rule 13: held saves and the main context's own changes go on as one change set, in order")
     func heldAndOwnChangesSaveTogether() throws {
         let stack = try SeedStack()

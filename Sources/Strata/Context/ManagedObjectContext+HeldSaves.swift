@@ -30,12 +30,17 @@
 extension ManagedObjectContext {
     /// Holds `changes`, a child's save, to be taken in when something asks
     /// for its objects; returns the outcome the child applies, or nil when
-    /// the save must be taken in now (it updates or deletes, has a
-    /// uniqueness constraint to check, or 256 saves are held already).
-    /// Runs as this context, on the main queue.
+    /// the save must be taken in now (it updates or deletes, or has a
+    /// uniqueness constraint to check). Runs as this context, on the main
+    /// queue.
     func holdChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) -> SaveOutcome? {
         guard concurrencyType == .mainQueue, changes.updated.isEmpty, changes.deleted.isEmpty,
               !changes.inserted.isEmpty, !UniquenessCheck.applies(to: changes) else { return nil }
+        // The list is full (an import saving into a context that does not
+        // save): the oldest save is taken in to make room — one save's
+        // work, as the synchronous path would have done for this one —
+        // never the whole list at once.
+        if heldSaveCount >= DeferredChildSaves.entryLimit { takeHeldChildSavesNow(upTo: 1) }
         let count = changes.inserted.count
         let entry = deferredChildSaves.append(objectCount: count, paced: false) { sequence in
             .init(changes: changes, child: child, firstVersion: reserveVersions(count), sequence: sequence, below: [])
@@ -59,9 +64,10 @@ extension ManagedObjectContext {
         takeHeldChildSavesNow()
     }
 
-    private func takeHeldChildSavesNow() {
-        let entries = deferredChildSaves.all
-        heldSaveCount = 0
+    /// Takes in the oldest `limit` held saves (all by default).
+    private func takeHeldChildSavesNow(upTo limit: Int = .max) {
+        let entries = deferredChildSaves.all.prefix(limit)
+        heldSaveCount = limit == .max ? 0 : max(0, heldSaveCount - entries.count)
         guard let last = entries.last else { return }
         // Saves held since the last objects-did-change are announced with
         // their objects now (a change or delete of them in the same block

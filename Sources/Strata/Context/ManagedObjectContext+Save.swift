@@ -274,13 +274,14 @@ extension ManagedObjectContext {
         for i in 0..<registeredInserts {
             let id = changes.inserted[i]
             guard let object = inserted.removeValue(forKey: id) else {
-                if i >= heldFrom {
-                    saved.inserted.append(id)  // forwarded, not taken in
-                } else if outcome.reachedStore {
-                    // A guest deleted it while it was being written (only a store
-                    // save parks): the store has it now, so delete it again.
+                if discardedInserts.remove(id) != nil {
+                    // A guest deleted it while it was being saved (a store
+                    // save parks; a hand-on may wait in a cycle, Rule 9):
+                    // the destination has it now, so delete it again.
                     rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]))
                     saved.inserted.append(id)
+                } else if i >= heldFrom || outcome.reachedStore {
+                    saved.inserted.append(id)  // forwarded and not taken in, or a guest's reset
                 }
                 continue
             }
