@@ -254,6 +254,58 @@ private struct SeedStack {
         #expect(try stack.storedTexts().count == limit + 1)
     }
 
+    ///     importer thread                     main queue            writer
+    ///                                                                   save(): parked in
+    ///                                                                   its fsync (held)
+    ///     round 1…4: insert 2,000; save ──▶   hold; save() ──▶     recorded (8,001 waiting)
+    ///     round 5: waits (the writer is
+    ///       saving, 8,192 would be passed)
+    ///                                                                   fsync let go: the save
+    ///                                                                   ends, wakes the importer
+    ///     rounds 5…8 go on                                              later saves take them
+    @Test("Rule 13: an import through the main context waits while the saving writer has a full next save")
+    func importWaitsForTheWriterBacklog() throws {
+        let stack = try GatedWriterStack()
+        let writer = stack.writer
+        let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
+        let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
+        writer.performAndWait { Recipe(context: writer).name = "first" }
+        let writerDone = DispatchSemaphore(value: 0)
+        let writerFailure = LockedError()
+        #expect(stack.startBlockedWriterSave(writerDone, writerFailure), "the writer's save never reached its fsync")
+
+        let rounds = 8, perRound = 2_000
+        let finishedRounds = ConcurrencyTestBox(0)
+        let importFailure = LockedError()
+        let importDone = DispatchSemaphore(value: 0)
+        Thread {
+            do {
+                for round in 0..<rounds {
+                    try importer.performAndWait {
+                        for i in 0..<perRound { Recipe(context: importer).name = "r\(round)-\(i)" }
+                        try importer.save()
+                    }
+                    try main.performAndWait { try main.save() }
+                    finishedRounds.withLock { $0 += 1 }
+                }
+            } catch { importFailure.set(error) }
+            importDone.signal()
+        }.start()
+        // 4 rounds fit under the bound beside the writer's 1 object.
+        let deadline = DispatchTime.now() + 10
+        while finishedRounds.value < 4 && DispatchTime.now() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        Thread.sleep(forTimeInterval: 0.3)
+        let whileHeld = finishedRounds.value
+        stack.files.gate.signal()
+        #expect(whileHeld == 4, "rounds an import finished while the writer was saving")
+        #expect(importDone.wait(timeout: .now() + 20) == .success, "the import never finished once the writer's save ended")
+        #expect(writerDone.wait(timeout: .now() + 10) == .success)
+        #expect(importFailure.error == nil)
+        #expect(writerFailure.error == nil)
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedNames().count == 1 + rounds * perRound)
+    }
+
     @Test("Rule 13: held saves and the main context's own changes go on as one change set, in order")
     func heldAndOwnChangesSaveTogether() throws {
         let stack = try SeedStack()

@@ -154,6 +154,9 @@ final class DeferredChildSaves: @unchecked Sendable {
         lock.withLock { entries.count < Self.entryLimit && (entries.isEmpty || objects + objectCount <= Self.objectLimit) }
     }
 
+    /// How many objects the recorded saves change.
+    var objectCount: Int { lock.withLock { objects } }
+
     /// The recorded saves, oldest first (a copy).
     var all: [Entry] { lock.withLock { entries } }
     /// Drops the `count` oldest saves (taken in and published by then).

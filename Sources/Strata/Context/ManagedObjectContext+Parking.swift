@@ -37,6 +37,10 @@ final class ParkingState: @unchecked Sendable {
     /// but through recorded child saves: an *open window*, in which a
     /// child's save is recorded instead of waiting (see ``DeferredChildSaves``).
     var acceptsDeferredSaves = false
+    /// The context runs a save to the store, from building its change set
+    /// to taking in what its window recorded: what it takes in meanwhile
+    /// goes into its next save (see ``ManagedObjectContext/waitForRoomToHandOn(_:)``).
+    var storing = false
     /// Blocks queued only to take recorded child saves in, not started yet
     /// (counted in `queuedBlocks` too): a queue holding nothing else is
     /// as good as idle for recording another.

@@ -15,6 +15,7 @@ extension ManagedObjectContext {
         let takenInThrough = deferredTakenInThrough
         let changed = pendingChanges.count - pendingChangesPublished + unpublished.count
         let pending = inserted.count + updated.count + deleted.count + discardedInserts.count
+        publishedPendingCount.store(pending, ordering: .relaxed)
         var update: [(ObjectID, PendingState?)] = []
         // From scratch when the copy is incomplete, and after a save (most
         // of what changed left: what is pending now is the shorter list).

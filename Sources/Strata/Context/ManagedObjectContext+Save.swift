@@ -80,6 +80,13 @@ extension ManagedObjectContext {
     /// (notifications) runs.
     private func openToDeferredSavesWhileStoring<T>(_ body: () throws(StrataError) -> T) throws(StrataError) -> T {
         guard parent == nil else { return try body() }
+        parking.condition.withLock { parking.storing = true }
+        defer {
+            parking.condition.withLock {
+                parking.storing = false
+                if parking.roomWaiters > 0 { parking.condition.broadcast() }
+            }
+        }
         return try openToDeferredSaves(body)
     }
 

@@ -205,6 +205,12 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// initializer, on any thread.
     let publishes: Atomic<Bool>
 
+    /// How many objects this context holds unsaved, as of its last
+    /// publication (Rule 12): what its next save would carry. Read by a
+    /// producer paced by this context (``waitForRoomToHandOn(_:)``) on its
+    /// own thread; atomic for that.
+    let publishedPendingCount = Atomic<Int>(0)
+
     /// 1 ms: the 6 µs are under 1% of such a block.
     static let longBlockNanoseconds: UInt64 = 1_000_000
 
