@@ -65,6 +65,17 @@ private func sorted(_ model: [[UInt8]: IndexEntry], from start: [UInt8]? = nil) 
         .map { ($0.key, $0.value) }
 }
 
+/// Runs `body` with `keys` as raw buffers valid for the call.
+private func withKeys<R>(_ keys: [[UInt8]], _ body: ([UnsafeRawBufferPointer]) -> R) -> R {
+    let buffers = keys.map { k -> UnsafeMutableRawBufferPointer in
+        let b = UnsafeMutableRawBufferPointer.allocate(byteCount: k.count, alignment: 1)
+        b.copyBytes(from: k)
+        return b
+    }
+    defer { buffers.forEach { $0.deallocate() } }
+    return body(buffers.map { UnsafeRawBufferPointer($0) })
+}
+
 @Suite("KeyIndex")
 struct KeyIndexTests {
     @Test func entryIsSixteenBytes() {
@@ -255,6 +266,46 @@ struct KeyIndexTests {
             snapshot.checkInvariants()
             expectSame(contents(snapshot), frozen, "seed \(seed): snapshot \(n) changed")
             #expect(snapshot.count == frozen.count, "seed \(seed): snapshot \(n) count changed")
+        }
+    }
+
+    /// The bulk compare-and-set a flush repoints with, against one
+    /// `replace` per key on a copy: runs of neighbours, scattered keys,
+    /// absent keys, wrong expectations, long keys, and a snapshot taken
+    /// before that must not change.
+    @Test(arguments: modelTestSeeds())
+    func replaceAllEqualsOneReplacePerKey(seed: UInt64) {
+        var rng = SeededGenerator(seed: seed)
+        var index = KeyIndex()
+        var universe: [[UInt8]] = []
+        for n in 0..<40_000 {
+            let long = n % 997 == 0
+            universe.append(key(n * 2, prefix: long ? [UInt8](repeating: 7, count: 3_000) : [], width: 4))
+        }
+        universe.sort { $0.lexicographicallyPrecedes($1) }
+        for (n, k) in universe.enumerated() where n % 5 != 0 { index.insert(k, entry(n)) }  // a fifth absent
+        for round in 0..<20 {
+            let snapshot = index, frozen = contents(index)
+            // A sorted, distinct pick: a dense run and scattered keys.
+            let start = Int(rng.next() % UInt64(universe.count))
+            var picked = Set((start..<min(start + Int(rng.next() % 3_000), universe.count)))
+            for _ in 0..<Int(rng.next() % 2_000) { picked.insert(Int(rng.next() % UInt64(universe.count))) }
+            let picks = picked.sorted()
+            let expected = picks.map { n in rng.next() % 4 == 0 ? entry(n + 1) : (index.lookup(universe[n]) ?? entry(n)) }
+            let replacement = picks.map { entry($0 + 1_000_000 * (round + 1)) }
+
+            var oneByOne = index
+            var missedOneByOne = 0
+            for (i, n) in picks.enumerated() where !oneByOne.replace(universe[n], expected: expected[i], with: replacement[i]) {
+                missedOneByOne += 1
+            }
+            let missed = withKeys(picks.map { universe[$0] }) { keys in
+                index.replaceAll(count: keys.count, key: { keys[$0] }, expected: { expected[$0] }, replacement: { replacement[$0] })
+            }
+            #expect(missed == missedOneByOne, "seed \(seed) round \(round)")
+            index.checkInvariants()
+            expectSame(contents(index), contents(oneByOne), "seed \(seed) round \(round)")
+            expectSame(contents(snapshot), frozen, "seed \(seed) round \(round): the snapshot changed")
         }
     }
 

@@ -327,11 +327,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// The positions of `ids` in the order of their record keys (entity
+    /// number, then primary key, as ``RecordCoding/writeKey(_:into:)``
+    /// lays them out).
+    static func keyOrder(of ids: [ObjectID]) -> [Int] {
+        var keys = ids.enumerated().map { (entity: $1.entity.index, primaryKey: $1.primaryKey, position: $0) }
+        keys.sort { ($0.entity, $0.primaryKey) < ($1.entity, $1.primaryKey) }
+        return keys.map(\.position)
+    }
+
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version
     /// and every unique key the save claims against the store's unique
     /// indexes. Nothing changes (store, cache) if it throws.
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
+        let insertOrder = Self.keyOrder(of: changes.inserted)
         let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
             let store = try currentStore()
             let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
@@ -357,8 +367,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // Inserted rows stay out of the row cache: filling it cost an
             // import about a tenth of its time, and a new row is read back
             // cheaply from the store's memtable if anyone asks. Updated rows
-            // must replace what the cache holds.
-            for (i, id) in changes.inserted.enumerated() {
+            // must replace what the cache holds. In key order (a context
+            // lists its new objects in hash order): the engine's index then
+            // takes an import's keys as appends at its right edge, not as
+            // descents to random places.
+            for i in insertOrder {
+                let id = changes.inserted[i]
                 record.removeAll(keepingCapacity: true)
                 RecordCoding.encode(changes.insertedValues[i], version: 1, generation: generation, into: &record)
                 RecordCoding.writeKey(id, into: &key)

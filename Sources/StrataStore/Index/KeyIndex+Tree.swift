@@ -81,6 +81,62 @@ extension KeyIndex {
         return root
     }
 
+    // MARK: Bulk replace
+
+    /// ``KeyIndex/replaceAll(count:key:expected:replacement:)`` below
+    /// `node` (which may be replaced by a copy) for the keys `range` (all
+    /// within `node`'s key range, ascending). Entries change; keys and
+    /// shape do not, so no node splits or merges.
+    static func replaceAll(
+        _ node: inout Node, _ range: Range<Int>,
+        _ key: (Int) -> UnsafeRawBufferPointer,
+        _ expected: (Int) -> IndexEntry,
+        _ replacement: (Int) -> IndexEntry,
+        _ replaced: inout Int
+    ) {
+        makeWritable(&node, keys: 0, bytes: 0)
+        let view = NodeView(node)
+        if view.isLeaf {
+            // The first key is searched for; the next ones, ascending, are
+            // found by stepping on from there (neighbours: a step or two).
+            var j = 0
+            for i in range {
+                let k = key(i)
+                if i == range.lowerBound {
+                    j = view.lowerBound(k.baseAddress!, k.count).index
+                } else {
+                    while j < view.count && view.compareKey(j, k.baseAddress!, k.count) < 0 { j += 1 }
+                }
+                guard j < view.count, view.compareKey(j, k.baseAddress!, k.count) == 0 else { continue }
+                if view.entry(j) == expected(i) {
+                    view.setEntry(j, replacement(i))
+                    replaced += 1
+                }
+            }
+            return
+        }
+        var i = range.lowerBound
+        while i < range.upperBound {
+            let first = key(i)
+            let c = view.childIndex(first.baseAddress!, first.count)
+            // The run of keys below the next separator goes down together;
+            // its end is found by halving (the keys ascend).
+            var end = range.upperBound
+            if c + 1 < view.count {
+                var low = i + 1
+                while low < end {
+                    let mid = (low + end) / 2
+                    let k = key(mid)
+                    if view.compareKey(c + 1, k.baseAddress!, k.count) <= 0 { end = mid } else { low = mid + 1 }
+                }
+            }
+            var child = view.takeChild(c)
+            replaceAll(&child, i..<end, key, expected, replacement, &replaced)
+            view.putChild(c, child)
+            i = end
+        }
+    }
+
     // MARK: Remove
 
     /// Removes the key, which must be present below `node` (which may be

@@ -150,6 +150,32 @@ package struct KeyIndex: Sendable {
         key.withUnsafeBytes { replace($0, expected: expected, with: new) }
     }
 
+    /// ``replace(_:expected:with:)`` for `count` keys at once: for each
+    /// `i`, sets `key(i)`'s entry to `replacement(i)` if it is `expected(i)`.
+    /// The keys must be in ascending order, each once. Returns how many
+    /// were not replaced (absent, or holding another entry).
+    ///
+    /// Walks the tree once for the whole run, so a node is descended into
+    /// once however many of the keys it holds, instead of a lookup and an
+    /// insert per key: a flush repoints the keys of a memtable, which are
+    /// mostly neighbours (an import's), in key order.
+    ///
+    /// ```swift
+    /// let missed = index.replaceAll(count: placed.count,
+    ///                               key: { keys[$0] }, expected: { old[$0] }, replacement: { new[$0] })
+    /// ```
+    package mutating func replaceAll(
+        count: Int,
+        key: (Int) -> UnsafeRawBufferPointer,
+        expected: (Int) -> IndexEntry,
+        replacement: (Int) -> IndexEntry
+    ) -> Int {
+        guard count > 0, root != nil else { return count }
+        var replaced = 0
+        Self.replaceAll(&root!.node, 0..<count, key, expected, replacement, &replaced)
+        return count - replaced
+    }
+
     // MARK: Ordered traversal
 
     /// Visits keys >= `start` (all keys when nil) in ascending order until

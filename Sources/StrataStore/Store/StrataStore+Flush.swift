@@ -145,14 +145,14 @@ extension StrataStore {
             var i = 0
             while i < placed.count {
                 let end = min(i + Self.repointChunk, placed.count)
+                // `placed` is in key order (the segment's): one walk per chunk.
+                let records = placed[i..<end].map { frozen.record(at: $0.offset) }
                 state.withLock {
-                    for (offset, block) in placed[i..<end] {
-                        let r = frozen.record(at: offset)
-                        let old = IndexEntry(sequence: r.sequence, file: frozen.number, block: offset)
-                        if !index.replace(r.key, expected: old, with: IndexEntry(sequence: r.sequence, file: number, block: block)) {
-                            reader.deadRecords += 1
-                        }
-                    }
+                    reader.deadRecords += index.replaceAll(
+                        count: records.count,
+                        key: { records[$0].key },
+                        expected: { IndexEntry(sequence: records[$0].sequence, file: frozen.number, block: placed[i + $0].offset) },
+                        replacement: { IndexEntry(sequence: records[$0].sequence, file: number, block: placed[i + $0].block) })
                 }
                 i = end
                 Self.letWaitersIn()
