@@ -5,7 +5,7 @@ import Darwin
 #endif
 import Dispatch
 import Foundation
-import Strata
+@testable import Strata
 import Testing
 
 /// The seed stack with a background child of the main context:
@@ -218,13 +218,23 @@ private struct SeedStack {
         let main = stack.main, writer = stack.writer
         let id = try stack.importNotes(["N"])[0]
         try stack.importNotes(["kept"])
+        let deletedAnnounced = LockedIDs()
+        let observer = NotificationCenter.default.addObserver(
+            forName: ManagedObjectContext.objectsDidChange, object: main, queue: nil
+        ) { note in deletedAnnounced.append(ObjectChanges(note)?.deleted ?? []) }
+        defer { NotificationCenter.default.removeObserver(observer) }
         let writerInside = DispatchSemaphore(value: 0), mainSaving = DispatchSemaphore(value: 0)
         let writerDone = DispatchSemaphore(value: 0)
         writer.perform {
             writerInside.signal()
             _ = mainSaving.wait(timeout: .now() + 10)
-            Thread.sleep(forTimeInterval: 0.1)  // let the hand-on wait for this block
-            main.performAndWait { main.delete(main.object(with: id)) }
+            // Until the hand-on waits for this block (registered: the call
+            // below then closes the cycle and runs as main's guest).
+            let deadline = DispatchTime.now() + 10
+            while !WaitGraph.shared.hasWaiter(holding: WaitGraph.mainQueue) && DispatchTime.now() < deadline { usleep(1_000) }
+            main.performAndWait {
+                main.delete(main.object(with: id))
+            }
             writerDone.signal()
         }
         #expect(writerInside.wait(timeout: .now() + 10) == .success)
@@ -235,6 +245,7 @@ private struct SeedStack {
         }
         #expect(writerDone.wait(timeout: .now() + 10) == .success)
         #expect(pendingAfterSave, "the guest's deletion was dropped with the save that carried N")
+        #expect(deletedAnnounced.all == [id], "the deletion of N was not announced")
         try main.performAndWait { try main.save() }
         try writer.performAndWait { try writer.save() }
         #expect(try stack.storedTexts() == ["kept"])
@@ -254,10 +265,32 @@ private struct SeedStack {
         #expect(try stack.storedTexts().count == limit + 1)
     }
 
+    /// As above, with every save in one main-queue block: the oldest save,
+    /// taken in before any objects-did-change went out, is announced with
+    /// its objects, the others as held — each new object once.
+    @Test("Rule 13: saves taken in to make room are announced once, in one block")
+    func fullListInOneBlockAnnouncesEachObjectOnce() throws {
+        let stack = try SeedStack()
+        let main = stack.main
+        let announced = LockedIDs()
+        let observer = NotificationCenter.default.addObserver(
+            forName: ManagedObjectContext.objectsDidChange, object: main, queue: nil
+        ) { note in announced.append(ObjectChanges(note)?.inserted ?? []) }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let limit = 256  // DeferredChildSaves.entryLimit
+        let ids = try main.performAndWait { () throws -> [ObjectID] in
+            try (0...limit + 2).flatMap { i in try stack.importNotes(["n\(i)"]) }
+        }
+        #expect(announced.all.count == ids.count, "an object was announced twice, or not at all")
+        #expect(Set(announced.all) == Set(ids))
+        #expect(main.performAndWait { main.insertedObjects.count } == limit + 3)
+    }
+
     ///     importer thread                     main queue            writer
     ///                                                                   save(): parked in
     ///                                                                   its fsync (held)
-    ///     round 1…4: insert 2,000; save ──▶   hold; save() ──▶     recorded (8,001 waiting)
+    ///     round 1…4: insert 2,000; save ──▶   hold; save() ──▶     recorded (8,000 waiting
+    ///                                                                   beside the 5,000 written)
     ///     round 5: waits (the writer is
     ///       saving, 8,192 would be passed)
     ///                                                                   fsync let go: the save
@@ -269,7 +302,8 @@ private struct SeedStack {
         let writer = stack.writer
         let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
         let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
-        writer.performAndWait { Recipe(context: writer).name = "first" }
+        let written = 5_000  // the blocked save's: they leave with it, so they do not count
+        writer.performAndWait { for i in 0..<written { Recipe(context: writer).name = "w\(i)" } }
         let writerDone = DispatchSemaphore(value: 0)
         let writerFailure = LockedError()
         #expect(stack.startBlockedWriterSave(writerDone, writerFailure), "the writer's save never reached its fsync")
@@ -291,7 +325,7 @@ private struct SeedStack {
             } catch { importFailure.set(error) }
             importDone.signal()
         }.start()
-        // 4 rounds fit under the bound beside the writer's 1 object.
+        // 4 rounds fit under the bound: 8,000 objects waiting, 10,000 with a fifth.
         let deadline = DispatchTime.now() + 10
         while finishedRounds.value < 4 && DispatchTime.now() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         Thread.sleep(forTimeInterval: 0.3)
@@ -303,7 +337,7 @@ private struct SeedStack {
         #expect(importFailure.error == nil)
         #expect(writerFailure.error == nil)
         try writer.performAndWait { try writer.save() }
-        #expect(try stack.storedNames().count == 1 + rounds * perRound)
+        #expect(try stack.storedNames().count == written + rounds * perRound)
     }
 
     @Test("Rule 13: held saves and the main context's own changes go on as one change set, in order")

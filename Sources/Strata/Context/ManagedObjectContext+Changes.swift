@@ -228,7 +228,7 @@ extension ManagedObjectContext {
                 || !heldInsertsToAnnounce.isEmpty else { return nil }
         var changes = ObjectChanges()
         if !heldInsertsToAnnounce.isEmpty {
-            changes.inserted = heldInsertsToAnnounce
+            changes.inserted = heldInsertsToAnnounce.count == 1 ? heldInsertsToAnnounce[0].ids : heldInsertsToAnnounce.flatMap(\.ids)
             heldInsertsToAnnounce = []
         }
         for object in pendingChanges {

@@ -47,7 +47,7 @@ extension ManagedObjectContext {
         }
         guard let entry else { return nil }
         heldSaveCount += 1
-        heldInsertsToAnnounce.append(contentsOf: changes.inserted)
+        heldInsertsToAnnounce.append((entry.sequence, changes.inserted))
         scheduleProcessingIfUsedDirectly()
         var outcome = SaveOutcome()
         outcome.numberInserts(from: entry.firstVersion, count: count)
@@ -71,15 +71,17 @@ extension ManagedObjectContext {
         guard let last = entries.last else { return }
         // Saves held since the last objects-did-change are announced with
         // their objects now (a change or delete of them in the same block
-        // then shows as it would have), the others only published.
-        let unannounced = heldInsertsToAnnounce.isEmpty ? [] : Set(heldInsertsToAnnounce)
-        var nowAnnounced = Set<ObjectID>()
+        // then shows as it would have), the others only published. Both
+        // lists are in sequence order: the taken saves still to announce
+        // are a run of the announcements'.
+        let first = entries[entries.startIndex].sequence
+        let from = heldInsertsToAnnounce.firstIndex { $0.sequence >= first } ?? heldInsertsToAnnounce.endIndex
+        let to = heldInsertsToAnnounce[from...].firstIndex { $0.sequence > last.sequence } ?? heldInsertsToAnnounce.endIndex
+        let unannounced = Set(heldInsertsToAnnounce[from..<to].map(\.sequence))
         for entry in entries {
-            let announced = entry.changes.inserted.first.map { !unannounced.contains($0) } ?? true
-            if !announced { nowAnnounced.formUnion(entry.changes.inserted) }
-            takeInserts(of: entry.changes, firstVersion: entry.firstVersion, announced: announced)
+            takeInserts(of: entry.changes, firstVersion: entry.firstVersion, announced: !unannounced.contains(entry.sequence))
         }
-        if !nowAnnounced.isEmpty { heldInsertsToAnnounce.removeAll { nowAnnounced.contains($0) } }
+        heldInsertsToAnnounce.removeSubrange(from..<to)
         // Published before the entries leave the list: a child reading the
         // list, then the publication, finds each object in one of them.
         deferredTakenInThrough = last.sequence
@@ -142,8 +144,8 @@ extension ManagedObjectContext {
     /// this `.mainQueue` context, which will hold it and hand it on to a
     /// private parent (the writer): waits while the writer's recorded
     /// saves are at their bound and it runs Strata's own work (which ends
-    /// in taking them in), and while it saves to the store with
-    /// ``handOnBacklogLimit`` objects or more waiting for its next save.
+    /// in taking them in), and while it saves to the store and its next
+    /// save would pass ``handOnBacklogLimit`` objects with this one.
     /// So an import is paced on its own thread, never on the main queue,
     /// by the writer it feeds, and the writer's saves stay the size the
     /// import's were — not a backlog that grows with each save (measured:
@@ -151,11 +153,10 @@ extension ManagedObjectContext {
     /// saves of 2,000 import 250,000–380,000; see Rule 13).
     func waitForRoomToHandOn(_ changes: ChangeSet) {
         guard concurrencyType == .mainQueue, let below = parent, below.concurrencyType == .privateQueue,
-              changes.updated.isEmpty, changes.deleted.isEmpty, !MainQueue.isCurrent, !below.isCurrent,
-              let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: below.waitResources) else { return }
-        defer { WaitGraph.shared.endWait(ticket) }
+              changes.updated.isEmpty, changes.deleted.isEmpty, !MainQueue.isCurrent, !below.isCurrent else { return }
         let objectCount = changes.inserted.count
         let parking = below.parking
+        var ticket: WaitGraph.Ticket?
         parking.condition.withLock {
             parking.roomWaiters += 1
             // Only while the writer is sure to get on without anyone's
@@ -164,18 +165,26 @@ extension ManagedObjectContext {
             while true {
                 let full = !below.deferredChildSaves.hasRoom(forObjects: objectCount)
                     && (parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0)
-                let backlog = below.publishedPendingCount.load(ordering: .relaxed) + below.deferredChildSaves.objectCount
-                let behind = parking.storing && backlog + objectCount > Self.handOnBacklogLimit
+                let written = below.publishedPendingCount.load(ordering: .relaxed) - below.objectsBeingStored.load(ordering: .relaxed)
+                let waiting = max(0, written) + below.deferredChildSaves.objectCount
+                let behind = parking.storing && waiting + objectCount > Self.handOnBacklogLimit
                 guard full || behind else { break }
+                // Registered only once it waits (Rule 9; `WaitGraph.lock`
+                // is a leaf), and not at all if that closes a cycle.
+                if ticket == nil {
+                    guard let registered = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: below.waitResources) else { break }
+                    ticket = registered
+                }
                 parking.condition.wait()
             }
             parking.roomWaiters -= 1
         }
+        if let ticket { WaitGraph.shared.endWait(ticket) }
     }
 
     /// How many objects a writer saving to the store may have waiting for
-    /// its next save before a producer handing saves on through the main
-    /// context waits (``waitForRoomToHandOn(_:)``).
+    /// its next save, the producer's new one included, before the
+    /// producer waits (``waitForRoomToHandOn(_:)``).
     static let handOnBacklogLimit = 8_192
 }
 

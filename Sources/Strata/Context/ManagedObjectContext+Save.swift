@@ -55,6 +55,9 @@ extension ManagedObjectContext {
                     // first, then resolve (as for a guest's changes).
                     if outcome.changesObjectsHere { closeToDeferredSaves() }
                     let (saved, registeredInserts) = apply(outcome, of: changes, since: generation, forwarded: forwarded)
+                    // (Until the window's close publishes, a producer counts
+                    // them as waiting: it waits a moment longer, no more.)
+                    objectsBeingStored.store(0, ordering: .relaxed)
                     if !retainsRegisteredObjects { releaseUnreferencedObjects(saved, registeredInserts: registeredInserts) }
                     return (saved, collectPendingChanges())
                 }
@@ -82,12 +85,17 @@ extension ManagedObjectContext {
         guard parent == nil else { return try body() }
         parking.condition.withLock { parking.storing = true }
         defer {
+            objectsBeingStored.store(0, ordering: .relaxed)
             parking.condition.withLock {
                 parking.storing = false
                 if parking.roomWaiters > 0 { parking.condition.broadcast() }
             }
         }
-        return try openToDeferredSaves(body)
+        return try openToDeferredSaves { () throws(StrataError) -> T in
+            // The window's opening published them: what this save writes.
+            objectsBeingStored.store(inserted.count + updated.count + deleted.count + discardedInserts.count, ordering: .relaxed)
+            return try body()
+        }
     }
 
     /// Hands `changes` one level down: to the parent, or to the store.
@@ -285,7 +293,8 @@ extension ManagedObjectContext {
                     // A guest deleted it while it was being saved (a store
                     // save parks; a hand-on may wait in a cycle, Rule 9):
                     // the destination has it now, so delete it again.
-                    rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]))
+                    rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]),
+                                     inStore: outcome.reachedStore)
                     saved.inserted.append(id)
                 } else if i >= heldFrom || outcome.reachedStore {
                     saved.inserted.append(id)  // forwarded and not taken in, or a guest's reset
@@ -364,11 +373,14 @@ extension ManagedObjectContext {
 
     /// An object written by a save and deleted by a guest meanwhile: put a
     /// stand-in in the deleted table, so that the next save removes it from
-    /// the destination.
-    private func rememberDeletion(of id: ObjectID, stored: Snapshot) {
+    /// the destination (`inStore`: the store, where its ID became
+    /// permanent; else a parent context), and announce the deletion (its
+    /// insertion went out before; the guest's deletion of a new object
+    /// announced nothing).
+    private func rememberDeletion(of id: ObjectID, stored: Snapshot, inStore: Bool) {
         let ghost = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
         ghost.primaryKey = id.primaryKey
-        ghost.isTemporary = false
+        ghost.isTemporary = inStore ? false : id.isTemporaryID
         ghost.context = self
         ghost.values = stored.values
         ghost.committed = stored.values
@@ -376,6 +388,7 @@ extension ManagedObjectContext {
         ghost.flags = [.deleted]
         registry[id] = ghost
         deleted[id] = ghost
+        noteChange(ghost)
     }
 
     // MARK: Receiving a child's save

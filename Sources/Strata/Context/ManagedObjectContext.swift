@@ -125,8 +125,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// without having made their objects (see ``holdChildSave(_:from:)``).
     var heldSaveCount = 0
     /// The new objects of held saves that the next objects-did-change
-    /// carries.
-    var heldInsertsToAnnounce: [ObjectID] = []
+    /// carries, per save (by its ``DeferredChildSaves/Entry/sequence``), oldest first.
+    var heldInsertsToAnnounce: [(sequence: UInt64, ids: [ObjectID])] = []
     /// How many of ``pendingChanges`` (from the front) are published already,
     /// by a publication in the middle of a block.
     var pendingChangesPublished = 0
@@ -210,6 +210,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// producer paced by this context (``waitForRoomToHandOn(_:)``) on its
     /// own thread; atomic for that.
     let publishedPendingCount = Atomic<Int>(0)
+    /// How many of ``publishedPendingCount`` a store save under way is
+    /// writing (0 otherwise): they leave with that save, not the next.
+    let objectsBeingStored = Atomic<Int>(0)
 
     /// 1 ms: the 6 µs are under 1% of such a block.
     static let longBlockNanoseconds: UInt64 = 1_000_000

@@ -76,6 +76,12 @@ final class WaitGraph: @unchecked Sendable {
         }
     }
 
+    /// Whether a registered waiter holds `resource`: for tests that force an
+    /// interleaving (a thread blocked waiting while holding the main queue).
+    func hasWaiter(holding resource: UInt64) -> Bool {
+        lock.withLock { waiters.contains { $0.holds.contains(resource) } }
+    }
+
     /// Whether some blocked thread holding one of `resources` waits, directly
     /// or through other blocked threads, for something in `holds`.
     private func closesCycle(holds: [UInt64], waitsFor resources: [UInt64]) -> Bool {
