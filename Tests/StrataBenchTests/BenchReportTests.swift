@@ -96,6 +96,8 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             #expect(try number(medians["max"], "max") <= number(medians["worstMax"], "worstMax"))
             #expect(try number(entry["vsSQLite"], "vsSQLite") > 0)
             #expect(try number(entry["mainThreadCPUms"], "mainThreadCPUms") >= 0)
+            #expect(try number(entry["mainThreadCPUBeyondProbeMs"], "mainThreadCPUBeyondProbeMs") >= 0)
+            #expect(try number(entry["mainThreadCPUBeyondProbeMs"], "mainThreadCPUBeyondProbeMs") <= number(entry["mainThreadCPUms"], "mainThreadCPUms"))
         }
         // The naive layout imports on the main thread; the private context
         // leaves it only the probe's ticks.

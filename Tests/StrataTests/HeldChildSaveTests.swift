@@ -289,10 +289,10 @@ private struct SeedStack {
     ///     importer thread                     main queue            writer
     ///                                                                   save(): parked in
     ///                                                                   its fsync (held)
-    ///     round 1…4: insert 2,000; save ──▶   hold; save() ──▶     recorded (8,000 waiting
+    ///     round 1…4: insert 500; save ──▶     hold; save() ──▶     recorded (2,000 waiting
     ///                                                                   beside the 5,000 written)
     ///     round 5: waits (the writer is
-    ///       saving, 8,192 would be passed)
+    ///       saving, 2,048 would be passed)
     ///                                                                   fsync let go: the save
     ///                                                                   ends, wakes the importer
     ///     rounds 5…8 go on                                              later saves take them
@@ -308,7 +308,7 @@ private struct SeedStack {
         let writerFailure = LockedError()
         #expect(stack.startBlockedWriterSave(writerDone, writerFailure), "the writer's save never reached its fsync")
 
-        let rounds = 8, perRound = 2_000
+        let rounds = 8, perRound = 500
         let finishedRounds = ConcurrencyTestBox(0)
         let importFailure = LockedError()
         let importDone = DispatchSemaphore(value: 0)
@@ -325,7 +325,7 @@ private struct SeedStack {
             } catch { importFailure.set(error) }
             importDone.signal()
         }.start()
-        // 4 rounds fit under the bound: 8,000 objects waiting, 10,000 with a fifth.
+        // 4 rounds fit under the bound: 2,000 objects waiting, 2,500 with a fifth.
         let deadline = DispatchTime.now() + 10
         while finishedRounds.value < 4 && DispatchTime.now() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         Thread.sleep(forTimeInterval: 0.3)

@@ -132,6 +132,10 @@ struct StallSummary: Codable, Sendable {
     var objectsPerSecond: Double
     var stall: StallMedians
     var mainThreadCPUms: Double
+    /// The median over the rounds of the main thread's CPU less the
+    /// probe's own: row (0')'s main CPU per second of its import in the
+    /// same round, times this layout's import seconds (nil without row (0')).
+    var mainThreadCPUBeyondProbeMs: Double?
     var bytesWritten: Double
     var fsyncs: Double
     /// The median over the rounds of (this layout's objects/s ÷ SQLite's in the same round).
@@ -182,10 +186,16 @@ struct StallReport: Codable, Sendable {
             let rounds = runs.filter { $0.layout == layout.rawValue }
             guard !rounds.isEmpty else { return nil }
             let ratios = rounds.compactMap { run in sqliteRuns.first { $0.round == run.round }.map { run.objectsPerSecond / $0.objectsPerSecond } }
+            let beyondProbe = rounds.compactMap { run -> Double? in
+                guard let floor = runs.first(where: { $0.layout == ImportLayout.privateContext.rawValue && $0.round == run.round }),
+                      floor.seconds > 0 else { return nil }
+                return max(0, run.mainThreadCPUms - floor.mainThreadCPUms / floor.seconds * run.seconds)
+            }
             return StallSummary(
                 layout: layout.rawValue, rounds: rounds.count,
                 seconds: median(rounds.map(\.seconds)), objectsPerSecond: median(rounds.map(\.objectsPerSecond)),
                 stall: StallMedians(rounds.map(\.stall)), mainThreadCPUms: median(rounds.map(\.mainThreadCPUms)),
+                mainThreadCPUBeyondProbeMs: beyondProbe.isEmpty ? nil : median(beyondProbe),
                 bytesWritten: median(rounds.map { Double($0.bytesWritten) }), fsyncs: median(rounds.map { Double($0.fsyncs) }),
                 vsSQLite: ratios.isEmpty ? nil : median(ratios))
         }
@@ -197,17 +207,18 @@ struct StallReport: Codable, Sendable {
     }
 
     func render() -> String {
-        var table = Table("Layout", "import s", "objects/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "worst max", ">8.3ms", ">16.7ms", "main CPU ms", "MB written", "fsyncs")
+        var table = Table("Layout", "import s", "objects/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "worst max", ">8.3ms", ">16.7ms", "main CPU ms", "beyond probe", "MB written", "fsyncs")
         for layout in ImportLayout.stallLayouts {
             guard let s = summary(layout) else { continue }
             let m = s.stall
             table.add(layout.title, fixed(s.seconds, 2), thousands(s.objectsPerSecond), fixed(m.p50, 2), fixed(m.p99, 2),
                       fixed(m.p999, 2), fixed(m.max, 2), fixed(m.worstMax, 2), count(m.ticksLaterThan8_3ms), count(m.ticksLaterThan16_7ms),
-                      fixed(s.mainThreadCPUms, 1), fixed(s.bytesWritten / 1e6, 1), count(s.fsyncs))
+                      fixed(s.mainThreadCPUms, 1), s.mainThreadCPUBeyondProbeMs.map { fixed($0, 1) } ?? "-",
+                      fixed(s.bytesWritten / 1e6, 1), count(s.fsyncs))
         }
         if let s = floorSummary {
             table.add("(0) the probe alone, nothing imported", "-", "-", fixed(s.p50, 2), fixed(s.p99, 2), fixed(s.p999, 2), fixed(s.max, 2),
-                      fixed(s.worstMax, 2), count(s.ticksLaterThan8_3ms), count(s.ticksLaterThan16_7ms), "-", "-", "-")
+                      fixed(s.worstMax, 2), count(s.ticksLaterThan8_3ms), count(s.ticksLaterThan16_7ms), "-", "-", "-", "-")
         }
         // The floor under load: the same import on a private context, the
         // main queue never touched — what two busy threads on this machine's
@@ -216,7 +227,7 @@ struct StallReport: Codable, Sendable {
             let m = s.stall
             table.add("(0') the probe beside a private-context import", "-", "-", fixed(m.p50, 2), fixed(m.p99, 2), fixed(m.p999, 2),
                       fixed(m.max, 2), fixed(m.worstMax, 2), count(m.ticksLaterThan8_3ms), count(m.ticksLaterThan16_7ms),
-                      fixed(s.mainThreadCPUms, 1), "-", "-")
+                      fixed(s.mainThreadCPUms, 1), "-", "-", "-")
         }
         var out = "Main-queue stalls while importing \(thousands(Double(objects))) objects (recipes with \(ingredientsPerRecipe) ingredients each), "
             + "saving every \(thousands(Double(saveEvery))); a 1 ms timer on the main thread; medians of \(repeats) interleaved round(s); "
@@ -243,7 +254,8 @@ struct StallReport: Codable, Sendable {
             out += "\n\n" + saves.render()
         }
         out += "\n\n(medians over the rounds; \"worst max\" is the longest stall of any round; \"main CPU ms\" is the CPU the main thread "
-            + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"vs SQLite\" is the median of each round's ratio)"
+            + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"beyond probe\" is main CPU less row (0')'s "
+            + "per second of import, in the same round; \"vs SQLite\" is the median of each round's ratio)"
         return out
     }
 }
