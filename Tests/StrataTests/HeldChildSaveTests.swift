@@ -68,9 +68,7 @@ private struct SeedStack {
         let main = stack.main, writer = stack.writer
         let mainThread = stack.mainThread
         let announced = LockedIDs()
-        let observer = NotificationCenter.default.addObserver(
-            forName: ManagedObjectContext.objectsDidChange, object: main, queue: nil
-        ) { note in announced.append(ObjectChanges(note)?.inserted ?? []) }
+        let observer = announced.collect(ManagedObjectContext.objectsDidChange, of: main, \.inserted)
         defer { NotificationCenter.default.removeObserver(observer) }
 
         let ids = try stack.importNotes(["N1", "N2", "N3"])
@@ -80,8 +78,7 @@ private struct SeedStack {
 
         let saved = LockedIDs()
         try main.performAndWait { () throws in
-            let observer = NotificationCenter.default.addObserver(
-                forName: ManagedObjectContext.didSave, object: main, queue: nil) { saved.append(ObjectChanges($0)?.inserted ?? []) }
+            let observer = saved.collect(ManagedObjectContext.didSave, of: main, \.inserted)
             defer { NotificationCenter.default.removeObserver(observer) }
             try main.save()
         }
@@ -219,9 +216,7 @@ private struct SeedStack {
         let id = try stack.importNotes(["N"])[0]
         try stack.importNotes(["kept"])
         let deletedAnnounced = LockedIDs()
-        let observer = NotificationCenter.default.addObserver(
-            forName: ManagedObjectContext.objectsDidChange, object: main, queue: nil
-        ) { note in deletedAnnounced.append(ObjectChanges(note)?.deleted ?? []) }
+        let observer = deletedAnnounced.collect(ManagedObjectContext.objectsDidChange, of: main, \.deleted)
         defer { NotificationCenter.default.removeObserver(observer) }
         let writerInside = DispatchSemaphore(value: 0), mainSaving = DispatchSemaphore(value: 0)
         let writerDone = DispatchSemaphore(value: 0)
@@ -273,9 +268,7 @@ private struct SeedStack {
         let stack = try SeedStack()
         let main = stack.main
         let announced = LockedIDs()
-        let observer = NotificationCenter.default.addObserver(
-            forName: ManagedObjectContext.objectsDidChange, object: main, queue: nil
-        ) { note in announced.append(ObjectChanges(note)?.inserted ?? []) }
+        let observer = announced.collect(ManagedObjectContext.objectsDidChange, of: main, \.inserted)
         defer { NotificationCenter.default.removeObserver(observer) }
         let limit = 256  // DeferredChildSaves.entryLimit
         let ids = try main.performAndWait { () throws -> [ObjectID] in
@@ -368,6 +361,16 @@ private final class LockedIDs: @unchecked Sendable {
     private var ids: [ObjectID] = []
     func append(_ more: [ObjectID]) { lock.withLock { ids.append(contentsOf: more) } }
     var all: [ObjectID] { lock.withLock { ids } }
+
+    /// Collects the IDs at `field` of every `name` notification `context`
+    /// posts, on any thread, until the returned observer is removed.
+    func collect(
+        _ name: Notification.Name, of context: ManagedObjectContext, _ field: any KeyPath<ObjectChanges, [ObjectID]> & Sendable
+    ) -> any NSObjectProtocol {
+        NotificationCenter.default.addObserver(forName: name, object: context, queue: nil) { note in
+            self.append(ObjectChanges(note)?[keyPath: field] ?? [])
+        }
+    }
 }
 
 /// Texts handed from a context's queue to the test.
