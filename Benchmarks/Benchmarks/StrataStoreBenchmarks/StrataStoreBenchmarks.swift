@@ -41,6 +41,35 @@ let benchmarks: @Sendable () -> Void = {
         writer.destroy()
     }
 
+    // One `flush()` of 10,000 new records per iteration (written before the
+    // measurement, in batches of 1,000) into one store that keeps growing:
+    // the segment written (LZ4, no fsync), the manifest switched, and every
+    // key repointed from the memtable to the segment in the index — in
+    // chunks of 256, one walk of the index each (`KeyIndex.replaceAll`).
+    let flusher = StoreFixture()
+    Benchmark(
+        "flush 10,000 records",
+        configuration: .init(maxDuration: .seconds(5), maxIterations: 200)
+    ) { benchmark in
+        let store = try flusher.openStore()
+        var batch = WriteBatch()
+        for _ in 0 ..< Records.perFlush {
+            batch.put(Records.key(flusher.nextRecord), Records.value(flusher.nextRecord))
+            flusher.nextRecord += 1
+            if batch.count == Records.perBatch {
+                _ = try store.write(batch)
+                batch.removeAll()
+            }
+        }
+        benchmark.startMeasurement()
+        try store.flush()
+        benchmark.stopMeasurement()
+    } setup: {
+        try flusher.setUp { _ in }
+    } teardown: {
+        flusher.destroy()
+    }
+
     // Point reads of random keys among 100,000 that are all still in the
     // memtable (never flushed). 1,000 gets per iteration; times are per get.
     let memtable = StoreFixture()
@@ -147,6 +176,7 @@ enum Records {
     static let keySize = 16
     static let valueSize = 100
     static let perBatch = 1_000
+    static let perFlush = 10_000
     static let perPrefix = 1_000
     static let storeSize = 100_000
 
