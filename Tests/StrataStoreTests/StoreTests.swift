@@ -282,6 +282,44 @@ import Testing
         #expect(reopened.recoveryReport.batchesReplayed == 0)
     }
 
+    /// A small memtable over a large index: the flush looks each record up
+    /// (``StrataStore/lookUpRecordsAbove``) instead of walking the whole
+    /// index, and writes the same thing — new keys, overwrites (some twice
+    /// in the memtable), deletes, one overwrite then a delete — which a
+    /// reopen from the segments alone reads back.
+    @Test func aSmallFlushOverALargeIndexWritesTheNewestRecords() throws {
+        let dir = ScratchDirectory()
+        var options = smallOptions()
+        options.automaticCompaction = false
+        let big = 20_000
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<big { try store.put(String(format: "key%05d", i), "v\(i)") }
+            try store.flush()
+            for i in 0..<50 { try store.put(String(format: "new%03d", i), "n\(i)") }
+            for i in 0..<50 { try store.put(String(format: "key%05d", i * 7), "w\(i)") }
+            for i in 0..<25 { try store.put(String(format: "key%05d", i * 7), "ww\(i)") }
+            for i in 0..<25 { try store.delete(String(format: "key%05d", 1 + i * 11)) }
+            #expect(store.statistics.keys > StrataStore.lookUpRecordsAbove * 150, "the flush below would walk the index")
+            try store.flush()
+            try store.close()
+        }
+        let reopened = try StrataStore(directory: dir.store, options: options)
+        #expect(reopened.recoveryReport.batchesReplayed == 0, "the records came from a log, not the segments")
+        #expect(reopened.statistics.keys == big + 50 - 25)
+        let deleted = Set((0..<25).map { 1 + $0 * 11 })
+        for n in 0..<400 {
+            let want: String? = deleted.contains(n) ? nil
+                : n % 7 == 0 && n / 7 < 25 ? "ww\(n / 7)"
+                : n % 7 == 0 && n / 7 < 50 ? "w\(n / 7)"
+                : "v\(n)"
+            #expect(try reopened.string(String(format: "key%05d", n)) == want, "key \(n)")
+        }
+        for i in 0..<50 { #expect(try reopened.string(String(format: "new%03d", i)) == "n\(i)") }
+        #expect(try reopened.string(String(format: "key%05d", big - 1)) == "v\(big - 1)")
+        try reopened.close()
+    }
+
     @Test func compactionDropsDeadRecordsAndTombstonesWithoutResurrection() throws {
         let dir = ScratchDirectory()
         var options = smallOptions()

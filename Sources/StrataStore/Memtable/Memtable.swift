@@ -36,6 +36,8 @@ package final class Memtable: @unchecked Sendable {
     /// Offsets of delete records, which the index does not hold; a flush
     /// needs them to write tombstones.
     package private(set) var tombstones: [UInt32] = []
+    /// How many records were appended.
+    package private(set) var recordCount = 0
 
     /// Reserves `capacity` bytes of address space; nil if `mmap` refuses.
     package init?(number: UInt32, capacity: Int) {
@@ -88,6 +90,7 @@ package final class Memtable: @unchecked Sendable {
         used = p - base
         maximumSequence = max(maximumSequence, sequence)
         if op.kind == .delete { tombstones.append(UInt32(offset)) }
+        recordCount += 1
         return UInt32(offset)
     }
 

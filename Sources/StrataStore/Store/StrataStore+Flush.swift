@@ -16,6 +16,12 @@ extension StrataStore {
     /// Keys repointed per hold of the state lock.
     static let repointChunk = 256
 
+    /// Index keys per memtable record above which a flush finds the
+    /// records to write by looking each one up rather than by walking the
+    /// whole index (a look-up costs about as much as visiting this many
+    /// entries in a walk).
+    static let lookUpRecordsAbove = 64
+
     /// Called between two chunks of a repoint. A pthread mutex is not fair:
     /// released and retaken at once, it is retaken before a reader or writer
     /// woken on it gets to run, and that waiter starves for the whole repoint
@@ -51,9 +57,24 @@ extension StrataStore {
         // index still points at, and every newest tombstone whose key the
         // index lacks (needed only while an older segment may hold the key).
         var puts: [UInt32] = []
-        snapshot.forEach(from: nil) { _, entry in
-            if entry.file == frozen.number { puts.append(entry.block) }
-            return true
+        if snapshot.count > Self.lookUpRecordsAbove * frozen.recordCount {
+            // A small memtable against a large index: a look-up per record,
+            // then a sort, costs in proportion to the memtable, where a walk
+            // of the whole index costs in proportion to the store.
+            var offset = 0
+            while offset < frozen.used {
+                let r = frozen.record(at: UInt32(offset))
+                if let entry = snapshot.lookup(r.key), entry.file == frozen.number, entry.block == UInt32(offset) {
+                    puts.append(UInt32(offset))
+                }
+                offset += Memtable.recordSize(keyCount: r.key.count, valueCount: r.value.count)
+            }
+            puts.sort { compareBytes(frozen.record(at: $0).key, frozen.record(at: $1).key) < 0 }
+        } else {
+            snapshot.forEach(from: nil) { _, entry in
+                if entry.file == frozen.number { puts.append(entry.block) }
+                return true
+            }
         }
         var tombstones: [UInt32] = []
         if olderSegmentsExist {
