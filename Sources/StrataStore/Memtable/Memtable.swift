@@ -23,7 +23,8 @@ import Musl
 package final class Memtable: @unchecked Sendable {
     // Sendable because: `base` is written only at offsets ≥ `used` by the
     // single write leader, and read only at offsets published through the
-    // state lock (see above). `used`, `maximumSequence` and `tombstones` are
+    // state lock (see above). `used`, `maximumSequence`, `tombstones` and
+    // `recordCount` are
     // touched only by the write leader until the memtable is frozen
     // (`freeze()` under the state lock), and only read after that.
 
