@@ -24,9 +24,8 @@ package final class Memtable: @unchecked Sendable {
     // Sendable because: `base` is written only at offsets ≥ `used` by the
     // single write leader, and read only at offsets published through the
     // state lock (see above). `used`, `maximumSequence`, `tombstones` and
-    // `recordCount` are
-    // touched only by the write leader until the memtable is frozen
-    // (`freeze()` under the state lock), and only read after that.
+    // `recordCount` are touched only by the write leader until the memtable
+    // is frozen (`freeze()` under the state lock), and only read after that.
 
     /// The file number index entries use to point here (its first log's number).
     package let number: UInt32
