@@ -93,7 +93,7 @@ extension ManagedObjectContext {
         }
         return try openToDeferredSaves { () throws(StrataError) -> T in
             // The window's opening published them: what this save writes.
-            objectsBeingStored.store(inserted.count + updated.count + deleted.count + discardedInserts.count, ordering: .relaxed)
+            objectsBeingStored.store(publishedPendingCount.load(ordering: .relaxed), ordering: .relaxed)
             return try body()
         }
     }
