@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Strata
+@testable import Strata
 import StrataStore
 import Testing
 
@@ -226,5 +226,125 @@ private struct HeldWriterStack {
         CopyGate.shared.open()
         try stack.writer.performAndWait { try stack.writer.save() }
         #expect(try stack.storedNote(id) == nil)
+    }
+
+    ///     main queue (view)                  writer queue
+    ///                                        block: your code, held ◀── writerHeld
+    ///     edit X; save()
+    ///       writer between windows:
+    ///       wait (registered) ──────────┐
+    ///                                   │    gate opens; save(): [open window]
+    ///       check X: clean, record ◀────┘      build the change set
+    ///     returns                             park: write; fsync held
+    ///     (the edit is listed, not taken in: the synchronous path would
+    ///      have waited for the park and applied it as a guest)
+    ///                                         fsync goes; unpark: X's edit taken in
+    ///     writer.save() → the store has X "edited"
+    @Test("Rule 10: a view-context edit saved while the writer runs a block waits for its next window, then is recorded")
+    func aMainQueueEditWaitsForTheWritersNextWindow() throws {
+        let stack = try GatedWriterStack()
+        let writer = stack.writer
+        let view = ManagedObjectContext(.mainQueue, parent: writer, name: "view")
+        let id = try writer.performAndWait { () throws -> ObjectID in
+            let recipe = Recipe(context: writer)
+            recipe.name = "stored"
+            try writer.save()
+            Recipe(context: writer).name = "the writer's own"  // what its next save writes
+            return recipe.objectID
+        }
+        try view.performAndWait { _ = try view.existingObject(with: id) }
+
+        let writerHeld = DispatchSemaphore(value: 0), releaseWriter = DispatchSemaphore(value: 0)
+        let writerSaved = DispatchSemaphore(value: 0), failure = LockedError()
+        stack.files.arm()
+        writer.perform {
+            writerHeld.signal()
+            _ = releaseWriter.wait(timeout: .now() + 10)
+            do { try writer.save() } catch { failure.set(error) }
+            writerSaved.signal()
+        }
+        #expect(writerHeld.wait(timeout: .now() + 10) == .success)
+        let viewSaved = Self.startWaitingRename(of: id, to: "edited", in: view, failure: failure)
+        #expect(viewSaved.wait(timeout: .now() + 0.05) == .timedOut, "the view's save did not wait for the writer's block")
+        releaseWriter.signal()
+
+        #expect(stack.files.entered.wait(timeout: .now() + 10) == .success, "the writer's save never reached its fsync")
+        let returnedWhileParked = viewSaved.wait(timeout: .now() + 10) == .success
+        let listed = writer.deferredChildSaves.all.map(\.changes.updated)
+        stack.files.gate.signal()
+        #expect(returnedWhileParked, "the view's save waited for the writer's store save")
+        #expect(listed == [[id]], "the view's edit took the synchronous path instead of being recorded")
+        #expect(writerSaved.wait(timeout: .now() + 10) == .success)
+        #expect(failure.error == nil, "\(String(describing: failure.error))")
+
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedNames() == ["edited", "the writer's own"])
+    }
+
+    ///     main queue (view)              writer queue           other context (on the coordinator)
+    ///     read X                         block: your code, held
+    ///     X.name = "view"; save()
+    ///       read X below (the store)
+    ///       writer between windows: wait
+    ///                                                           X.name = "other"; save() → the store
+    ///                                    block ends: [window]
+    ///       a store save came: read X again,
+    ///       not clean → synchronous path
+    ///     throws mergeConflict (a stale read would have recorded the
+    ///     edit, and the conflict would have surfaced in the writer's save)
+    @Test("Rule 10: a store save while the view's save waits for the writer is checked, not missed")
+    func aStoreSaveWhileTheViewWaitsIsCheckedAgain() throws {
+        let stack = try GatedWriterStack()
+        let writer = stack.writer
+        let view = ManagedObjectContext(.mainQueue, parent: writer, name: "view")
+        let other = ManagedObjectContext(.privateQueue, coordinator: stack.coordinator, name: "other")
+        let id = try writer.performAndWait { () throws -> ObjectID in
+            let recipe = Recipe(context: writer)
+            recipe.name = "stored"
+            try writer.save()
+            return recipe.objectID
+        }
+        try view.performAndWait { _ = try view.existingObject(with: id) }
+        try other.performAndWait { _ = try other.existingObject(with: id) }
+
+        let writerHeld = DispatchSemaphore(value: 0), releaseWriter = DispatchSemaphore(value: 0)
+        writer.perform {
+            writerHeld.signal()
+            _ = releaseWriter.wait(timeout: .now() + 10)
+        }
+        #expect(writerHeld.wait(timeout: .now() + 10) == .success)
+        let failure = LockedError()
+        let viewSaved = Self.startWaitingRename(of: id, to: "view", in: view, failure: failure)
+        try other.performAndWait {
+            (try other.existingObject(with: id) as! Recipe).name = "other"
+            try other.save()
+        }
+        releaseWriter.signal()
+        #expect(viewSaved.wait(timeout: .now() + 10) == .success)
+        let error = try #require(failure.error as? StrataError, "the view's save did not see the store's change")
+        #expect(error.code == .mergeConflict)
+        #expect(writer.deferredChildSaves.all.isEmpty)
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedNames() == ["other"])
+    }
+
+    /// Renames recipe `id` in `view` (a main-queue context) and saves it,
+    /// from a thread of its own; returns once the save waits for the
+    /// writer, registered with the wait graph (or after 10 s). The
+    /// semaphore is signalled when the save returns.
+    static func startWaitingRename(of id: ObjectID, to name: String, in view: ManagedObjectContext, failure: LockedError) -> DispatchSemaphore {
+        let saved = DispatchSemaphore(value: 0)
+        Thread {
+            do {
+                try view.performAndWait {
+                    (try view.existingObject(with: id) as! Recipe).name = name
+                    try view.save()
+                }
+            } catch { failure.set(error) }
+            saved.signal()
+        }.start()
+        let deadline = DispatchTime.now() + 10
+        while !WaitGraph.shared.hasWaiter(holding: WaitGraph.mainQueue) && DispatchTime.now() < deadline { usleep(1_000) }
+        return saved
     }
 }

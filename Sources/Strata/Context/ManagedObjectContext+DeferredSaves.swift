@@ -60,9 +60,9 @@ final class DeferredChildSaves: @unchecked Sendable {
         /// Recording order, from 1. A parent's publication says up to which
         /// entry it has taken in (``PublishedChanges/takenInThrough``).
         let sequence: UInt64
-        /// The lowest and highest primary key of the objects it changes:
-        /// most lookups of other objects stop here.
-        let keys: ClosedRange<UInt64>?
+        /// Where each object it changes stands in `changes`: most lookups
+        /// of other objects stop at its key ranges.
+        let index: ChangedObjectIndex
         /// For each updated, then each deleted object the parent held
         /// unchanged when the child checked: the level below the parent's
         /// snapshot then (nil: the parent had changed it, or a recorded save
@@ -70,20 +70,15 @@ final class DeferredChildSaves: @unchecked Sendable {
         /// read, so taking a save in cannot fail.
         let below: [Snapshot?]
 
-        init(changes: ChangeSet, child: ManagedObjectContext, firstVersion: UInt64, sequence: UInt64, below: [Snapshot?]) {
+        /// `index` is built from `changes` beforehand, outside the list's
+        /// lock (``ChangedObjectIndex``).
+        init(changes: ChangeSet, index: ChangedObjectIndex, child: ManagedObjectContext, firstVersion: UInt64, sequence: UInt64, below: [Snapshot?]) {
             self.changes = changes
+            self.index = index
             self.child = child
             self.firstVersion = firstVersion
             self.sequence = sequence
             self.below = below
-            var low = UInt64.max, high = UInt64.min
-            for ids in [changes.inserted, changes.updated, changes.deleted] {
-                for id in ids {
-                    low = min(low, id.primaryKey)
-                    high = max(high, id.primaryKey)
-                }
-            }
-            keys = low <= high ? low...high : nil
         }
 
         var objectCount: Int { changes.inserted.count + changes.updated.count + changes.deleted.count }
@@ -102,11 +97,12 @@ final class DeferredChildSaves: @unchecked Sendable {
 
         /// What this save does to `id`, if anything.
         func state(of id: ObjectID) -> PendingState? {
-            guard let keys, keys.contains(id.primaryKey) else { return nil }
-            if let i = changes.updated.firstIndex(of: id) { return .updated(updatedSnapshot(at: i)) }
-            if changes.deleted.contains(id) { return .removed }
-            if let i = changes.inserted.firstIndex(of: id) { return .inserted(insertedSnapshot(at: i)) }
-            return nil
+            switch index.position(of: id, in: changes) {
+            case .updated(let i)?: return .updated(updatedSnapshot(at: i))
+            case .deleted?: return .removed
+            case .inserted(let i)?: return .inserted(insertedSnapshot(at: i))
+            case nil: return nil
+            }
         }
 
         /// Every object this save changes, with what it does to it.
@@ -137,9 +133,7 @@ final class DeferredChildSaves: @unchecked Sendable {
     /// the main context's own saves).
     func append(objectCount: Int, paced: Bool = true, _ make: (UInt64) -> Entry) -> Entry? {
         lock.withLock {
-            guard entries.count < Self.entryLimit,
-                  !paced || entries.isEmpty || objects + objectCount <= Self.objectLimit
-                    || objectCount <= Self.smallSaveObjects else { return nil }
+            guard hasRoomLocked(forObjects: objectCount, paced: paced) else { return nil }
             lastSequence += 1
             let entry = make(lastSequence)
             entries.append(entry)
@@ -149,9 +143,14 @@ final class DeferredChildSaves: @unchecked Sendable {
     }
 
     /// Whether a save of `objectCount` objects would be recorded now, as far
-    /// as the bounds go.
+    /// as the bounds of a paced ``append(objectCount:paced:_:)`` go.
     func hasRoom(forObjects objectCount: Int) -> Bool {
-        lock.withLock { entries.count < Self.entryLimit && (entries.isEmpty || objects + objectCount <= Self.objectLimit) }
+        lock.withLock { hasRoomLocked(forObjects: objectCount, paced: true) }
+    }
+
+    private func hasRoomLocked(forObjects objectCount: Int, paced: Bool) -> Bool {
+        entries.count < Self.entryLimit
+            && (!paced || entries.isEmpty || objects + objectCount <= Self.objectLimit || objectCount <= Self.smallSaveObjects)
     }
 
     /// How many objects the recorded saves change.
@@ -193,64 +192,108 @@ extension ManagedObjectContext {
     /// safe (see ``DeferredChildSaves``); returns the outcome the child
     /// applies, or nil when the child must take the synchronous path.
     /// Called on the child's thread.
+    ///
+    /// A main-queue child's save that an open window records (a small
+    /// one, or one of new objects only: its held saves handed on) and that
+    /// finds this context running a block between two windows waits for
+    /// the next one — or for it to park, or to go idle — and is recorded
+    /// then (Rule 10). The stretches between windows are Strata's own short
+    /// steps (processing pending changes, posting will-save), unless the
+    /// block runs user code; the synchronous path would wait for them too,
+    /// and then on, for the store save's whole change set to be built.
     func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
         guard concurrencyType == .privateQueue, let queue, !isCurrent,
               !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
-        // The level below this context, read before taking the lock: a
-        // point read per updated or deleted object, never under the lock
-        // the guests and the owner take.
-        let checked = changes.updated + changes.deleted
-        var below: [Snapshot?] = []
-        if !checked.isEmpty {
-            let source = try SourceView(of: self)
-            below.reserveCapacity(checked.count)
-            for id in checked { below.append(try source.snapshot(for: id)) }
-        }
         let objectCount = changes.inserted.count + changes.updated.count + changes.deleted.count
-        enum Plan { case none, recorded, queued }
-        var recorded: DeferredChildSaves.Entry?
-        let plan: Plan = parking.condition.withLock {
-            let idle = parking.queuedBlocks == parking.takeInBlocksQueued
-            // In an open window only small saves are recorded (a view
-            // context's edits), and a main-queue context's saves of new
-            // objects (the held saves it hands on): the main queue must
-            // not wait for this context's work, and the producer behind
-            // them is paced before it reaches the main queue
-            // (``waitForRoomToHandOn(_:)``). Any other large save waits as
-            // before: a background producer is paced by this context that
-            // way, and taking it in makes this context's next save larger.
-            let insertsOnly = changes.updated.isEmpty && changes.deleted.isEmpty && child.concurrencyType == .mainQueue
-            let window = parking.acceptsDeferredSaves && (objectCount <= DeferredChildSaves.smallSaveObjects || insertsOnly)
-            guard parking.parked || window || idle,
-                  let layer = currentLayerForCheck(),
-                  let changedHere = Self.cleanCheck(changes, against: layer, below: below) else { return .none }
-            // Under the parking lock: the owner cannot unpark or close its
-            // window (and miss the entry), or start a block (and run before
-            // it), meanwhile.
-            let entryBelow = zip(below, changedHere).map { $0.1 ? nil : $0.0 }
-            recorded = deferredChildSaves.append(objectCount: objectCount) { sequence in
-                let firstVersion = reserveVersions(changes.inserted.count + changes.updated.count)
-                return .init(changes: changes, child: child, firstVersion: firstVersion, sequence: sequence, below: entryBelow)
+        let fromMainQueue = child.concurrencyType == .mainQueue
+        // In an open window only small saves are recorded (a view
+        // context's edits), and a main-queue context's saves of new
+        // objects (the held saves it hands on): the main queue must not
+        // wait for this context's work, and the producer behind them is
+        // paced before it reaches the main queue
+        // (``waitForRoomToHandOn(_:)``). Any other large save waits as
+        // before: a background producer is paced by this context that way,
+        // and taking it in makes this context's next save larger.
+        let insertsOnly = changes.updated.isEmpty && changes.deleted.isEmpty && fromMainQueue
+        let windowRecords = objectCount <= DeferredChildSaves.smallSaveObjects || insertsOnly
+        let waitsForWindow = fromMainQueue && windowRecords
+        // Built here, outside every lock, by the thread that made the save
+        // (hashed only off the main queue: see ``ChangedObjectIndex``).
+        let index = ChangedObjectIndex(changes, hashed: !fromMainQueue)
+        let checked = changes.updated + changes.deleted
+        var ticket: WaitGraph.Ticket?
+        defer { if let ticket { WaitGraph.shared.endWait(ticket) } }
+        for _ in 0..<Self.deferAttempts {
+            // The level below this context, read before taking the lock: a
+            // point read per updated or deleted object, never under the lock
+            // the guests and the owner take. A store save between the read
+            // and the check below sends it round again.
+            let storeEpoch = persistentStoreCoordinator.rowCacheEpoch
+            var below: [Snapshot?] = []
+            if !checked.isEmpty {
+                let source = try SourceView(of: self)
+                below.reserveCapacity(checked.count)
+                for id in checked { below.append(try source.snapshot(for: id)) }
             }
-            guard recorded != nil else { return .none }
-            if parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0 { return .recorded }
-            parking.queuedBlocks += 1
-            parking.takeInBlocksQueued += 1
-            return .queued
-        }
-        guard plan != .none, let entry = recorded else { return nil }
-        if plan == .queued {
-            queue.async {
-                self.parking.condition.withLock { self.parking.takeInBlocksQueued -= 1 }
-                self.runBlock({}, enteredFromMain: false)  // takes the entry in first
-                self.parking.blockFinished()
+            enum Plan { case none, again, recorded, queued }
+            var recorded: DeferredChildSaves.Entry?
+            let plan: Plan = parking.condition.withLock {
+                while true {
+                    let idle = parking.queuedBlocks == parking.takeInBlocksQueued
+                    let records = parking.parked || (parking.acceptsDeferredSaves && windowRecords) || idle
+                    let room = deferredChildSaves.hasRoom(forObjects: objectCount)
+                    if records && room { break }
+                    // Full while idle: nothing will take the list in but a
+                    // queued take-in block, which may be on its way.
+                    guard waitsForWindow, !(records && idle && parking.takeInBlocksQueued == 0) else { return .none }
+                    // Registered only once it waits (Rule 9; `WaitGraph.lock`
+                    // is a leaf), and not at all if that closes a cycle.
+                    if ticket == nil {
+                        guard let registered = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else { return .none }
+                        ticket = registered
+                    }
+                    parking.roomWaiters += 1
+                    parking.condition.wait()
+                    parking.roomWaiters -= 1
+                }
+                guard checked.isEmpty || persistentStoreCoordinator.rowCacheEpoch == storeEpoch else { return .again }
+                guard let layer = currentLayerForCheck(),
+                      let changedHere = Self.cleanCheck(changes, against: layer, below: below) else { return .none }
+                // Under the parking lock: the owner cannot unpark or close its
+                // window (and miss the entry), or start a block (and run before
+                // it), meanwhile.
+                let entryBelow = zip(below, changedHere).map { $0.1 ? nil : $0.0 }
+                recorded = deferredChildSaves.append(objectCount: objectCount) { sequence in
+                    let firstVersion = reserveVersions(changes.inserted.count + changes.updated.count)
+                    return .init(changes: changes, index: index, child: child, firstVersion: firstVersion, sequence: sequence, below: entryBelow)
+                }
+                guard recorded != nil else { return .none }
+                if parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0 { return .recorded }
+                parking.queuedBlocks += 1
+                parking.takeInBlocksQueued += 1
+                return .queued
             }
+            if plan == .again { continue }
+            guard plan != .none, let entry = recorded else { return nil }
+            if plan == .queued {
+                queue.async {
+                    self.parking.condition.withLock { self.parking.takeInBlocksQueued -= 1 }
+                    self.runBlock({}, enteredFromMain: false)  // takes the entry in first
+                    self.parking.blockFinished()
+                }
+            }
+            var outcome = SaveOutcome()
+            outcome.numberInserts(from: entry.firstVersion, count: changes.inserted.count)
+            outcome.updatedVersions = changes.updated.indices.map { entry.updatedVersion(at: $0) }
+            return outcome
         }
-        var outcome = SaveOutcome()
-        outcome.numberInserts(from: entry.firstVersion, count: changes.inserted.count)
-        outcome.updatedVersions = changes.updated.indices.map { entry.updatedVersion(at: $0) }
-        return outcome
+        return nil
     }
+
+    /// How many times ``deferChildSave(_:from:)`` reads the level below
+    /// again when a store save came between its read and its check, before
+    /// the save takes the synchronous path.
+    static let deferAttempts = 4
 
     /// This context's pending state as its children see it, with the saves
     /// recorded for it and not yet taken in; nil while its publication is
@@ -405,3 +448,4 @@ extension ManagedObjectContext {
         takeDeferredChildSaves()
     }
 }
+

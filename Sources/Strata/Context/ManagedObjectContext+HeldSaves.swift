@@ -42,8 +42,9 @@ extension ManagedObjectContext {
         // never the whole list at once.
         if heldSaveCount >= DeferredChildSaves.entryLimit { takeHeldChildSavesNow(upTo: 1) }
         let count = changes.inserted.count
+        let index = ChangedObjectIndex(changes, hashed: false)  // (on the main queue)
         let entry = deferredChildSaves.append(objectCount: count, paced: false) { sequence in
-            .init(changes: changes, child: child, firstVersion: reserveVersions(count), sequence: sequence, below: [])
+            .init(changes: changes, index: index, child: child, firstVersion: reserveVersions(count), sequence: sequence, below: [])
         }
         guard let entry else { return nil }
         heldSaveCount += 1
@@ -191,44 +192,6 @@ extension ManagedObjectContext {
     /// the 2-core VM): 2,048, 4,096 and 8,192 imported at 0.90–0.95×,
     /// 0.66–0.81× and 0.54–0.87× SQLite's objects/s.
     static let handOnBacklogLimit = 2_048
-}
-
-extension ManagedObjectContext {
-    /// Called on the main queue when a `.mainQueue` child's save of new
-    /// objects (held saves handed on) was not recorded at once because
-    /// this private context runs a block of its own between open windows:
-    /// waits for it to reach one — or to park, or to go idle — and records
-    /// the save then, instead of queueing a call the main thread would
-    /// run as a guest (taking the writer's recorded saves in, on the main
-    /// thread). Nil when the save takes the synchronous path after all: it
-    /// updates or deletes, or the wait would close a cycle (Rule 9: the
-    /// synchronous path runs it as a guest).
-    func deferHandedOnSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
-        guard concurrencyType == .privateQueue, child.concurrencyType == .mainQueue, !isCurrent,
-              changes.updated.isEmpty, changes.deleted.isEmpty, !changes.inserted.isEmpty,
-              let ticket = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else { return nil }
-        defer { WaitGraph.shared.endWait(ticket) }
-        let objectCount = changes.inserted.count
-        do {
-            let recordable = parking.condition.withLock { () -> Bool in
-                parking.roomWaiters += 1
-                defer { parking.roomWaiters -= 1 }
-                while true {
-                    let idle = parking.queuedBlocks == parking.takeInBlocksQueued
-                    let records = parking.parked || parking.acceptsDeferredSaves || idle
-                    if records && deferredChildSaves.hasRoom(forObjects: objectCount) { return true }
-                    // Full while idle: nothing will take the list in but a
-                    // queued take-in block, which is on its way.
-                    if idle && parking.takeInBlocksQueued == 0 { return false }
-                    parking.condition.wait()
-                }
-            }
-            guard recordable else { return nil }
-            // Once: refused again (an incomplete publication, or the state
-            // moved on meanwhile), the save takes the synchronous path.
-            return try deferChildSave(changes, from: child)
-        }
-    }
 }
 
 /// Held saves a context's change set carries on to its destination (see

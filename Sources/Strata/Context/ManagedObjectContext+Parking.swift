@@ -52,7 +52,7 @@ final class ParkingState: @unchecked Sendable {
     var queuedBlocks = 0
     /// Threads waiting for the context to record a save: for room in its
     /// list (``ManagedObjectContext/waitForRoomToHandOn(_:)``), or for a
-    /// state it records in (``ManagedObjectContext/deferHandedOnSave(_:from:)``).
+    /// state it records in (``ManagedObjectContext/deferChildSave(_:from:)``).
     /// Whatever can end such a wait broadcasts while there is one.
     var roomWaiters = 0
 

@@ -115,12 +115,9 @@ extension ManagedObjectContext {
             // Into a private parent that is idle, writing to the store or
             // running Strata's own work, checked clean against what it
             // holds: the parent takes the save in later, in order, and this
-            // (main) queue does not wait for it (Rule 10). (Not with a
+            // (main) queue does not wait for it (Rule 10; a main-queue
+            // context's held saves handed on: Rule 13). (Not with a
             // uniqueness constraint: that needs the parent's check.)
-            return deferred
-        } else if let deferred = try parent.deferHandedOnSave(changes, from: self) {
-            // A main-queue context's held saves, recorded once the parent
-            // reaches an open window (Rule 13).
             return deferred
         } else {
             // A save the main-queue parent will hold is paced here, on this
