@@ -118,11 +118,18 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             #expect(try number(run["saves"], "saves") >= 1, "no view-context save ran during the writer's save")
             for key in ["writerSeconds", "longestSaveMs", "medianSaveMs", "p99SaveMs"] { #expect(try number(run[key], key) > 0) }
             #expect(try number(run["medianSaveMs"], "medianSaveMs") <= number(run["longestSaveMs"], "longestSaveMs"))
+            #if os(Linux)  // the calling thread's CPU clock and switch counts
+            // A save does some work; the longest one used no more CPU than the most any save used.
+            #expect(try number(run["mostSaveCPUMs"], "mostSaveCPUMs") > 0)
+            #expect(try number(run["longestSaveCPUMs"], "longestSaveCPUMs") <= number(run["mostSaveCPUMs"], "mostSaveCPUMs"))
+            #endif
+            for key in ["longestSaveWaits", "longestSavePreemptions"] { #expect(try number(run[key], key) >= 0) }
             _ = try object(run["stall"], "stall")
         }
         let viewSaves = try object(report["viewSaves"], "viewSaves")
         #expect(try number(viewSaves["rounds"], "rounds") == 2)
         #expect(try number(viewSaves["longestSaveMs"], "longestSaveMs") <= number(viewSaves["worstSaveMs"], "worstSaveMs"))
+        #expect(try number(viewSaves["worstSaveCPUMs"], "worstSaveCPUMs") <= number(viewSaves["mostSaveCPUMs"], "mostSaveCPUMs"))
         #expect((report["floor"] as? [Any])?.count == 2)
         let floor = try object(report["floorSummary"], "floorSummary")
         #expect(try number(floor["max"], "max") >= 0)

@@ -244,18 +244,22 @@ struct StallReport: Codable, Sendable {
         out += "\n\n" + imports.render()
         if let v = viewSaves {
             var saves = Table("View-context edit saved every 4 ms while the writer takes in and saves \(thousands(Double(v.importObjects))) objects",
-                              "writer s", "saves", "longest save ms", "worst", "median save ms", "main max late ms", "worst max", "p99 ms")
+                              "writer s", "saves", "longest save ms", "worst", "worst: CPU ms, waits/preempted", "most CPU ms", "median save ms",
+                              "main max late ms", "worst max", "p99 ms")
             saves.add("(d) one-object edit, view context -> writer", fixed(v.writerSeconds, 2), count(v.saves), fixed(v.longestSaveMs, 3),
-                      fixed(v.worstSaveMs, 3), fixed(v.medianSaveMs, 3), fixed(v.stall.max, 2), fixed(v.stall.worstMax, 2), fixed(v.stall.p99, 2))
+                      fixed(v.worstSaveMs, 3), "\(fixed(v.worstSaveCPUMs, 3)), \(v.worstSaveWaits)/\(v.worstSavePreemptions)", fixed(v.mostSaveCPUMs, 3),
+                      fixed(v.medianSaveMs, 3), fixed(v.stall.max, 2), fixed(v.stall.worstMax, 2), fixed(v.stall.p99, 2))
             if let s = summary(.privateContext) {
-                saves.add("(0') the probe beside a private-context import", "-", "-", "-", "-", "-",
+                saves.add("(0') the probe beside a private-context import", "-", "-", "-", "-", "-", "-", "-",
                           fixed(s.stall.max, 2), fixed(s.stall.worstMax, 2), fixed(s.stall.p99, 2))
             }
             out += "\n\n" + saves.render()
         }
         out += "\n\n(medians over the rounds; \"worst max\" is the longest stall of any round; \"main CPU ms\" is the CPU the main thread "
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"beyond probe\" is main CPU less row (0')'s "
-            + "per second of import, in the same round; \"vs SQLite\" is the median of each round's ratio)"
+            + "per second of import, in the same round; \"vs SQLite\" is the median of each round's ratio; in (d), \"worst\" is the longest save of any "
+            + "round, with the main thread's CPU time in it and how often it was switched out in it, to wait or preempted; \"most CPU ms\" is "
+            + "the most CPU any one save used)"
         return out
     }
 }

@@ -46,8 +46,9 @@ struct ViewSavesDuringImport {
                 let recipe = try view.existingObject(with: id) as! BenchRecipe
                 recipe.rating += 0.1
                 let started = DispatchTime.now().uptimeNanoseconds
+                let usage = ThreadUsage.current()
                 try view.save()
-                saves.record(DispatchTime.now().uptimeNanoseconds - started)
+                saves.record(DispatchTime.now().uptimeNanoseconds - started, ThreadUsage.current() - usage)
             } catch {
                 saves.fail(error)
             }
@@ -84,6 +85,14 @@ struct ViewSavesRun: Codable, Sendable {
     var saves: Int
     /// The longest, the median and the 99th percentile view-context save (ms).
     var longestSaveMs: Double
+    /// The main thread's CPU time in the longest save (ms), and how often it
+    /// was switched out meanwhile, waiting (voluntary) or preempted: a long
+    /// save that did little work waited for a lock or for a CPU.
+    var longestSaveCPUMs: Double
+    var longestSaveWaits: Int
+    var longestSavePreemptions: Int
+    /// The most CPU time any one save used (ms).
+    var mostSaveCPUMs: Double
     var medianSaveMs: Double
     var p99SaveMs: Double
     /// How late the main queue's 1 ms timer ran meanwhile.
@@ -92,11 +101,14 @@ struct ViewSavesRun: Codable, Sendable {
 
 /// The durations of the view context's saves, recorded on the main queue.
 ///
-/// `@unchecked Sendable`: `histogram`, `count`, `edits` and `error` are guarded by `lock`.
+/// `@unchecked Sendable`: `histogram`, `count`, `longest`, `mostCPU`, `edits`
+/// and `error` are guarded by `lock`.
 final class ViewSaveTimes: @unchecked Sendable {
     private let lock = NSLock()
     private var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     private var count = 0
+    private var longest: (nanoseconds: UInt64, usage: ThreadUsage) = (0, ThreadUsage())
+    private var mostCPU: UInt64 = 0
     private var edits = 0
     private var error: (any Error)?
 
@@ -108,10 +120,12 @@ final class ViewSaveTimes: @unchecked Sendable {
         }
     }
 
-    func record(_ nanoseconds: UInt64) {
+    func record(_ nanoseconds: UInt64, _ usage: ThreadUsage) {
         lock.withLock {
             _ = histogram.record(nanoseconds / 1000)
             count += 1
+            if nanoseconds > longest.nanoseconds { longest = (nanoseconds, usage) }
+            mostCPU = max(mostCPU, usage.cpuNanoseconds)
         }
     }
 
@@ -122,7 +136,9 @@ final class ViewSaveTimes: @unchecked Sendable {
         lock.withLock {
             ViewSavesRun(
                 importObjects: importObjects, writerSeconds: writerSeconds, saves: count,
-                longestSaveMs: Double(histogram.max) / 1000, medianSaveMs: Double(histogram.valueAtPercentile(50)) / 1000,
+                longestSaveMs: Double(histogram.max) / 1000, longestSaveCPUMs: Double(longest.usage.cpuNanoseconds) / 1e6,
+                longestSaveWaits: longest.usage.voluntarySwitches, longestSavePreemptions: longest.usage.involuntarySwitches,
+                mostSaveCPUMs: Double(mostCPU) / 1e6, medianSaveMs: Double(histogram.valueAtPercentile(50)) / 1000,
                 p99SaveMs: Double(histogram.valueAtPercentile(99)) / 1000, stall: stall)
         }
     }
@@ -137,6 +153,13 @@ struct ViewSavesSummary: Codable, Sendable {
     /// The median over the rounds of each round's longest save, and the longest of all.
     var longestSaveMs: Double
     var worstSaveMs: Double
+    /// The worst round's longest save: its CPU time, and how often the main
+    /// thread was switched out in it, waiting or preempted.
+    var worstSaveCPUMs: Double
+    var worstSaveWaits: Int
+    var worstSavePreemptions: Int
+    /// The most CPU time any one save used, in any round.
+    var mostSaveCPUMs: Double
     var medianSaveMs: Double
     var stall: StallMedians
 
@@ -146,7 +169,12 @@ struct ViewSavesSummary: Codable, Sendable {
         writerSeconds = median(runs.map(\.writerSeconds))
         saves = median(runs.map { Double($0.saves) })
         longestSaveMs = median(runs.map(\.longestSaveMs))
-        worstSaveMs = runs.map(\.longestSaveMs).max() ?? 0
+        let worst = runs.max { $0.longestSaveMs < $1.longestSaveMs }
+        worstSaveMs = worst?.longestSaveMs ?? 0
+        worstSaveCPUMs = worst?.longestSaveCPUMs ?? 0
+        worstSaveWaits = worst?.longestSaveWaits ?? 0
+        worstSavePreemptions = worst?.longestSavePreemptions ?? 0
+        mostSaveCPUMs = runs.map(\.mostSaveCPUMs).max() ?? 0
         medianSaveMs = median(runs.map(\.medianSaveMs))
         stall = StallMedians(runs.map(\.stall))
     }

@@ -43,6 +43,36 @@ enum MainThreadDriver {
     }
 }
 
+/// What the calling thread used: its CPU time and how often it was switched
+/// out, by its own choice (a wait) or not (preempted). Taken before and after
+/// a stretch of work, it tells a long stretch that worked from one that
+/// waited for a lock or for a CPU.
+struct ThreadUsage: Sendable {
+    var cpuNanoseconds: UInt64 = 0
+    var voluntarySwitches = 0
+    var involuntarySwitches = 0
+
+    /// The calling thread's usage so far (zero where it cannot be read).
+    static func current() -> ThreadUsage {
+        #if os(Linux)
+        var time = timespec()
+        var usage = rusage()
+        // RUSAGE_THREAD (1) is behind _GNU_SOURCE, which Glibc's module map leaves out.
+        guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time) == 0, getrusage(__rusage_who_t(1), &usage) == 0 else { return ThreadUsage() }
+        return ThreadUsage(cpuNanoseconds: UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec),
+                           voluntarySwitches: usage.ru_nvcsw, involuntarySwitches: usage.ru_nivcsw)
+        #else
+        return ThreadUsage()
+        #endif
+    }
+
+    static func - (after: ThreadUsage, before: ThreadUsage) -> ThreadUsage {
+        ThreadUsage(cpuNanoseconds: after.cpuNanoseconds &- before.cpuNanoseconds,
+                    voluntarySwitches: after.voluntarySwitches - before.voluntarySwitches,
+                    involuntarySwitches: after.involuntarySwitches - before.involuntarySwitches)
+    }
+}
+
 /// A value shared between threads.
 ///
 /// `@unchecked Sendable`: `value` is guarded by `lock`.
