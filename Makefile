@@ -1,6 +1,7 @@
 # Strata's commands. On a fresh machine: `make bench` runs the main job,
 # `make test` runs the tests. Both install liblz4-dev first when it is missing
-# (a fresh machine has only the runtime library; see ../shared/NOTES.md).
+# (a fresh machine has only the runtime library; see ../shared/NOTES.md), and
+# the headers of strata-bench's peers: SQLite, LMDB and LevelDB.
 
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -15,6 +16,10 @@ deps:
 	@if ! pkg-config --exists sqlite3 2>/dev/null; then \
 		echo "make: installing libsqlite3-dev (strata-bench's SQLite baseline) ..."; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libsqlite3-dev pkg-config; \
+	fi
+	@if ! pkg-config --exists lmdb 2>/dev/null || [ ! -f /usr/include/leveldb/c.h ]; then \
+		echo "make: installing liblmdb-dev and libleveldb-dev (strata-bench engine's peers) ..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq liblmdb-dev libleveldb-dev pkg-config; \
 	fi
 
 build: deps

@@ -14,6 +14,9 @@
 //             ↑
 //  strata-bench, strata-dump   thin executables over the libraries
 //       strata-fuzz            the libFuzzer harness (Fuzz/)
+//
+// strata-bench alone links SQLite, LMDB and LevelDB (CSQLite, CLMDB,
+// CLevelDB), the peers it measures Strata beside.
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
@@ -51,6 +54,16 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
         ),
+        // LMDB and LevelDB, for strata-bench engine's side-by-side figures only.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .systemLibrary(
+            name: "CLevelDB",
+            providers: [.apt(["libleveldb-dev"]), .brew(["leveldb"])]
+        ),
         .target(
             name: "StrataStore",
             dependencies: ["CLZ4", "CStrataCRC32C", "CStrataScheduling"],
@@ -64,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "strata-bench",
             dependencies: [
-                "Strata", "StrataStore", "CSQLite",
+                "Strata", "StrataStore", "CSQLite", "CLMDB", "CLevelDB",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],

@@ -167,6 +167,28 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         _ = try object(c["stall"], "stall")
     }
 
+    /// The engine's figures and the same workloads on LMDB and LevelDB: each
+    /// engine's run checks it finds every record it wrote, before and after
+    /// a reopen, and fails the command otherwise.
+    @Test func enginePeersRunSideBySide() throws {
+        let dir = scratch("engine")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try runBench(["engine", "--records", "4000", "--repeats", "1", "--writers", "2", "--durable-records", "4000", "--store", dir])
+        #expect(run.status == 0)
+        let table = try #require(run.stdout.components(separatedBy: "Beside LMDB and LevelDB").last, "no side-by-side table")
+        #expect(table.contains("StrataStore") && table.contains("LMDB") && table.contains("LevelDB"))
+        for row in ["write, sequential keys", "write, random keys", "point get, warm, random order, 1 thread",
+                    "point get, warm, random order, 2 threads", "open, 4,000 records", "durable batches of 1,000, 1 writer",
+                    "durable batches of 1,000, 2 writers"] {
+            let line = try #require(table.split(separator: "\n").first { $0.hasPrefix(row) }, "no row \(row)")
+            // Cells after the label: three engines' figures, the unit, two
+            // ratios ("1.23x"), the target; every figure and ratio positive.
+            let cells = line.components(separatedBy: "   ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.dropFirst()
+            let numbers = cells.compactMap { Double($0.replacingOccurrences(of: ",", with: "").replacingOccurrences(of: "x", with: "")) }
+            #expect(numbers.count == 5 && numbers.allSatisfy { $0 > 0 }, "\(line)")
+        }
+    }
+
     @Test func lookupJSON() throws {
         let dir = scratch("lookup")
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -18,6 +18,8 @@ struct EngineCommand: ParsableCommand {
     @Option(help: "Runs per measurement; the table shows the median.") var repeats = 3
     @Option(help: "Concurrent writers for the group-commit run.") var writers = 4
     @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
+    @Flag(name: .customLong("no-peers"), help: "Skip the same workloads on LMDB and LevelDB.") var noPeers = false
+    @Option(help: "Records of each durable run beside the peers (each batch waits for a sync).") var durableRecords = 200_000
 
     func run() throws {
         let work = try WorkDirectory(store, scenario: "bench")
@@ -26,6 +28,12 @@ struct EngineCommand: ParsableCommand {
         let bench = EngineBenchmark(root: root, records: records, batchSize: batchSize, valueSize: valueSize, repeats: max(1, repeats), writers: writers)
         let results = try bench.run()
         print(results.render(records: records, valueSize: valueSize, batchSize: batchSize, repeats: repeats))
+        guard !noPeers else { return }
+        let durable = max(writers * batchSize, min(durableRecords, records))
+        let peers = PeerComparison(root: root, records: records, batchSize: batchSize, repeats: max(1, repeats), writers: writers, durableRecords: durable)
+        let figures = try peers.run(values: (0..<64).map(bench.value), sequentialKeys: bench.sequentialKeys, randomKeys: bench.randomKeys,
+                                    order: bench.readOrder)
+        print("\n" + PeerComparison.render(figures, records: records, batchSize: batchSize, writers: writers, durableRecords: durable))
     }
 }
 
@@ -144,9 +152,21 @@ struct EngineBenchmark {
         return Double(keys.count) / t
     }
 
+    var sequentialKeys: [[UInt8]] { (0..<records).map(Self.sequentialKey) }
+    /// 16 random bytes each, the same every run.
+    var randomKeys: [[UInt8]] {
+        var generator = SplitMix64(seed: 0x5EED)
+        return (0..<records).map { _ in (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+    }
+    /// A random order of reads over the sequential keys, the same every run.
+    var readOrder: [Int] {
+        var generator = SplitMix64(seed: 0x0DE7)
+        return (0..<records).map { _ in Int.random(in: 0..<records, using: &generator) }
+    }
+
     func run() throws -> Results {
         var r = Results()
-        let sequentialKeys = (0..<records).map(Self.sequentialKey)
+        let sequentialKeys = sequentialKeys
         var generator = SplitMix64(seed: 0x5EED)
         let randomKeys = (0..<records).map { _ in (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) } }
 

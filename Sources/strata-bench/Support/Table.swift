@@ -4,8 +4,10 @@ struct Table {
     var rows: [[String]] = []
 
     init(_ header: String...) { self.header = header }
+    init(_ header: [String]) { self.header = header }
 
     mutating func add(_ cells: String...) { rows.append(cells) }
+    mutating func add(_ cells: [String]) { rows.append(cells) }
 
     func render() -> String {
         let all = [header] + rows
