@@ -16,6 +16,7 @@ import Testing
 
     /// Recipes 1000…1000+n inserted, recipes 10 and 30 updated, recipe 20
     /// deleted; ingredients 1…n inserted (their keys overlap the recipes').
+    /// With n = 40 or more, over ``ChangedObjectIndex/hashedAbove`` objects.
     private func changes(inserting n: Int) -> ChangeSet {
         var changes = ChangeSet()
         changes.inserted = (0..<UInt64(n)).map { id(recipe, 1_000 + $0) } + (1...UInt64(n)).map { id(ingredient, $0) }
@@ -24,7 +25,7 @@ import Testing
         return changes
     }
 
-    @Test("each object's position, by hash and by scan alike", arguments: [10, 100])
+    @Test("each object's position, by hash and by scan alike", arguments: [40, 100])
     func positions(inserting n: Int) {
         let changes = changes(inserting: n)
         for hashed in [false, true] {
@@ -36,7 +37,7 @@ import Testing
         }
     }
 
-    @Test("an object the save leaves alone has no position", arguments: [10, 100])
+    @Test("an object the save leaves alone has no position", arguments: [40, 100])
     func absent(inserting n: Int) {
         let changes = changes(inserting: n)
         let tag = model.entity(named: "Tag")!

@@ -264,6 +264,7 @@ private struct HeldWriterStack {
             writerSaved.signal()
         }
         #expect(writerHeld.wait(timeout: .now() + 10) == .success)
+        let recordedBefore = writer.deferredChildSaves.recordedCount
         let viewSaved = Self.startWaitingRename(of: id, to: "edited", in: view, failure: failure)
         #expect(viewSaved.wait(timeout: .now() + 0.05) == .timedOut, "the view's save did not wait for the writer's block")
         releaseWriter.signal()
@@ -271,9 +272,10 @@ private struct HeldWriterStack {
         #expect(stack.files.entered.wait(timeout: .now() + 10) == .success, "the writer's save never reached its fsync")
         let returnedWhileParked = viewSaved.wait(timeout: .now() + 10) == .success
         let listed = writer.deferredChildSaves.all.map(\.changes.updated)
+        let recorded = writer.deferredChildSaves.recordedCount
         stack.files.gate.signal()
         #expect(returnedWhileParked, "the view's save waited for the writer's store save")
-        #expect(listed == [[id]], "the view's edit took the synchronous path instead of being recorded")
+        #expect(listed == [[id]] && recorded == recordedBefore + 1, "the view's edit took the synchronous path instead of being recorded")
         #expect(writerSaved.wait(timeout: .now() + 10) == .success)
         #expect(failure.error == nil, "\(String(describing: failure.error))")
 
@@ -286,46 +288,155 @@ private struct HeldWriterStack {
     ///     X.name = "view"; save()
     ///       read X below (the store)
     ///       writer between windows: wait
-    ///                                                           X.name = "other"; save() → the store
+    ///                                                           X (or Y).name = "other"; save() → the store
     ///                                    block ends: [window]
-    ///       a store save came: read X again,
-    ///       not clean → synchronous path
-    ///     throws mergeConflict (a stale read would have recorded the
-    ///     edit, and the conflict would have surfaced in the writer's save)
-    @Test("Rule 10: a store save while the view's save waits for the writer is checked, not missed")
-    func aStoreSaveWhileTheViewWaitsIsCheckedAgain() throws {
+    ///       a store save came: read X again
+    ///       X changed: not clean → synchronous path → throws mergeConflict
+    ///         (a stale read would have recorded the edit, and the conflict
+    ///         surfaced in the writer's save)
+    ///       Y changed: X clean → recorded
+    @Test("Rule 10: a store save while the view's save waits for the writer sends it to read again", arguments: [true, false])
+    func aStoreSaveWhileTheViewWaitsIsCheckedAgain(sameObject: Bool) throws {
         let stack = try GatedWriterStack()
         let writer = stack.writer
         let view = ManagedObjectContext(.mainQueue, parent: writer, name: "view")
         let other = ManagedObjectContext(.privateQueue, coordinator: stack.coordinator, name: "other")
-        let id = try writer.performAndWait { () throws -> ObjectID in
-            let recipe = Recipe(context: writer)
-            recipe.name = "stored"
+        let (x, y) = try writer.performAndWait { () throws -> (ObjectID, ObjectID) in
+            let x = Recipe(context: writer), y = Recipe(context: writer)
+            x.name = "x"
+            y.name = "y"
             try writer.save()
-            return recipe.objectID
+            return (x.objectID, y.objectID)
         }
-        try view.performAndWait { _ = try view.existingObject(with: id) }
-        try other.performAndWait { _ = try other.existingObject(with: id) }
+        try view.performAndWait { _ = try view.existingObject(with: x) }
+        let changed = sameObject ? x : y
+        try other.performAndWait { _ = try other.existingObject(with: changed) }
 
-        let writerHeld = DispatchSemaphore(value: 0), releaseWriter = DispatchSemaphore(value: 0)
-        writer.perform {
-            writerHeld.signal()
-            _ = releaseWriter.wait(timeout: .now() + 10)
-        }
-        #expect(writerHeld.wait(timeout: .now() + 10) == .success)
+        let releaseWriter = Self.hold(writer)
+        let recordedBefore = writer.deferredChildSaves.recordedCount
         let failure = LockedError()
-        let viewSaved = Self.startWaitingRename(of: id, to: "view", in: view, failure: failure)
+        let viewSaved = Self.startWaitingRename(of: x, to: "view", in: view, failure: failure)
         try other.performAndWait {
-            (try other.existingObject(with: id) as! Recipe).name = "other"
+            (try other.existingObject(with: changed) as! Recipe).name = "other"
             try other.save()
         }
         releaseWriter.signal()
         #expect(viewSaved.wait(timeout: .now() + 10) == .success)
-        let error = try #require(failure.error as? StrataError, "the view's save did not see the store's change")
-        #expect(error.code == .mergeConflict)
-        #expect(writer.deferredChildSaves.all.isEmpty)
         try writer.performAndWait { try writer.save() }
-        #expect(try stack.storedNames() == ["other"])
+        if sameObject {
+            let error = try #require(failure.error as? StrataError, "the view's save did not see the store's change")
+            #expect(error.code == .mergeConflict)
+            #expect(writer.deferredChildSaves.recordedCount == recordedBefore)
+            #expect(try stack.storedNames() == ["other", "y"])
+        } else {
+            #expect(failure.error == nil, "\(String(describing: failure.error))")
+            #expect(writer.deferredChildSaves.recordedCount == recordedBefore + 1, "the edit was not recorded after reading again")
+            #expect(try stack.storedNames() == ["other", "view"])
+        }
+    }
+
+    ///     main queue (view)         mid queue (view's parent)     root (writer)      sibling (child of root)
+    ///     read X                    block: your code, held
+    ///     X.name = "view"; save()
+    ///       mid has a parent: no wait for its window,
+    ///       the synchronous path waits for the block                                  X.name = "sibling"; save() ─▶ root
+    ///                               block ends; the view's save
+    ///                               checks X against root: changed
+    ///     throws mergeConflict (a wait for mid's window, over reads made
+    ///     before root changed, would have recorded it)
+    @Test("Rule 10: under a parent with a parent of its own, a view-context edit does not wait on reads that may go stale")
+    func anEditUnderANestedParentIsCheckedWhenItsTurnComes() throws {
+        let stack = try GatedWriterStack()
+        let root = stack.writer
+        let mid = ManagedObjectContext(.privateQueue, parent: root, name: "mid")
+        let view = ManagedObjectContext(.mainQueue, parent: mid, name: "view")
+        let sibling = ManagedObjectContext(.privateQueue, parent: root, name: "sibling")
+        let x = try root.performAndWait { () throws -> ObjectID in
+            let x = Recipe(context: root)
+            x.name = "x"
+            try root.save()
+            return x.objectID
+        }
+        try view.performAndWait { _ = try view.existingObject(with: x) }
+        try sibling.performAndWait { _ = try sibling.existingObject(with: x) }
+
+        let releaseMid = Self.hold(mid)
+        let failure = LockedError()
+        let viewSaved = Self.startWaitingRename(of: x, to: "view", in: view, failure: failure)
+        try sibling.performAndWait {
+            (try sibling.existingObject(with: x) as! Recipe).name = "sibling"
+            try sibling.save()
+        }
+        releaseMid.signal()
+        #expect(viewSaved.wait(timeout: .now() + 10) == .success)
+        let error = try #require(failure.error as? StrataError, "the view's edit was recorded over a stale read")
+        #expect(error.code == .mergeConflict)
+        try mid.performAndWait { try mid.save() }
+        try root.performAndWait { try root.save() }
+        #expect(try stack.storedNames() == ["sibling"])
+    }
+
+    ///     child (test thread)         main queue (view)            writer queue
+    ///                                                                  save(): park; fsync held
+    ///     256 saves: all recorded
+    ///     (the list is full)
+    ///                                 X.name = "view"; save()
+    ///                                   parked, full: a guest now
+    ///                                 returns (writer still parked)
+    ///                                                                  fsync goes; unpark; take all in
+    @Test("Rule 10: a view-context edit into a parked writer with a full list runs as a guest, without waiting for the write")
+    func anEditIntoAParkedWriterWithAFullListRunsAsAGuest() throws {
+        let stack = try GatedWriterStack()
+        let writer = stack.writer, child = stack.child
+        let view = ManagedObjectContext(.mainQueue, parent: writer, name: "view")
+        let x = try writer.performAndWait { () throws -> ObjectID in
+            let x = Recipe(context: writer)
+            x.name = "x"
+            try writer.save()
+            Recipe(context: writer).name = "the writer's own"
+            return x.objectID
+        }
+        try view.performAndWait { _ = try view.existingObject(with: x) }
+        let writerSaved = DispatchSemaphore(value: 0), failure = LockedError()
+        #expect(stack.startBlockedWriterSave(writerSaved, failure))
+        try child.performAndWait {
+            for i in 0..<DeferredChildSaves.entryLimit {
+                Recipe(context: child).name = "child \(i)"
+                try child.save()
+            }
+        }
+        #expect(writer.deferredChildSaves.all.count == DeferredChildSaves.entryLimit, "the child's saves were not all recorded")
+        let viewSaved = DispatchSemaphore(value: 0)
+        Thread {
+            do {
+                try view.performAndWait {
+                    (try view.existingObject(with: x) as! Recipe).name = "view"
+                    try view.save()
+                }
+            } catch { failure.set(error) }
+            viewSaved.signal()
+        }.start()
+        let returnedWhileParked = viewSaved.wait(timeout: .now() + 5) == .success
+        stack.files.gate.signal()
+        #expect(returnedWhileParked, "the view's edit waited for the writer's store write")
+        if !returnedWhileParked { _ = viewSaved.wait(timeout: .now() + 10) }
+        #expect(writerSaved.wait(timeout: .now() + 10) == .success)
+        #expect(failure.error == nil, "\(String(describing: failure.error))")
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedNames().count == DeferredChildSaves.entryLimit + 2)
+        #expect(try stack.storedNames().contains("view"))
+    }
+
+    /// Holds `context` in a block of "your code" until the returned
+    /// semaphore is signalled (or 10 s pass); returns once the block runs.
+    static func hold(_ context: ManagedObjectContext) -> DispatchSemaphore {
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        context.perform {
+            held.signal()
+            _ = release.wait(timeout: .now() + 10)
+        }
+        #expect(held.wait(timeout: .now() + 10) == .success, "\(context.name) never ran the block")
+        return release
     }
 
     /// Renames recipe `id` in `view` (a main-queue context) and saves it,
@@ -344,7 +455,8 @@ private struct HeldWriterStack {
             saved.signal()
         }.start()
         let deadline = DispatchTime.now() + 10
-        while !WaitGraph.shared.hasWaiter(holding: WaitGraph.mainQueue) && DispatchTime.now() < deadline { usleep(1_000) }
+        while !WaitGraph.shared.hasWaiter(holding: view.serial) && DispatchTime.now() < deadline { usleep(1_000) }
+        #expect(WaitGraph.shared.hasWaiter(holding: view.serial), "the view's save never waited")
         return saved
     }
 }

@@ -45,7 +45,10 @@ internal import StrataStore
 /// parent, a save with a uniqueness constraint to check, a save into a
 /// parent running user code, a save into a parent whose publication is
 /// incomplete, and a save past the bounds below (``entryLimit``,
-/// ``objectLimit``), so a fast producer cannot pile up memory.
+/// ``objectLimit``), so a fast producer cannot pile up memory — except a
+/// main-queue child's save into a parent on the coordinator, which waits
+/// for the parent's next window, or for room (see
+/// ``ManagedObjectContext/deferChildSave(_:from:)``).
 ///
 /// `@unchecked Sendable`: `entries`, `objects` and `lastSequence` are
 /// guarded by `lock`, a leaf lock taken after the parent's
@@ -142,11 +145,21 @@ final class DeferredChildSaves: @unchecked Sendable {
         }
     }
 
-    /// Whether a save of `objectCount` objects would be recorded now, as far
-    /// as the bounds of a paced ``append(objectCount:paced:_:)`` go.
+    /// Whether `objectCount` more objects fit under the bounds, small saves
+    /// included (a producer of small saves is paced by the object bound too:
+    /// the main context hands them on in larger ones).
     func hasRoom(forObjects objectCount: Int) -> Bool {
+        lock.withLock { entries.count < Self.entryLimit && (entries.isEmpty || objects + objectCount <= Self.objectLimit) }
+    }
+
+    /// Whether a paced ``append(objectCount:paced:_:)`` of `objectCount`
+    /// objects would record the save now.
+    func wouldAppend(objectCount: Int) -> Bool {
         lock.withLock { hasRoomLocked(forObjects: objectCount, paced: true) }
     }
+
+    /// How many saves were ever recorded (tests).
+    var recordedCount: UInt64 { lock.withLock { lastSequence } }
 
     private func hasRoomLocked(forObjects objectCount: Int, paced: Bool) -> Bool {
         entries.count < Self.entryLimit
@@ -195,12 +208,15 @@ extension ManagedObjectContext {
     ///
     /// A main-queue child's save that an open window records (a small
     /// one, or one of new objects only: its held saves handed on) and that
-    /// finds this context running a block between two windows waits for
-    /// the next one — or for it to park, or to go idle — and is recorded
-    /// then (Rule 10). The stretches between windows are Strata's own short
-    /// steps (processing pending changes, posting will-save), unless the
-    /// block runs user code; the synchronous path would wait for them too,
-    /// and then on, for the store save's whole change set to be built.
+    /// finds this context — attached to the coordinator — running a block
+    /// between two windows waits for the next one, or for it to park or go
+    /// idle, and is recorded then (Rule 10). Between windows the context
+    /// processes pending changes and posts will-save (observers run), or
+    /// runs a block of user code; the synchronous path would wait for
+    /// that too, and then on, for the store save's whole change set to be
+    /// built. The wait is bounded (``windowWakeups``), registered with the
+    /// wait graph only while it lasts, and skipped when the list is full
+    /// while the context is parked (an edit then runs as a guest at once).
     func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
         guard concurrencyType == .privateQueue, let queue, !isCurrent,
               !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
@@ -216,13 +232,20 @@ extension ManagedObjectContext {
         // and taking it in makes this context's next save larger.
         let insertsOnly = changes.updated.isEmpty && changes.deleted.isEmpty && fromMainQueue
         let windowRecords = objectCount <= DeferredChildSaves.smallSaveObjects || insertsOnly
-        let waitsForWindow = fromMainQueue && windowRecords
-        // Built here, outside every lock, by the thread that made the save
-        // (hashed only off the main queue: see ``ChangedObjectIndex``).
-        let index = ChangedObjectIndex(changes, hashed: !fromMainQueue)
         let checked = changes.updated + changes.deleted
-        var ticket: WaitGraph.Ticket?
-        defer { if let ticket { WaitGraph.shared.endWait(ticket) } }
+        // Waits only under a context on the coordinator, or with nothing to
+        // check: the store-save epoch below then says whether the reads
+        // made before the wait still hold (a nested parent's own parent
+        // changes without one).
+        let waitsForWindow = fromMainQueue && windowRecords && (parent == nil || checked.isEmpty)
+        // Built here, outside every lock, by the thread that made the save;
+        // hashed only off the main queue, and only when this context may
+        // record it now (a background save into a busy parent is not).
+        let mayRecord = fromMainQueue || parking.condition.withLock {
+            parking.parked || parking.queuedBlocks == parking.takeInBlocksQueued
+        }
+        let index = ChangedObjectIndex(changes, hashed: !fromMainQueue && mayRecord)
+        var wakeups = 0
         for _ in 0..<Self.deferAttempts {
             // The level below this context, read before taking the lock: a
             // point read per updated or deleted object, never under the lock
@@ -238,16 +261,25 @@ extension ManagedObjectContext {
             enum Plan { case none, again, recorded, queued }
             var recorded: DeferredChildSaves.Entry?
             let plan: Plan = parking.condition.withLock {
+                var ticket: WaitGraph.Ticket?
+                // Registered only while it waits: a thread that waits for
+                // this one's context later must not find it waiting after.
+                defer { if let ticket { WaitGraph.shared.endWait(ticket) } }
                 while true {
                     let idle = parking.queuedBlocks == parking.takeInBlocksQueued
                     let records = parking.parked || (parking.acceptsDeferredSaves && windowRecords) || idle
-                    let room = deferredChildSaves.hasRoom(forObjects: objectCount)
+                    let room = deferredChildSaves.wouldAppend(objectCount: objectCount)
                     if records && room { break }
                     // Full while idle: nothing will take the list in but a
-                    // queued take-in block, which may be on its way.
-                    guard waitsForWindow, !(records && idle && parking.takeInBlocksQueued == 0) else { return .none }
-                    // Registered only once it waits (Rule 9; `WaitGraph.lock`
-                    // is a leaf), and not at all if that closes a cycle.
+                    // queued take-in block, which may be on its way. Full
+                    // while parked: an edit runs as a guest at once instead
+                    // (a hand-on waits: as a guest the main thread would
+                    // take the whole list in). Woken many times without
+                    // getting in: the parent runs short blocks back to
+                    // back, and its queue is first come, first served.
+                    guard waitsForWindow, !(records && idle && parking.takeInBlocksQueued == 0),
+                          !(parking.parked && !insertsOnly), wakeups < Self.windowWakeups else { return .none }
+                    // Not at all if the wait closes a cycle (Rule 9; `WaitGraph.lock` is a leaf).
                     if ticket == nil {
                         guard let registered = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else { return .none }
                         ticket = registered
@@ -255,6 +287,7 @@ extension ManagedObjectContext {
                     parking.roomWaiters += 1
                     parking.condition.wait()
                     parking.roomWaiters -= 1
+                    wakeups += 1
                 }
                 guard checked.isEmpty || persistentStoreCoordinator.rowCacheEpoch == storeEpoch else { return .again }
                 guard let layer = currentLayerForCheck(),
@@ -294,6 +327,9 @@ extension ManagedObjectContext {
     /// again when a store save came between its read and its check, before
     /// the save takes the synchronous path.
     static let deferAttempts = 4
+    /// How many times a main-queue child's save waiting for a window may be
+    /// woken and find none before it takes the synchronous path.
+    static let windowWakeups = 16
 
     /// This context's pending state as its children see it, with the saves
     /// recorded for it and not yet taken in; nil while its publication is
@@ -446,6 +482,7 @@ extension ManagedObjectContext {
             if parking.roomWaiters > 0 { parking.condition.broadcast() }
         }
         takeDeferredChildSaves()
+        parking.wakeRoomWaiters()  // what that took in made room
     }
 }
 

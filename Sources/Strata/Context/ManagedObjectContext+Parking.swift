@@ -57,6 +57,12 @@ final class ParkingState: @unchecked Sendable {
     var roomWaiters = 0
 
     func blockEnqueued() { condition.withLock { queuedBlocks += 1 } }
+    /// Wakes the threads waiting for room or for a state to record in, if
+    /// any: after the list was taken in outside an open window.
+    func wakeRoomWaiters() {
+        condition.withLock { if roomWaiters > 0 { condition.broadcast() } }
+    }
+
     func blockFinished() {
         condition.withLock {
             queuedBlocks -= 1
@@ -172,6 +178,7 @@ extension ManagedObjectContext {
         }
         parking.condition.withLock { parking.parked = false }
         takeDeferredChildSaves()
+        parking.wakeRoomWaiters()  // what that took in made room
         return try result.get()
     }
 }
