@@ -172,16 +172,16 @@ final class DeferredChildSaves: @unchecked Sendable {
     /// The recorded saves, oldest first (a copy).
     var all: [Entry] { lock.withLock { entries } }
     /// Drops the `count` oldest saves (taken in and published by then).
-    /// They are freed after the lock is let go: a large import's change set
-    /// takes milliseconds to free, and children read the list meanwhile.
+    /// A child's check may still hold them: they are freed after a grace
+    /// period, off this thread (``GracePeriod``).
     func removeFirst(_ count: Int) {
-        let removed = lock.withLock { () -> ArraySlice<Entry> in
-            let removed = entries.prefix(count)
+        let removed = lock.withLock { () -> [Entry] in
+            let removed = Array(entries.prefix(count))
             for entry in removed { objects -= entry.objectCount }
             entries.removeFirst(count)
             return removed
         }
-        _ = removed
+        if !removed.isEmpty { GracePeriod.release(removed) }
     }
 
     /// Drops the saves up to sequence `last` that are still listed (a
@@ -485,4 +485,3 @@ extension ManagedObjectContext {
         parking.wakeRoomWaiters()  // what that took in made room
     }
 }
-

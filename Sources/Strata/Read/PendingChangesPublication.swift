@@ -67,6 +67,10 @@ final class PendingChangesPublication: @unchecked Sendable {
 
     init(publishesFromBirth: Bool) { hasChildren = publishesFromBirth }
 
+    /// Copies of more pending changes than this are dropped through
+    /// ``GracePeriod``: smaller ones cost a reader next to nothing to free.
+    static let retiredAbove = 1_024
+
     /// A child was created: from now on the context publishes.
     func childAdded() { lock.withLock { hasChildren = true } }
 
@@ -106,6 +110,9 @@ final class PendingChangesPublication: @unchecked Sendable {
         }
         if replacing {
             // The one swapped out is behind by everything: start it afresh.
+            // A child may still hold it: a large one is freed after a grace
+            // period, off this thread (``GracePeriod``).
+            if published.objects.count > Self.retiredAbove { GracePeriod.release(published) }
             spare = [:]
             spareLacks = update
         } else {
