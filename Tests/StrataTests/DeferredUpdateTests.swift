@@ -427,6 +427,43 @@ private struct HeldWriterStack {
         #expect(try stack.storedNames().contains("view"))
     }
 
+    ///     import child (its thread)       writer queue                  main queue (view)
+    ///                                     block: your code, held
+    ///     insert 500; save()
+    ///       writer busy: wait (registered)
+    ///                                     block ends: idle
+    ///       recorded ◀────────────────────
+    ///     returns                         take-in block: [open] take the 500 in
+    ///                                                                   an edit meanwhile is recorded
+    /// (taken synchronously, the import was a writer block of its own,
+    /// outside any window, and the view's edit waited for all of it)
+    @Test("Rule 10: a background import into a busy writer waits for it on its own thread and is recorded")
+    func aBackgroundImportIntoABusyWriterIsRecorded() throws {
+        let stack = try GatedWriterStack()
+        let writer = stack.writer, importer = stack.child
+        let release = Self.hold(writer)
+        let recordedBefore = writer.deferredChildSaves.recordedCount
+        let imported = DispatchSemaphore(value: 0), failure = LockedError()
+        Thread {
+            do {
+                try importer.performAndWait {
+                    for i in 0..<500 { Recipe(context: importer).name = "imported \(i)" }
+                    try importer.save()
+                }
+            } catch { failure.set(error) }
+            imported.signal()
+        }.start()
+        let deadline = DispatchTime.now() + 10
+        while !WaitGraph.shared.hasWaiter(holding: importer.serial) && DispatchTime.now() < deadline { usleep(1_000) }
+        #expect(imported.wait(timeout: .now() + 0.05) == .timedOut, "the import did not wait for the writer's block")
+        release.signal()
+        #expect(imported.wait(timeout: .now() + 10) == .success)
+        #expect(failure.error == nil, "\(String(describing: failure.error))")
+        #expect(writer.deferredChildSaves.recordedCount == recordedBefore + 1, "the import took the synchronous path")
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedNames().count == 500)
+    }
+
     /// Holds `context` in a block of "your code" until the returned
     /// semaphore is signalled (or 10 s pass); returns once the block runs.
     static func hold(_ context: ManagedObjectContext) -> DispatchSemaphore {
