@@ -47,8 +47,9 @@ internal import StrataStore
 /// incomplete, and a save past the bounds below (``entryLimit``,
 /// ``objectLimit``), so a fast producer cannot pile up memory — except a
 /// main-queue child's save into a parent on the coordinator, which waits
-/// for the parent's next window, or for room (see
-/// ``ManagedObjectContext/deferChildSave(_:from:)``).
+/// for the parent's next window, or for room, and a background child's
+/// save of new objects only, which waits on its own thread for the parent
+/// to park or go idle (see ``ManagedObjectContext/deferChildSave(_:from:)``).
 ///
 /// `@unchecked Sendable`: `entries`, `objects` and `lastSequence` are
 /// guarded by `lock`, a leaf lock taken after the parent's
@@ -181,7 +182,9 @@ final class DeferredChildSaves: @unchecked Sendable {
             entries.removeFirst(count)
             return removed
         }
-        if !removed.isEmpty { GracePeriod.release(removed) }
+        // Their data only: an entry's child context, kept alive, would keep
+        // the whole stack and its open store alive too.
+        if !removed.isEmpty { GracePeriod.release(removed.map(\.changes)) }
     }
 
     /// Drops the saves up to sequence `last` that are still listed (a
@@ -217,6 +220,12 @@ extension ManagedObjectContext {
     /// built. The wait is bounded (``windowWakeups``), registered with the
     /// wait graph only while it lasts, and skipped when the list is full
     /// while the context is parked (an edit then runs as a guest at once).
+    ///
+    /// A background child's save of new objects only, made off the main
+    /// thread, waits likewise for this context to park or go idle (or, for
+    /// one of at most 64 objects, for a window), bounded by
+    /// ``backgroundWakeups``: taken synchronously, it would be a block of
+    /// this context outside any window, as long as the import.
     func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
         guard concurrencyType == .privateQueue, let queue, !isCurrent,
               !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
@@ -227,9 +236,10 @@ extension ManagedObjectContext {
         // objects (the held saves it hands on): the main queue must not
         // wait for this context's work, and the producer behind them is
         // paced before it reaches the main queue
-        // (``waitForRoomToHandOn(_:)``). Any other large save waits as
-        // before: a background producer is paced by this context that way,
-        // and taking it in makes this context's next save larger.
+        // (``waitForRoomToHandOn(_:)``). Any other large save is recorded
+        // only while this context is parked or idle: a background producer
+        // is paced by this context that way, and taking it in makes this
+        // context's next save larger.
         let insertsOnly = changes.updated.isEmpty && changes.deleted.isEmpty && fromMainQueue
         let windowRecords = objectCount <= DeferredChildSaves.smallSaveObjects || insertsOnly
         let checked = changes.updated + changes.deleted
@@ -245,8 +255,9 @@ extension ManagedObjectContext {
         // outside any window, and a view context's edit waited for all of
         // it (`strata-bench stall`, row (d), traced).
         let newObjectsOnly = checked.isEmpty
-        let waitsForWindow = (fromMainQueue && windowRecords && (parent == nil || newObjectsOnly))
-            || (!fromMainQueue && newObjectsOnly)
+        let onMainThread = MainQueue.isCurrent
+        let waitsInBackground = !fromMainQueue && newObjectsOnly && !onMainThread
+        let waitsForWindow = (fromMainQueue && windowRecords && (parent == nil || newObjectsOnly)) || waitsInBackground
         // Built here, outside every lock, by the thread that made the save;
         // hashed only off the main queue, and only when this context may
         // record it (a background update into a busy parent is not).
@@ -287,7 +298,8 @@ extension ManagedObjectContext {
                     // getting in: the parent runs short blocks back to
                     // back, and its queue is first come, first served.
                     guard waitsForWindow, !(records && idle && parking.takeInBlocksQueued == 0),
-                          !(parking.parked && !newObjectsOnly), wakeups < Self.windowWakeups else { return .none }
+                          !(parking.parked && !newObjectsOnly),
+                          wakeups < (waitsInBackground ? Self.backgroundWakeups : Self.windowWakeups) else { return .none }
                     // Not at all if the wait closes a cycle (Rule 9; `WaitGraph.lock` is a leaf).
                     if ticket == nil {
                         guard let registered = WaitGraph.shared.beginWait(holds: Self.resourcesHeldByCaller, waitsFor: waitResources) else { return .none }
@@ -339,6 +351,12 @@ extension ManagedObjectContext {
     /// How many times a main-queue child's save waiting for a window may be
     /// woken and find none before it takes the synchronous path.
     static let windowWakeups = 16
+    /// The same for a background child's save of new objects, waiting on
+    /// its own thread for the parent to park or go idle: each of the
+    /// parent's blocks wakes it several times (at the block's windows and
+    /// its end), and the synchronous path is the stretch outside any window
+    /// the wait exists to avoid.
+    static let backgroundWakeups = 256
 
     /// This context's pending state as its children see it, with the saves
     /// recorded for it and not yet taken in; nil while its publication is

@@ -12,14 +12,27 @@ import Dispatch
 /// set or publication, 9–17 ms of the main thread's CPU when the child is
 /// the view context (measured in `strata-bench stall`, row (d)). So the
 /// parent hands what it drops to ``release(_:)``, which keeps it for
-/// ``interval`` — a reader holds its copy for microseconds — and then frees
-/// it on ``ReleasedObjects/queue``, as background work (Rule 11).
+/// ``interval`` — a check holds its copy for microseconds, though a long
+/// fetch holds one for its whole run — and then frees it on
+/// ``ReleasedObjects/queue``, as background work (Rule 11).
+///
+/// Hand it data, never a context: a context kept alive keeps its parent, its
+/// coordinator and the open store (and its file lock) alive with it.
 enum GracePeriod {
     static let interval = DispatchTimeInterval.milliseconds(100)
 
     static func release<T: Sendable>(_ value: T) {
+        let held = Held(value)
         ReleasedObjects.queue.asyncAfter(deadline: .now() + interval) {
-            BackgroundScheduling.run { withExtendedLifetime(value) {} }
+            // Emptied inside `run`: the free itself is the background work.
+            BackgroundScheduling.run { held.value = nil }
         }
+    }
+
+    /// `@unchecked Sendable`: `value` is set at creation and emptied once,
+    /// on ``ReleasedObjects/queue``; nothing else touches it.
+    private final class Held<T: Sendable>: @unchecked Sendable {
+        var value: T?
+        init(_ value: T) { self.value = value }
     }
 }
