@@ -67,9 +67,6 @@ struct ChangedObjectIndex: Sendable {
         self.positions = positions
     }
 
-    /// Whether the save changes no object.
-    var isEmpty: Bool { keys.allSatisfy { $0 == nil } }
-
     /// Where `id` stands in `changes` (the change set this was built from),
     /// preferring an update, then a deletion, then an insertion, as a save
     /// that lists an object twice means it; nil when the save leaves it alone.

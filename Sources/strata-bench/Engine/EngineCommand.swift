@@ -167,8 +167,8 @@ struct EngineBenchmark {
     func run() throws -> Results {
         var r = Results()
         let sequentialKeys = sequentialKeys
-        var generator = SplitMix64(seed: 0x5EED)
-        let randomKeys = (0..<records).map { _ in (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+        let randomKeys = randomKeys
+        let order = readOrder
 
         for run in 0..<repeats {
             progress("engine: run \(run + 1)/\(repeats): fill sequential")
@@ -179,7 +179,6 @@ struct EngineBenchmark {
 
             progress("engine: run \(run + 1)/\(repeats): point gets")
             try store.flush()  // every value in a compressed segment block: the harder case
-            let order = (0..<records).map { _ in Int.random(in: 0..<records, using: &generator) }
             for key in sequentialKeys { _ = try store.get(key) }  // warm the block cache
             var found = 0
             let t = try seconds { for i in order where try store.get(sequentialKeys[i]) != nil { found += 1 } }
