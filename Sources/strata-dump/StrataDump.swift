@@ -74,6 +74,9 @@ struct Info: ParsableCommand {
                         for entity in entities { print("       \(entity)") }
                     }
                 }
+                if objects.indexEntriesAwaitingRemoval > 0 {
+                    print("unread      \(plural(objects.indexEntriesAwaitingRemoval, "index entry", "index entries")) awaiting removal")
+                }
                 print("objects     \(objects.entities.reduce(0) { $0 + $1.objects })")
                 let width = objects.entities.map(\.entity.count).max() ?? 0
                 for entity in objects.entities {

@@ -3,7 +3,9 @@ import Foundation
 import StrataStore
 import Testing
 
-final class FixtureSample: ManagedObject {}
+final class FixtureSample: ManagedObject {
+    @Attribute("count64") var count64: Int
+}
 final class FixtureOwner: ManagedObject {}
 
 /// Stores made by earlier builds, kept in the repository (`FixtureStores/`),
@@ -15,6 +17,9 @@ final class FixtureOwner: ManagedObject {}
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("FixtureStores")
     /// The fixture this build writes: engine format 1, schema format 4, records format 1.
     static let current = "engine1-schema4-records1"
+    /// This build's fixture migrated to version 2 (its history in format 2:
+    /// the index added to `count64` has an index number of its own).
+    static let currentMigrated = "migrated-engine1-schema4-records1-history2"
 
     /// Version 1 holds every attribute type and both kinds of relationship;
     /// version 2 renames `label`, adds `extra`, and indexes `count64`.
@@ -80,13 +85,22 @@ final class FixtureOwner: ManagedObject {}
         return coordinator
     }
 
-    /// Writes this build's fixture, when asked (never in CI).
+    /// Writes this build's fixtures, when asked (never in CI): the store at
+    /// version 1, and a copy migrated to version 2.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["STRATA_WRITE_FIXTURES"] == "1"))
-    func writeTheCurrentFixture() throws {
+    func writeTheCurrentFixtures() throws {
         let path = Self.directory.appendingPathComponent(Self.current).path
+        try Self.writeFixture(at: path)
+        let migrated = Self.directory.appendingPathComponent(Self.currentMigrated).path
+        try? FileManager.default.removeItem(atPath: migrated)
+        try FileManager.default.copyItem(atPath: path, toPath: migrated)
+        try Self.open(migrated, Self.model(version: 2)).close()
+    }
+
+    static func writeFixture(at path: String) throws {
         try? FileManager.default.removeItem(atPath: path)
         let model = Self.model(version: 1)
-        let coordinator = try Self.open(path, model)
+        let coordinator = try open(path, model)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         try context.performAndWait { () throws in
             let owners = (0..<2).map { i -> ManagedObject in
@@ -123,7 +137,7 @@ final class FixtureOwner: ManagedObject {}
     @Test func everyFixtureStoreOpensVerifiesAndMigrates() throws {
         let names = try FileManager.default.contentsOfDirectory(atPath: Self.directory.path).sorted()
         #expect(names.contains(Self.current))
-        for name in names {
+        for name in names where !name.hasPrefix("migrated-") {
             let scratch = TemporaryDirectory()
             let path = scratch.path + "/" + name
             try FileManager.default.copyItem(atPath: Self.directory.appendingPathComponent(name).path, toPath: path)
@@ -142,6 +156,33 @@ final class FixtureOwner: ManagedObject {}
             try v2.close()
             let migrated = try ObjectStoreInspector(directory: path).verifyRecords()
             #expect(migrated.problems.isEmpty, "\(name): \(migrated.problems)")
+        }
+    }
+
+    /// Every migrated fixture is at version 2: it verifies, version 1 is
+    /// refused as older, and version 2 reads every sample, its index on
+    /// `count64` answering a query.
+    @Test func everyMigratedFixtureOpensAtVersion2() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.directory.path).sorted().filter { $0.hasPrefix("migrated-") }
+        #expect(names.contains(Self.currentMigrated))
+        for name in names {
+            let scratch = TemporaryDirectory()
+            let path = scratch.path + "/" + name
+            try FileManager.default.copyItem(atPath: Self.directory.appendingPathComponent(name).path, toPath: path)
+            let check = try ObjectStoreInspector(directory: path).verifyRecords()
+            #expect(check.problems.isEmpty, "\(name): \(check.problems)")
+            let error = #expect(throws: StrataError.self) { try Self.open(path, Self.model(version: 1)) }
+            #expect(error?.code == .modelMismatch, "\(name)")
+            let v2 = try Self.open(path, Self.model(version: 2))
+            #expect(try Self.samples(v2, label: "title") == Self.expected(), "\(name)")
+            let context = ManagedObjectContext(.privateQueue, coordinator: v2)
+            try context.performAndWait { () throws in
+                let target = 1 << 40
+                let request = FetchRequest<FixtureSample>(predicate: #Predicate { $0.count64 == target })
+                #expect(try context.explain(request).index != nil, "\(name)")
+                #expect(try context.fetch(request).map { $0.value(forKey: "title") as? String } == ["S1"], "\(name)")
+            }
+            try v2.close()
         }
     }
 }

@@ -78,6 +78,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// guest already reads the new rows. Set before the first save (a
     /// test's set-up orders it before every reader).
     nonisolated(unsafe) var afterStoreWriteForTesting: (@Sendable () -> Void)?
+    /// Tests only: the objects per batch of a migration's index builds
+    /// (``StagedIndexBuild``). Set before `addPersistentStore`.
+    nonisolated(unsafe) var indexBuildBatchSizeForTesting: Int?
 
     /// A coordinator for `model`, without a store yet. `rowCacheBudget` is
     /// the byte budget of the cache of committed snapshots that faults and
@@ -111,8 +114,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// With a `migrationPlan` (whose last version is this coordinator's
     /// model), a store at one of its versions goes through each later
     /// version in turn, by inference or the plan's custom stage.
+    /// `migrationProgress` hears how far the building of indexes a
+    /// migration adds has come (``MigrationProgress``), on this thread.
     public func addPersistentStore(
-        _ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions(), migrationPlan: MigrationPlan? = nil
+        _ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions(), migrationPlan: MigrationPlan? = nil,
+        migrationProgress: MigrationProgressHandler? = nil
     ) throws(StrataError) {
         try saveLock.withLock { () throws(StrataError) in
             guard lock.withLock({ store == nil }) else {
@@ -129,7 +135,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             do throws(StrataError) {
                 var prepared: PreparedStore
                 do throws(StrataError) {
-                    prepared = try prepare(newStore, readOnly: options.readOnly && type == .log, plan: migrationPlan)
+                    prepared = try prepare(newStore, readOnly: options.readOnly && type == .log, plan: migrationPlan, progress: migrationProgress)
                 } catch where error.code == .modelMismatch && type == .log && !options.readOnly && erasesOnModelMismatch {
                     // Development only (see `erasesStoreOnModelMismatch`).
                     try? newStore.close()

@@ -161,6 +161,9 @@ public struct ObjectStoreSummary: Codable, Sendable, Hashable {
     public var schemaGenerations: [SchemaGenerationSummary] = []
     /// How many records an older generation wrote: read upgraded until rewritten.
     public var recordsAwaitingUpgrade = 0
+    /// How many index entries no reader looks at — a replaced index's, or
+    /// those of a build a crash cut short — deleted at the next read-write open.
+    public var indexEntriesAwaitingRemoval = 0
 }
 
 /// One model a store's records were written under.

@@ -86,7 +86,12 @@ public final class ObjectStoreInspector: Sendable {
             return true
         }
         var entries = model.entities.map { Array(repeating: 0, count: $0.indexes.count) }
+        var unread = 0
         contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { storedKey in
+            guard isRead(storedKey) else {
+                unread += 1
+                return
+            }
             let key = modelKey(storedKey)
             guard key.count > 4 else { return }
             let entity = Int(UInt16(key[1]) << 8 | UInt16(key[2])), index = Int(key[3])
@@ -105,7 +110,7 @@ public final class ObjectStoreInspector: Sendable {
         }
         return ObjectStoreSummary(
             modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities,
-            schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade)
+            schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade, indexEntriesAwaitingRemoval: unread)
     }
 
     /// The ID `text` names: `Recipe/p42`, `Recipe/42` or the URI form
@@ -181,7 +186,7 @@ public final class ObjectStoreInspector: Sendable {
         var objectKeys = Set<[UInt8]>()
         contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert(modelKey($0)) }
         var indexKeys = Set<[UInt8]>()
-        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { indexKeys.insert(modelKey($0)) }
+        contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { if isRead($0) { indexKeys.insert(modelKey($0)) } }
         // The entries the stored objects make, as they are met.
         var madeEntries = Set<[UInt8]>()
         // Per unique index's values: the first object met holding them.
@@ -190,6 +195,8 @@ public final class ObjectStoreInspector: Sendable {
         var records = 0
         do throws(StoreError) {
             try contents.forEach(prefix: []) { stored, storedValue in
+                // Unread entries await their deletion (see `summary()`): not a problem.
+                guard isRead(stored) else { return true }
                 records += 1
                 let key = modelKey(stored)
                 let name = describeModelKey(key)
@@ -271,6 +278,12 @@ public final class ObjectStoreInspector: Sendable {
     private func modelKey(_ stored: [UInt8]) -> [UInt8] { schemas.key(stored, toStored: false) }
 
     private func storedKey(_ key: [UInt8]) -> [UInt8] { schemas.key(key, toStored: true) }
+
+    /// False for an index entry stored under a number the current schema
+    /// generation does not read (``StoredSchemas/isLive(indexNumber:)``).
+    private func isRead(_ stored: [UInt8]) -> Bool {
+        stored.count < 3 || stored[0] != IndexKeyCoding.indexTag || schemas.isLive(indexNumber: UInt16(stored[1]) << 8 | UInt16(stored[2]))
+    }
 
     /// Whether `value`, stored at `storedKey`, was written under an older schema generation.
     private func needsUpgrade(_ value: [UInt8], storedKey: [UInt8]) -> Bool {

@@ -13,10 +13,16 @@ extension PersistentStoreCoordinator {
     /// model changed in a way that can be inferred, or through the steps of
     /// `plan`; reads the key counters and the store's identity. Each step
     /// is ONE atomic batch: the new schema generation, the model record, the
-    /// key counters, the index entries of indexes added or changed, the
-    /// deletion of removed entities' objects and, for a custom stage, every
-    /// object it rewrote. A crash leaves the store at one of the versions.
-    func prepare(_ store: any RecordStore, readOnly: Bool, plan: MigrationPlan? = nil) throws(StrataError) -> PreparedStore {
+    /// key counters, the deletion of removed entities' objects and, for a
+    /// custom stage, every object it rewrote and their index entries. The
+    /// entries of indexes an inferred step adds or changes are built before
+    /// it, in batches, where no reader looks (``StagedIndexBuild``), and the
+    /// batch makes them the ones read. A crash leaves the store at one of
+    /// the versions; the entries no version reads are deleted after each
+    /// step and at every read-write open (``IndexEntryRemoval``).
+    func prepare(
+        _ store: any RecordStore, readOnly: Bool, plan: MigrationPlan? = nil, progress: MigrationProgressHandler? = nil
+    ) throws(StrataError) -> PreparedStore {
         guard let record = try store.get(RecordCoding.modelKey) else { return try create(store, readOnly: readOnly) }
         guard let hash = RecordCoding.hash(inModelRecord: record) else {
             throw StrataError(.corruptRecord, "the store's model record is damaged")
@@ -32,6 +38,8 @@ extension PersistentStoreCoordinator {
             let storedModel = try ModelSchema.decodeCached(storedSchema)
             generations = [.init(schema: storedSchema, numbers: (0..<storedModel.entities.count).map(UInt16.init))]
         }
+        // What a step or a build left when a crash or a refusal cut it short.
+        if !readOnly { try IndexEntryRemoval.run(in: store, generations: generations) }
         if hash != model.versionHash || storedSchema != model.schema {
             let storedModel = try ModelSchema.decodeCached(storedSchema)
             guard storedModel.versionHash == hash else {
@@ -55,7 +63,7 @@ extension PersistentStoreCoordinator {
                 }
             }
             for (target, stage) in steps {
-                guard let next = try migrate(store, generations: generations, to: target, stage: stage, readOnly: readOnly) else {
+                guard let next = try migrate(store, generations: generations, to: target, stage: stage, readOnly: readOnly, progress: progress) else {
                     break  // read-only, and nothing stored depends on the change
                 }
                 generations = next
@@ -78,7 +86,7 @@ extension PersistentStoreCoordinator {
     /// depends on changed (the store reads as it is).
     private func migrate(
         _ store: any RecordStore, generations: [StoredSchemas.Generation], to target: ManagedObjectModel, stage: MigrationStage?,
-        readOnly: Bool
+        readOnly: Bool, progress: MigrationProgressHandler?
     ) throws(StrataError) -> [StoredSchemas.Generation]? {
         var generations = generations
         let storedModel = try ModelSchema.decodeCached(generations.last!.schema)
@@ -114,29 +122,48 @@ extension PersistentStoreCoordinator {
         }
         let before = generations
         let last = generations.removeLast()
+        // Entity positions (in `target`) whose index entries are built
+        // before the switch, under a new number.
+        var staged: [Int] = []
         if needsGeneration {
             generations.append(last)
-            var unused = (generations.flatMap(\.numbers).max() ?? 0) + 1
-            var numbers: [UInt16] = []
-            for entityMapping in mapping.entities {
+            var unused = (generations.reduce(into: Set<UInt16>()) { $0.formUnion($1.allNumbers) }.max() ?? 0) + 1
+            func fresh() throws(StrataError) -> UInt16 {
+                guard unused < UInt16.max else { throw StrataError(.invalidModel, "the store has used up its entity numbers") }
+                defer { unused += 1 }
+                return unused
+            }
+            var numbers: [UInt16] = [], indexNumbers: [UInt16] = []
+            for (position, entityMapping) in mapping.entities.enumerated() {
                 if let old = entityMapping.old {
                     numbers.append(last.numbers[Int(old.index)])
+                    // A custom stage rewrites the entries in its batch, in place.
+                    if entityMapping.indexesChanged && stage == nil {
+                        indexNumbers.append(try fresh())
+                        staged.append(position)
+                    } else {
+                        indexNumbers.append(last.indexNumbers[Int(old.index)])
+                    }
                 } else {
-                    guard unused < UInt16.max else { throw StrataError(.invalidModel, "the store has used up its entity numbers") }
-                    numbers.append(unused)
-                    unused += 1
+                    numbers.append(try fresh())
+                    indexNumbers.append(numbers.last!)
                 }
             }
-            generations.append(.init(schema: target.schema, numbers: numbers))
+            generations.append(.init(schema: target.schema, numbers: numbers, indexNumbers: indexNumbers))
         } else {
             // Only what no stored byte depends on changed (optionality,
             // delete rules, defaults, renaming identifiers): the records and
             // keys read as they are.
-            generations.append(.init(schema: target.schema, numbers: last.numbers))
+            generations.append(.init(schema: target.schema, numbers: last.numbers, indexNumbers: last.indexNumbers))
         }
         let schemas = try StoredSchemas(generations: generations, model: target)
         let reader = MigratedRecordStore(store, schemas: schemas)
         try checkValuesHeld(mapping, in: target, reading: reader)  // none under a stage: it fills them
+        for position in staged where !target.entities[position].indexes.isEmpty {
+            let build = StagedIndexBuild(
+                entity: target.entities[position], schemas: schemas, batchSize: indexBuildBatchSizeForTesting ?? 16_384, progress: progress)
+            try build.run(reading: reader, into: store)
+        }
 
         var batch = WriteBatch()
         batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(target))
@@ -144,7 +171,7 @@ extension PersistentStoreCoordinator {
         batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys))
         // Objects of removed entities, and their index entries, go.
         for old in storedModel.entities where mapping.newPosition[Int(old.index)] == nil {
-            try deleteAll(storedNumber: last.numbers[Int(old.index)], in: store, into: &batch)
+            try deleteAll(storedNumber: last.numbers[Int(old.index)], indexNumber: last.indexNumbers[Int(old.index)], in: store, into: &batch)
         }
         // A custom stage rewrites every object: it reads them as the store
         // had them, and reports progress against their number.
@@ -159,21 +186,21 @@ extension PersistentStoreCoordinator {
                 }
             }
         }
-        for (position, entityMapping) in mapping.entities.enumerated() where entityMapping.indexesChanged || stage != nil {
-            let entity = target.entities[position]
-            guard let old = entityMapping.old else { continue }
-            try deleteAll(storedNumber: last.numbers[Int(old.index)], in: store, into: &batch, indexEntriesOnly: true)
-            var indexes = IndexBuilder(entity: entity, schemas: schemas)
-            if let stage, let oldReader {
+        if let stage, let oldReader {
+            for (position, entityMapping) in mapping.entities.enumerated() {
+                let entity = target.entities[position]
+                guard let old = entityMapping.old else { continue }
+                try deleteAll(storedNumber: nil, indexNumber: last.indexNumbers[Int(old.index)], in: store, into: &batch)
+                var indexes = IndexBuilder(entity: entity, schemas: schemas)
                 try stage.rewrite(
                     entity, from: old, mapping: entityMapping, newPosition: mapping.newPosition, reading: oldReader, writing: schemas,
                     into: &batch, indexes: &indexes, done: &done, total: total)
-            } else if !entity.indexes.isEmpty {
-                try indexes.addStored(reading: reader)
+                try indexes.finish(into: &batch)
             }
-            try indexes.finish(into: &batch)
         }
         try store.write(batch)
+        // The entries the staged builds replaced.
+        try IndexEntryRemoval.run(in: store, generations: generations)
         return generations
     }
 
@@ -234,76 +261,19 @@ extension PersistentStoreCoordinator {
         return identity.flatMap { $0.count == 16 ? UUID(uuid: $0.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }) : nil } ?? UUID()
     }
 
-    /// Deletes every object stored under entity number `number` and its
-    /// index entries (only the entries, with `indexEntriesOnly`).
+    /// Deletes every object stored under entity number `number` (none when
+    /// nil) and every index entry stored under `indexNumber`.
     private func deleteAll(
-        storedNumber number: UInt16, in store: any RecordStore, into batch: inout WriteBatch, indexEntriesOnly: Bool = false
+        storedNumber number: UInt16?, indexNumber: UInt16, in store: any RecordStore, into batch: inout WriteBatch
     ) throws(StrataError) {
-        var prefixes = [RecordCoding.entityPrefix(IndexKeyCoding.indexTag, number)]
-        if !indexEntriesOnly { prefixes.append(RecordCoding.entityPrefix(RecordCoding.objectTag, number)) }
+        var prefixes = [RecordCoding.entityPrefix(IndexKeyCoding.indexTag, indexNumber)]
+        if let number { prefixes.append(RecordCoding.entityPrefix(RecordCoding.objectTag, number)) }
         for prefix in prefixes {
             try store.forEachKey(in: [KeyRange(prefix: prefix)]) { key, _ throws(StrataError) -> Bool in
                 batch.delete(Array(key))
                 return true
             }
         }
-    }
-}
-
-/// The entries of every index of one entity, made object by object during a
-/// migration, checking its unique indexes as it goes.
-struct IndexBuilder {
-    let entity: EntityDescription
-    let schemas: StoredSchemas
-    private var entries: [[UInt8]] = []
-    /// Per unique index's values: the first object met holding them.
-    private var holders: [[UInt8]: ObjectID] = [:]
-    private var conflicts: [ConstraintConflict] = []
-
-    init(entity: EntityDescription, schemas: StoredSchemas) {
-        self.entity = entity
-        self.schemas = schemas
-    }
-
-    mutating func add(_ values: [PropertyValue], primaryKey: UInt64) {
-        let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
-        for number in entity.indexes.indices {
-            var entry = IndexKeyCoding.key(values, of: entity, index: number, primaryKey: primaryKey)
-            if entity.indexes[number].isUnique {
-                let held = entity.indexedProperties[number].map { values[$0] }
-                if !held.contains(.null), let holder = holders.updateValue(id, forKey: Array(entry.dropLast(8))) {
-                    conflicts.append(ConstraintConflict(
-                        objectID: id, constraint: entity.indexes[number].attributeNames, values: held, conflictingObjectIDs: [holder]))
-                }
-            }
-            schemas.translate(&entry, toStored: true)
-            entries.append(entry)
-        }
-    }
-
-    /// Adds every stored object of the entity, read (upgraded) through `reader`.
-    mutating func addStored(reading reader: MigratedRecordStore) throws(StrataError) {
-        let prefix = RecordCoding.prefix(of: entity)
-        try reader.forEach(prefix: prefix) { key, value throws(StrataError) in
-            guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix),
-                  let snapshot = RecordCoding.decode(value, entity: entity) else {
-                throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
-            }
-            add(snapshot.values, primaryKey: primaryKey)
-        }
-    }
-
-    /// Puts the entries; throws ``StrataError/Code/constraintConflict``
-    /// listing the objects that share a unique index's values, if any do.
-    func finish(into batch: inout WriteBatch) throws(StrataError) {
-        guard conflicts.isEmpty else {
-            var error = StrataError(
-                .constraintConflict,
-                "\(conflicts.count) stored \(entity.name) objects share the values of a uniqueness constraint of the new model; the store was not migrated")
-            error.constraintConflicts = conflicts
-            throw error
-        }
-        for entry in entries { batch.put(entry, []) }
     }
 }
 

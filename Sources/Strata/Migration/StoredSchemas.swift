@@ -13,18 +13,32 @@
 /// stored under, whatever its position in later models (renamed, or moved
 /// by an entity added before it); a new entity gets a number never used.
 ///
+/// An entity's index entries have a number of their own, the same as its
+/// records' until a migration changes its indexes: the new entries are then
+/// built before the switch, in batches, under a number never used — which
+/// no reader of the old generation looks at — and the switch batch only
+/// names it. The entries under the old number are left to
+/// ``PersistentStoreCoordinator`` to delete, batch by batch, after the
+/// switch (and at every read-write open, should a crash have come first).
+///
 /// Immutable once made: shared by every reader of the store.
 package final class StoredSchemas: Sendable {
     package struct Generation: Sendable {
         /// The model schema (``ModelSchema/encode(_:)``).
         let schema: [UInt8]
-        /// Per entity position in that schema: the number its keys are stored under.
+        /// Per entity position in that schema: the number its records' keys are stored under.
         let numbers: [UInt16]
+        /// Per entity position: the number its index entries are stored under.
+        let indexNumbers: [UInt16]
 
-        package init(schema: [UInt8], numbers: [UInt16]) {
+        package init(schema: [UInt8], numbers: [UInt16], indexNumbers: [UInt16]? = nil) {
             self.schema = schema
             self.numbers = numbers
+            self.indexNumbers = indexNumbers ?? numbers
         }
+
+        /// Every number the generation stores records or index entries under.
+        var allNumbers: Set<UInt16> { Set(numbers).union(indexNumbers) }
     }
 
     let generations: [Generation]
@@ -36,7 +50,13 @@ package final class StoredSchemas: Sendable {
     let storedNumbers: [UInt16]
     /// Per stored number: the position in ``model`` (nil: none now).
     private let positions: [UInt16: UInt16]
-    /// Whether some entity's stored number is not its position.
+    /// Per position in ``model``: the number its index entries are stored under.
+    let storedIndexNumbers: [UInt16]
+    /// Per number index entries are stored under: the position in ``model``
+    /// (nil: entries no reader looks at, awaiting their deletion).
+    private let indexPositions: [UInt16: UInt16]
+    /// Whether some entity's records or index entries are stored under a
+    /// number that is not its position.
     let renumbers: Bool
     /// Per older generation, per stored entity number: how to upgrade its
     /// records (nil: its records read as they are).
@@ -50,7 +70,12 @@ package final class StoredSchemas: Sendable {
         var positions: [UInt16: UInt16] = [:]
         for (position, number) in storedNumbers.enumerated() { positions[number] = UInt16(position) }
         self.positions = positions
+        storedIndexNumbers = generations.last!.indexNumbers
+        var indexPositions: [UInt16: UInt16] = [:]
+        for (position, number) in storedIndexNumbers.enumerated() { indexPositions[number] = UInt16(position) }
+        self.indexPositions = indexPositions
         renumbers = storedNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
+            || storedIndexNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
         // Each older generation maps to the current model through the
         // steps after it, composed: a property removed and added again in
         // between does not carry its old value over.
@@ -88,18 +113,30 @@ package final class StoredSchemas: Sendable {
     /// model position into its stored number (or back, with `toStored` false).
     @inline(__always)
     func translate(_ key: inout [UInt8], toStored: Bool) {
-        guard renumbers, key.count >= 3, key[0] == RecordCoding.objectTag || key[0] == IndexKeyCoding.indexTag else { return }
+        guard renumbers, key.count >= 3 else { return }
+        let isIndexEntry: Bool
+        switch key[0] {
+        case RecordCoding.objectTag: isIndexEntry = false
+        case IndexKeyCoding.indexTag: isIndexEntry = true
+        default: return
+        }
         let number = UInt16(key[1]) << 8 | UInt16(key[2])
         let translated: UInt16?
         if toStored {
-            translated = Int(number) < storedNumbers.count ? storedNumbers[Int(number)] : nil
+            let numbers = isIndexEntry ? storedIndexNumbers : storedNumbers
+            translated = Int(number) < numbers.count ? numbers[Int(number)] : nil
         } else {
-            translated = positions[number]
+            translated = isIndexEntry ? indexPositions[number] : positions[number]
         }
         guard let translated else { return }
         key[1] = UInt8(translated >> 8)
         key[2] = UInt8(translated & 0xFF)
     }
+
+    /// Whether `number` is one the current generation stores index entries
+    /// under (false: a replaced index's entries, or a build a crash cut
+    /// short — read by no one, deleted at the next read-write open).
+    func isLive(indexNumber number: UInt16) -> Bool { indexPositions[number] != nil }
 
     /// `key` translated (a copy; see ``translate(_:toStored:)``).
     func key(_ key: [UInt8], toStored: Bool) -> [UInt8] {
@@ -152,12 +189,19 @@ package final class StoredSchemas: Sendable {
 
     package static let historyKey: [UInt8] = [RecordCoding.metaTag] + Array("history".utf8)
 
+    /// Format 1 while every entity's index entries share its records'
+    /// number (what engines before index numbers read), 2 after: each
+    /// generation's index numbers follow its record numbers.
     package func historyRecord() -> [UInt8] {
-        var out: [UInt8] = [1]
+        let format: UInt8 = generations.allSatisfy({ $0.indexNumbers == $0.numbers }) ? 1 : 2
+        var out: [UInt8] = [format]
         out.appendVarint(UInt64(generations.count))
         for generation in generations {
             out.appendVarint(UInt64(generation.numbers.count))
             for number in generation.numbers { out.appendVarint(UInt64(number)) }
+            if format == 2 {
+                for number in generation.indexNumbers { out.appendVarint(UInt64(number)) }
+            }
             out.appendVarint(UInt64(generation.schema.count))
             out.append(contentsOf: generation.schema)
         }
@@ -167,18 +211,22 @@ package final class StoredSchemas: Sendable {
     package static func decodeHistory(_ bytes: [UInt8]) -> [Generation]? {
         bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
-            guard reader.readInteger(UInt8.self) == 1, let count = reader.readLength(limit: 1 << 16), count > 0 else { return nil }
-            var generations: [Generation] = []
-            for _ in 0..<count {
-                guard let n = reader.readLength(limit: Int(UInt16.max)) else { return nil }
+            guard let format = reader.readInteger(UInt8.self), format == 1 || format == 2,
+                  let count = reader.readLength(limit: 1 << 16), count > 0 else { return nil }
+            func readNumbers(_ n: Int) -> [UInt16]? {
                 var numbers: [UInt16] = []
                 for _ in 0..<n {
                     guard let number = reader.readVarint(), number <= UInt64(UInt16.max) else { return nil }
                     numbers.append(UInt16(number))
                 }
-                guard Set(numbers).count == numbers.count, let length = reader.readLength(limit: reader.remaining),
-                      let schema = reader.readBytes(length) else { return nil }
-                generations.append(Generation(schema: Array(schema), numbers: numbers))
+                return Set(numbers).count == numbers.count ? numbers : nil
+            }
+            var generations: [Generation] = []
+            for _ in 0..<count {
+                guard let n = reader.readLength(limit: Int(UInt16.max)), let numbers = readNumbers(n),
+                      let indexNumbers = format == 1 ? numbers : readNumbers(n),
+                      let length = reader.readLength(limit: reader.remaining), let schema = reader.readBytes(length) else { return nil }
+                generations.append(Generation(schema: Array(schema), numbers: numbers, indexNumbers: indexNumbers))
             }
             return reader.isAtEnd ? generations : nil
         }

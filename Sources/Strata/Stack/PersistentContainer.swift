@@ -57,16 +57,19 @@ public final class PersistentContainer: Sendable {
     /// `rowCacheBudget` bounds the coordinator's cache of committed
     /// snapshots (``PersistentStoreCoordinator/init(model:rowCacheBudget:)``);
     /// `migrationPlan` takes a store of an earlier model version through
-    /// each later one (see <doc:ModelEvolution>).
+    /// each later one (see <doc:ModelEvolution>), and `migrationProgress`
+    /// hears how far a migration's index building has come.
     public init(
         name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions(),
-        viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20, migrationPlan: MigrationPlan? = nil
+        viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20, migrationPlan: MigrationPlan? = nil,
+        migrationProgress: MigrationProgressHandler? = nil
     ) throws(StrataError) {
         self.name = name
         self.model = model
         coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
         if let directory {
-            try coordinator.addPersistentStore(.log, directory: directory, options: options, migrationPlan: migrationPlan)
+            try coordinator.addPersistentStore(
+                .log, directory: directory, options: options, migrationPlan: migrationPlan, migrationProgress: migrationProgress)
         } else {
             try coordinator.addPersistentStore(.inMemory)
         }

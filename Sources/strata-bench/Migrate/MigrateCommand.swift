@@ -4,15 +4,18 @@ import Dispatch
 import Foundation
 import Strata
 import StrataStore
+import Synchronization
 
 /// `strata-bench migrate`: opening an imported store with the next version
-/// of its model — an attribute added, an attribute renamed — beside a plain
-/// open of the same store, the first full fetch after each, and the same
-/// two changes made through SQLite the way GRDB's migrator makes them.
+/// of its model — an attribute added, an attribute renamed, an index added —
+/// beside a plain open of the same store, the first full fetch after each,
+/// and the same changes made through SQLite the way GRDB's migrator makes
+/// them. The index build's peak resident memory is reported too: it is
+/// streamed, so it should not grow with the store.
 struct MigrateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
-        abstract: "Open after adding or renaming an attribute vs a plain open, the fetch after, and SQLite's ALTER TABLE."
+        abstract: "Open after adding or renaming an attribute or adding an index vs a plain open, the fetch after, and SQLite."
     )
 
     @Option(help: "Objects imported first (recipes plus their ingredients).") var objects = 1_000_000
@@ -21,11 +24,13 @@ struct MigrateCommand: ParsableCommand {
     @Option(help: "Write every figure to this JSON file.") var json: String?
 
     enum Change: String, CaseIterable, Codable {
-        case none, addAttribute, renameAttribute, customStage
+        case none, addAttribute, renameAttribute, addIndex, customStage
     }
 
     struct Round: Codable {
         var openMilliseconds: [String: Double] = [:]
+        /// Resident memory above what it was before the open, at its highest during it.
+        var openPeakGrowthMB: [String: Double] = [:]
         var fetchMilliseconds: [String: Double] = [:]
         var sqliteMilliseconds: [String: Double] = [:]
     }
@@ -38,8 +43,8 @@ struct MigrateCommand: ParsableCommand {
     }
 
     /// The bench model, changed: Recipe gains `calories` (required, default
-    /// 0), its `name` becomes `title`, or (for the custom stage) its
-    /// `rating` becomes a string.
+    /// 0), its `name` becomes `title`, Ingredient's `grams` gets an index, or
+    /// (for the custom stage) Recipe's `rating` becomes a string.
     static func model(_ change: Change) throws -> ManagedObjectModel {
         let name: PropertyDescription = change == .renameAttribute
             ? .attribute("title", .string, renamedFrom: "name") : .attribute("name", .string)
@@ -56,7 +61,7 @@ struct MigrateCommand: ParsableCommand {
                 .attribute("name", .string),
                 .attribute("grams", .integer64),
                 .toOne("recipe", "Recipe", inverse: "ingredients"),
-            ]),
+            ], indexes: change == .addIndex ? [IndexDescription("grams")] : []),
         ])
     }
 
@@ -79,9 +84,18 @@ struct MigrateCommand: ParsableCommand {
                 let model = try Self.model(change)
                 let coordinator = PersistentStoreCoordinator(model: model)
                 let plan = change == .customStage ? try Self.customPlan(to: model) : nil
-                figures.openMilliseconds[change.rawValue] = try seconds {
-                    try coordinator.addPersistentStore(.log, directory: path, migrationPlan: plan)
-                } * 1000
+                let reportsProgress = change == .addIndex && round == 0
+                var opened = 0.0
+                figures.openPeakGrowthMB[change.rawValue] = try Self.peakResidentGrowth {
+                    opened = try seconds {
+                        try coordinator.addPersistentStore(.log, directory: path, migrationPlan: plan, migrationProgress: { step in
+                            if reportsProgress && (step.done % 200_000 < 16_384 || step.done == step.total) {
+                                progress("migrate: \(step.step) \(step.done)/\(step.total)")
+                            }
+                        })
+                    }
+                }
+                figures.openMilliseconds[change.rawValue] = opened * 1000
                 let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
                 var fetched = 0
                 figures.fetchMilliseconds[change.rawValue] = try seconds {
@@ -93,7 +107,7 @@ struct MigrateCommand: ParsableCommand {
                 report.fetched = fetched
                 try coordinator.close()
                 try files.removeItem(atPath: path)
-                if change == .addAttribute || change == .renameAttribute {
+                if change != .none && change != .customStage {
                     let copy = work.path + "/\(change.rawValue)-\(round).sqlite"
                     for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: sqliteBase + suffix) {
                         try files.copyItem(atPath: sqliteBase + suffix, toPath: copy + suffix)
@@ -109,19 +123,45 @@ struct MigrateCommand: ParsableCommand {
         }
         let plainOpen = med(\.openMilliseconds, .none), plainFetch = med(\.fetchMilliseconds, .none)
         print("Opening \(thousands(Double(objects))) stored objects with a changed model, median of \(repeats) rounds, \(report.date)")
-        var table = Table("Change", "Strata open", "× plain open", "fetch all after", "× plain fetch", "SQLite (GRDB-style migration)")
-        table.add("none (plain open)", fixed(plainOpen, 1) + " ms", "1.00", fixed(plainFetch, 0) + " ms", "1.00", "-")
-        for change in [Change.addAttribute, .renameAttribute] {
+        var table = Table(
+            "Change", "Strata open", "× plain open", "peak memory growth", "fetch all after", "× plain fetch", "SQLite (GRDB-style migration)")
+        table.add("none (plain open)", fixed(plainOpen, 1) + " ms", "1.00", fixed(med(\.openPeakGrowthMB, .none), 0) + " MB",
+                  fixed(plainFetch, 0) + " ms", "1.00", "-")
+        let names: [Change: String] = [.addAttribute: "add an attribute", .renameAttribute: "rename an attribute", .addIndex: "index Ingredient.grams"]
+        for change in [Change.addAttribute, .renameAttribute, .addIndex] {
             let open = med(\.openMilliseconds, change), fetch = med(\.fetchMilliseconds, change)
-            table.add(change == .addAttribute ? "add an attribute" : "rename an attribute",
-                      fixed(open, 1) + " ms", fixed(open / plainOpen, 2), fixed(fetch, 0) + " ms", fixed(fetch / plainFetch, 2),
-                      fixed(med(\.sqliteMilliseconds, change), 1) + " ms")
+            table.add(names[change]!, fixed(open, 1) + " ms", fixed(open / plainOpen, 2), fixed(med(\.openPeakGrowthMB, change), 0) + " MB",
+                      fixed(fetch, 0) + " ms", fixed(fetch / plainFetch, 2), fixed(med(\.sqliteMilliseconds, change), 1) + " ms")
         }
         print(table.render())
         let custom = med(\.openMilliseconds, .customStage)
         print("custom stage rewriting every recipe's rating (double → string) and carrying the ingredients over, in one atomic batch: "
               + "\(fixed(custom, 0)) ms, \(thousands(Double(objects) / custom * 1000)) objects/s")
         if let json { try writeJSON(report, to: json) }
+    }
+
+    /// Runs `body`, sampling resident memory every 2 ms on a thread of its
+    /// own; returns the highest sample above the one taken before.
+    static func peakResidentGrowth(_ body: () throws -> Void) throws -> Double {
+        let before = ResidentMemory.megabytes()
+        let peak = Mutex(before)
+        let running = Atomic(true)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread {
+            while running.load(ordering: .acquiring) {
+                let now = ResidentMemory.megabytes()
+                peak.withLock { $0 = max($0, now) }
+                usleep(2_000)
+            }
+            stopped.signal()
+        }.start()
+        defer {
+            running.store(false, ordering: .releasing)
+            stopped.wait()
+        }
+        try body()
+        let now = ResidentMemory.megabytes()
+        return peak.withLock { max($0, now) } - before
     }
 
     /// Version 1 → 2 with a custom stage: each recipe's rating becomes text.
@@ -148,9 +188,11 @@ enum SQLiteMigration {
             var db: OpaquePointer?
             guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw SQLiteImport.Failure(description: "sqlite3_open \(path) failed") }
             defer { sqlite3_close(db) }
-            let alter = change == .addAttribute
-                ? "ALTER TABLE recipe ADD COLUMN calories INTEGER NOT NULL DEFAULT 0"
-                : "ALTER TABLE recipe RENAME COLUMN name TO title"
+            let alter = switch change {
+            case .addAttribute: "ALTER TABLE recipe ADD COLUMN calories INTEGER NOT NULL DEFAULT 0"
+            case .renameAttribute: "ALTER TABLE recipe RENAME COLUMN name TO title"
+            default: "CREATE INDEX ingredient_grams ON ingredient(grams)"
+            }
             for sql in [
                 "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "BEGIN IMMEDIATE",
                 "CREATE TABLE IF NOT EXISTS grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)",

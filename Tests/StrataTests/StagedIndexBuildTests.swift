@@ -1,0 +1,150 @@
+import Foundation
+@testable import Strata
+import StrataStore
+import Synchronization
+import Testing
+
+/// The indexes a migration adds are built before the switch, in batches,
+/// under an index number no reader of the old model looks at
+/// (``StagedIndexBuild``); what a build cut short or an index replaced
+/// leaves is deleted after the switch and at every read-write open
+/// (``IndexEntryRemoval``).
+@Suite struct StagedIndexBuildTests {
+    static let count = 1_000
+
+    /// `count` notes in one folder: note i has title "T<i>" (or "T0" for
+    /// the last one, with `duplicate`) and i % 100 views.
+    static func seed(_ directory: TemporaryDirectory, duplicate: Bool = false) throws {
+        let model = MigrationTests.v1()
+        let coordinator = try MigrationTests.open(directory, model)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            let folder = ManagedObject(entity: model.entity(named: "Folder")!, insertInto: context)
+            folder.setValue("A", forKey: "name")
+            for i in 0..<count {
+                let note = MNote(context: context)
+                note.setValue(duplicate && i == count - 1 ? "T0" : "T\(i)", forKey: "title")
+                note.views = i % 100
+                note.setValue(folder, forKey: "folder")
+            }
+            try context.save()
+        }
+        try coordinator.close()
+    }
+
+    static func indexed() -> ManagedObjectModel { MigrationTests.v1(noteIndexes: [IndexDescription("views")], noteUniqueness: [["title"]]) }
+
+    static func entryCounts(_ directory: TemporaryDirectory) throws -> (read: [Int], unread: Int) {
+        let summary = try MigrationTests.inspect(directory).summary()
+        return (summary.entities.flatMap(\.indexes).map(\.entries), summary.indexEntriesAwaitingRemoval)
+    }
+
+    /// The entries are written a batch at a time, each batch reported; the
+    /// index answers queries after the open, and a later model replacing it
+    /// leaves no entry of it behind.
+    @Test func anAddedIndexIsBuiltBatchByBatchWithProgress() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let reports = Mutex<[MigrationProgress]>([])
+        let coordinator = PersistentStoreCoordinator(model: Self.indexed())
+        coordinator.indexBuildBatchSizeForTesting = 300
+        try coordinator.addPersistentStore(
+            .log, directory: directory.path + "/store", options: testStoreOptions(),
+            migrationProgress: { progress in reports.withLock { $0.append(progress) } })
+        #expect(reports.withLock { $0 } == [300, 600, 900, 1_000].map {
+            MigrationProgress(step: .buildingIndexes(entity: "Note"), done: $0, total: Self.count)
+        })
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            let request = FetchRequest<MNote>(predicate: #Predicate { $0.views == 7 })
+            #expect(try context.explain(request).index != nil)
+            #expect(try context.fetch(request).count == Self.count / 100)
+        }
+        try coordinator.close()
+        #expect(try Self.entryCounts(directory) == ([Self.count, Self.count], 0))
+        let check = try MigrationTests.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+
+        // A model with only the views index: both are built again under a
+        // new number, and the 2,000 entries of the old one are deleted.
+        try MigrationTests.open(directory, MigrationTests.v1(noteIndexes: [IndexDescription("views")])).close()
+        #expect(try Self.entryCounts(directory) == ([Self.count], 0))
+        #expect(try MigrationTests.inspect(directory).verifyRecords().problems.isEmpty)
+    }
+
+    /// A uniqueness constraint the stored objects break is refused with the
+    /// two objects sharing the title, found where they sit side by side in
+    /// the index; the entries built are deleted, and the old model opens.
+    @Test func aRefusedBuildLeavesNoEntry() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory, duplicate: true)
+        let coordinator = PersistentStoreCoordinator(model: Self.indexed())
+        coordinator.indexBuildBatchSizeForTesting = 300
+        let error = #expect(throws: StrataError.self) {
+            try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
+        }
+        #expect(error?.code == .constraintConflict)
+        #expect(error?.constraintConflicts.map(\.values) == [[.string("T0")]])
+                #expect(try Self.entryCounts(directory) == ([], 0))
+        let reopened = try MigrationTests.open(directory, MigrationTests.v1())
+        let notes = try MigrationTests.notes(reopened)
+        #expect(notes.count == Self.count)
+        try reopened.close()
+    }
+
+    /// A build failing at any write or sync — before the switch, at it, or
+    /// while the replaced entries are deleted — leaves the store at the
+    /// old model or the new, with every entry it reads sound; what no model
+    /// reads is counted as awaiting removal, and the next read-write open
+    /// deletes it.
+    @Test(arguments: [FaultInjectingFileSystem.Operation.write, .sync])
+    func aBuildCutShortAtAnyCallLeavesNothingRead(operation: FaultInjectingFileSystem.Operation) throws {
+        let seeded = TemporaryDirectory()
+        try Self.seed(seeded)
+        var call = 1, leftUnread = 0, cutShort = 0
+        while call < 60 {
+            let directory = TemporaryDirectory("\(#function)\(call)")
+            try FileManager.default.copyItem(atPath: seeded.path + "/store", toPath: directory.path + "/store")
+            let disk = FaultInjectingFileSystem()
+            disk.inject(.error(EIO), on: operation, atCall: call)
+            var options = testStoreOptions()
+            options.syncMode = .always
+            options.fileSystem = disk
+            let coordinator = PersistentStoreCoordinator(model: Self.indexed())
+            coordinator.indexBuildBatchSizeForTesting = 100
+            do {
+                try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options)
+                try coordinator.close()
+            } catch {
+                cutShort += 1
+            }
+            let fired = disk.injectedFaultCount > 0
+            let check = try MigrationTests.inspect(directory).verifyRecords()
+            #expect(check.problems.isEmpty, "call \(call): \(check.problems)")
+            let (read, unread) = try Self.entryCounts(directory)
+            #expect(read == [] || read == [Self.count, Self.count], "call \(call): \(read)")
+            if unread > 0 { leftUnread += 1 }
+            // The old model opens (and deletes what no one reads), unless
+            // the switch landed: then it is refused as newer.
+            var migrated = false
+            do {
+                try MigrationTests.open(directory, MigrationTests.v1()).close()
+                #expect(try Self.entryCounts(directory) == ([], 0), "call \(call)")
+            } catch let error as StrataError {
+                #expect(error.code == .modelMismatch && error.message.contains("newer version"), "call \(call): \(error)")
+                migrated = true
+            }
+            #expect(migrated == !read.isEmpty, "call \(call)")
+            let reopened = try MigrationTests.open(directory, Self.indexed())
+            #expect(try MigrationTests.notes(reopened).count == Self.count, "call \(call)")
+            try reopened.close()
+            #expect(try Self.entryCounts(directory) == ([Self.count, Self.count], 0), "call \(call)")
+            #expect(try MigrationTests.inspect(directory).verifyRecords().problems.isEmpty, "call \(call)")
+            if !fired { break }  // past the migration's last call
+            call += 1
+        }
+        // Faults fell inside the build (entries written, no switch), and the
+        // loop ran past the migration's last call.
+        #expect(leftUnread > 0 && cutShort > 0 && call < 60, "\(leftUnread) \(cutShort) \(call)")
+    }
+}
