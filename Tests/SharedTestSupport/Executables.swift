@@ -72,6 +72,14 @@ public func runCrashChild(
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    // Under ThreadSanitizer, a report is printed unsymbolized, at once:
+    // symbolizing starts llvm-symbolizer, and a kill in the meantime left
+    // only that helper's dying words ("LLVM ERROR: IO failure on output
+    // stream: Broken pipe") where the report should have been (CI,
+    // 2026-11-25). Raw addresses at least say what kind of report it was.
+    var environment = ProcessInfo.processInfo.environment
+    environment["TSAN_OPTIONS"] = [environment["TSAN_OPTIONS"], "symbolize=0"].compactMap { $0 }.joined(separator: ":")
+    process.environment = environment
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err

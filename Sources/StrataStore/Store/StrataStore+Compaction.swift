@@ -90,6 +90,12 @@ extension StrataStore {
                 return (index, readers, oldestOutside)
             }
         }
+        // Let go of the snapshot under the state lock on every way out (see
+        // the flush): ThreadSanitizer orders this thread's reads of the
+        // index's nodes before the writer's in-place writes — or before
+        // their free, when this snapshot held the last reference — only
+        // through that lock.
+        defer { state.withLock { snapshot = KeyIndex() } }
         guard !readers.isEmpty else { return }
         let inputs = readers.map(\.fileNumber)
         var cursors: [Cursor] = []
@@ -178,8 +184,9 @@ extension StrataStore {
             try beforeSwitch { () throws(StoreError) in throw error }
         }
 
-        // Let go of the snapshot before repointing (see the flush).
-        snapshot = KeyIndex()
+        // Let go of the snapshot before repointing (see the flush), under the
+        // state lock as the flush does.
+        state.withLock { snapshot = KeyIndex() }
 
         // Finish the outputs.
         var infos: [SegmentInfo] = []
