@@ -92,6 +92,28 @@ import Testing
         try reopened.close()
     }
 
+    /// A refusal of one entity's build takes back the builds of the
+    /// entities before it in the same step: Folder's index on `name` is
+    /// built, then Note's unique `title` is refused. (Left behind, an engine
+    /// from before index numbers would have read Folder's entries as those
+    /// of an entity it added under that number; found by review.)
+    @Test func aRefusalTakesBackEveryEntityBuiltInTheStep() throws {
+        let directory = TemporaryDirectory()
+        try MigrationTests.seed(directory, duplicateTitle: true)
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Folder", managedObjectClass: MFolder.self, properties: [
+                .attribute("name", .string), .toMany("notes", "Note", inverse: "folder"),
+            ], indexes: [IndexDescription("name")]),
+            EntityDescription(name: "Note", managedObjectClass: MNote.self, properties: [
+                .attribute("title", .string), .attribute("body", .string, optional: true),
+                .attribute("views", .integer64, defaultValue: .integer(0)), .toOne("folder", "Folder", inverse: "notes"),
+            ], uniquenessConstraints: [["title"]]),
+        ])
+        let error = #expect(throws: StrataError.self) { try MigrationTests.open(directory, model) }
+        #expect(error?.code == .constraintConflict)
+        #expect(try Self.entryCounts(directory) == ([], 0))
+    }
+
     /// A build failing at any write or sync — before the switch, at it, or
     /// while the replaced entries are deleted — leaves the store at the
     /// old model or the new, with every entry it reads sound; what no model

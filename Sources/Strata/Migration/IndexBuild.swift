@@ -76,8 +76,8 @@ struct StagedIndexBuild {
 
     /// Writes the entries of every object `reader` holds into `store`, then
     /// throws ``StrataError/Code/constraintConflict`` listing the objects
-    /// that share a unique index's values, if any do (the entries written
-    /// are deleted first: nothing of the build is left).
+    /// that share a unique index's values, if any do (the caller deletes
+    /// what the step built).
     func run(reading reader: MigratedRecordStore, into store: any RecordStore) throws(StrataError) {
         let prefix = RecordCoding.prefix(of: entity)
         var total = 0
@@ -113,7 +113,6 @@ struct StagedIndexBuild {
 
         let conflicts = try uniquenessConflicts(in: store, entries: done)
         guard conflicts.isEmpty else {
-            try? IndexEntryRemoval.remove(numbers: [schemas.storedIndexNumbers[Int(entity.index)]], from: store)
             var error = StrataError(
                 .constraintConflict,
                 "\(conflicts.count) stored \(entity.name) objects share the values of a uniqueness constraint of the new model; the store was not migrated")
@@ -194,9 +193,8 @@ enum IndexEntryRemoval {
     }
 
     /// Deletes the keys in `ranges` (sorted, disjoint), `batchSize` per
-    /// batch, until none is left. Each scan starts after the last key
-    /// deleted: the deletions stay in the log until compaction, and
-    /// starting over would pass them again, batch after batch.
+    /// batch, until none is left, each scan starting after the last key
+    /// the one before deleted.
     private static func remove(in ranges: [KeyRange], from store: any RecordStore, batchSize: Int = 16_384) throws(StrataError) {
         var ranges = ranges
         while !ranges.isEmpty {

@@ -32,6 +32,7 @@ final class MigratedRecordStore: RecordStore {
 
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
         var keyCopy: [UInt8] = [], upgraded: [UInt8] = [], offsets: [Int] = []
+        let renumbers = schemas.renumbers(keysStartingWith: prefix)
         try base.forEach(prefix: stored(prefix)) { key, value throws(StrataError) in
             let upgrade = schemas.upgrade(forRecord: value, storedKey: key)
             if let upgrade, !upgrade.upgrade(value, into: &upgraded, offsets: &offsets) { throw upgrade.malformed }
@@ -42,7 +43,7 @@ final class MigratedRecordStore: RecordStore {
                     try body(key, value)
                 }
             }
-            if schemas.renumbers {
+            if renumbers {
                 keyCopy.removeAll(keepingCapacity: true)
                 keyCopy.append(contentsOf: key)
                 schemas.translate(&keyCopy, toStored: false)
@@ -67,6 +68,11 @@ final class MigratedRecordStore: RecordStore {
             return KeyRange(start: start, end: stored(end))
         }
         var keyCopy: [UInt8] = []
+        // A range within one tag's keys needs only that tag's renumbering.
+        let renumbers = ranges.contains { range in
+            guard let tag = range.start.first, let end = range.end, end.first == tag || end == [tag + 1] else { return schemas.renumbers }
+            return schemas.renumbers(keysStartingWith: range.start)
+        }
         try base.forEachKey(in: storedRanges) { key, get throws(StrataError) -> Bool in
             try withoutActuallyEscaping(get) { (get) throws(StrataError) -> Bool in
                 let currentGet = { (key: [UInt8]) throws(StrataError) -> [UInt8]? in
@@ -74,7 +80,7 @@ final class MigratedRecordStore: RecordStore {
                     guard let value = try get(storedKey) else { return nil }
                     return try self.current(value, storedKey: storedKey)
                 }
-                guard schemas.renumbers else { return try body(key, currentGet) }
+                guard renumbers else { return try body(key, currentGet) }
                 keyCopy.removeAll(keepingCapacity: true)
                 keyCopy.append(contentsOf: key)
                 schemas.translate(&keyCopy, toStored: false)

@@ -159,10 +159,18 @@ extension PersistentStoreCoordinator {
         let schemas = try StoredSchemas(generations: generations, model: target)
         let reader = MigratedRecordStore(store, schemas: schemas)
         try checkValuesHeld(mapping, in: target, reading: reader)  // none under a stage: it fills them
-        for position in staged where !target.entities[position].indexes.isEmpty {
-            let build = StagedIndexBuild(
-                entity: target.entities[position], schemas: schemas, batchSize: indexBuildBatchSizeForTesting ?? 16_384, progress: progress)
-            try build.run(reading: reader, into: store)
+        do throws(StrataError) {
+            for position in staged where !target.entities[position].indexes.isEmpty {
+                let build = StagedIndexBuild(
+                    entity: target.entities[position], schemas: schemas, batchSize: indexBuildBatchSizeForTesting ?? 16_384, progress: progress)
+                try build.run(reading: reader, into: store)
+            }
+        } catch {
+            // A refusal leaves nothing of the step: the entries of the
+            // entities built before the one refused go too. (What a failed
+            // deletion leaves, the next read-write open deletes.)
+            try? IndexEntryRemoval.remove(numbers: staged.map { schemas.storedIndexNumbers[$0] }, from: store)
+            throw error
         }
 
         var batch = WriteBatch()

@@ -48,16 +48,22 @@ package final class StoredSchemas: Sendable {
     var current: UInt64 { UInt64(generations.count - 1) }
     /// Per position in ``model``: the number its keys are stored under.
     let storedNumbers: [UInt16]
-    /// Per stored number: the position in ``model`` (nil: none now).
-    private let positions: [UInt16: UInt16]
+    /// Per stored number: the position in ``model`` (``none``: none now).
+    /// Arrays, not dictionaries: a read of a renumbered store looks one up
+    /// per key.
+    private let positions: [UInt16]
     /// Per position in ``model``: the number its index entries are stored under.
     let storedIndexNumbers: [UInt16]
     /// Per number index entries are stored under: the position in ``model``
-    /// (nil: entries no reader looks at, awaiting their deletion).
-    private let indexPositions: [UInt16: UInt16]
-    /// Whether some entity's records or index entries are stored under a
-    /// number that is not its position.
-    let renumbers: Bool
+    /// (``none``: entries no reader looks at, awaiting their deletion).
+    private let indexPositions: [UInt16]
+    private static let none = UInt16.max
+    /// Whether some entity's records are stored under a number that is not its position.
+    let renumbersRecords: Bool
+    /// Whether some entity's index entries are stored under a number that is not its position.
+    let renumbersIndexEntries: Bool
+    /// Whether either is.
+    var renumbers: Bool { renumbersRecords || renumbersIndexEntries }
     /// Per older generation, per stored entity number: how to upgrade its
     /// records (nil: its records read as they are).
     private let upgrades: [[UInt16: RecordUpgrade]]
@@ -67,15 +73,16 @@ package final class StoredSchemas: Sendable {
         self.generations = generations
         self.model = model
         storedNumbers = generations.last!.numbers
-        var positions: [UInt16: UInt16] = [:]
-        for (position, number) in storedNumbers.enumerated() { positions[number] = UInt16(position) }
-        self.positions = positions
         storedIndexNumbers = generations.last!.indexNumbers
-        var indexPositions: [UInt16: UInt16] = [:]
-        for (position, number) in storedIndexNumbers.enumerated() { indexPositions[number] = UInt16(position) }
-        self.indexPositions = indexPositions
-        renumbers = storedNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
-            || storedIndexNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
+        func positions(of numbers: [UInt16]) -> [UInt16] {
+            var positions = Array(repeating: Self.none, count: Int(numbers.max() ?? 0) + 1)
+            for (position, number) in numbers.enumerated() { positions[Int(number)] = UInt16(position) }
+            return positions
+        }
+        self.positions = positions(of: storedNumbers)
+        indexPositions = positions(of: storedIndexNumbers)
+        renumbersRecords = storedNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
+        renumbersIndexEntries = storedIndexNumbers.enumerated().contains { UInt16($0.offset) != $0.element }
         // Each older generation maps to the current model through the
         // steps after it, composed: a property removed and added again in
         // between does not carry its old value over.
@@ -116,19 +123,14 @@ package final class StoredSchemas: Sendable {
         guard renumbers, key.count >= 3 else { return }
         let isIndexEntry: Bool
         switch key[0] {
-        case RecordCoding.objectTag: isIndexEntry = false
-        case IndexKeyCoding.indexTag: isIndexEntry = true
+        case RecordCoding.objectTag where renumbersRecords: isIndexEntry = false
+        case IndexKeyCoding.indexTag where renumbersIndexEntries: isIndexEntry = true
         default: return
         }
-        let number = UInt16(key[1]) << 8 | UInt16(key[2])
-        let translated: UInt16?
-        if toStored {
-            let numbers = isIndexEntry ? storedIndexNumbers : storedNumbers
-            translated = Int(number) < numbers.count ? numbers[Int(number)] : nil
-        } else {
-            translated = isIndexEntry ? indexPositions[number] : positions[number]
-        }
-        guard let translated else { return }
+        let number = Int(UInt16(key[1]) << 8 | UInt16(key[2]))
+        let table = toStored ? (isIndexEntry ? storedIndexNumbers : storedNumbers) : (isIndexEntry ? indexPositions : positions)
+        guard number < table.count, table[number] != Self.none else { return }
+        let translated = table[number]
         key[1] = UInt8(translated >> 8)
         key[2] = UInt8(translated & 0xFF)
     }
@@ -136,7 +138,17 @@ package final class StoredSchemas: Sendable {
     /// Whether `number` is one the current generation stores index entries
     /// under (false: a replaced index's entries, or a build a crash cut
     /// short — read by no one, deleted at the next read-write open).
-    func isLive(indexNumber number: UInt16) -> Bool { indexPositions[number] != nil }
+    func isLive(indexNumber number: UInt16) -> Bool { Int(number) < indexPositions.count && indexPositions[Int(number)] != Self.none }
+
+    /// Whether keys starting with `prefix` may be stored under other numbers
+    /// than their positions (when false, they read as they are stored).
+    func renumbers(keysStartingWith prefix: [UInt8]) -> Bool {
+        switch prefix.first {
+        case RecordCoding.objectTag?: renumbersRecords
+        case IndexKeyCoding.indexTag?: renumbersIndexEntries
+        default: renumbers
+        }
+    }
 
     /// `key` translated (a copy; see ``translate(_:toStored:)``).
     func key(_ key: [UInt8], toStored: Bool) -> [UInt8] {

@@ -141,9 +141,11 @@ struct MigrateCommand: ParsableCommand {
     }
 
     /// Runs `body`, sampling resident memory every 2 ms on a thread of its
-    /// own; returns the highest sample above the one taken before.
+    /// own; returns the highest sample above the one taken before — after
+    /// handing freed memory back to the system, or what the import and the
+    /// fetches before freed would hide what `body` allocates.
     static func peakResidentGrowth(_ body: () throws -> Void) throws -> Double {
-        let before = ResidentMemory.megabytes()
+        let before = ResidentMemory.trimmedMegabytes()
         let peak = Mutex(before)
         let running = Atomic(true)
         let stopped = DispatchSemaphore(value: 0)
