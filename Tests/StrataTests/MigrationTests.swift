@@ -398,6 +398,37 @@ extension MigrationTests {
     }
 }
 
+extension MigrationTests {
+    /// The engine's own compaction — the background one, or a compaction
+    /// not preceded by `upgradeStoredRecords` — upgrades the old records it
+    /// copies (``StoredSchemas/compactionRewriter``): none awaits its
+    /// upgrade after, and every value reads as before.
+    @Test func theEnginesCompactionUpgradesTheRecordsItCopies() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        do {
+            let coordinator = try Self.open(directory, Self.v1())
+            try coordinator.compactStore()  // the seven records, in a segment, all of generation 0
+            try coordinator.close()
+        }
+        let v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))])
+        let coordinator = try Self.open(directory, v2)
+        // The five notes (the folders' layout did not change: they read as they are).
+        #expect(try Self.inspect(directory).summary().recordsAwaitingUpgrade == 5)
+        try coordinator.currentStore().compact()  // the engine's, alone
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        try coordinator.close()
+        let inspector = try Self.inspect(directory)
+        #expect(inspector.summary().recordsAwaitingUpgrade == 0)
+        #expect(inspector.summary().schemaGenerations.map(\.records) == [2, 5])
+        let check = try inspector.verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+        let reopened = try Self.open(directory, v2)
+        #expect(try Self.notes(reopened) == Self.seeded)
+        try reopened.close()
+    }
+}
+
 /// Cases a review found (each failed before its fix).
 extension MigrationTests {
     static func bodies(_ coordinator: PersistentStoreCoordinator, key: String) throws -> [String] {

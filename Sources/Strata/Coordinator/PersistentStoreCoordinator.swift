@@ -144,6 +144,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     prepared = try prepare(newStore, readOnly: false, plan: nil)
                 }
                 let (keys, identifier) = (prepared.keys, prepared.identifier)
+                // The engine's compactions upgrade the old records they copy.
+                (newStore as? LogRecordStore)?.engine.setCompactionRewriter(prepared.schemas.compactionRewriter)
                 lock.withLock {
                     store = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
                     schemas = prepared.schemas

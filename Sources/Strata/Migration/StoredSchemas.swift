@@ -186,6 +186,22 @@ package final class StoredSchemas: Sendable {
         return upgrades[Int(generation)][UInt16(key[1]) << 8 | UInt16(key[2])]
     }
 
+    /// What the engine's compaction does to each value it copies: an
+    /// object record an older generation wrote is rewritten as the current
+    /// one writes it, so compaction — background or not — leaves every
+    /// record it touches current (nil while the store has one generation).
+    /// A record that does not decode under its generation is copied as it
+    /// is, for verification to report.
+    var compactionRewriter: CompactionRewriter? {
+        guard generations.count > 1 else { return nil }
+        return { [self] key, value, replacement in
+            guard let upgrade = upgrade(forRecord: value, storedKey: key) else { return false }
+            var offsets: [Int] = []
+            replacement.removeAll(keepingCapacity: true)
+            return upgrade.upgrade(value, into: &replacement, offsets: &offsets)
+        }
+    }
+
     /// `value`, a record stored under entity number `number`, as the
     /// current model reads it (the same bytes when it is current); nil when
     /// it does not decode under the schema it was written with. For tools

@@ -12,6 +12,12 @@
 /// last. A failure before the switch deletes the outputs and leaves the store
 /// as it was (it stays writable: compaction never touches a file the manifest
 /// names); a failure of the switch itself fails the store.
+/// See ``StrataStore/setCompactionRewriter(_:)``: key, value, and where to
+/// write the replacement value; true when it wrote one.
+public typealias CompactionRewriter = @Sendable (
+    _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ replacement: inout [UInt8]
+) -> Bool
+
 extension StrataStore {
     /// Compacts every segment into new ones now, dropping all dead records and
     /// every tombstone no older data needs. Waits for a running background
@@ -37,6 +43,27 @@ extension StrataStore {
             do throws(StoreError) { try runCompaction(inputs: nil) } catch { result = .failure(error) }
         }
         try result.get()
+    }
+
+    /// Has every later compaction pass each live value it copies through
+    /// `rewriter`, which may write a replacement into its third argument
+    /// and return true (false: the value is copied as it is). The engine
+    /// knows nothing of what values mean; a layer above uses this to bring
+    /// old records up to date as a side effect of compaction — Strata's
+    /// coordinator upgrades the records an older schema wrote. The record
+    /// keeps its key and sequence number: to readers it is the same write.
+    /// Nil stops it. Called on the compaction's thread; must be pure, fast,
+    /// and never touch the store.
+    ///
+    /// ```swift
+    /// store.setCompactionRewriter { key, value, out in
+    ///     guard value.first == 1 else { return false }
+    ///     out = [2] + value.dropFirst()
+    ///     return true
+    /// }
+    /// ```
+    public func setCompactionRewriter(_ rewriter: CompactionRewriter?) {
+        state.withLock { compactionRewriter = rewriter }
     }
 
     /// Queues a background compaction of the segments past the dead ratio.
@@ -78,6 +105,8 @@ extension StrataStore {
     func runCompaction(inputs requested: [UInt32]?) throws(StoreError) {
         // The snapshot, the inputs and the segments outside them, fixed together
         // while no flush is installing a segment.
+        let rewriter = state.withReadLock { compactionRewriter }
+        var rewritten: [UInt8] = []
         var (snapshot, readers, oldestOutside): (KeyIndex, [SegmentReader], UInt64) = installLock.withLock {
             let live = manifestLock.withLock { manifest.segments }
             let wanted = requested.map(Set.init) ?? Set(live.map(\.fileNumber))
@@ -152,7 +181,15 @@ extension StrataStore {
                     }
                     let out = outputs.count - 1
                     let block: UInt32
-                    do throws(SystemCallError) { block = try outputs[out].add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value).packed } catch {
+                    do throws(SystemCallError) {
+                        if r.kind == .put, let rewriter, rewriter(r.key, r.value, &rewritten) {
+                            block = try rewritten.withBytes { (value) throws(SystemCallError) in
+                                try outputs[out].add(key: r.key, sequence: r.sequence, kind: r.kind, value: value).packed
+                            }
+                        } else {
+                            block = try outputs[out].add(key: r.key, sequence: r.sequence, kind: r.kind, value: r.value).packed
+                        }
+                    } catch {
                         throw StoreError(.ioFailure, "cannot write a compaction output", path: outputs[out].path, errno: error.errno, cause: error)
                     }
                     if r.kind == .put {

@@ -64,6 +64,9 @@ public final class StrataStore: @unchecked Sendable {
     var liveSegments: [SegmentInfo]
     /// Set by `close()`. Guarded by `state`.
     var isClosed = false
+    /// What compaction does to each live record's value it copies (see
+    /// ``setCompactionRewriter(_:)``). Guarded by `state`.
+    var compactionRewriter: CompactionRewriter?
 
     // MARK: The writers' queue — guarded by `writers`.
     let writers = ConditionLock()
