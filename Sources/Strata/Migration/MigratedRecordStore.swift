@@ -91,14 +91,9 @@ final class MigratedRecordStore: RecordStore {
 
     func write(_ batch: WriteBatch) throws(StrataError) {
         guard schemas.renumbers else { return try base.write(batch) }
-        var translated = WriteBatch()
-        batch.encoded.withUnsafeBytes { payload in
-            BatchDecoder.forEach(payload) { op in
-                var key = Array(op.key)
-                schemas.translate(&key, toStored: true)
-                if op.kind == .put { translated.put(key, Array(op.value)) } else { translated.delete(key) }
-            }
-        }
+        // One copy of the bytes, each key's entity number patched in place.
+        var translated = batch
+        translated.rewriteKeysInPlace { schemas.translate($0, toStored: true) }
         try base.write(translated)
     }
 

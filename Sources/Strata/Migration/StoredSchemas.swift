@@ -121,6 +121,14 @@ package final class StoredSchemas: Sendable {
     @inline(__always)
     func translate(_ key: inout [UInt8], toStored: Bool) {
         guard renumbers, key.count >= 3 else { return }
+        key.withUnsafeMutableBytes { translate($0, toStored: toStored) }
+    }
+
+    /// ``translate(_:toStored:)`` on a key in place in a buffer (a write
+    /// batch's, say).
+    @inline(__always)
+    func translate(_ key: UnsafeMutableRawBufferPointer, toStored: Bool) {
+        guard renumbers, key.count >= 3 else { return }
         let isIndexEntry: Bool
         switch key[0] {
         case RecordCoding.objectTag where renumbersRecords: isIndexEntry = false

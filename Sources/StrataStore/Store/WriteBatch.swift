@@ -66,6 +66,19 @@ public struct WriteBatch: Sendable {
         key.withUnsafeBytes { encoded.append(contentsOf: $0) }
     }
 
+    /// Lets `body` rewrite each operation's key in place — the same length,
+    /// so nothing moves: for a layer that stores keys under other bytes than
+    /// it builds them with (Strata's renumbered entities), without
+    /// re-encoding the batch. `body` must keep the keys non-empty.
+    package mutating func rewriteKeysInPlace(_ body: (UnsafeMutableRawBufferPointer) -> Void) {
+        encoded.withUnsafeMutableBytes { payload in
+            var reader = ByteReader(UnsafeRawBufferPointer(payload))
+            while !reader.isAtEnd, let op = BatchDecoder.next(&reader) {
+                body(UnsafeMutableRawBufferPointer(mutating: op.key))
+            }
+        }
+    }
+
     /// Removes every operation, keeping the allocated capacity.
     public mutating func removeAll() {
         encoded.removeAll(keepingCapacity: true)
