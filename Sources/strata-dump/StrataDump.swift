@@ -73,6 +73,10 @@ struct Info: ParsableCommand {
                         print("  \(generation.generation)  model \(generation.modelHash)  \(plural(generation.records, "record")) written")
                         for entity in entities { print("       \(entity)") }
                     }
+                    for file in objects.recordsPerFile {
+                        let counts = file.records.enumerated().map { "\($1) of generation \($0)" }.joined(separator: ", ")
+                        print("  in \(file.file): \(counts)")
+                    }
                 }
                 if objects.indexEntriesAwaitingRemoval > 0 {
                     print("unread      \(plural(objects.indexEntriesAwaitingRemoval, "index entry", "index entries")) awaiting removal")

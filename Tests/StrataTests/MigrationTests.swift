@@ -414,13 +414,17 @@ extension MigrationTests {
         let v2 = Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))])
         let coordinator = try Self.open(directory, v2)
         // The five notes (the folders' layout did not change: they read as they are).
-        #expect(try Self.inspect(directory).summary().recordsAwaitingUpgrade == 5)
+        let before = try Self.inspect(directory).summary()
+        #expect(before.recordsAwaitingUpgrade == 5)
+        #expect(before.recordsPerFile.map(\.records) == [[7, 0]], "\(before.recordsPerFile)")  // one segment
         try coordinator.currentStore().compact()  // the engine's, alone
         #expect(try Self.notes(coordinator) == Self.seeded)
         try coordinator.close()
         let inspector = try Self.inspect(directory)
         #expect(inspector.summary().recordsAwaitingUpgrade == 0)
         #expect(inspector.summary().schemaGenerations.map(\.records) == [2, 5])
+        #expect(inspector.summary().recordsPerFile.map(\.records) == [[2, 5]])
+        #expect(inspector.summary().recordsPerFile.map(\.file) != before.recordsPerFile.map(\.file))
         let check = try inspector.verifyRecords()
         #expect(check.problems.isEmpty, "\(check.problems)")
         let reopened = try Self.open(directory, v2)

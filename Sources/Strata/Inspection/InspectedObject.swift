@@ -161,9 +161,21 @@ public struct ObjectStoreSummary: Codable, Sendable, Hashable {
     public var schemaGenerations: [SchemaGenerationSummary] = []
     /// How many records an older generation wrote: read upgraded until rewritten.
     public var recordsAwaitingUpgrade = 0
+    /// Per live file (segment or log) holding object records, how many
+    /// each schema generation wrote: which files compaction has yet to
+    /// bring up to date.
+    public var recordsPerFile: [FileGenerationCount] = []
     /// How many index entries no reader looks at — a replaced index's, or
     /// those of a build a crash cut short — deleted at the next read-write open.
     public var indexEntriesAwaitingRemoval = 0
+}
+
+/// The object records one file holds, per schema generation.
+public struct FileGenerationCount: Codable, Sendable, Hashable {
+    /// `000004.seg`, `000007.wal`.
+    public var file: String
+    /// Per generation, oldest first.
+    public var records: [Int]
 }
 
 /// One model a store's records were written under.

@@ -76,12 +76,14 @@ public final class ObjectStoreInspector: Sendable {
         var counts = Array(repeating: 0, count: model.entities.count)
         var awaitingUpgrade = 0
         var perGeneration = Array(repeating: 0, count: schemas.generations.count)
-        try? contents.forEach(prefix: [RecordCoding.objectTag]) { storedKey, value in
+        var perFile: [String: [Int]] = [:]
+        try? contents.forEachNamingFiles(prefix: [RecordCoding.objectTag]) { storedKey, value, file in
             let key = modelKey(storedKey)
             if let id = RecordCoding.objectID(fromKey: key, model: model) { counts[Int(id.entity.index)] += 1 }
             if needsUpgrade(value, storedKey: storedKey) { awaitingUpgrade += 1 }
             if let generation = RecordCoding.generation(ofRecord: value), generation < UInt64(perGeneration.count) {
                 perGeneration[Int(generation)] += 1
+                perFile[file, default: Array(repeating: 0, count: perGeneration.count)][Int(generation)] += 1
             }
             return true
         }
@@ -110,7 +112,9 @@ public final class ObjectStoreInspector: Sendable {
         }
         return ObjectStoreSummary(
             modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities,
-            schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade, indexEntriesAwaitingRemoval: unread)
+            schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade,
+            recordsPerFile: perFile.sorted { $0.key < $1.key }.map { FileGenerationCount(file: $0.key, records: $0.value) },
+            indexEntriesAwaitingRemoval: unread)
     }
 
     /// The ID `text` names: `Recipe/p42`, `Recipe/42` or the URI form

@@ -35,6 +35,8 @@ public final class StoreContents: Sendable {
 
     let segments: [SegmentReader]
     let logs: [[UInt8]]
+    /// Per log, its file name.
+    let logFiles: [String]
     /// Per log, the batches an open would replay.
     let logBatches: [[LogBatch]]
     /// Per key, its newest version; sorted by key.
@@ -68,10 +70,12 @@ public final class StoreContents: Sendable {
             }
         }
         var logs: [[UInt8]] = []
+        var logFiles: [String] = []
         var logBatches: [[LogBatch]] = []
         for scanned in try inspector.scannedLogs() where scanned.report.isLive {
             let index = logs.count
             logs.append(scanned.bytes)
+            logFiles.append(scanned.report.file)
             if let torn = scanned.tornTail {
                 notes.append("\(scanned.report.file): \(torn.length) bytes of torn tail at offset \(torn.offset); a writable open cuts them off")
             }
@@ -88,6 +92,7 @@ public final class StoreContents: Sendable {
         let sorted = table.sorted { $0.key.lexicographicallyPrecedes($1.key) }
         self.segments = segments
         self.logs = logs
+        self.logFiles = logFiles
         self.logBatches = logBatches
         self.keys = sorted.map(\.key)
         self.newest = sorted.map(\.value)
@@ -118,11 +123,29 @@ public final class StoreContents: Sendable {
     /// Calls `body` with each live key starting with `prefix` and its value, in
     /// ascending key order, reading each segment block once; stops when `body` returns false.
     public func forEach(prefix: [UInt8], _ body: ([UInt8], [UInt8]) -> Bool) throws(StoreError) {
+        try visit(prefix: prefix, namingFiles: false) { key, value, _ in body(key, value) }
+    }
+
+    /// ``forEach(prefix:_:)``, naming the file each value is in
+    /// (`000004.seg`, `000007.wal`): what a layer above counts per file.
+    public func forEachNamingFiles(prefix: [UInt8], _ body: (_ key: [UInt8], _ value: [UInt8], _ file: String) -> Bool) throws(StoreError) {
+        try visit(prefix: prefix, namingFiles: true) { key, value, file in body(key, value, file!) }
+    }
+
+    private func visit(prefix: [UInt8], namingFiles: Bool, _ body: ([UInt8], [UInt8], String?) -> Bool) throws(StoreError) {
         var cache: (Int, UInt32, DecodedBlock)? = nil
         var i = lowerBound(prefix)
         while i < keys.count, keys[i].starts(with: prefix) {
-            if newest[i].kind == .put, !body(keys[i], try read(newest[i].place, cache: &cache)) { return }
+            let place = newest[i].place
+            if newest[i].kind == .put, !body(keys[i], try read(place, cache: &cache), namingFiles ? fileName(of: place) : nil) { return }
             i += 1
+        }
+    }
+
+    private func fileName(of place: Place) -> String {
+        switch place {
+        case .segment(let segment, _): SegmentFormat.fileName(segments[segment].fileNumber)
+        case .log(let log, _, _): logFiles[log]
         }
     }
 
