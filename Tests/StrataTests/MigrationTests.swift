@@ -433,6 +433,41 @@ extension MigrationTests {
     }
 }
 
+extension MigrationTests {
+    /// A record, or a schema history, in a format newer than this build
+    /// knows is refused as written by a newer Strata
+    /// (``StrataError/Code/unsupportedFormat``), not reported as corrupt: the
+    /// store is sound, the application is old.
+    @Test func newerRecordAndHistoryFormatsAreRefusedAsNewer() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let path = directory.path + "/store"
+        let note = Self.v1().entity(named: "Note")!
+        do {
+            let engine = try StrataStore(directory: path, options: testStoreOptions())
+            let first = try #require(try engine.scan(prefix: RecordCoding.prefix(of: note), limit: 1).first)
+            var batch = WriteBatch()
+            batch.put(first.key, [3] + first.value.dropFirst())
+            _ = try engine.write(batch)
+            try engine.close()
+        }
+        let coordinator = try Self.open(directory, Self.v1())
+        let error = #expect(throws: StrataError.self) { _ = try Self.notes(coordinator) }
+        #expect(error?.code == .unsupportedFormat, "\(String(describing: error))")
+        try coordinator.close()
+
+        do {
+            let engine = try StrataStore(directory: path, options: testStoreOptions())
+            var batch = WriteBatch()
+            batch.put(StoredSchemas.historyKey, [3, 1])
+            _ = try engine.write(batch)
+            try engine.close()
+        }
+        let refused = #expect(throws: StrataError.self) { try Self.open(directory, Self.v1()) }
+        #expect(refused?.code == .unsupportedFormat, "\(String(describing: refused))")
+    }
+}
+
 /// Cases a review found (each failed before its fix).
 extension MigrationTests {
     static func bodies(_ coordinator: PersistentStoreCoordinator, key: String) throws -> [String] {

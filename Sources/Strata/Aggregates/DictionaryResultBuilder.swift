@@ -192,7 +192,5 @@ struct EncodedValues: MatchValues {
         return count
     }
 
-    private func corrupt() -> StrataError {
-        StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
-    }
+    private func corrupt() -> StrataError { RecordCoding.undecodable(id, format: raw.first) }
 }

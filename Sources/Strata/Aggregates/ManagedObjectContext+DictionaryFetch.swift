@@ -34,7 +34,7 @@ extension ManagedObjectContext {
                 switch row {
                 case .stored(let record):
                     guard fields.locate(in: record.bytes, entity: plan.entity) else {
-                        throw StrataError(.corruptRecord, "the record of \(record.id) does not decode under the model")
+                        throw RecordCoding.undecodable(record.id, format: record.bytes.first)
                     }
                     try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
                 case .pending(let snapshot):

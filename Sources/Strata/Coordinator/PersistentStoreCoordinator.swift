@@ -242,7 +242,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let store = try currentStore()
         guard let bytes = try store.get(RecordCoding.key(id)) else { return nil }
         guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
-            throw StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
+            throw RecordCoding.undecodable(id, format: bytes.first)
         }
         cacheLock.withLock {
             if rowCache.epoch == epoch { rowCache.insert(snapshot, for: id) }

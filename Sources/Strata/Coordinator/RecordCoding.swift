@@ -106,6 +106,22 @@ package enum RecordCoding {
         }
     }
 
+    /// The newest record format this build reads.
+    static let newestFormat: UInt8 = 2
+
+    /// Why the record of `id` (its stored bytes: `first` is the format) did
+    /// not decode: ``StrataError/Code/unsupportedFormat`` when a newer
+    /// Strata wrote it in a format this build does not know — the store is
+    /// sound, the application is old — else ``StrataError/Code/corruptRecord``.
+    static func undecodable(_ id: ObjectID, format: UInt8?) -> StrataError {
+        if let format, format > newestFormat {
+            return StrataError(
+                .unsupportedFormat,
+                "the record of \(id) is in format \(format), written by a newer Strata; this build reads record formats 1 to \(newestFormat)")
+        }
+        return StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
+    }
+
     /// The schema generation a record was written under; nil for a format
     /// this build does not know.
     static func generation(ofRecord bytes: [UInt8]) -> UInt64? {

@@ -30,6 +30,9 @@ extension PersistentStoreCoordinator {
         let storedSchema = Array(record.dropFirst(16))
         var generations: [StoredSchemas.Generation]
         if let history = try store.get(StoredSchemas.historyKey) {
+            if let format = history.first, format > StoredSchemas.newestHistoryFormat {
+                throw StrataError(.unsupportedFormat, "the store's schema history is in format \(format), written by a newer Strata; this build reads formats 1 to \(StoredSchemas.newestHistoryFormat)")
+            }
             guard let decoded = StoredSchemas.decodeHistory(history), decoded.last?.schema == storedSchema else {
                 throw StrataError(.corruptRecord, "the store's schema history is damaged, or does not end with its model")
             }

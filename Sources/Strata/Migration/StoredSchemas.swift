@@ -224,6 +224,8 @@ package final class StoredSchemas: Sendable {
     // MARK: The history record
 
     package static let historyKey: [UInt8] = [RecordCoding.metaTag] + Array("history".utf8)
+    /// The newest history record format this build reads.
+    static let newestHistoryFormat: UInt8 = 2
 
     /// Format 1 while every entity's index entries share its records'
     /// number (what engines before index numbers read), 2 after: each

@@ -37,9 +37,7 @@ struct BorrowedRecord {
     /// A copy that outlives the scan.
     func kept() -> StoredRecord { StoredRecord(id: id, bytes: Array(bytes)) }
 
-    private func corrupt() -> StrataError {
-        StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
-    }
+    private func corrupt() -> StrataError { RecordCoding.undecodable(id, format: bytes.first) }
 }
 
 /// A stored record kept after the scan that read it, still encoded.
