@@ -359,7 +359,8 @@ import Testing
         try store.flush()
         store.setCompactionRewriter { _, value, replacement in
             guard value.starts(with: Array("old-".utf8)) else { return false }
-            replacement = Array("new-".utf8) + value.dropFirst(4)
+            // Appended: the buffer is empty at each call (review).
+            replacement.append(contentsOf: Array("new-".utf8) + value.dropFirst(4))
             return true
         }
         let sequenceBefore = store.sequence

@@ -455,6 +455,9 @@ extension MigrationTests {
         let error = #expect(throws: StrataError.self) { _ = try Self.notes(coordinator) }
         #expect(error?.code == .unsupportedFormat, "\(String(describing: error))")
         try coordinator.close()
+        // A migration reading it (an index build) says the same (review).
+        let indexing = #expect(throws: StrataError.self) { try Self.open(directory, Self.v1(noteIndexes: [IndexDescription("views")])) }
+        #expect(indexing?.code == .unsupportedFormat, "\(String(describing: indexing))")
 
         do {
             let engine = try StrataStore(directory: path, options: testStoreOptions())
@@ -465,6 +468,8 @@ extension MigrationTests {
         }
         let refused = #expect(throws: StrataError.self) { try Self.open(directory, Self.v1()) }
         #expect(refused?.code == .unsupportedFormat, "\(String(describing: refused))")
+        let inspecting = #expect(throws: StrataError.self) { try Self.inspect(directory) }
+        #expect(inspecting?.code == .unsupportedFormat, "\(String(describing: inspecting))")
     }
 }
 

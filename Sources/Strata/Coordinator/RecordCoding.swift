@@ -114,12 +114,17 @@ package enum RecordCoding {
     /// Strata wrote it in a format this build does not know — the store is
     /// sound, the application is old — else ``StrataError/Code/corruptRecord``.
     static func undecodable(_ id: ObjectID, format: UInt8?) -> StrataError {
+        undecodable("the record of \(id)", format: format)
+    }
+
+    /// ``undecodable(_:format:)`` for a record named otherwise ("a record of Note").
+    static func undecodable(_ record: String, format: UInt8?, under what: String = "the model") -> StrataError {
         if let format, format > newestFormat {
             return StrataError(
                 .unsupportedFormat,
-                "the record of \(id) is in format \(format), written by a newer Strata; this build reads record formats 1 to \(newestFormat)")
+                "\(record) is in format \(format), written by a newer Strata; this build reads record formats 1 to \(newestFormat)")
         }
-        return StrataError(.corruptRecord, "the record of \(id) does not decode under the model")
+        return StrataError(.corruptRecord, "\(record) does not decode under \(what)")
     }
 
     /// The schema generation a record was written under; nil for a format

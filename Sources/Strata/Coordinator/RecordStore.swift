@@ -19,6 +19,11 @@ protocol RecordStore: AnyObject, Sendable {
     var statistics: StoreStatistics? { get }
     /// Writes the log out to segments and reclaims the space of dead records.
     func compact() throws(StrataError)
+    /// Makes what was written durable even when writes are not synced
+    /// (`syncMode = .none`): after a migration, before any compaction can
+    /// write records of the new schema generation into durable segments
+    /// while the history naming it is still in an unsynced log.
+    func makeDurable() throws(StrataError)
 }
 
 /// Keys from `start` (inclusive) to `end` (exclusive; nil: no end).
@@ -116,6 +121,11 @@ final class LogRecordStore: RecordStore {
 
     var statistics: StoreStatistics? { engine.statistics }
 
+    func makeDurable() throws(StrataError) {
+        guard engine.options.syncMode == .none, !engine.options.readOnly else { return }
+        do throws(StoreError) { try engine.flush() } catch { throw StrataError.storage(error) }
+    }
+
     func compact() throws(StrataError) {
         do throws(StoreError) {
             try engine.flush()
@@ -165,4 +175,5 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     func close() throws(StrataError) {}
     var statistics: StoreStatistics? { nil }
     func compact() throws(StrataError) {}
+    func makeDurable() throws(StrataError) {}
 }

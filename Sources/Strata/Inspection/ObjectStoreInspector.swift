@@ -59,9 +59,7 @@ public final class ObjectStoreInspector: Sendable {
         }
         self.model = model
         if let history = try value(StoredSchemas.historyKey) {
-            guard let generations = StoredSchemas.decodeHistory(history), generations.last?.schema == Array(record.dropFirst(16)) else {
-                throw StrataError(.corruptRecord, "the store's schema history is damaged, or does not end with its model")
-            }
+            let generations = try StoredSchemas.generations(fromHistory: history, endingWith: Array(record.dropFirst(16)))
             schemas = try StoredSchemas(generations: generations, model: model)
         } else {
             schemas = StoredSchemas(freshFor: model)
@@ -312,7 +310,7 @@ public final class ObjectStoreInspector: Sendable {
 
     private func inspect(_ id: ObjectID, _ bytes: [UInt8]) throws(StrataError) -> InspectedObject {
         guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
-            throw StrataError(.corruptRecord, "the record of \(id) does not decode under the stored model")
+            throw RecordCoding.undecodable("the record of \(id)", format: bytes.first, under: "the stored model")
         }
         let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
         var properties: [InspectedProperty] = []

@@ -90,7 +90,7 @@ struct StagedIndexBuild {
         try reader.forEach(prefix: prefix) { key, value throws(StrataError) in
             guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix),
                   let snapshot = RecordCoding.decode(value, entity: entity) else {
-                throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
+                throw RecordCoding.undecodable("a record of \(entity.name)", format: value.first)
             }
             for number in entity.indexes.indices {
                 var entry = IndexKeyCoding.key(snapshot.values, of: entity, index: number, primaryKey: primaryKey)

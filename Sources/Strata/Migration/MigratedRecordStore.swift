@@ -70,7 +70,7 @@ final class MigratedRecordStore: RecordStore {
         var keyCopy: [UInt8] = []
         // A range within one tag's keys needs only that tag's renumbering.
         let renumbers = ranges.contains { range in
-            guard let tag = range.start.first, let end = range.end, end.first == tag || end == [tag + 1] else { return schemas.renumbers }
+            guard let tag = range.start.first, let end = range.end, end.first == tag || end == [tag &+ 1] else { return schemas.renumbers }
             return schemas.renumbers(keysStartingWith: range.start)
         }
         try base.forEachKey(in: storedRanges) { key, get throws(StrataError) -> Bool in
@@ -100,4 +100,5 @@ final class MigratedRecordStore: RecordStore {
     func close() throws(StrataError) { try base.close() }
     var statistics: StoreStatistics? { base.statistics }
     func compact() throws(StrataError) { try base.compact() }
+    func makeDurable() throws(StrataError) { try base.makeDurable() }
 }

@@ -107,7 +107,7 @@ extension MigrationStage {
         let prefix = RecordCoding.prefix(of: old)
         try reader.forEach(prefix: prefix) { key, value throws(StrataError) in
             guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix), let snapshot = RecordCoding.decode(value, entity: old) else {
-                throw StrataError(.corruptRecord, "a record of \(old.name) does not decode under the schema it was written with")
+                throw RecordCoding.undecodable("a record of \(old.name)", format: value.first, under: "the schema it was written with")
             }
             let oldValues = snapshot.values.map(converted)
             let values = mapping.sources.map { source in source.old.map { source.value(from: oldValues[$0]) } ?? source.initial }

@@ -30,13 +30,7 @@ extension PersistentStoreCoordinator {
         let storedSchema = Array(record.dropFirst(16))
         var generations: [StoredSchemas.Generation]
         if let history = try store.get(StoredSchemas.historyKey) {
-            if let format = history.first, format > StoredSchemas.newestHistoryFormat {
-                throw StrataError(.unsupportedFormat, "the store's schema history is in format \(format), written by a newer Strata; this build reads formats 1 to \(StoredSchemas.newestHistoryFormat)")
-            }
-            guard let decoded = StoredSchemas.decodeHistory(history), decoded.last?.schema == storedSchema else {
-                throw StrataError(.corruptRecord, "the store's schema history is damaged, or does not end with its model")
-            }
-            generations = decoded
+            generations = try StoredSchemas.generations(fromHistory: history, endingWith: storedSchema)
         } else {
             let storedModel = try ModelSchema.decodeCached(storedSchema)
             generations = [.init(schema: storedSchema, numbers: (0..<storedModel.entities.count).map(UInt16.init))]
@@ -71,6 +65,7 @@ extension PersistentStoreCoordinator {
                 }
                 generations = next
             }
+            if generations.count > 1 && !readOnly { try store.makeDurable() }
         }
         var keys = Array(repeating: UInt64(1), count: model.entities.count)
         if let bytes = try store.get(RecordCoding.keysKey) {
@@ -228,7 +223,7 @@ extension PersistentStoreCoordinator {
             var lacking = 0
             try reader.forEach(prefix: prefix) { key, value throws(StrataError) in
                 guard let snapshot = RecordCoding.decode(value, entity: entity), let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix) else {
-                    throw StrataError(.corruptRecord, "a record of \(entity.name) does not decode under the model")
+                    throw RecordCoding.undecodable("a record of \(entity.name)", format: value.first)
                 }
                 if snapshot.values[property] == .null {
                     lacking += 1

@@ -227,6 +227,22 @@ package final class StoredSchemas: Sendable {
     /// The newest history record format this build reads.
     static let newestHistoryFormat: UInt8 = 2
 
+    /// The generations a history record holds, which must end with the
+    /// store's model `schema`. Throws ``StrataError/Code/unsupportedFormat``
+    /// for a history a newer Strata wrote, ``StrataError/Code/corruptRecord``
+    /// for a damaged one.
+    static func generations(fromHistory history: [UInt8], endingWith schema: [UInt8]) throws(StrataError) -> [Generation] {
+        if let format = history.first, format > newestHistoryFormat {
+            throw StrataError(
+                .unsupportedFormat,
+                "the store's schema history is in format \(format), written by a newer Strata; this build reads formats 1 to \(newestHistoryFormat)")
+        }
+        guard let generations = decodeHistory(history), generations.last?.schema == schema else {
+            throw StrataError(.corruptRecord, "the store's schema history is damaged, or does not end with its model")
+        }
+        return generations
+    }
+
     /// Format 1 while every entity's index entries share its records'
     /// number (what engines before index numbers read), 2 after: each
     /// generation's index numbers follow its record numbers.

@@ -47,7 +47,8 @@ extension StrataStore {
 
     /// Has every later compaction pass each live value it copies through
     /// `rewriter`, which may write a replacement into its third argument
-    /// and return true (false: the value is copied as it is). The engine
+    /// (empty when it is called) and return true (false: the value is
+    /// copied as it is). The engine
     /// knows nothing of what values mean; a layer above uses this to bring
     /// old records up to date as a side effect of compaction — Strata's
     /// coordinator upgrades the records an older schema wrote. The record
@@ -181,8 +182,13 @@ extension StrataStore {
                     }
                     let out = outputs.count - 1
                     let block: UInt32
+                    var replaced = false
+                    if r.kind == .put, let rewriter {
+                        rewritten.removeAll(keepingCapacity: true)
+                        replaced = rewriter(r.key, r.value, &rewritten)
+                    }
                     do throws(SystemCallError) {
-                        if r.kind == .put, let rewriter, rewriter(r.key, r.value, &rewritten) {
+                        if replaced {
                             block = try rewritten.withBytes { (value) throws(SystemCallError) in
                                 try outputs[out].add(key: r.key, sequence: r.sequence, kind: r.kind, value: value).packed
                             }
