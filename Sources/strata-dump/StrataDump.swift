@@ -78,8 +78,9 @@ struct Info: ParsableCommand {
                         print("  in \(file.file): \(counts)")
                     }
                 }
-                if objects.indexEntriesAwaitingRemoval > 0 {
-                    print("unread      \(plural(objects.indexEntriesAwaitingRemoval, "index entry", "index entries")) awaiting removal")
+                if objects.recordsAwaitingRemoval > 0 || objects.indexEntriesAwaitingRemoval > 0 {
+                    print("unread      \(plural(objects.recordsAwaitingRemoval, "record")) and "
+                          + "\(plural(objects.indexEntriesAwaitingRemoval, "index entry", "index entries")) awaiting removal")
                 }
                 print("objects     \(objects.entities.reduce(0) { $0 + $1.objects })")
                 let width = objects.entities.map(\.entity.count).max() ?? 0

@@ -676,6 +676,9 @@ extension MigrationTests {
                 try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions(), migrationPlan: plan)
             }
             #expect(error?.code == .invalidArgument || error?.code == .validationFailed, "\(String(describing: error))")
+            // What the stage wrote before it failed is taken back.
+            let summary = try Self.inspect(directory).summary()
+            #expect(summary.recordsAwaitingRemoval == 0 && summary.indexEntriesAwaitingRemoval == 0, "\(summary)")
             let old = try Self.open(directory, v1.model)
             #expect(try Self.notes(old) == Self.seeded)
             try old.close()

@@ -8,7 +8,7 @@ import Testing
 /// under an index number no reader of the old model looks at
 /// (``StagedIndexBuild``); what a build cut short or an index replaced
 /// leaves is deleted after the switch and at every read-write open
-/// (``IndexEntryRemoval``).
+/// (``UnreadKeyRemoval``).
 @Suite struct StagedIndexBuildTests {
     static let count = 1_000
 
@@ -168,5 +168,74 @@ import Testing
         // Faults fell inside the build (entries written, no switch), and the
         // loop ran past the migration's last call.
         #expect(leftUnread > 0 && cutShort > 0 && call < 60, "\(leftUnread) \(cutShort) \(call)")
+    }
+
+    /// A custom stage writes each of its batches as it goes, under new
+    /// numbers, and the switch names them: failing at any write or sync, it
+    /// leaves the store at version 1 (what it wrote unread, then deleted by
+    /// the next read-write open) or at version 2 with every note rewritten;
+    /// after the switch, the old records are deleted.
+    @Test(arguments: [FaultInjectingFileSystem.Operation.write, .sync])
+    func aCustomStageCutShortAtAnyCallLeavesOneVersion(operation: FaultInjectingFileSystem.Operation) throws {
+        let seeded = TemporaryDirectory()
+        try Self.seed(seeded)
+        let v1 = ModelVersion("1", model: MigrationTests.v1())
+        let v2 = try MigrationTests.stringViews()
+        let plan = try MigrationPlan(versions: [v1, v2], stages: [
+            .custom(from: "1", to: "2", batchSize: 100) { objects in
+                for object in objects where object.entity.name == "Note" {
+                    guard case .integer(let n)? = object.oldValue(forKey: "views") else { continue }
+                    try object.setValue(.string("seen \(n) times"), forKey: "views")
+                }
+            },
+        ])
+        var call = 1, leftUnread = 0, cutShort = 0
+        while call < 80 {
+            let directory = TemporaryDirectory("\(#function)\(call)")
+            try FileManager.default.copyItem(atPath: seeded.path + "/store", toPath: directory.path + "/store")
+            let disk = FaultInjectingFileSystem()
+            disk.inject(.error(EIO), on: operation, atCall: call)
+            var options = testStoreOptions()
+            options.syncMode = .always
+            options.fileSystem = disk
+            do {
+                let coordinator = PersistentStoreCoordinator(model: v2.model)
+                try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options, migrationPlan: plan)
+                try coordinator.close()
+            } catch {
+                cutShort += 1
+            }
+            let fired = disk.injectedFaultCount > 0
+            let check = try MigrationTests.inspect(directory).verifyRecords()
+            #expect(check.problems.isEmpty, "call \(call): \(check.problems)")
+            let summary = try MigrationTests.inspect(directory).summary()
+            if summary.recordsAwaitingRemoval > 0 { leftUnread += 1 }
+            let notes = summary.entities.first { $0.entity == "Note" }?.objects
+            #expect(notes == Self.count, "call \(call): \(String(describing: notes)) notes")
+            // Version 1 opens (deleting what it does not read) unless the switch landed.
+            var migrated = false
+            do {
+                try MigrationTests.open(directory, v1.model).close()
+                let after = try MigrationTests.inspect(directory).summary()
+                #expect(after.recordsAwaitingRemoval == 0 && after.indexEntriesAwaitingRemoval == 0, "call \(call)")
+            } catch let error as StrataError {
+                #expect(error.code == .modelMismatch && error.message.contains("newer version"), "call \(call): \(error)")
+                migrated = true
+            }
+            let reopened = PersistentStoreCoordinator(model: v2.model)
+            try reopened.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions(), migrationPlan: plan)
+            let context = ManagedObjectContext(.privateQueue, coordinator: reopened)
+            let views = try context.performAndWait { () throws in
+                try context.fetch(FetchRequest<MNote>()).map { $0.value(forKey: "views") as? String }
+            }
+            #expect(views.count == Self.count && views.allSatisfy { $0?.hasPrefix("seen ") == true }, "call \(call) (migrated before: \(migrated))")
+            try reopened.close()
+            let after = try MigrationTests.inspect(directory).summary()
+            #expect(after.recordsAwaitingRemoval == 0 && after.indexEntriesAwaitingRemoval == 0 && after.recordsAwaitingUpgrade == 0, "call \(call)")
+            #expect(try MigrationTests.inspect(directory).verifyRecords().problems.isEmpty, "call \(call)")
+            if !fired { break }  // past the migration's last call
+            call += 1
+        }
+        #expect(leftUnread > 0 && cutShort > 0 && call < 80, "\(leftUnread) \(cutShort) \(call)")
     }
 }

@@ -165,6 +165,10 @@ public struct ObjectStoreSummary: Codable, Sendable, Hashable {
     /// each schema generation wrote: which files compaction has yet to
     /// bring up to date.
     public var recordsPerFile: [FileGenerationCount] = []
+    /// How many object records no reader looks at — a removed entity's,
+    /// those a custom stage rewrote under a new number, or those of a stage
+    /// a crash cut short — deleted at the next read-write open.
+    public var recordsAwaitingRemoval = 0
     /// How many index entries no reader looks at — a replaced index's, or
     /// those of a build a crash cut short — deleted at the next read-write open.
     public var indexEntriesAwaitingRemoval = 0

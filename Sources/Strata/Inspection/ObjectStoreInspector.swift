@@ -75,7 +75,12 @@ public final class ObjectStoreInspector: Sendable {
         var awaitingUpgrade = 0
         var perGeneration = Array(repeating: 0, count: schemas.generations.count)
         var perFile: [String: [Int]] = [:]
+        var unreadRecords = 0
         try? contents.forEachNamingFiles(prefix: [RecordCoding.objectTag]) { storedKey, value, file in
+            guard isRead(storedKey) else {
+                unreadRecords += 1
+                return true
+            }
             let key = modelKey(storedKey)
             if let id = RecordCoding.objectID(fromKey: key, model: model) { counts[Int(id.entity.index)] += 1 }
             if needsUpgrade(value, storedKey: storedKey) { awaitingUpgrade += 1 }
@@ -112,7 +117,7 @@ public final class ObjectStoreInspector: Sendable {
             modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities,
             schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade,
             recordsPerFile: perFile.sorted { $0.key < $1.key }.map { FileGenerationCount(file: $0.key, records: $0.value) },
-            indexEntriesAwaitingRemoval: unread)
+            recordsAwaitingRemoval: unreadRecords, indexEntriesAwaitingRemoval: unread)
     }
 
     /// The ID `text` names: `Recipe/p42`, `Recipe/42` or the URI form
@@ -186,7 +191,7 @@ public final class ObjectStoreInspector: Sendable {
     /// the metadata records are well formed; no key is foreign to the object layer.
     public func verifyRecords() throws(StrataError) -> (records: Int, problems: [RecordProblem]) {
         var objectKeys = Set<[UInt8]>()
-        contents.forEachKey(prefix: [RecordCoding.objectTag]) { objectKeys.insert(modelKey($0)) }
+        contents.forEachKey(prefix: [RecordCoding.objectTag]) { if isRead($0) { objectKeys.insert(modelKey($0)) } }
         var indexKeys = Set<[UInt8]>()
         contents.forEachKey(prefix: [IndexKeyCoding.indexTag]) { if isRead($0) { indexKeys.insert(modelKey($0)) } }
         // The entries the stored objects make, as they are met.
@@ -281,11 +286,9 @@ public final class ObjectStoreInspector: Sendable {
 
     private func storedKey(_ key: [UInt8]) -> [UInt8] { schemas.key(key, toStored: true) }
 
-    /// False for an index entry stored under a number the current schema
-    /// generation does not read (``StoredSchemas/isLive(indexNumber:)``).
-    private func isRead(_ stored: [UInt8]) -> Bool {
-        stored.count < 3 || stored[0] != IndexKeyCoding.indexTag || schemas.isLive(indexNumber: UInt16(stored[1]) << 8 | UInt16(stored[2]))
-    }
+    /// False for a record or an index entry stored under a number the
+    /// current schema generation does not read (``StoredSchemas/reads(storedKey:)``).
+    private func isRead(_ stored: [UInt8]) -> Bool { schemas.reads(storedKey: stored) }
 
     /// Whether `value`, stored at `storedKey`, was written under an older schema generation.
     private func needsUpgrade(_ value: [UInt8], storedKey: [UInt8]) -> Bool {

@@ -1,57 +1,10 @@
 internal import StrataStore
 
-/// The entries of every index of one entity, made object by object by a
-/// custom migration stage — whose rewritten objects go in the switch batch
-/// with them — checking its unique indexes as it goes.
-struct IndexBuilder {
-    let entity: EntityDescription
-    let schemas: StoredSchemas
-    private var entries: [[UInt8]] = []
-    /// Per unique index's values: the first object met holding them.
-    private var holders: [[UInt8]: ObjectID] = [:]
-    private var conflicts: [ConstraintConflict] = []
-
-    init(entity: EntityDescription, schemas: StoredSchemas) {
-        self.entity = entity
-        self.schemas = schemas
-    }
-
-    mutating func add(_ values: [PropertyValue], primaryKey: UInt64) {
-        let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
-        for number in entity.indexes.indices {
-            var entry = IndexKeyCoding.key(values, of: entity, index: number, primaryKey: primaryKey)
-            if entity.indexes[number].isUnique {
-                let held = entity.indexedProperties[number].map { values[$0] }
-                if !held.contains(.null), let holder = holders.updateValue(id, forKey: Array(entry.dropLast(8))) {
-                    conflicts.append(ConstraintConflict(
-                        objectID: id, constraint: entity.indexes[number].attributeNames, values: held, conflictingObjectIDs: [holder]))
-                }
-            }
-            schemas.translate(&entry, toStored: true)
-            entries.append(entry)
-        }
-    }
-
-    /// Puts the entries; throws ``StrataError/Code/constraintConflict``
-    /// listing the objects that share a unique index's values, if any do.
-    func finish(into batch: inout WriteBatch) throws(StrataError) {
-        guard conflicts.isEmpty else {
-            var error = StrataError(
-                .constraintConflict,
-                "\(conflicts.count) stored \(entity.name) objects share the values of a uniqueness constraint of the new model; the store was not migrated")
-            error.constraintConflicts = conflicts
-            throw error
-        }
-        for entry in entries { batch.put(entry, []) }
-    }
-}
-
-
 /// Builds every index of one entity for an inferred migration, before the
 /// switch to the new schema generation, under the index number the new
 /// generation gives the entity — one no earlier generation used, so no
 /// reader of the store as it is sees the entries, and a crash leaves only
-/// entries that the next read-write open deletes (``IndexEntryRemoval``).
+/// entries that the next read-write open deletes (``UnreadKeyRemoval``).
 ///
 /// Streamed: it reads each object once and writes its entries
 /// `batchSize` objects at a time, so memory stays bounded by a batch
@@ -75,9 +28,8 @@ struct StagedIndexBuild {
     }
 
     /// Writes the entries of every object `reader` holds into `store`, then
-    /// throws ``StrataError/Code/constraintConflict`` listing the objects
-    /// that share a unique index's values, if any do (the caller deletes
-    /// what the step built).
+    /// checks its unique indexes (``checkUniqueness(in:entries:)``); the
+    /// caller deletes what the step built if it throws.
     func run(reading reader: MigratedRecordStore, into store: any RecordStore) throws(StrataError) {
         let prefix = RecordCoding.prefix(of: entity)
         var total = 0
@@ -111,7 +63,14 @@ struct StagedIndexBuild {
         done += inBatch
         progress?(MigrationProgress(step: .buildingIndexes(entity: entity.name), done: done, total: max(total, done)))
 
-        let conflicts = try uniquenessConflicts(in: store, entries: done)
+        try checkUniqueness(in: store, entries: done)
+    }
+
+    /// Throws ``StrataError/Code/constraintConflict`` listing the objects
+    /// whose entries, under the new index number, share a unique index's
+    /// values (`entries` sizes the progress reports).
+    func checkUniqueness(in store: any RecordStore, entries: Int) throws(StrataError) {
+        let conflicts = try uniquenessConflicts(in: store, entries: entries)
         guard conflicts.isEmpty else {
             var error = StrataError(
                 .constraintConflict,
@@ -164,54 +123,5 @@ struct StagedIndexBuild {
             }
         }
         return conflicts
-    }
-}
-
-/// Deletes index entries no reader looks at: those of a replaced index
-/// set (the number the current generation moved the entity's entries
-/// from) and those of a build a crash or a refusal cut short (a number no
-/// generation names yet). Runs after each migration and at every
-/// read-write open; a crash in the middle leaves entries the next run
-/// deletes, and the store reads the same meanwhile.
-enum IndexEntryRemoval {
-    /// Removes the unread entries of a store with these schema generations.
-    static func run(in store: any RecordStore, generations: [StoredSchemas.Generation]) throws(StrataError) {
-        let everyNumber = generations.reduce(into: Set<UInt16>()) { $0.formUnion($1.allNumbers) }
-        let unread = everyNumber.subtracting(generations.last!.indexNumbers)
-        var ranges = unread.sorted().map { KeyRange(prefix: RecordCoding.entityPrefix(IndexKeyCoding.indexTag, $0)) }
-        // Builds cut short used the numbers after every one named.
-        let firstUnnamed = Int(everyNumber.max() ?? 0) + 1
-        if firstUnnamed <= Int(UInt16.max) {
-            ranges.append(KeyRange(start: RecordCoding.entityPrefix(IndexKeyCoding.indexTag, UInt16(firstUnnamed)), end: [IndexKeyCoding.indexTag + 1]))
-        }
-        try remove(in: ranges, from: store)
-    }
-
-    /// Removes every entry stored under these index numbers.
-    static func remove(numbers: [UInt16], from store: any RecordStore) throws(StrataError) {
-        try remove(in: numbers.map { KeyRange(prefix: RecordCoding.entityPrefix(IndexKeyCoding.indexTag, $0)) }, from: store)
-    }
-
-    /// Deletes the keys in `ranges` (sorted, disjoint), `batchSize` per
-    /// batch, until none is left, each scan starting after the last key
-    /// the one before deleted.
-    private static func remove(in ranges: [KeyRange], from store: any RecordStore, batchSize: Int = 16_384) throws(StrataError) {
-        var ranges = ranges
-        while !ranges.isEmpty {
-            var batch = WriteBatch(), count = 0, last: [UInt8] = []
-            try store.forEachKey(in: ranges) { key, _ throws(StrataError) -> Bool in
-                last = Array(key)
-                batch.delete(last)
-                count += 1
-                return count < batchSize
-            }
-            guard count > 0 else { return }
-            try store.write(batch)
-            let resume = last + [0]
-            ranges = ranges.compactMap { range in
-                if let end = range.end, !resume.lexicographicallyPrecedes(end) { return nil }
-                return range.start.lexicographicallyPrecedes(resume) ? KeyRange(start: resume, end: range.end) : range
-            }
-        }
     }
 }

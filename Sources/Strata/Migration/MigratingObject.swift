@@ -54,12 +54,14 @@ public final class MigratingObject {
 
 extension MigrationStage {
     /// Runs the stage over every stored object of `old` (the entity in the
-    /// store's model), writing each as `entity` of the new generation into
-    /// `batch` and its index entries into `indexes`.
+    /// store's model), writing each as `entity` of the new generation, with
+    /// its index entries, into `store` — a batch of the stage at a time,
+    /// under the numbers `schemas` gives the entity, which no reader of the
+    /// store as it is looks at until the migration switches to them.
     func rewrite(
         _ entity: EntityDescription, from old: EntityDescription, mapping: SchemaMapping.EntityMapping, newPosition: [Int?],
-        reading reader: MigratedRecordStore, writing schemas: StoredSchemas, into batch: inout WriteBatch,
-        indexes: inout IndexBuilder, done: inout Int, total: Int
+        reading reader: MigratedRecordStore, writing schemas: StoredSchemas, into store: any RecordStore,
+        done: inout Int, total: Int
     ) throws(StrataError) {
         let model = schemas.model
         func converted(_ value: PropertyValue) -> PropertyValue {
@@ -84,6 +86,7 @@ extension MigrationStage {
                 throw StrataError(.invalidArgument, "the migration stage \(from) → \(to) threw: \(error)", cause: error)
             }
             var failures: [ValidationFailure] = []
+            var batch = WriteBatch()
             for object in pending {
                 for i in entity.requiredIndices where object.values[i] == .null {
                     failures.append(ValidationFailure(objectID: object.objectID, property: entity.properties[i].name, reason: .missingValue))
@@ -93,13 +96,19 @@ extension MigrationStage {
                 var key = RecordCoding.key(object.objectID)
                 schemas.translate(&key, toStored: true)
                 batch.put(key, record)
-                indexes.add(object.values, primaryKey: object.objectID.primaryKey)
+                for number in entity.indexes.indices {
+                    var entry = IndexKeyCoding.key(object.values, of: entity, index: number, primaryKey: object.objectID.primaryKey)
+                    schemas.translate(&entry, toStored: true)
+                    batch.put(entry, [])
+                }
             }
             guard failures.isEmpty else {
                 var error = StrataError(.validationFailed, "the migration stage \(from) → \(to) left values the new model requires unset; the store was not migrated")
                 error.validationFailures = failures
                 throw error
             }
+            // The reader's scan holds a snapshot: writing under it is safe.
+            try store.write(batch)
             done += pending.count
             pending.removeAll(keepingCapacity: true)
             progress?(done, total)

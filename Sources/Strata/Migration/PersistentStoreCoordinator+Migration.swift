@@ -12,14 +12,16 @@ extension PersistentStoreCoordinator {
     /// Checks (or writes) the model, migrating the store to it when its
     /// model changed in a way that can be inferred, or through the steps of
     /// `plan`; reads the key counters and the store's identity. Each step
-    /// is ONE atomic batch: the new schema generation, the model record, the
-    /// key counters, the deletion of removed entities' objects and, for a
-    /// custom stage, every object it rewrote and their index entries. The
-    /// entries of indexes an inferred step adds or changes are built before
-    /// it, in batches, where no reader looks (``StagedIndexBuild``), and the
-    /// batch makes them the ones read. A crash leaves the store at one of
-    /// the versions; the entries no version reads are deleted after each
-    /// step and at every read-write open (``IndexEntryRemoval``).
+    /// switches with ONE small atomic batch: the new schema generation, the
+    /// model record, the key counters. What the step writes in proportion
+    /// to the store — the entries of indexes an inferred step adds or
+    /// changes (``StagedIndexBuild``), every object a custom stage rewrites
+    /// and its entries — is written before it, in batches, under numbers no
+    /// generation names yet, where no reader looks; the switch makes them
+    /// the ones read. A crash leaves the store at one of the versions; what
+    /// no version reads — those keys after a crash, the ones they replaced,
+    /// a removed entity's objects — is deleted after each step and at every
+    /// read-write open (``UnreadKeyRemoval``).
     func prepare(
         _ store: any RecordStore, readOnly: Bool, plan: MigrationPlan? = nil, progress: MigrationProgressHandler? = nil
     ) throws(StrataError) -> PreparedStore {
@@ -36,7 +38,7 @@ extension PersistentStoreCoordinator {
             generations = [.init(schema: storedSchema, numbers: (0..<storedModel.entities.count).map(UInt16.init))]
         }
         // What a step or a build left when a crash or a refusal cut it short.
-        if !readOnly { try IndexEntryRemoval.run(in: store, generations: generations) }
+        if !readOnly { try UnreadKeyRemoval.run(in: store, generations: generations) }
         if hash != model.versionHash || storedSchema != model.schema {
             let storedModel = try ModelSchema.decodeCached(storedSchema)
             guard storedModel.versionHash == hash else {
@@ -120,8 +122,8 @@ extension PersistentStoreCoordinator {
         }
         let before = generations
         let last = generations.removeLast()
-        // Entity positions (in `target`) whose index entries are built
-        // before the switch, under a new number.
+        // Entity positions (in `target`) whose index entries (and, under a
+        // custom stage, records) are written before the switch, under new numbers.
         var staged: [Int] = []
         if needsGeneration {
             generations.append(last)
@@ -134,12 +136,17 @@ extension PersistentStoreCoordinator {
             var numbers: [UInt16] = [], indexNumbers: [UInt16] = []
             for (position, entityMapping) in mapping.entities.enumerated() {
                 if let old = entityMapping.old {
-                    numbers.append(last.numbers[Int(old.index)])
-                    // A custom stage rewrites the entries in its batch, in place.
-                    if entityMapping.indexesChanged && stage == nil {
+                    if stage != nil {
+                        // A custom stage rewrites every object: records and entries go anew.
+                        numbers.append(try fresh())
+                        indexNumbers.append(try fresh())
+                        staged.append(position)
+                    } else if entityMapping.indexesChanged {
+                        numbers.append(last.numbers[Int(old.index)])
                         indexNumbers.append(try fresh())
                         staged.append(position)
                     } else {
+                        numbers.append(last.numbers[Int(old.index)])
                         indexNumbers.append(last.indexNumbers[Int(old.index)])
                     }
                 } else {
@@ -158,55 +165,51 @@ extension PersistentStoreCoordinator {
         let reader = MigratedRecordStore(store, schemas: schemas)
         try checkValuesHeld(mapping, in: target, reading: reader)  // none under a stage: it fills them
         do throws(StrataError) {
-            for position in staged where !target.entities[position].indexes.isEmpty {
-                let build = StagedIndexBuild(
-                    entity: target.entities[position], schemas: schemas, batchSize: indexBuildBatchSizeForTesting ?? 16_384, progress: progress)
-                try build.run(reading: reader, into: store)
+            if let stage {
+                // It reads the objects as the store had them, and reports
+                // progress against their number.
+                let oldReader = MigratedRecordStore(store, schemas: try StoredSchemas(generations: before, model: storedModel))
+                var done = 0, total = 0
+                for old in storedModel.entities where mapping.newPosition[Int(old.index)] != nil {
+                    let prefix = RecordCoding.entityPrefix(RecordCoding.objectTag, last.numbers[Int(old.index)])
+                    try store.forEachKey(in: [KeyRange(prefix: prefix)]) { _, _ throws(StrataError) -> Bool in
+                        total += 1
+                        return true
+                    }
+                }
+                for position in staged {
+                    let entity = target.entities[position], entityMapping = mapping.entities[position]
+                    let before = done
+                    try stage.rewrite(
+                        entity, from: entityMapping.old!, mapping: entityMapping, newPosition: mapping.newPosition, reading: oldReader,
+                        writing: schemas, into: store, done: &done, total: total)
+                    try StagedIndexBuild(entity: entity, schemas: schemas, progress: progress).checkUniqueness(in: store, entries: done - before)
+                }
+            } else {
+                for position in staged where !target.entities[position].indexes.isEmpty {
+                    let build = StagedIndexBuild(
+                        entity: target.entities[position], schemas: schemas, batchSize: indexBuildBatchSizeForTesting ?? 16_384, progress: progress)
+                    try build.run(reading: reader, into: store)
+                }
             }
         } catch {
-            // A refusal leaves nothing of the step: the entries of the
-            // entities built before the one refused go too. (What a failed
+            // A refusal leaves nothing of the step: what was written for
+            // the entities before the one refused goes too. (What a failed
             // deletion leaves, the next read-write open deletes.)
-            try? IndexEntryRemoval.remove(numbers: staged.map { schemas.storedIndexNumbers[$0] }, from: store)
+            try? UnreadKeyRemoval.remove(
+                recordNumbers: stage == nil ? [] : staged.map { schemas.storedNumbers[$0] },
+                indexNumbers: staged.map { schemas.storedIndexNumbers[$0] }, from: store)
             throw error
         }
 
+        // The switch. Removed entities' objects are left to the removal after it.
         var batch = WriteBatch()
         batch.put(RecordCoding.modelKey, RecordCoding.modelRecord(target))
         batch.put(StoredSchemas.historyKey, schemas.historyRecord())
         batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys))
-        // Objects of removed entities, and their index entries, go.
-        for old in storedModel.entities where mapping.newPosition[Int(old.index)] == nil {
-            try deleteAll(storedNumber: last.numbers[Int(old.index)], indexNumber: last.indexNumbers[Int(old.index)], in: store, into: &batch)
-        }
-        // A custom stage rewrites every object: it reads them as the store
-        // had them, and reports progress against their number.
-        let oldReader = stage == nil ? nil : MigratedRecordStore(store, schemas: try StoredSchemas(generations: before, model: storedModel))
-        var done = 0, total = 0
-        if stage != nil {
-            for old in storedModel.entities where mapping.newPosition[Int(old.index)] != nil {
-                let prefix = RecordCoding.entityPrefix(RecordCoding.objectTag, last.numbers[Int(old.index)])
-                try store.forEachKey(in: [KeyRange(prefix: prefix)]) { _, _ throws(StrataError) -> Bool in
-                    total += 1
-                    return true
-                }
-            }
-        }
-        if let stage, let oldReader {
-            for (position, entityMapping) in mapping.entities.enumerated() {
-                let entity = target.entities[position]
-                guard let old = entityMapping.old else { continue }
-                try deleteAll(storedNumber: nil, indexNumber: last.indexNumbers[Int(old.index)], in: store, into: &batch)
-                var indexes = IndexBuilder(entity: entity, schemas: schemas)
-                try stage.rewrite(
-                    entity, from: old, mapping: entityMapping, newPosition: mapping.newPosition, reading: oldReader, writing: schemas,
-                    into: &batch, indexes: &indexes, done: &done, total: total)
-                try indexes.finish(into: &batch)
-            }
-        }
         try store.write(batch)
-        // The entries the staged builds replaced.
-        try IndexEntryRemoval.run(in: store, generations: generations)
+        // What the staged writes replaced, and removed entities' objects.
+        try UnreadKeyRemoval.run(in: store, generations: generations)
         return generations
     }
 
@@ -265,21 +268,6 @@ extension PersistentStoreCoordinator {
     private func identity(of store: any RecordStore) throws(StrataError) -> UUID {
         let identity = try store.get(RecordCoding.storeKey)
         return identity.flatMap { $0.count == 16 ? UUID(uuid: $0.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }) : nil } ?? UUID()
-    }
-
-    /// Deletes every object stored under entity number `number` (none when
-    /// nil) and every index entry stored under `indexNumber`.
-    private func deleteAll(
-        storedNumber number: UInt16?, indexNumber: UInt16, in store: any RecordStore, into batch: inout WriteBatch
-    ) throws(StrataError) {
-        var prefixes = [RecordCoding.entityPrefix(IndexKeyCoding.indexTag, indexNumber)]
-        if let number { prefixes.append(RecordCoding.entityPrefix(RecordCoding.objectTag, number)) }
-        for prefix in prefixes {
-            try store.forEachKey(in: [KeyRange(prefix: prefix)]) { key, _ throws(StrataError) -> Bool in
-                batch.delete(Array(key))
-                return true
-            }
-        }
     }
 }
 

@@ -143,10 +143,19 @@ package final class StoredSchemas: Sendable {
         key[2] = UInt8(translated & 0xFF)
     }
 
-    /// Whether `number` is one the current generation stores index entries
-    /// under (false: a replaced index's entries, or a build a crash cut
-    /// short — read by no one, deleted at the next read-write open).
-    func isLive(indexNumber number: UInt16) -> Bool { Int(number) < indexPositions.count && indexPositions[Int(number)] != Self.none }
+    /// Whether the current generation reads the record or index entry
+    /// stored at `key` — false for what awaits ``UnreadKeyRemoval``: keys
+    /// under a number it does not read them under (replaced, removed, or
+    /// written by a step a crash cut short). Other keys: true.
+    func reads(storedKey key: [UInt8]) -> Bool {
+        guard key.count >= 3 else { return true }
+        let number = Int(UInt16(key[1]) << 8 | UInt16(key[2]))
+        switch key[0] {
+        case RecordCoding.objectTag: return number < positions.count && positions[number] != Self.none
+        case IndexKeyCoding.indexTag: return number < indexPositions.count && indexPositions[number] != Self.none
+        default: return true
+        }
+    }
 
     /// Whether keys starting with `prefix` may be stored under other numbers
     /// than their positions (when false, they read as they are stored).

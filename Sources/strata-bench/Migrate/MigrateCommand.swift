@@ -135,8 +135,9 @@ struct MigrateCommand: ParsableCommand {
         }
         print(table.render())
         let custom = med(\.openMilliseconds, .customStage)
-        print("custom stage rewriting every recipe's rating (double → string) and carrying the ingredients over, in one atomic batch: "
-              + "\(fixed(custom, 0)) ms, \(thousands(Double(objects) / custom * 1000)) objects/s")
+        print("custom stage rewriting every recipe's rating (double → string) and carrying the ingredients over, "
+              + "in batches of 10,000 under new numbers, one switch: \(fixed(custom, 0)) ms, "
+              + "\(thousands(Double(objects) / custom * 1000)) objects/s, peak memory growth \(fixed(med(\.openPeakGrowthMB, .customStage), 0)) MB")
         if let json { try writeJSON(report, to: json) }
     }
 
