@@ -32,6 +32,21 @@ import Testing
         try coordinator.close()
     }
 
+    /// A copy of `seeded`'s store, and options (synced at every write) that
+    /// make its `operation` number `call` fail.
+    static func copy(
+        _ seeded: TemporaryDirectory, failing operation: FaultInjectingFileSystem.Operation, atCall call: Int, name: String
+    ) throws -> (TemporaryDirectory, FaultInjectingFileSystem, StoreOptions) {
+        let directory = TemporaryDirectory(name)
+        try FileManager.default.copyItem(atPath: seeded.path + "/store", toPath: directory.path + "/store")
+        let disk = FaultInjectingFileSystem()
+        disk.inject(.error(EIO), on: operation, atCall: call)
+        var options = testStoreOptions()
+        options.syncMode = .always
+        options.fileSystem = disk
+        return (directory, disk, options)
+    }
+
     static func indexed() -> ManagedObjectModel { MigrationTests.v1(noteIndexes: [IndexDescription("views")], noteUniqueness: [["title"]]) }
 
     static func entryCounts(_ directory: TemporaryDirectory) throws -> (read: [Int], unread: Int) {
@@ -125,13 +140,7 @@ import Testing
         try Self.seed(seeded)
         var call = 1, leftUnread = 0, cutShort = 0
         while call < 60 {
-            let directory = TemporaryDirectory("\(#function)\(call)")
-            try FileManager.default.copyItem(atPath: seeded.path + "/store", toPath: directory.path + "/store")
-            let disk = FaultInjectingFileSystem()
-            disk.inject(.error(EIO), on: operation, atCall: call)
-            var options = testStoreOptions()
-            options.syncMode = .always
-            options.fileSystem = disk
+            let (directory, disk, options) = try Self.copy(seeded, failing: operation, atCall: call, name: "\(#function)\(call)")
             let coordinator = PersistentStoreCoordinator(model: Self.indexed())
             coordinator.indexBuildBatchSizeForTesting = 100
             do {
@@ -191,13 +200,7 @@ import Testing
         ])
         var call = 1, leftUnread = 0, cutShort = 0
         while call < 80 {
-            let directory = TemporaryDirectory("\(#function)\(call)")
-            try FileManager.default.copyItem(atPath: seeded.path + "/store", toPath: directory.path + "/store")
-            let disk = FaultInjectingFileSystem()
-            disk.inject(.error(EIO), on: operation, atCall: call)
-            var options = testStoreOptions()
-            options.syncMode = .always
-            options.fileSystem = disk
+            let (directory, disk, options) = try Self.copy(seeded, failing: operation, atCall: call, name: "\(#function)\(call)")
             do {
                 let coordinator = PersistentStoreCoordinator(model: v2.model)
                 try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: options, migrationPlan: plan)
