@@ -648,6 +648,11 @@ extension MigrationTests {
         try coordinator.close()
         // Two folders (one batch), then five notes two by two.
         #expect(reports.withLock { $0 } == [[2, 7], [4, 7], [6, 7], [7, 7]])
+        // Each entity's records and entries moved to one new number: the
+        // history stays in format 1, which engines before index numbers read.
+        let engine = try StrataStore(directory: directory.path + "/store", options: testStoreOptions())
+        #expect(try engine.get(StoredSchemas.historyKey)?.first == 1)
+        try engine.close()
         let inspector = try Self.inspect(directory)
         #expect(inspector.summary().recordsAwaitingUpgrade == 0)
         #expect(try inspector.verifyRecords().problems.isEmpty)

@@ -46,10 +46,12 @@ public struct MigrationStage: Sendable {
     /// (``MigratingObject/oldValue(forKey:)``) and under the new one, which
     /// start as inference makes them — carried over where a property
     /// matches, the default where it is new or its type changed — and which
-    /// it may set. Everything the stage writes, with the switch to the new
-    /// version, is ONE atomic batch: a throw, a crash or a value the new
-    /// model refuses leaves the store at the old version. `progress` gets
-    /// the objects done and the total after each batch.
+    /// it may set. Each batch is written as it is done, where no reader of
+    /// the old version looks, and ONE small atomic batch then switches to
+    /// the new version: a throw, a crash or a value the new model refuses
+    /// leaves the store at the old version (what the stage wrote is
+    /// deleted). `progress` gets the objects done and the total after each
+    /// batch.
     ///
     /// ```swift
     /// .custom(from: "1", to: "2") { objects in

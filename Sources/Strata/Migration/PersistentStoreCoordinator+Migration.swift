@@ -137,9 +137,12 @@ extension PersistentStoreCoordinator {
             for (position, entityMapping) in mapping.entities.enumerated() {
                 if let old = entityMapping.old {
                     if stage != nil {
-                        // A custom stage rewrites every object: records and entries go anew.
+                        // A custom stage rewrites every object: records and
+                        // entries go anew, under one number (the tag tells
+                        // them apart; the history stays in format 1 when
+                        // nothing else moved).
                         numbers.append(try fresh())
-                        indexNumbers.append(try fresh())
+                        indexNumbers.append(numbers.last!)
                         staged.append(position)
                     } else if entityMapping.indexesChanged {
                         numbers.append(last.numbers[Int(old.index)])
