@@ -9,9 +9,11 @@
 //
 // usage: strata-container-crash-child <store directory>
 //        strata-container-crash-child migrate <store directory>
+//        strata-container-crash-child migrate-custom <store directory>
 //
 // With `migrate`, it opens the store with the model's next version (a
-// migration), prints "ack 1" once it is open, and waits to be killed.
+// migration), prints "ack 1" once it is open, and waits to be killed;
+// `migrate-custom` takes the same step through a custom stage.
 import ContainerCrashWorkload
 import Dispatch
 import Foundation
@@ -25,10 +27,12 @@ func report(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-if CommandLine.arguments.count == 3 && CommandLine.arguments[1] == "migrate" {
+if CommandLine.arguments.count == 3 && CommandLine.arguments[1].hasPrefix("migrate") {
     do {
+        let plan = CommandLine.arguments[1] == "migrate-custom" ? try Workload.makeCustomPlan() : nil
         let container = try PersistentContainer(
-            name: "CrashMigration", model: Workload.makeMigratedModel(), directory: CommandLine.arguments[2], options: Workload.options())
+            name: "CrashMigration", model: Workload.makeMigratedModel(), directory: CommandLine.arguments[2], options: Workload.options(),
+            migrationPlan: plan)
         report("ack 1")
         _ = container
         while true { sleep(60) }

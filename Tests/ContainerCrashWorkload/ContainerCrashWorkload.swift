@@ -79,6 +79,19 @@ public enum ContainerCrashWorkload {
         ])
     }
 
+    /// The same step through a custom stage: every stored object is
+    /// rewritten (each recipe's rating set to what inference would give it),
+    /// 50 at a time, each batch written as it is done.
+    public static func makeCustomPlan() throws -> MigrationPlan {
+        try MigrationPlan(versions: [ModelVersion("1", model: makeModel()), ModelVersion("2", model: makeMigratedModel())], stages: [
+            .custom(from: "1", to: "2", batchSize: 50) { objects in
+                for object in objects where object.entity.name == "CrashRecipe" {
+                    try object.setValue(.double(1.5), forKey: "rating")
+                }
+            },
+        ])
+    }
+
     /// Small logs and segments, so kills land in flushes and compactions too.
     public static func options(sync: StoreOptions.SyncMode = .grouped) -> StoreOptions {
         var options = StoreOptions()

@@ -110,8 +110,10 @@ import Testing
     /// a fresh copy of a store of 300 saves: after every kill `strata-dump
     /// verify` passes; the old model opens the store or refuses it as
     /// migrated (never anything else); and the new model reads exactly the
-    /// graph of those 300 saves, whole, inverses agreeing.
-    @Test func aMigrationKilledAtAnyMomentLeavesTheOldModelOrTheNew() async throws {
+    /// graph of those 300 saves, whole, inverses agreeing — for the step
+    /// inferred, and taken through a custom stage that rewrites every object.
+    @Test(arguments: ["migrate", "migrate-custom"])
+    func aMigrationKilledAtAnyMomentLeavesTheOldModelOrTheNew(mode: String) async throws {
         typealias Workload = ContainerCrashWorkload
         let child = try #require(builtExecutable(named: "strata-container-crash-child"), "the crash child was not built beside the tests")
         let dump = try #require(builtExecutable(named: "strata-dump"), "strata-dump was not built beside the tests")
@@ -135,7 +137,7 @@ import Testing
                     return (["cycle \(cycle): cannot copy the store: \(error)"], old, new)
                 }
                 let deadline = Date().addingTimeInterval(Double.random(in: 0.0...0.15, using: &random))
-                guard let run = try? runCrashChild(child, ["migrate", store], killWhen: { _ in Date() >= deadline }) else {
+                guard let run = try? runCrashChild(child, [mode, store], killWhen: { _ in Date() >= deadline }) else {
                     return (["cycle \(cycle): the child did not start"], old, new)
                 }
                 if !run.said.isEmpty { failures.append("cycle \(cycle): the child said \(run.said)") }
@@ -168,7 +170,7 @@ import Testing
         }
         let result = try #require(outcome, "the migration crash test timed out")
         #expect(result.failures.isEmpty, "\(result.failures)")
-        print("migration crash test: \(cycles) kills, \(result.old) left at the old model, \(result.new) at the new")
+        print("migration crash test (\(mode)): \(cycles) kills, \(result.old) left at the old model, \(result.new) at the new")
     }
 
     /// The graph as a fresh container finds it.
