@@ -18,8 +18,8 @@
 /// built before the switch, in batches, under a number never used — which
 /// no reader of the old generation looks at — and the switch batch only
 /// names it. The entries under the old number are left to
-/// ``PersistentStoreCoordinator`` to delete, batch by batch, after the
-/// switch (and at every read-write open, should a crash have come first).
+/// ``UnreadKeyRemoval`` to delete, batch by batch, after the switch (and at
+/// every read-write open, should a crash have come first).
 ///
 /// Immutable once made: shared by every reader of the store.
 package final class StoredSchemas: Sendable {
@@ -135,10 +135,8 @@ package final class StoredSchemas: Sendable {
         case IndexKeyCoding.indexTag where renumbersIndexEntries: isIndexEntry = true
         default: return
         }
-        let number = Int(UInt16(key[1]) << 8 | UInt16(key[2]))
         let table = toStored ? (isIndexEntry ? storedIndexNumbers : storedNumbers) : (isIndexEntry ? indexPositions : positions)
-        guard number < table.count, table[number] != Self.none else { return }
-        let translated = table[number]
+        guard let translated = Self.entry(in: table, number: Int(UInt16(key[1]) << 8 | UInt16(key[2]))) else { return }
         key[1] = UInt8(translated >> 8)
         key[2] = UInt8(translated & 0xFF)
     }
@@ -151,10 +149,17 @@ package final class StoredSchemas: Sendable {
         guard key.count >= 3 else { return true }
         let number = Int(UInt16(key[1]) << 8 | UInt16(key[2]))
         switch key[0] {
-        case RecordCoding.objectTag: return number < positions.count && positions[number] != Self.none
-        case IndexKeyCoding.indexTag: return number < indexPositions.count && indexPositions[number] != Self.none
+        case RecordCoding.objectTag: return Self.entry(in: positions, number: number) != nil
+        case IndexKeyCoding.indexTag: return Self.entry(in: indexPositions, number: number) != nil
         default: return true
         }
+    }
+
+    /// `table`'s entry for entity number `number`; nil past its end or
+    /// where it holds ``none``.
+    @inline(__always)
+    private static func entry(in table: [UInt16], number: Int) -> UInt16? {
+        number < table.count && table[number] != none ? table[number] : nil
     }
 
     /// Whether keys starting with `prefix` may be stored under other numbers
