@@ -6,24 +6,28 @@ import StrataStore
 /// A file system whose fsync can be held shut, so a test can keep a save
 /// "in the middle of its disk write" for as long as it likes.
 final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendable {
-    // `@unchecked Sendable`: `armed` is guarded by `lock`; the semaphores are thread-safe.
+    // `@unchecked Sendable`: `armed` and `failing` are guarded by `lock`; the semaphores are thread-safe.
     let base: any FileSystem = POSIXFileSystem()
     private let lock = NSLock()
     private var armed = false
+    private var failing = false
     let entered = DispatchSemaphore(value: 0)
     let gate = DispatchSemaphore(value: 0)
 
-    func arm() { lock.withLock { armed = true } }
+    /// Holds the next fsync shut until ``gate`` is signalled; `failing`:
+    /// it then fails with EIO instead of syncing.
+    func arm(failing: Bool = false) { lock.withLock { armed = true; self.failing = failing } }
 
     func sync(_ fd: FileDescriptor) throws(SystemCallError) {
-        let hold = lock.withLock { () -> Bool in
+        let (hold, fail) = lock.withLock { () -> (Bool, Bool) in
             defer { armed = false }
-            return armed
+            return (armed, armed && failing)
         }
         if hold {
             entered.signal()
             _ = gate.wait(timeout: .now() + 20)
         }
+        if fail { throw SystemCallError(call: "fsync", errno: EIO, path: nil) }
         try base.sync(fd)
     }
 }
@@ -47,10 +51,11 @@ struct GatedWriterStack {
         child = ManagedObjectContext(.privateQueue, parent: writer, name: "child")
     }
 
-    /// Starts a writer save that will block in its fsync; returns once it
-    /// does (true), or after 10 s if it never does (false).
-    func startBlockedWriterSave(_ done: DispatchSemaphore, _ failure: LockedError) -> Bool {
-        files.arm()
+    /// Starts a writer save that will block in its fsync (and then fail,
+    /// when `failing`); returns once it does (true), or after 10 s if it
+    /// never does (false).
+    func startBlockedWriterSave(_ done: DispatchSemaphore, _ failure: LockedError, failing: Bool = false) -> Bool {
+        files.arm(failing: failing)
         let writer = writer
         writer.perform {
             do { try writer.save() } catch { failure.set(error) }

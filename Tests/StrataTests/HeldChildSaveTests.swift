@@ -246,6 +246,73 @@ private struct SeedStack {
         #expect(try stack.storedTexts() == ["kept"])
     }
 
+    ///     writer queue                        main queue
+    ///                                         own: insert M, update U
+    ///                                         (and delete D); held N
+    ///     block: inside ─────────────────▶    save(): hands M, U, (D), N
+    ///                                         on; the writer runs a block,
+    ///                                         so the hand-on waits for it
+    ///     main.performAndWait {  (a cycle: runs as main's guest)
+    ///       reset() / rollback()
+    ///     }
+    ///     block ends ─────────────────────▶   hand-on taken in; save returns:
+    ///                                         did-save lists M, U, (D), N —
+    ///                                         the writer has them all
+    @Test("Rule 9: a guest's reset or rollback during a hand-on leaves did-save listing what was saved",
+          arguments: ["reset", "rollback"], [false, true])
+    func guestResetDuringHandOnKeepsDidSave(call: String, withDelete: Bool) throws {
+        let stack = try SeedStack()
+        let main = stack.main, writer = stack.writer
+        let stored = try stack.importNotes(["U", "D"])
+        try main.performAndWait { try main.save() }
+        try writer.performAndWait { try writer.save() }
+        let (ownInsert, rolledBack) = try main.performAndWait { () throws -> (ObjectID, TracedNote) in
+            let note = TracedNote(context: main)
+            note.text = "M"
+            let updated = try main.existingObject(with: stored[0]) as! TracedNote
+            updated.text = "U2"
+            if withDelete { main.delete(try main.existingObject(with: stored[1])) }
+            return (note.objectID, updated)
+        }
+        let held = try stack.importNotes(["N"])[0]
+        let savedInserts = LockedIDs(), savedUpdates = LockedIDs(), savedDeletes = LockedIDs()
+        let observers = [
+            savedInserts.collect(ManagedObjectContext.didSave, of: main, \.inserted),
+            savedUpdates.collect(ManagedObjectContext.didSave, of: main, \.updated),
+            savedDeletes.collect(ManagedObjectContext.didSave, of: main, \.deleted),
+        ]
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
+        let writerInside = DispatchSemaphore(value: 0), mainSaving = DispatchSemaphore(value: 0)
+        let writerDone = DispatchSemaphore(value: 0)
+        writer.perform {
+            writerInside.signal()
+            _ = mainSaving.wait(timeout: .now() + 10)
+            let deadline = DispatchTime.now() + 10
+            while !WaitGraph.shared.hasWaiter(holding: WaitGraph.mainQueue) && DispatchTime.now() < deadline { usleep(1_000) }
+            main.performAndWait { call == "reset" ? main.reset() : main.rollback() }
+            writerDone.signal()
+        }
+        #expect(writerInside.wait(timeout: .now() + 10) == .success)
+        try main.performAndWait {
+            mainSaving.signal()
+            try main.save()
+        }
+        #expect(writerDone.wait(timeout: .now() + 10) == .success)
+        #expect(Set(savedInserts.all) == [ownInsert, held], "did-save left out inserts the writer took")
+        #expect(savedUpdates.all == [stored[0]], "did-save left out the update the writer took")
+        #expect(savedDeletes.all == (withDelete ? [stored[1]] : []), "did-save left out the deletion the writer took")
+        if call == "rollback" {
+            // Rolled back while in flight: the copy shows what was saved.
+            main.performAndWait {
+                #expect(rolledBack.text == "U2")
+                #expect(!main.hasChanges)
+                if withDelete { #expect(main.registeredObject(for: stored[1]) == nil) }
+            }
+        }
+        try writer.performAndWait { try writer.save() }
+        #expect(try stack.storedTexts() == (withDelete ? ["M", "N", "U2"] : ["D", "M", "N", "U2"]))
+    }
+
     @Test("Rule 13: a full list of held saves takes the oldest in, not all of them")
     func fullListTakesInOneSave() throws {
         CopyThreads.shared.reset()
@@ -289,9 +356,15 @@ private struct SeedStack {
     ///                                                                   fsync let go: the save
     ///                                                                   ends, wakes the importer
     ///     rounds 5…8 go on                                              later saves take them
-    @Test("Rule 13: an import through the main context waits while the saving writer has a full next save")
-    func importWaitsForTheWriterBacklog() throws {
-        let stack = try GatedWriterStack()
+    ///
+    /// Also with a uniqueness constraint (the main context takes those
+    /// saves in instead of holding them: paced all the same), and with a
+    /// writer save that fails in its fsync (the waiter goes on; nothing
+    /// is lost from memory).
+    @Test("Rule 13: an import through the main context waits while the saving writer has a full next save",
+          arguments: ["plain", "unique names", "failing fsync"])
+    func importWaitsForTheWriterBacklog(variant: String) throws {
+        let stack = try GatedWriterStack(model: variant == "unique names" ? makeModel(recipeUniqueness: [["name"]]) : makeModel())
         let writer = stack.writer
         let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
         let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
@@ -299,7 +372,8 @@ private struct SeedStack {
         writer.performAndWait { for i in 0..<written { Recipe(context: writer).name = "w\(i)" } }
         let writerDone = DispatchSemaphore(value: 0)
         let writerFailure = LockedError()
-        #expect(stack.startBlockedWriterSave(writerDone, writerFailure), "the writer's save never reached its fsync")
+        #expect(stack.startBlockedWriterSave(writerDone, writerFailure, failing: variant == "failing fsync"),
+                "the writer's save never reached its fsync")
 
         let rounds = 8, perRound = 500
         let finishedRounds = ConcurrencyTestBox(0)
@@ -328,9 +402,15 @@ private struct SeedStack {
         #expect(importDone.wait(timeout: .now() + 20) == .success, "the import never finished once the writer's save ended")
         #expect(writerDone.wait(timeout: .now() + 10) == .success)
         #expect(importFailure.error == nil)
-        #expect(writerFailure.error == nil)
-        try writer.performAndWait { try writer.save() }
-        #expect(try stack.storedNames().count == written + rounds * perRound)
+        guard variant == "failing fsync" else {
+            #expect(writerFailure.error == nil)
+            try writer.performAndWait { try writer.save() }
+            #expect(try stack.storedNames().count == written + rounds * perRound)
+            return
+        }
+        #expect((writerFailure.error as? StrataError)?.code == .storage, "the writer's save did not fail as its fsync did")
+        #expect(writer.performAndWait { writer.insertedObjects.count } == written + rounds * perRound,
+                "the writer lost objects when its save failed")
     }
 
     @Test("Rule 13: held saves and the main context's own changes go on as one change set, in order")

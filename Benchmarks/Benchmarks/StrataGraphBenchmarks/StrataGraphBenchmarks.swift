@@ -88,6 +88,66 @@ let benchmarks: @Sendable () -> Void = {
     } setup: {
         try nested.setUp(storedRecipes: 0)
     }
+
+    // Insert + save, the import path per object: 1,000 objects made and
+    // their six attributes set in a fresh coordinator-attached context, then
+    // saved as one batch into the in-memory store (which keeps growing).
+    // Without an index, then with two (`name`, `servings`): the difference
+    // is the index maintenance — an entry per index per object, encoded in
+    // the same batch.
+    for indexed in [false, true] {
+        let importer = GraphFixture(indexed: indexed)
+        Benchmark(
+            indexed ? "graph: insert+save 1000 objects, 2 indexes" : "graph: insert+save 1000 objects",
+            configuration: .init(maxIterations: 300)
+        ) { benchmark in
+            let context = ManagedObjectContext(.privateQueue, coordinator: importer.coordinator)
+            do {
+                try context.performAndWait { () throws(StrataError) in
+                    benchmark.startMeasurement()
+                    GraphFixture.insertRecipes(1_000, into: context, startingAt: importer.nextRecipe)
+                    try context.save()
+                    benchmark.stopMeasurement()
+                    importer.nextRecipe += 1_000
+                }
+            } catch {
+                benchmark.error("save failed: \(error)")
+            }
+        } setup: {
+            try importer.setUp(storedRecipes: 0)
+        }
+    }
+
+    // Index maintenance on update: 1,000 stored objects, both indexed
+    // attributes changed on each (set, not measured) and saved: per object
+    // and index, the old entry removed and the new one written, in one batch.
+    let updater = GraphFixture(indexed: true)
+    Benchmark(
+        "graph: save 1000 updates of 2 indexed attributes",
+        configuration: .init(maxIterations: 1_000)
+    ) { benchmark in
+        let context = ManagedObjectContext(.privateQueue, coordinator: updater.coordinator)
+        do {
+            try context.performAndWait { () throws(StrataError) in
+                var request = FetchRequest<BenchRecipe>()
+                request.returnsObjectsAsFaults = false
+                let recipes = try context.fetch(request)
+                updater.nextRecipe += 1
+                for (i, recipe) in recipes.enumerated() {
+                    recipe.name = "Recipe \(i), round \(updater.nextRecipe)"
+                    recipe.servings += 1
+                }
+                benchmark.startMeasurement()
+                try context.save()
+                benchmark.stopMeasurement()
+                if recipes.count != 1_000 { benchmark.error("updated \(recipes.count) objects, expected 1000") }
+            }
+        } catch {
+            benchmark.error("update failed: \(error)")
+        }
+    } setup: {
+        try updater.setUp(storedRecipes: 1_000)
+    }
 }
 
 // MARK: - Model and fixture
@@ -106,12 +166,18 @@ final class BenchRecipe: ManagedObject {
 final class GraphFixture {
     static let handful = 16
 
+    /// Whether the model indexes `name` and `servings`.
+    let indexed: Bool
     private var _coordinator: PersistentStoreCoordinator?
     var nextRecipe = 0
 
     var coordinator: PersistentStoreCoordinator {
         guard let _coordinator else { preconditionFailure("the fixture has no coordinator: setup did not run") }
         return _coordinator
+    }
+
+    init(indexed: Bool = false) {
+        self.indexed = indexed
     }
 
     /// A fresh in-memory store holding `storedRecipes` recipes.
@@ -124,7 +190,7 @@ final class GraphFixture {
                 .attribute("notes", .string, optional: true),
                 .attribute("vegetarian", .bool, defaultValue: .bool(false)),
                 .attribute("created", .date, defaultValue: .date(Date(timeIntervalSinceReferenceDate: 0))),
-            ]),
+            ], indexes: indexed ? [IndexDescription("name"), IndexDescription("servings")] : []),
         ])
         let coordinator = PersistentStoreCoordinator(model: model)
         try coordinator.addPersistentStore(.inMemory)

@@ -119,11 +119,11 @@ extension ManagedObjectContext {
             // context's held saves handed on: Rule 13). (Not with a
             // uniqueness constraint: that needs the parent's check.)
             return deferred
-        } else {
-            // A save the main-queue parent will hold is paced here, on this
-            // thread, by the writer it is handed on to (Rule 13).
-            parent.waitForRoomToHandOn(changes)
         }
+        // A save into a main-queue parent — held there, or taken in when it
+        // has a uniqueness constraint to check — is paced here, on this
+        // thread, by the writer it is handed on to (Rule 13).
+        parent.waitForRoomToHandOn(changes)
         return try parent.childAccess { () throws(StrataError) -> SaveOutcome in
             let outcome = try parent.acceptChildSave(changes, from: self)
             // Published before this context lets go of them below,
@@ -270,7 +270,6 @@ extension ManagedObjectContext {
         saved.sourceSerial = serial
         let registeredInserts = forwarded.map { tookInWhileForwarding($0) ? changes.inserted.count : $0.ownInserts }
             ?? changes.inserted.count
-        let heldFrom = forwarded?.ownInserts ?? changes.inserted.count
         // What children read of this context changes with all of it.
         if publishes.load(ordering: .relaxed) {
             unpublished.append(contentsOf: changes.inserted[..<registeredInserts])
@@ -293,8 +292,12 @@ extension ManagedObjectContext {
                     rememberDeletion(of: id, stored: Snapshot(values: changes.insertedValues[i], version: outcome.insertedVersions[i]),
                                      inStore: outcome.reachedStore)
                     saved.inserted.append(id)
-                } else if i >= heldFrom || outcome.reachedStore {
-                    saved.inserted.append(id)  // forwarded and not taken in, or a guest's reset
+                } else {
+                    // Forwarded and not taken in, or dropped here by a
+                    // guest's reset or rollback while the save ran (a store
+                    // save parks; a hand-on may wait in a cycle): the
+                    // destination has it either way.
+                    saved.inserted.append(id)
                 }
                 continue
             }
@@ -316,7 +319,20 @@ extension ManagedObjectContext {
         var snapshots: [Snapshot] = []
         snapshots.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
-            guard let object = updated.removeValue(forKey: id) ?? deleted[id] else { continue }
+            guard let object = updated.removeValue(forKey: id) ?? deleted[id] else {
+                // A guest's reset or rollback dropped the change while it
+                // was being saved: the destination has it all the same.
+                guard !outcome.droppedUpdates.contains(i) else { continue }
+                let stored = Snapshot(values: outcome.resolvedValues[i] ?? changes.updatedValues[i], version: outcome.updatedVersions[i])
+                if let object = registry[id], object.flags.isDisjoint(with: [.fault, .dirty, .deleted, .invalidated]) {
+                    refresh(object, with: stored, keepingChanges: false)  // rolled back to what it was before
+                    if outcome.reachedStore { object.isTemporary = false }
+                    if !pendingRefreshed.contains(id) { pendingRefreshed.append(id) }  // (a rare path)
+                }
+                saved.updated.append(id)
+                snapshots.append(stored)
+                continue
+            }
             if object.changeStamp > generation {
                 // Changed again (or deleted) by a guest while being written.
                 if !object.flags.contains(.deleted) { updated[id] = object }
@@ -347,7 +363,18 @@ extension ManagedObjectContext {
         }
         saved.updatedSnapshots = snapshots
         for (i, id) in changes.deleted.enumerated() {
-            guard let object = deleted[id] else { continue }
+            guard let object = deleted[id] else {
+                // Dropped by a guest's reset or rollback while being saved:
+                // deleted at the destination all the same, unless kept.
+                guard outcome.keptDeletes[i] == nil else { continue }
+                if let object = registry[id], object.flags.isDisjoint(with: [.dirty, .inserted]) {
+                    registry[id] = nil  // rolled back: the copy of a deleted object
+                    object.context = nil
+                    object.flags = []
+                }
+                saved.deleted.append(id)
+                continue
+            }
             if let kept = outcome.keptDeletes[i] {
                 deleted[id] = nil
                 object.flags.remove([.deleted, .dirty])
