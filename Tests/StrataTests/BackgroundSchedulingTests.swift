@@ -52,24 +52,12 @@ struct ContextBackgroundSchedulingTests {
     /// seen to take under 1 ms.
     @Test func onlyAContextRunningLongBlocksTakesTheLongSlice() async throws {
         let context = ManagedObjectContext(.privateQueue, coordinator: try makeCoordinator(), name: "reader")
-        /// The slice a block saw, the block before it having taken under 1 ms
-        /// from outside; nil if no block was that quick in 200 tries.
-        @Sendable func sliceAfterAQuickBlock() -> UInt64?? {
-            var previousWasQuick = false
-            for _ in 0..<200 {
-                let started = DispatchTime.now().uptimeNanoseconds
-                let slice = context.performAndWait { BackgroundScheduling.currentSlice() }
-                if previousWasQuick { return slice }
-                previousWasQuick = DispatchTime.now().uptimeNanoseconds - started < 1_000_000
-            }
-            return nil
-        }
         let seen = await runOnDedicatedThread { () -> [UInt64??] in
             let first = context.performAndWait { BackgroundScheduling.currentSlice() }
-            let afterQuick = sliceAfterAQuickBlock()
+            let afterQuick = Self.sliceAfterAQuickBlock(of: context)
             context.performAndWait { Self.longBlock() }
             let afterLong = context.performAndWait { BackgroundScheduling.currentSlice() }
-            let afterQuickAgain = sliceAfterAQuickBlock()
+            let afterQuickAgain = Self.sliceAfterAQuickBlock(of: context)
             return [first, afterQuick, afterLong, afterQuickAgain]
         }
         let long = BackgroundScheduling.slice
@@ -79,6 +67,42 @@ struct ContextBackgroundSchedulingTests {
         #expect(seen[1] == own)
         #expect(seen[2] == long)
         #expect(seen[3] == own)
+    }
+
+    /// The slice a block of `context` saw, the block before it having taken
+    /// under 1 ms from outside; nil if no block was that quick in 200 tries.
+    static func sliceAfterAQuickBlock(of context: ManagedObjectContext) -> UInt64?? {
+        var previousWasQuick = false
+        for _ in 0..<200 {
+            let started = DispatchTime.now().uptimeNanoseconds
+            let slice = context.performAndWait { BackgroundScheduling.currentSlice() }
+            if previousWasQuick { return slice }
+            previousWasQuick = DispatchTime.now().uptimeNanoseconds - started < 1_000_000
+        }
+        return nil
+    }
+
+    /// A context holding many changes — its own, or a child's save recorded
+    /// for it — runs its next block as background work even when its last
+    /// block was quick: that block (a save, a take-in) will be long, and
+    /// the first one is what the main thread would wait behind.
+    @Test func aContextHoldingManyChangesTakesTheLongSliceAtOnce() async throws {
+        let coordinator = try makeCoordinator()
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let importer = ManagedObjectContext(.privateQueue, parent: writer, name: "import")
+        let seen = await runOnDedicatedThread { () -> [UInt64??] in
+            // In quick blocks of 64 inserts.
+            for block in 0..<64 {
+                importer.performAndWait { for i in 0..<64 { Recipe(context: importer).name = "r\(block)-\(i)" } }
+            }
+            let holdingFew = Self.sliceAfterAQuickBlock(of: writer)
+            let holdingMany = Self.sliceAfterAQuickBlock(of: importer)  // 4,096 inserted
+            return [holdingFew, holdingMany]
+        }
+        let long = BackgroundScheduling.slice
+        #expect(seen.allSatisfy { $0 != nil }, "no block took under 1 ms in 200 tries")
+        #expect(seen[0].map { $0.map { $0 < long } } == true, "a context holding nothing took the long slice")
+        #expect(seen[1] == long, "a context holding 4,096 inserted objects ran its block with its own slice")
     }
 
     /// A block queued with `perform` runs on a Dispatch worker, with the long slice.

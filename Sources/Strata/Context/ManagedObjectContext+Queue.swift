@@ -125,10 +125,12 @@ extension ManagedObjectContext {
         if enteredFromMain { stack.mainDepth += 1 }
         // A private context's block is background work (Rule 11), unless it
         // runs for a caller on the main queue: its thread takes the long
-        // slice when the context's last block was long enough to pay for it.
+        // slice when the context's last block was long enough to pay for it,
+        // or the context holds enough changes to make this one long.
         let timed = outermost && concurrencyType == .privateQueue && !enteredFromMain
         let started = timed ? DispatchTime.now().uptimeNanoseconds : 0
-        let previousSlice = timed && runsLongBlocks.load(ordering: .relaxed) ? BackgroundScheduling.lengthenSlice() : nil
+        let previousSlice = timed && (runsLongBlocks.load(ordering: .relaxed) || holdsLongWork)
+            ? BackgroundScheduling.lengthenSlice() : nil
         // Children's saves recorded for this context come before the block
         // (and more may be recorded while they are taken in).
         if outermost && concurrencyType == .privateQueue { openToDeferredSaves { takeDeferredChildSaves() } }
@@ -143,6 +145,12 @@ extension ManagedObjectContext {
             if enteredFromMain { stack.mainDepth -= 1 }
         }
         return try block()
+    }
+
+    /// Whether this context holds ``longWorkObjects`` changed objects or
+    /// more, its own or in children's saves recorded for it. On its queue.
+    private var holdsLongWork: Bool {
+        inserted.count + updated.count + deleted.count + deferredChildSaves.objectCount >= Self.longWorkObjects
     }
 
     /// What the outermost block of the context does last: process pending

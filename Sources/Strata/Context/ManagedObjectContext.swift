@@ -217,6 +217,14 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// 1 ms: the 6 µs are under 1% of such a block.
     static let longBlockNanoseconds: UInt64 = 1_000_000
 
+    /// A private context holding at least this many changed objects, its
+    /// own or children's saves recorded for it, runs its next block as
+    /// background work whatever its last block took: a save or a take-in
+    /// of that many objects is long (about 1 µs per object at the least),
+    /// and the first such block — a writer's first save of an import — is
+    /// the one the main thread would otherwise wait behind.
+    static let longWorkObjects = 4_096
+
     let relationsLock = Lock()
     private var _children: [WeakContext] = []
     private var _mergesFromParent = false

@@ -26,16 +26,34 @@ enum IndexKeyCoding {
 
     /// The prefix of every entry of `entity`'s index number `index`.
     static func prefix(of entity: EntityDescription, index: Int) -> [UInt8] {
-        RecordCoding.entityPrefix(indexTag, entity.index) + [UInt8(index)]
+        var prefix: [UInt8] = []
+        appendPrefix(of: entity, index: index, to: &prefix)
+        return prefix
+    }
+
+    private static func appendPrefix(of entity: EntityDescription, index: Int, to key: inout [UInt8]) {
+        key.append(indexTag)
+        key.append(UInt8(entity.index >> 8))
+        key.append(UInt8(entity.index & 0xFF))
+        key.append(UInt8(index))
     }
 
     /// The entry of the object `primaryKey` with `values` (all of its
     /// entity's properties) in `entity`'s index number `index`.
     static func key(_ values: [PropertyValue], of entity: EntityDescription, index: Int, primaryKey: UInt64) -> [UInt8] {
-        var key = prefix(of: entity, index: index)
-        for property in entity.indexedProperties[index] { appendValue(values[property], to: &key) }
-        withUnsafeBytes(of: primaryKey.bigEndian) { key.append(contentsOf: $0) }
+        var key: [UInt8] = []
+        writeKey(values, of: entity, index: index, primaryKey: primaryKey, into: &key)
         return key
+    }
+
+    /// ``key(_:of:index:primaryKey:)`` written over `key`, whose storage is
+    /// reused: a save encodes every entry into one buffer, where a fresh
+    /// array per entry cost four allocations.
+    static func writeKey(_ values: [PropertyValue], of entity: EntityDescription, index: Int, primaryKey: UInt64, into key: inout [UInt8]) {
+        key.removeAll(keepingCapacity: true)
+        appendPrefix(of: entity, index: index, to: &key)
+        for property in entity.indexedProperties[index] { appendValue(values[property], to: &key) }
+        appendBigEndian(primaryKey, to: &key)
     }
 
     /// An entry without its primary key: what every object holding the same
@@ -78,7 +96,7 @@ enum IndexKeyCoding {
         case .uuid(let u):
             withUnsafeBytes(of: u.uuid) { key.append(contentsOf: $0) }
         case .string(let s):
-            appendEscaped(canonicalUTF8(s), to: &key)
+            appendString(s, to: &key)
         case .data(let d):
             appendEscaped(d, to: &key)
         case .object, .objects:
@@ -93,6 +111,18 @@ enum IndexKeyCoding {
         return Array((isASCII ? s : s.precomposedStringWithCanonicalMapping).utf8)
     }
 
+    /// `canonicalUTF8(s)`, escaped: ASCII (the common case) straight from
+    /// the string's own storage, without a copy.
+    private static func appendString(_ s: String, to key: inout [UInt8]) {
+        var s = s
+        let appended = s.withUTF8 { utf8 -> Bool in
+            guard utf8.allSatisfy({ $0 < 0x80 }) else { return false }
+            appendEscaped(utf8, to: &key)
+            return true
+        }
+        if !appended { appendEscaped(canonicalUTF8(s), to: &key) }
+    }
+
     private static func appendDouble(_ d: Double, to key: inout [UInt8]) {
         let bits = (d == 0 ? 0.0 : d).bitPattern
         appendBigEndian(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63), to: &key)
@@ -103,9 +133,13 @@ enum IndexKeyCoding {
     }
 
     private static func appendEscaped<C: Collection<UInt8>>(_ bytes: C, to key: inout [UInt8]) {
-        for byte in bytes {
-            key.append(byte)
-            if byte == 0 { key.append(0xFF) }
+        if bytes.contains(0) {
+            for byte in bytes {
+                key.append(byte)
+                if byte == 0 { key.append(0xFF) }
+            }
+        } else {
+            key.append(contentsOf: bytes)  // nothing to escape (strings, mostly): one copy
         }
         key.append(0)
         key.append(0)

@@ -3,30 +3,41 @@ internal import StrataStore
 /// Keeps an entity's attribute indexes in step with its objects: the
 /// entries a save adds and removes go into the save's own batch, so the
 /// store holds both or neither, whatever happens to the process.
-enum IndexMaintenance {
-    static func insert(_ values: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
+///
+/// One per save: the entries are encoded into two buffers it reuses (the
+/// batch copies each key), not into a fresh array per entry.
+struct IndexMaintenance {
+    private var key: [UInt8] = []
+    private var oldKey: [UInt8] = []
+
+    mutating func insert(_ values: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
         for index in id.entity.indexes.indices {
-            batch.put(IndexKeyCoding.key(values, of: id.entity, index: index, primaryKey: id.primaryKey), [])
+            IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
+            batch.put(key, Self.noValue)
         }
     }
 
     /// `old`: the values stored before the update (nil: none, then every
     /// entry is written as new).
-    static func update(from old: [PropertyValue]?, to new: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
+    mutating func update(from old: [PropertyValue]?, to new: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
         for index in id.entity.indexes.indices {
-            let newKey = IndexKeyCoding.key(new, of: id.entity, index: index, primaryKey: id.primaryKey)
+            IndexKeyCoding.writeKey(new, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
             if let old {
-                let oldKey = IndexKeyCoding.key(old, of: id.entity, index: index, primaryKey: id.primaryKey)
-                if oldKey == newKey { continue }
+                IndexKeyCoding.writeKey(old, of: id.entity, index: index, primaryKey: id.primaryKey, into: &oldKey)
+                if oldKey == key { continue }
                 batch.delete(oldKey)
             }
-            batch.put(newKey, [])
+            batch.put(key, Self.noValue)
         }
     }
 
-    static func delete(_ values: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
+    mutating func delete(_ values: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
         for index in id.entity.indexes.indices {
-            batch.delete(IndexKeyCoding.key(values, of: id.entity, index: index, primaryKey: id.primaryKey))
+            IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
+            batch.delete(key)
         }
     }
+
+    /// An index entry is a key alone.
+    private static let noValue: [UInt8] = []
 }

@@ -363,6 +363,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             var batch = WriteBatch()
             var record: [UInt8] = []
             var key: [UInt8] = []
+            var indexEntries = IndexMaintenance()
             var outcome = SaveOutcome()
             outcome.reachedStore = true
             var written: [(ObjectID, Snapshot)] = []
@@ -385,7 +386,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 RecordCoding.encode(changes.insertedValues[i], version: 1, generation: generation, into: &record)
                 RecordCoding.writeKey(id, into: &key)
                 batch.put(key, record)
-                if !id.entity.indexes.isEmpty { IndexMaintenance.insert(changes.insertedValues[i], of: id, into: &batch) }
+                if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id, into: &batch) }
             }
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
             for (i, id) in changes.updated.enumerated() {
@@ -397,7 +398,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     RecordCoding.writeKey(id, into: &key)
                     batch.put(key, record)
                     if !id.entity.indexes.isEmpty {
-                        IndexMaintenance.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
+                        indexEntries.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
                     }
                     let snapshot = Snapshot(values: values, version: version)
                     written.append((id, snapshot))
@@ -417,7 +418,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 case .delete:
                     batch.delete(RecordCoding.key(id))
                     if !id.entity.indexes.isEmpty, let stored = try snapshot(for: id) {
-                        IndexMaintenance.delete(stored.values, of: id, into: &batch)
+                        indexEntries.delete(stored.values, of: id, into: &batch)
                     }
                     removed.append(id)
                 case .alreadyGone:

@@ -16,7 +16,8 @@ struct GraphCommand: ParsableCommand {
     @Option(help: "Changed objects in the child→main save.") var childObjects = 10_000
     @Option(help: "Runs per measurement; the table shows the median.") var repeats = 3
     @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
-    @Option(help: "Run only one part (insert, or one of insert-flat, insert-graph, insert-stack; child; fetch), e.g. under a profiler.") var only: String?
+    @Option(help: "Run only one part (insert, or one of insert-flat, insert-indexed, insert-graph, insert-stack; child; fetch), e.g. under a profiler.")
+    var only: String?
     @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
 
     func run() throws {
@@ -42,6 +43,7 @@ struct GraphBenchmark: Sendable {
 
     struct Results: Sendable {
         var insertSaveFlat: [Double] = []       // objects/s, attributes only
+        var insertSaveIndexed: [Double] = []    // objects/s, attributes only, 2 indexes
         var insertSaveGraph: [Double] = []      // objects/s, recipes + 4 ingredients each
         var insertSaveStack: [Double] = []      // objects/s, private child → private writer → disk
         var childInsertWall: [Double] = []      // seconds
@@ -58,11 +60,15 @@ struct GraphBenchmark: Sendable {
         var r = Results()
         for run in 0..<repeats {
             progress("graph run \(run + 1)/\(repeats)")
-            // `insert` runs the three insert figures; `insert-flat`,
-            // `insert-graph` and `insert-stack` one each (instruction counts
-            // per object, see the README).
+            // `insert` runs the four insert figures; `insert-flat`,
+            // `insert-indexed`, `insert-graph` and `insert-stack` one each
+            // (instruction counts per object, see the README).
             if only == nil || only == "insert" || only == "insert-flat" {
                 r.insertSaveFlat.append(Double(objects) / (try insertAndSave(ingredients: 0, stack: false, name: "flat-\(run)", results: &r)))
+            }
+            if only == nil || only == "insert" || only == "insert-indexed" {
+                r.insertSaveIndexed.append(Double(objects) / (try insertAndSave(ingredients: 0, stack: false, indexed: true,
+                                                                                name: "indexed-\(run)", results: &r)))
             }
             if only == nil || only == "insert" || only == "insert-graph" {
                 r.insertSaveGraph.append(Double(objects) / (try insertAndSave(ingredients: 4, stack: false, name: "graph-\(run)", results: &r)))
@@ -76,15 +82,17 @@ struct GraphBenchmark: Sendable {
         return r
     }
 
-    private func coordinator(_ name: String) throws -> PersistentStoreCoordinator {
-        let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
+    /// `indexed`: recipes' `name` and `servings` are indexed.
+    private func coordinator(_ name: String, indexed: Bool = false) throws -> PersistentStoreCoordinator {
+        let indexes = indexed ? [IndexDescription("name"), IndexDescription("servings")] : []
+        let coordinator = PersistentStoreCoordinator(model: try makeBenchModel(recipeIndexes: indexes))
         try coordinator.addPersistentStore(.log, directory: root + "/" + name)
         return coordinator
     }
 
     /// Seconds from the first insert to the save being durable on disk.
-    private func insertAndSave(ingredients: Int, stack: Bool, name: String, results: inout Results) throws -> Double {
-        let coordinator = try coordinator(name)
+    private func insertAndSave(ingredients: Int, stack: Bool, indexed: Bool = false, name: String, results: inout Results) throws -> Double {
+        let coordinator = try coordinator(name, indexed: indexed)
         defer { try? coordinator.close() }
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let importer = stack ? ManagedObjectContext(.privateQueue, parent: writer) : writer
@@ -97,7 +105,7 @@ struct GraphBenchmark: Sendable {
             if stack { writerSeconds = try seconds { try writer.performAndWait { try writer.save() } } }
         }
         progress("  \(name): insert \(fixed(insertSeconds * 1000, 1)) ms, save \(fixed(saveSeconds * 1000, 1)) ms, writer save \(fixed(writerSeconds * 1000, 1)) ms")
-        if ingredients == 0 && !stack {
+        if ingredients == 0 && !stack && !indexed {
             results.bytesPerObject = Double(directorySize(root + "/" + name)) / Double(objects)
         }
         return elapsed
@@ -189,6 +197,7 @@ extension GraphBenchmark.Results {
         var table = Table("Object graph (median of \(bench.repeats))", "Figure", "Target")
         let n = thousands(Double(bench.objects))
         table.add("insert+save \(n) objects to disk (attributes only)", thousands(median(insertSaveFlat)) + " obj/s", ">= 500,000 obj/s")
+        table.add("  same with 2 indexes (name, servings)", thousands(median(insertSaveIndexed)) + " obj/s", "")
         table.add("insert+save \(n) objects (recipes + 4 ingredients)", thousands(median(insertSaveGraph)) + " obj/s", ">= 500,000 obj/s")
         table.add("  same through private child -> writer -> disk", thousands(median(insertSaveStack)) + " obj/s", "")
         let c = thousands(Double(bench.childObjects))
