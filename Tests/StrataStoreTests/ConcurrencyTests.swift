@@ -25,7 +25,11 @@ import Testing
         var result: (torn: [String], reads: Int) { lock.lock(); defer { lock.unlock() }; return (torn, reads) }
     }
 
-    @Test func readersNeverSeePartOfABatch() throws {
+    /// `largeBatches`: one writer's every 40th batch also writes
+    /// ``StrataStore/offLockApplyOperations`` padding keys, so that it is
+    /// applied to a copy of the index and swapped in (``StrataStore/commit(_:)``)
+    /// while flushes and compactions repoint the index.
+    @Test(arguments: [false, true]) func readersNeverSeePartOfABatch(largeBatches: Bool) throws {
         let dir = ScratchDirectory()
         let store = try StrataStore(directory: dir.store, options: smallOptions())
         let tally = Tally()
@@ -70,6 +74,9 @@ import Testing
                     let group = Int.random(in: 0..<Self.groups, using: &g)
                     let value = Array("w\(w)-\(i)".utf8) + Array(repeating: UInt8(i % 251), count: 300)
                     for key in Self.keys(group) { batch.put(key, value) }
+                    if largeBatches && w == 0 && i % 40 == 39 {
+                        for j in 0..<StrataStore.offLockApplyOperations { batch.put(bytes("pad/\(i)/\(j)"), [UInt8(i % 251)]) }
+                    }
                     do {
                         try store.write(batch)
                         if i % 150 == 149 { try store.compact() }
@@ -89,6 +96,77 @@ import Testing
         let stats = store.statistics
         #expect(stats.flushes > 0 && stats.compactions > 0, "no flush or compaction happened under the readers")
         #expect(stats.batchesWritten == writers * batchesPerWriter)
+        if largeBatches {
+            #expect(try store.scan(prefix: bytes("pad/")).count == batchesPerWriter / 40 * StrataStore.offLockApplyOperations)
+        }
         try store.close()
     }
+
+    ///     leader (writer thread)                     reader (this test)
+    ///     write(large): logged, in the memtable;
+    ///     applied to a copy of the index ───────▶  hook: paused before the swap
+    ///                                              get, view, scan: return at once,
+    ///                                              with the store before the batch
+    ///     resumed: swap ────────────────────────▶  the whole batch, and the segment's
+    ///                                              overwritten records counted dead
+    @Test func aLargeBatchNeitherBlocksReadersNorShowsThemPartOfIt() throws {
+        let dir = ScratchDirectory()
+        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        let count = StrataStore.offLockApplyOperations
+        var first = WriteBatch()
+        for i in 0..<count { first.put(bytes("k\(i)"), bytes("old")) }
+        try store.write(first)
+        try store.flush()  // the old versions live in a segment now
+        let deadBefore = store.statistics.deadRecords
+        var large = WriteBatch()
+        for i in 0..<count { large.put(bytes("k\(i)"), bytes("new")) }
+        large.put(bytes("added"), bytes("new"))
+        let applied = DispatchSemaphore(value: 0), resume = DispatchSemaphore(value: 0), written = DispatchSemaphore(value: 0)
+        store.indexMutation.withLock {
+            store.largeBatchAppliedHook = {
+                applied.signal()
+                _ = resume.wait(timeout: .now() + 20)
+            }
+        }
+        let writeFailure = LockedBox<String?>(nil)
+        let batch = large
+        Thread {
+            do { try store.write(batch) } catch { writeFailure.set("\(error)") }
+            written.signal()
+        }.start()
+        #expect(applied.wait(timeout: .now() + 10) == .success, "the batch never reached the hook (applied under the lock?)")
+
+        // On a thread of its own: a read that waited for the leader would
+        // never return while it is paused.
+        let seen = LockedBox<[String?]>([])
+        let readDone = DispatchSemaphore(value: 0)
+        Thread {
+            let view = store.readView()
+            let values = [try? store.string("k0"), try? store.string("added"), string(try? view.get(bytes("k\(count - 1)"))),
+                          (try? view.scan(prefix: bytes("added")).count).map { "\($0)" }]
+            seen.set(values)
+            readDone.signal()
+        }.start()
+        let readInTime = readDone.wait(timeout: .now() + 5) == .success
+        resume.signal()
+        #expect(written.wait(timeout: .now() + 20) == .success)
+        #expect(readInTime, "a read waited for the leader's index update")
+        #expect(seen.value == ["old", nil, "old", "0"], "a read saw part of the batch, or not the store before it")
+        #expect(writeFailure.value == nil)
+        #expect(try store.string("k0") == "new")
+        #expect(try store.string("k\(count - 1)") == "new")
+        #expect(try store.string("added") == "new")
+        #expect(store.statistics.deadRecords == deadBefore + count, "the segment's overwritten records were not counted dead")
+        store.indexMutation.withLock { store.largeBatchAppliedHook = nil }
+        try store.close()
+    }
+}
+
+/// A value handed between threads. `@unchecked Sendable`: `stored` is guarded by `lock`.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    func set(_ value: Value) { lock.withLock { stored = value } }
+    var value: Value { lock.withLock { stored } }
 }

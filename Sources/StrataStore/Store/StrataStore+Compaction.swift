@@ -302,7 +302,7 @@ extension StrataStore {
         while i < repoint.count {
             let end = min(i + Self.repointChunk, repoint.count)
             keyArena.withUnsafeBytes { arena in
-                state.withLock {
+                indexMutation.withLock { state.withLock {
                     for item in repoint[i..<end] {
                         let key = UnsafeRawBufferPointer(rebasing: arena[item.key])
                         let new = IndexEntry(sequence: item.sequence, file: outputReaders[item.output].fileNumber, block: item.block)
@@ -310,7 +310,7 @@ extension StrataStore {
                             outputReaders[item.output].deadRecords += 1
                         }
                     }
-                }
+                } }
             }
             i = end
             Self.letWaitersIn()

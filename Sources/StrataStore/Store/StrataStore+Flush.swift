@@ -169,13 +169,13 @@ extension StrataStore {
                 let end = min(i + Self.repointChunk, placed.count)
                 // `placed` is in key order (the segment's): one walk per chunk.
                 let records = placed[i..<end].map { frozen.record(at: $0.offset) }
-                state.withLock {
+                indexMutation.withLock { state.withLock {
                     reader.deadRecords += index.replaceAll(
                         count: records.count,
                         key: { records[$0].key },
                         expected: { IndexEntry(sequence: records[$0].sequence, file: frozen.number, block: placed[i + $0].offset) },
                         replacement: { IndexEntry(sequence: records[$0].sequence, file: number, block: placed[i + $0].block) })
-                }
+                } }
                 i = end
                 Self.letWaitersIn()
             }

@@ -128,6 +128,10 @@ extension StrataStore {
                 var offsets: [UInt32] = []
                 offsets.reserveCapacity(w.batch.count)
                 BatchDecoder.forEach(payload) { op in offsets.append(memtable.append(sequence: s, op)) }
+                if w.batch.count >= Self.offLockApplyOperations {
+                    applyOffLock(payload, sequence: s, memtableNumber: memtableNumber, offsets: offsets, count: w.batch.count)
+                    return
+                }
                 state.withLock {
                     var i = 0
                     BatchDecoder.forEach(payload) { op in
@@ -149,6 +153,55 @@ extension StrataStore {
         }
         nextSequence = sequence
         return sequence - 1
+    }
+
+    /// A batch of this many operations or more is applied to a copy of the
+    /// index, outside the `state` lock: readers would otherwise wait for all
+    /// of it (measured on the 2-core VM, 2026-11-25: a get waited 35 ms
+    /// behind a batch of 100,000 scattered keys, 130 ms behind 300,000).
+    /// Below it, the batch is applied in place under the lock, which costs
+    /// no copy of the nodes it touches.
+    static let offLockApplyOperations = 4_096
+
+    /// Applies one batch's operations to a copy of the index and swaps the
+    /// copy in under the `state` lock, with the batch's sequence number:
+    /// readers see all of the batch or none of it, as in place, but wait
+    /// only for the swap. The copy shares every node with the index until
+    /// it changes one (each is copied on first touch, since the index still
+    /// holds it), so nothing a reader can reach is written. Leader only.
+    private func applyOffLock(_ payload: UnsafeRawBufferPointer, sequence: UInt64, memtableNumber: UInt32, offsets: [UInt32], count: Int) {
+        indexMutation.withLock {
+            var working = state.withReadLock { index }
+            // The files the replaced versions live in, counted as dead at the
+            // swap (the file table may change meanwhile: a flush retires its
+            // memtable outside `indexMutation`).
+            var replacedIn: [UInt32: Int] = [:]
+            var i = 0
+            BatchDecoder.forEach(payload) { op in
+                let entry = IndexEntry(sequence: sequence, file: memtableNumber, block: offsets[i])
+                if let previous = op.kind == .put ? working.insert(op.key, entry) : working.remove(op.key) {
+                    replacedIn[previous.file, default: 0] += 1
+                }
+                i += 1
+            }
+            largeBatchAppliedHook?()
+            state.withLock {
+                swap(&index, &working)
+                for (file, dead) in replacedIn {
+                    if case .segment(let segment)? = files[file] { segment.deadRecords += dead }
+                }
+                visibleSequence = sequence
+                counters.batches += 1
+                counters.operations += count
+            }
+            // `working` now holds the old index: what only it held (the old
+            // versions of the nodes the batch changed) is freed here, outside
+            // the lock, so readers do not wait for that either. Every reader
+            // that read those nodes did so under the `state` lock before the
+            // swap, or holds a snapshot that keeps them: the swap orders
+            // their reads before this.
+            working = KeyIndex()
+        }
     }
 
     /// Freezes the memtable, starts a new log and memtable, and hands the

@@ -89,6 +89,18 @@ public final class StrataStore: @unchecked Sendable {
     /// A scratch buffer for frames.
     var frameBuffer: [UInt8] = []
 
+    // MARK: Changing the index.
+    /// Held by whoever changes ``index`` outside the `state` lock — the
+    /// write leader applying a large batch to a copy (``commit(_:)``) — and
+    /// by flushes and compactions around each change they make under it:
+    /// so no change lands in the index between the copy and the swap that
+    /// replaces it. Taken before `state`, after `installLock`.
+    let indexMutation = Lock()
+    /// Called by the write leader after it applied a large batch to its copy
+    /// of the index and before it swaps the copy in (tests pause it there).
+    /// Guarded by `indexMutation`.
+    package var largeBatchAppliedHook: (@Sendable () -> Void)?
+
     // MARK: Installing new segments.
     /// Held by a flush from its manifest switch until its index entries are
     /// repointed, and by a compaction while it takes its snapshot and fixes its
