@@ -143,6 +143,29 @@ struct KeyIndexTests {
         #expect(index.lookup(Array(repeating: 0xAB, count: 10)) == nil)
     }
 
+    /// The word-at-a-time comparison (with its overlapping last word for
+    /// common prefixes of 8 to 16 bytes) orders every pair of keys as memcmp
+    /// then length does: keys of 0 to 40 bytes over a three-letter alphabet,
+    /// so that most pairs share long prefixes and differ at every position.
+    @Test func compareAgreesWithLexicographicOrder() {
+        var rng = SeededGenerator(seed: 29)
+        let alphabet: [UInt8] = [0x00, 0x7F, 0xFF]
+        let keys = (0..<600).map { _ in (0..<Int(rng.next() % 41)).map { _ in alphabet[Int(rng.next() % 3)] } }
+        var checked = 0
+        for a in keys {
+            for b in keys.prefix(200) {
+                let expected = a == b ? 0 : (a.lexicographicallyPrecedes(b) ? -1 : 1)
+                let got = a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in KeyIndex.compare(pa, pb) } }
+                if got.signum() != expected {
+                    Issue.record("compare(\(a), \(b)) = \(got), expected the sign of \(expected)")
+                    return
+                }
+                checked += 1
+            }
+        }
+        #expect(checked == 120_000)
+    }
+
     @Test func forEachAndCursorFromStartKeys() {
         var index = KeyIndex()
         // Even numbers 0, 2, ..., 19_998 as 4-byte big-endian keys: many leaves.

@@ -102,6 +102,45 @@ import Testing
         #expect(try reopened.get(bytes("big")) == bigValue)
         #expect(try reopened.get(bytes("empty-value")) == [])
     }
+
+    /// Opening reads each segment's keys from its footer, whose key lengths
+    /// and sequences are varints: one, two and three bytes long here (keys
+    /// of 1 to 300 bytes, sequences past 128 and 16,384), with deletions
+    /// among the puts. The footer must be read, not the blocks scanned
+    /// (a footer the parser refused would still open, by a scan).
+    @Test func segmentFootersWithEveryVarintWidthOpenWithoutAScan() throws {
+        let dir = ScratchDirectory()
+        var expected: [[UInt8]: [UInt8]] = [:]
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            func keyNumber(_ i: Int) -> [UInt8] { bytes(String(format: "k%05d", i)) + Array(repeating: UInt8(i % 251), count: (i * 7) % 300) }
+            for i in 0..<16_500 {
+                let key = keyNumber(i)
+                var batch = WriteBatch()
+                if i % 5 == 4, i >= 3_003 {
+                    // A key written earlier, often flushed to a segment by now.
+                    let earlier = keyNumber(i - 3_000 * (i % 2) - 3)
+                    batch.delete(earlier)
+                    expected[earlier] = nil
+                }
+                batch.put(key, bytes("v\(i)"))
+                expected[key] = bytes("v\(i)")
+                try store.write(batch)
+            }
+            #expect(store.sequence > 16_384)
+            try store.flush()
+            try store.close()
+        }
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(reopened.statistics.segments > 1)
+        #expect(reopened.recoveryReport.segmentsRebuiltByScan == [])
+        #expect(reopened.recoveryReport.batchesReplayed == 0)
+        #expect(reopened.statistics.keys == expected.count)
+        for (key, value) in expected where try reopened.get(key) != value {
+            Issue.record("key \(key.prefix(6)) of \(key.count) bytes reads wrong after the reopen")
+            break
+        }
+    }
 }
 
 @Suite struct StoreOpenErrorTests {

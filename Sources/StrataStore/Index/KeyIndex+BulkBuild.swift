@@ -34,23 +34,22 @@ extension KeyIndex {
             let range = (count * run / runs)..<(count * (run + 1) / runs)
             let result = results[run]
             var start = range.lowerBound
+            // The key before `end`, carried from one step to the next.
+            var previous = range.lowerBound > 0 ? source.key(range.lowerBound - 1) : UnsafeRawBufferPointer(start: nil, count: 0)
             while start < range.upperBound {
                 var end = start
                 var bytes = 0
                 while end < range.upperBound, end - start < leafCapacity {
                     let k = source.key(end)
                     precondition(!k.isEmpty && k.count <= maxKeyLength, "KeyIndex: a key is empty or longer than \(maxKeyLength) bytes")
-                    if end > 0 { precondition(compare(source.key(end - 1), k) < 0, "KeyIndex.build: keys must be strictly ascending") }
+                    if end > 0 { precondition(compare(previous, k) < 0, "KeyIndex.build: keys must be strictly ascending") }
                     if end > start, bytes + k.count > maxNodeBytes { break }
+                    previous = k
                     bytes += k.count
                     end += 1
                 }
                 let node = Node.make(height: 0, slots: end - start, byteCapacity: bytes)
-                let view = NodeView(node)
-                for i in start..<end {
-                    view.appendKey(source.key(i))
-                    view.setEntry(i - start, source.entry(i))
-                }
+                NodeView(node).fillLeaf(count: end - start, key: { source.key(start &+ $0) }, entry: { source.entry(start &+ $0) })
                 if start > range.lowerBound { result.separators.append(separator(between: source.key(start - 1), and: source.key(start))) }
                 result.leaves.append(NodeRef(node: node))
                 start = end

@@ -253,12 +253,49 @@ extension KeyIndex {
             header.pointee.byteCount -= Int32(e - s)
         }
 
+        /// Fills an empty leaf made for exactly `count` keys whose bytes it
+        /// has room for: what `appendKey` and `setEntry` do key by key, with
+        /// the counts kept in registers and written once.
+        @inline(__always)
+        func fillLeaf(count: Int, key: (Int) -> UnsafeRawBufferPointer, entry: (Int) -> IndexEntry) {
+            assert(self.count == 0 && count <= slots, "KeyIndex: fillLeaf on a leaf too small or not empty")
+            let keys = keysBase, ends = endsBase, entries = tail
+            var b = 0
+            for i in 0..<count {
+                let k = key(i)
+                let to = keys + b
+                if k.count >= 8 && k.count <= 16 {
+                    // As in `appendKey`: two words, overlapping, no call.
+                    to.storeBytes(of: k.baseAddress!.loadUnaligned(as: UInt64.self), as: UInt64.self)
+                    (to + (k.count &- 8)).storeBytes(of: k.baseAddress!.loadUnaligned(fromByteOffset: k.count &- 8, as: UInt64.self), as: UInt64.self)
+                } else if let p = k.baseAddress {
+                    memcpy(to, p, k.count)
+                }
+                b &+= k.count
+                ends.storeBytes(of: UInt16(truncatingIfNeeded: b), toByteOffset: i &* 2, as: UInt16.self)
+                entries.storeBytes(of: entry(i), toByteOffset: i &* 16, as: IndexEntry.self)
+            }
+            precondition(b <= byteCapacity, "KeyIndex: fillLeaf past the leaf's bytes")
+            header.pointee.count = Int32(count)
+            header.pointee.byteCount = Int32(b)
+        }
+
         /// Appends a key after the last, with an empty slot; the node must have room.
         func appendKey(_ key: UnsafeRawBufferPointer) {
             assert(hasRoom(keys: 1, bytes: key.count), "KeyIndex: node full")
             let n = count
             let b = byteCount
-            if let p = key.baseAddress { memcpy(keysBase + b, p, key.count) }
+            if let p = key.baseAddress {
+                let to = keysBase + b
+                if key.count >= 8 && key.count <= 16 {
+                    // Two words, overlapping for keys under 16 bytes: no call
+                    // (a memcpy call was a tenth of opening a store).
+                    to.storeBytes(of: p.loadUnaligned(as: UInt64.self), as: UInt64.self)
+                    (to + (key.count &- 8)).storeBytes(of: p.loadUnaligned(fromByteOffset: key.count &- 8, as: UInt64.self), as: UInt64.self)
+                } else {
+                    memcpy(to, p, key.count)
+                }
+            }
             endsBase.storeBytes(of: UInt16(b + key.count), toByteOffset: n * 2, as: UInt16.self)
             header.pointee.count += 1
             header.pointee.byteCount += Int32(key.count)
