@@ -13,6 +13,17 @@ package struct MergeHeap {
 
     package var top: Int? { items.first }
 
+    /// The cursor that would be on top if the top were gone: the smaller of
+    /// the top's two children. A merge can take keys from the top alone for
+    /// as long as they stay below this cursor's key, with no sift per key.
+    package var runnerUp: Int? {
+        switch items.count {
+        case 0, 1: return nil
+        case 2: return items[1]
+        default: return less(items[2], items[1]) ? items[2] : items[1]
+        }
+    }
+
     /// Re-establishes order after the top cursor advanced.
     package mutating func topChanged() { siftDown(0) }
 

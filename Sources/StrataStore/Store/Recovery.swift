@@ -411,42 +411,68 @@ enum Recovery {
             @inline(__always) func key(_ c: Int, _ e: SegmentReader.KeyTable.Entry) -> UnsafeRawBufferPointer {
                 UnsafeRawBufferPointer(rebasing: keyBytes[c][Int(e.keyStart)..<Int(e.keyStart + e.keyLength)])
             }
-            // The winning puts, in key order, as (segment, position in its
-            // table); the index is then built from them in one go.
-            var winners: [(segment: UInt32, position: UInt32)] = []
             if segments.count == 1, !entries[0].contains(where: { $0.kind != .put }) {
                 // One sorted run of puts (a compacted store): the table is the index's source.
                 return KeyIndex.build(SegmentKeys(keyBytes: keyBytes[0], entries: entries[0], file: files[0]), ways: cores)
-            } else if segments.count == 1 {
+            }
+            // The winning puts, in key order, as (segment, position in its
+            // table); the index is then built from them in one go.
+            let winners = UnsafeMutableBufferPointer<(segment: UInt32, position: UInt32)>.allocate(capacity: max(1, entries.reduce(0) { $0 + $1.count }))
+            defer { winners.deallocate() }
+            var won = 0
+            @inline(__always) func win(_ segment: Int, _ position: Int) {
+                winners.baseAddress!.advanced(by: won).initialize(to: (UInt32(segment), UInt32(position)))
+                won &+= 1
+            }
+            if segments.count == 1 {
                 // One sorted run: every record is the only version of its key.
-                winners.reserveCapacity(entries[0].count)
-                for (p, e) in entries[0].enumerated() where e.kind == .put { winners.append((0, UInt32(p))) }
+                for (p, e) in entries[0].enumerated() where e.kind == .put { win(0, p) }
             } else {
-                winners.reserveCapacity(entries.reduce(0) { $0 + $1.count })
-                // A k-way merge; among equal keys the highest sequence comes first.
-                var positions = Array(repeating: 0, count: segments.count)
+                // A k-way merge; among equal keys the highest sequence comes
+                // first. Each segment's position is kept behind a pointer the
+                // heap's order reads: captured as a variable, every access
+                // went through Swift's exclusivity checks (half of opening a
+                // store of two segments, callgrind, 2026-11-26).
+                let positions = UnsafeMutableBufferPointer<Int>.allocate(capacity: segments.count)
+                positions.initialize(repeating: 0)
+                defer { positions.deallocate() }
+                @inline(__always) func head(_ s: Int) -> SegmentReader.KeyTable.Entry { entries[s][positions[s]] }
                 var heap = MergeHeap(segments.indices.filter { !entries[$0].isEmpty }) { a, b in
-                    let ea = entries[a][positions[a]], eb = entries[b][positions[b]]
-                    let c = compareBytes(key(a, ea), key(b, eb))
+                    let ea = head(a), eb = head(b)
+                    let c = KeyIndex.compare(key(a, ea), key(b, eb))
                     return c < 0 || (c == 0 && ea.sequence > eb.sequence)
                 }
-                var previous: UnsafeRawBufferPointer? = nil
+                // The last key taken, from whichever segment.
+                var previous = UnsafeRawBufferPointer(start: nil, count: 0)
                 while let top = heap.top {
-                    let e = entries[top][positions[top]]
-                    let k = key(top, e)
-                    if let previous, compareBytes(previous, k) == 0 {
-                        deadCounts[top] += 1  // an older version of the key just handled
-                    } else {
-                        previous = k
-                        if e.kind == .put { winners.append((UInt32(top), UInt32(positions[top]))) }
+                    // The top segment's keys below the runner-up's head come
+                    // next, in its own order: a run of them takes no sift (a
+                    // store whose segments hold disjoint ranges, as flushes of
+                    // ascending keys and compaction outputs do, merges in one
+                    // comparison a key). Only a run's first key can equal
+                    // the key taken before it: a segment's keys ascend.
+                    let bound = heap.runnerUp.map { key($0, head($0)) }
+                    let count = entries[top].count
+                    var k = key(top, head(top))
+                    if previous.baseAddress != nil, KeyIndex.compare(previous, k) == 0 {
+                        deadCounts[top] += 1  // an older version of the key just taken
+                    } else if head(top).kind == .put {
+                        win(top, positions[top])
                     }
                     positions[top] += 1
-                    if positions[top] == entries[top].count { heap.removeTop() } else { heap.topChanged() }
+                    while positions[top] < count {
+                        let e = head(top)
+                        let next = key(top, e)
+                        if let bound, KeyIndex.compare(next, bound) >= 0 { break }
+                        if e.kind == .put { win(top, positions[top]) }
+                        positions[top] += 1
+                        k = next
+                    }
+                    previous = k
+                    if positions[top] == count { heap.removeTop() } else { heap.topChanged() }
                 }
             }
-            return winners.withUnsafeBufferPointer { winners in
-                KeyIndex.build(MergedKeys(winners: winners, keyBytes: keyBytes, entries: entries, files: files), ways: cores)
-            }
+            return KeyIndex.build(MergedKeys(winners: UnsafeBufferPointer(rebasing: winners[0..<won]), keyBytes: keyBytes, entries: entries, files: files), ways: cores)
         }
         for (reader, dead) in zip(readers, deadCounts) { reader.deadRecords += dead }
         return index
