@@ -189,6 +189,27 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         }
     }
 
+    /// `engine --open-only` opens a kept store read-only and reports its
+    /// keys and each open's time; a directory that holds no store fails the
+    /// command without making one there.
+    @Test func engineOpenOnlyOpensAKeptStoreReadOnly() throws {
+        let dir = scratch("open-only")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let migrate = try runBench(["migrate", "--objects", "400", "--repeats", "1", "--store", dir])
+        #expect(migrate.status == 0)
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir + "/base").sorted()
+        let open = try runBench(["engine", "--open-only", dir + "/base", "--repeats", "2"])
+        #expect(open.status == 0)
+        let line = try #require(open.stdout.split(separator: "\n").first { $0.hasPrefix("open of") }, "no open line in \(open.stdout)")
+        #expect(line.contains("keys)") && !line.contains("(0 keys)") && line.contains("median"), "\(line)")
+        #expect(line.components(separatedBy: " ms").count == 3, "two times and a median: \(line)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/base").sorted() == files, "a read-only open changed the store")
+
+        let missing = try runBench(["engine", "--open-only", dir + "/none", "--repeats", "1"])
+        #expect(missing.status != 0)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/none/MANIFEST"))
+    }
+
     @Test func lookupJSON() throws {
         let dir = scratch("lookup")
         defer { try? FileManager.default.removeItem(atPath: dir) }

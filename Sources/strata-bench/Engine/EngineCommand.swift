@@ -20,8 +20,29 @@ struct EngineCommand: ParsableCommand {
     @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
     @Flag(name: .customLong("no-peers"), help: "Skip the same workloads on LMDB and LevelDB.") var noPeers = false
     @Option(help: "Records of each durable run beside the peers (each batch waits for a sync).") var durableRecords = 200_000
+    @Option(help: ArgumentHelp("Only open this existing store, read-only, --repeats times, and print the times (nothing is written).",
+                               discussion: "For profiling an open: under callgrind, the difference between --repeats 3 and --repeats 1, halved, is what one open and close costs."))
+    var openOnly: String?
 
     func run() throws {
+        if let openOnly {
+            var options = StoreOptions()
+            options.readOnly = true
+            options.createIfMissing = false
+            var times: [Double] = []
+            var keys = 0
+            for round in 0..<max(1, repeats) {
+                var opened: StrataStore?
+                times.append(try seconds { opened = try StrataStore(directory: openOnly, options: options) } * 1000)
+                // Counted once (statistics walks the index), so that it
+                // cancels out of a difference between two repeat counts.
+                if round == 0 { keys = opened!.statistics.keys }
+                try opened!.close()
+            }
+            print("open of \(openOnly) (\(thousands(Double(keys))) keys): " + times.map { fixed($0, 1) }.joined(separator: ", ")
+                  + " ms; median \(fixed(median(times), 1)) ms")
+            return
+        }
         let work = try WorkDirectory(store, scenario: "bench")
         defer { work.cleanUp() }
         let root = work.path
