@@ -431,8 +431,8 @@ enum Recovery {
                 // A k-way merge; among equal keys the highest sequence comes
                 // first. Each segment's position is kept behind a pointer the
                 // heap's order reads: captured as a variable, every access
-                // went through Swift's exclusivity checks (half of opening a
-                // store of two segments, callgrind, 2026-11-26).
+                // went through Swift's exclusivity checks (a fifth of opening
+                // a store of two segments, callgrind, 2026-11-26).
                 let positions = UnsafeMutableBufferPointer<Int>.allocate(capacity: segments.count)
                 positions.initialize(repeating: 0)
                 defer { positions.deallocate() }
