@@ -7,17 +7,23 @@ import Testing
 /// Random puts, deletes, batches, reopens, flushes and compactions, checked
 /// step by step against a dictionary (the model). Reproduce a failure with
 /// STRATA_TEST_SEED=<the seed it prints>.
+///
+/// With `checkpoints`, every close may save an index checkpoint (half of
+/// them flush first, so that one is saved; the others leave writes in the
+/// log, to be replayed on top of it or to make it stale), and reopens load it.
 @Suite struct ModelTests {
-    @Test func randomOperationsMatchADictionary() throws {
+    @Test(arguments: [false, true])
+    func randomOperationsMatchADictionary(checkpoints: Bool) throws {
         let seed = testSeed()
         var g = SeededGenerator(seed: seed)
         let dir = ScratchDirectory()
         var options = smallOptions()
         options.compactionDeadRatio = 0.3
+        if checkpoints { options.indexCheckpointMinimumKeys = 1 }
         var store = try StrataStore(directory: dir.store, options: options)
         var model: [[UInt8]: [UInt8]] = [:]
         var pinned: (view: ReadView, model: [[UInt8]: [UInt8]])? = nil
-        let operations = Int(ProcessInfo.processInfo.environment["STRATA_MODEL_OPERATIONS"] ?? "") ?? 100_000
+        let operations = Int(ProcessInfo.processInfo.environment["STRATA_MODEL_OPERATIONS"] ?? "") ?? (checkpoints ? 30_000 : 100_000)
         var counts = [String: Int]()
 
         func randomKey() -> [UInt8] {
@@ -85,6 +91,10 @@ import Testing
                 counts["get", default: 0] += 1
             case 990..<992:  // reopen
                 try store.close()
+                if checkpoints {
+                    if store.recoveryReport.indexCheckpoint != .absent { counts["checkpoint \(store.recoveryReport.indexCheckpoint == .loaded ? "loaded" : "refused")", default: 0] += 1 }
+                    options.flushOnCloseThreshold = Bool.random(using: &g) ? 1 : Int.max
+                }
                 store = try StrataStore(directory: dir.store, options: options)
                 pinned = nil
                 try checkAll(step)
@@ -113,6 +123,6 @@ import Testing
         try store.close()
         let reopened = try StrataStore(directory: dir.store, options: options)
         #expect(reopened.statistics.keys == model.count, "seed \(seed)")
-        print("model test: seed \(seed), \(operations) operations: \(counts.sorted { $0.key < $1.key })")
+        print("model test\(checkpoints ? " with index checkpoints" : ""): seed \(seed), \(operations) operations: \(counts.sorted { $0.key < $1.key })")
     }
 }

@@ -54,8 +54,9 @@ extension KeyIndex {
     final class Node: ManagedBuffer<NodeHeader, UInt64> {
         /// A new empty node with room for `slots` keys and at least
         /// `byteCapacity` key bytes (more when the allocator rounds up). The
-        /// whole tail is zeroed, so a lookup may read any of it.
-        static func make(height: Int, slots: Int, byteCapacity: Int) -> Node {
+        /// whole tail is zeroed, so a lookup may read any of it — but for
+        /// its first `zeroed` bytes, which the caller fills at once.
+        static func make(height: Int, slots: Int, byteCapacity: Int, zeroingFrom zeroed: Int = 0) -> Node {
             let words = (slots * 18 + byteCapacity + 7) >> 3
             let node = unsafeDowncast(
                 Node.create(minimumCapacity: words) { _ in
@@ -67,7 +68,7 @@ extension KeyIndex {
                 assert(UnsafeMutableRawPointer(header) == NodeView(node).object + NodeView.headerOffset)
                 assert(UnsafeMutableRawPointer(tail) == NodeView(node).tail)
                 header.pointee.byteCapacity = Int32(min(tailBytes - slots * 18, Int(UInt16.max)))
-                memset(tail, 0, tailBytes)
+                memset(UnsafeMutableRawPointer(tail) + zeroed, 0, tailBytes - zeroed)
             }
             return node
         }

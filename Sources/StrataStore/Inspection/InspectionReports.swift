@@ -22,13 +22,17 @@ public struct StoreKey: Codable, Sendable, Hashable {
 public struct StoreFileReport: Codable, Sendable, Hashable {
     /// What a file in a store directory is.
     public enum Kind: String, Codable, Sendable, Hashable {
-        case lock, manifest, manifestTemporary = "manifest-temporary", log, segment, other
+        case lock, manifest, manifestTemporary = "manifest-temporary", log, segment
+        /// The index checkpoint (`INDEX`) and one a close was writing (`INDEX.tmp`).
+        case indexCheckpoint = "index-checkpoint", indexCheckpointTemporary = "index-checkpoint-temporary"
+        case other
     }
     public var name: String
     public var kind: Kind
     public var size: UInt64
     /// True for the files an open would use: `MANIFEST`, `LOCK`, the logs at or
-    /// above the manifest's log number and the segments it names. False for
+    /// above the manifest's log number, the segments it names and an index
+    /// checkpoint made over exactly those segments. False for
     /// leftovers that the next writable open deletes, and for foreign files.
     public var isLive: Bool
 }

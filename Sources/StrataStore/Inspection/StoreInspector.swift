@@ -82,6 +82,12 @@ public final class StoreInspector: Sendable {
             } else if name == Manifest.temporaryName {
                 kind = .manifestTemporary
                 isLive = false
+            } else if name == IndexCheckpoint.fileName {
+                kind = .indexCheckpoint
+                isLive = IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) == nil
+            } else if name == IndexCheckpoint.temporaryName {
+                kind = .indexCheckpointTemporary
+                isLive = false
             } else if let n = Self.number(name, suffix: ".wal") {
                 kind = .log
                 isLive = n >= manifest.logNumber
@@ -106,8 +112,11 @@ public final class StoreInspector: Sendable {
         var notes = contents.notes
         for file in files where !file.isLive {
             switch file.kind {
-            case .log, .segment, .manifestTemporary:
+            case .log, .segment, .manifestTemporary, .indexCheckpointTemporary:
                 notes.append("\(file.name) is a leftover the manifest does not use; a writable open deletes it")
+            case .indexCheckpoint:
+                let why = IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) ?? "changed since"
+                notes.append("\(file.name), the index checkpoint, will not be used: \(why); an open builds the index from the segments, and a close replaces or removes it")
             case .other:
                 notes.append("\(file.name) is not a store file")
             case .lock, .manifest: break

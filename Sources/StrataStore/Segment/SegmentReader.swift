@@ -103,6 +103,69 @@ package final class SegmentReader: @unchecked Sendable {
         }
     }
 
+    /// Opens a segment whose block table the index checkpoint kept, without
+    /// reading its footer: the file must have `info.fileSize` bytes, a good
+    /// header, and exactly `trailer` as its trailer (the footer's checksum,
+    /// record count and sequences), and `blocks` must tile the file from the
+    /// header to the footer with the trailer's counts. Nil when anything
+    /// differs or cannot be read: the caller then opens it the usual way,
+    /// which reports what is wrong, if anything.
+    package static func open(fileSystem: any FileSystem, directory: String, info: SegmentInfo,
+                             trailer: [UInt8], blocks: [SegmentFormat.BlockHandle]) -> SegmentReader? {
+        let path = directory + "/" + SegmentFormat.fileName(info.fileNumber)
+        guard trailer.count == SegmentFormat.trailerSize,
+              let decoded = trailer.withUnsafeBytes({ SegmentFormat.Trailer(decoding: $0) }),
+              decoded.blockCount == UInt32(blocks.count), decoded.recordCount == info.recordCount,
+              decoded.minimumSequence == info.minimumSequence, decoded.maximumSequence == info.maximumSequence,
+              info.fileSize >= UInt64(SegmentFormat.headerSize + SegmentFormat.trailerSize)
+        else { return nil }
+        var expectedOffset = UInt64(SegmentFormat.headerSize)
+        var records: UInt64 = 0
+        for block in blocks {
+            guard block.offset == expectedOffset, block.storedLength <= UInt32(SegmentFormat.maximumBlock),
+                  block.rawLength <= UInt32(SegmentFormat.maximumBlock), block.recordCount <= block.rawLength
+            else { return nil }
+            expectedOffset = block.offset + UInt64(SegmentFormat.blockHeaderSize) + UInt64(block.storedLength)
+            records += UInt64(block.recordCount)
+        }
+        guard expectedOffset == decoded.footerOffset, records == info.recordCount,
+              info.fileSize - UInt64(SegmentFormat.trailerSize) - decoded.footerOffset == 4 + UInt64(decoded.footerStoredLength)
+        else { return nil }
+        guard let fd = try? fileSystem.open(path, .readOnly) else { return nil }
+        var header = [UInt8](repeating: 0, count: SegmentFormat.headerSize)
+        var found = [UInt8](repeating: 0, count: SegmentFormat.trailerSize)
+        let matches = { () throws(SystemCallError) -> Bool in
+            guard try fileSystem.size(fd) == info.fileSize,
+                  try header.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: 0, path: path) }) == header.count,
+                  header.withUnsafeBytes({ SegmentFormat.checkHeader($0, fileNumber: info.fileNumber) }) == nil,
+                  try found.withMutableBytes({ (b) throws(SystemCallError) in
+                      try fileSystem.readAll(fd, into: b, at: info.fileSize - UInt64(SegmentFormat.trailerSize), path: path)
+                  }) == found.count
+            else { return false }
+            return found == trailer
+        }
+        guard (try? matches()) == true else {
+            try? fileSystem.close(fd)
+            return nil
+        }
+        return SegmentReader(info: info, path: path, blocks: blocks, fileSystem: fileSystem, fd: fd)
+    }
+
+    /// This segment's trailer as it is on disk, when it decodes and agrees
+    /// with `info` (what the index checkpoint records to recognize the file).
+    package func trailerBytes() -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: SegmentFormat.trailerSize)
+        guard info.fileSize >= UInt64(SegmentFormat.trailerSize),
+              (try? bytes.withMutableBytes({ (b) throws(SystemCallError) in
+                  try fileSystem.readAll(fd, into: b, at: info.fileSize - UInt64(SegmentFormat.trailerSize), path: path)
+              })) == bytes.count,
+              let trailer = bytes.withUnsafeBytes({ SegmentFormat.Trailer(decoding: $0) }),
+              trailer.blockCount == UInt32(blocks.count), trailer.recordCount == info.recordCount,
+              trailer.minimumSequence == info.minimumSequence, trailer.maximumSequence == info.maximumSequence
+        else { return nil }
+        return bytes
+    }
+
     private struct Contents {
         var info: SegmentInfo
         var blocks: [SegmentFormat.BlockHandle]

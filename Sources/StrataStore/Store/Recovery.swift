@@ -150,15 +150,32 @@ enum Recovery {
         logNumbers.sort()
         let live = Set(manifest.segments.map(\.fileNumber))
 
-        // 3. Segments → index.
+        // 3. Segments → index: loaded from the checkpoint the last close
+        // saved, when it was made over exactly these segments; built from
+        // their footers otherwise.
         var files: [UInt32: StrataStore.StoredFile] = [:]
-        let opened = try openSegments(manifest.segments, fileSystem: fs, directory: directory)
-        for segment in opened {
-            if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(segment.reader.fileNumber)) }
-            report.segmentRecords += segment.keys.entries.count
-            files[segment.reader.fileNumber] = .segment(segment.reader)
+        var index: KeyIndex
+        let cores = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        let checkpoint = names.contains(IndexCheckpoint.fileName)
+            ? IndexCheckpoint.load(fileSystem: fs, directory: directory, segments: manifest.segments, ways: cores) : nil
+        switch checkpoint {
+        case .success(let loaded)?:
+            report.indexCheckpoint = .loaded
+            for reader in loaded.readers {
+                report.segmentRecords += Int(reader.info.recordCount)
+                files[reader.fileNumber] = .segment(reader)
+            }
+            index = loaded.index
+        case let refused:
+            if case .failure(let refusal)? = refused { report.indexCheckpoint = .notUsed(refusal.description) }
+            let opened = try openSegments(manifest.segments, fileSystem: fs, directory: directory)
+            for segment in opened {
+                if segment.rebuiltByScan { report.segmentsRebuiltByScan.append(SegmentFormat.fileName(segment.reader.fileNumber)) }
+                report.segmentRecords += segment.keys.entries.count
+                files[segment.reader.fileNumber] = .segment(segment.reader)
+            }
+            index = mergeSegmentKeys(opened)
         }
-        var index = mergeSegmentKeys(opened)
 
         // 4. Logs: read and check them all, then size the memtable for exactly
         // what they hold (a memtable record can take up to four times its
@@ -319,6 +336,7 @@ enum Recovery {
             for n in segmentNumbers where !live.contains(n) { removed.append(SegmentFormat.fileName(n)) }
             for n in logNumbers where n < manifest.logNumber { removed.append(LogFormat.fileName(n)) }
             if names.contains(Manifest.temporaryName) { removed.append(Manifest.temporaryName) }
+            if names.contains(IndexCheckpoint.temporaryName) { removed.append(IndexCheckpoint.temporaryName) }
             for name in removed {
                 do throws(SystemCallError) { try fs.remove(directory + "/" + name) } catch where error.errno == ENOENT {} catch {
                     throw io("cannot remove an orphan file", directory + "/" + name, error)

@@ -119,6 +119,7 @@ extension StrataStore {
                 firstError = StoreError(.ioFailure, "cannot sync the log on close", path: log.path, errno: error.errno, cause: error)
             }
         }
+        if firstError == nil { saveIndexCheckpointIfDue() }
         state.withLock {
             isClosed = true
             index = KeyIndex()

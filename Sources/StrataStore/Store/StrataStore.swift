@@ -64,6 +64,11 @@ public final class StrataStore: @unchecked Sendable {
     var liveSegments: [SegmentInfo]
     /// Set by `close()`. Guarded by `state`.
     var isClosed = false
+    /// The segments the index checkpoint on disk was made over, when it is
+    /// known to be current (loaded at open, or saved). Guarded by `state`.
+    var checkpointedSegments: [SegmentInfo]?
+    /// Whether the directory may hold an index checkpoint. Guarded by `state`.
+    var checkpointFound: Bool
     /// What compaction does to each live record's value it copies (see
     /// ``setCompactionRewriter(_:)``). Guarded by `state`.
     var compactionRewriter: CompactionRewriter?
@@ -176,6 +181,8 @@ public final class StrataStore: @unchecked Sendable {
         self.log = opened.log
         self.memtable = opened.memtable
         self.counters.memtableBytes = opened.memtable?.used ?? 0
+        self.checkpointedSegments = opened.report.indexCheckpoint == .loaded ? opened.manifest.segments : nil
+        self.checkpointFound = opened.report.indexCheckpoint != .absent
     }
 
     deinit {
@@ -224,5 +231,24 @@ public struct RecoveryReport: Sendable, Equatable {
     public var segmentRecords = 0
     /// Logs that held no batch (opened and closed without a write), deleted.
     public var emptyLogsRemoved = 0
+    /// Whether the index was loaded from the index checkpoint the last
+    /// close saved, or built from the segments' footers, and why.
+    public var indexCheckpoint = IndexCheckpointUse.absent
     public init() {}
+}
+
+/// What opening a store did with the index checkpoint: the in-memory index
+/// over the store's segments, saved by a close (see
+/// ``StoreOptions/indexCheckpointMinimumKeys``). It is a cache: whatever
+/// is wrong with it, the index is built from the segments instead, and
+/// nothing is lost.
+public enum IndexCheckpointUse: Sendable, Equatable {
+    /// There was none: the index was built from the segments' footers.
+    case absent
+    /// The index was loaded from it.
+    case loaded
+    /// There was one, and the index was built from the footers instead, for
+    /// this reason (usually that a flush or compaction changed the segments
+    /// since it was saved).
+    case notUsed(String)
 }

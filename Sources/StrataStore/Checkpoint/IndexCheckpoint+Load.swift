@@ -1,0 +1,164 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension IndexCheckpoint {
+    /// An index loaded from a checkpoint, and its segments, opened.
+    struct Loaded {
+        var index: KeyIndex
+        /// In the manifest's order, each with its dead-record count set.
+        var readers: [SegmentReader]
+    }
+
+    /// The directory's checkpoint, loaded, when it was made over exactly
+    /// `segments` (the manifest's, in its order) and every check passes;
+    /// why not otherwise; nil when there is none. Never throws: whatever
+    /// is wrong, the caller builds the index from the footers instead.
+    ///
+    /// The chunks are read and their leaves made `ways` at a time.
+    static func load(fileSystem: any FileSystem, directory: String, segments: [SegmentInfo], ways: Int) -> Result<Loaded, Refusal>? {
+        let path = directory + "/" + fileName
+        let fd: FileDescriptor
+        do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch {
+            return error.errno == ENOENT ? nil : .failure(.unreadable("\(error)"))
+        }
+        defer { try? fileSystem.close(fd) }
+        let meta: Meta
+        let metaOffset: UInt64
+        switch readMeta(fileSystem: fileSystem, fd: fd, path: path) {
+        case .success(let read): (meta, metaOffset) = read
+        case .failure(let refusal): return .failure(refusal)
+        }
+
+        guard meta.segments.map(\.info) == segments else {
+            let names = { (s: [SegmentInfo]) in s.map { SegmentFormat.fileName($0.fileNumber) }.joined(separator: ", ") }
+            return .failure(.stale("it lists [\(names(meta.segments.map(\.info)))], the manifest [\(names(segments))]"))
+        }
+        var chunkEnd: UInt64 = 0
+        var leafCount = 0, keyCount = 0
+        for chunk in meta.chunks {
+            guard chunk.offset == chunkEnd, chunk.length > 0, chunk.leafCount > 0, chunk.keyCount >= chunk.leafCount else {
+                return .failure(.damaged("its chunk table does not tile the file"))
+            }
+            chunkEnd += UInt64(chunk.length)
+            leafCount += chunk.leafCount
+            keyCount += chunk.keyCount
+        }
+        guard chunkEnd == metaOffset, leafCount == meta.leafCount, keyCount == meta.keyCount else {
+            return .failure(.damaged("its chunk table disagrees with its counts"))
+        }
+        var readers: [SegmentReader] = []
+        for segment in meta.segments {
+            guard let reader = SegmentReader.open(fileSystem: fileSystem, directory: directory, info: segment.info,
+                                                  trailer: segment.trailer, blocks: segment.blocks)
+            else { return .failure(.stale("\(SegmentFormat.fileName(segment.info.fileNumber)) is not the file it was made over")) }
+            reader.deadRecords = segment.deadRecords
+            readers.append(reader)
+        }
+
+        // Each run loads a contiguous range of chunks into its own leaves,
+        // through one buffer of its own.
+        let chunks = meta.chunks
+        let runs = max(1, min(ways, chunks.count))
+        var results = [Result<[KeyIndex.NodeRef], Refusal>?](repeating: nil, count: runs)
+        let bounds = SegmentBounds(meta.segments)
+        let largest = chunks.map(\.length).max() ?? 0
+        results.withUnsafeMutableBufferPointer { slots in
+            // Each slot is written by exactly one iteration, and read only after they all return.
+            nonisolated(unsafe) let slots = slots
+            DispatchQueue.concurrentPerform(iterations: runs) { run in
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16)
+                defer { buffer.deallocate() }
+                var leaves: [KeyIndex.NodeRef] = []
+                for chunk in chunks[(chunks.count * run / runs)..<(chunks.count * (run + 1) / runs)] {
+                    let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<chunk.length])
+                    do throws(SystemCallError) {
+                        guard try fileSystem.readAll(fd, into: bytes, at: chunk.offset, path: path) == chunk.length else {
+                            slots[run] = .failure(.damaged("a chunk is cut short"))
+                            return
+                        }
+                    } catch {
+                        slots[run] = .failure(.unreadable("\(error)"))
+                        return
+                    }
+                    guard CRC32C.checksum(UnsafeRawBufferPointer(bytes)) == chunk.crc else {
+                        slots[run] = .failure(.damaged("the chunk at offset \(chunk.offset) fails its checksum"))
+                        return
+                    }
+                    var offset = 0, keys = 0, made = 0
+                    while offset < chunk.length {
+                        guard let (leaf, size) = KeyIndex.leaf(fromImage: UnsafeRawBufferPointer(rebasing: bytes[offset...]), entries: bounds) else {
+                            slots[run] = .failure(.damaged("a leaf in the chunk at offset \(chunk.offset) breaks the index's rules"))
+                            return
+                        }
+                        leaves.append(leaf)
+                        keys += NodeView(leaf.node).count
+                        made += 1
+                        offset += size
+                    }
+                    guard offset == chunk.length, made == chunk.leafCount, keys == chunk.keyCount else {
+                        slots[run] = .failure(.damaged("the chunk at offset \(chunk.offset) disagrees with its counts"))
+                        return
+                    }
+                }
+                slots[run] = .success(leaves)
+            }
+        }
+        var leaves: [KeyIndex.NodeRef] = []
+        leaves.reserveCapacity(meta.leafCount)
+        for result in results {
+            switch result! {
+            case .success(let run): leaves += run
+            case .failure(let refusal): return .failure(refusal)
+            }
+        }
+        guard let index = KeyIndex.assemble(leaves: leaves, count: meta.keyCount) else {
+            return .failure(.damaged("its leaves are out of order"))
+        }
+        return .success(Loaded(index: index, readers: readers))
+    }
+
+    /// The checkpoint's meta, checked, and where it starts.
+    static func readMeta(fileSystem: any FileSystem, fd: FileDescriptor, path: String) -> Result<(Meta, UInt64), Refusal> {
+        do throws(SystemCallError) {
+            let size = try fileSystem.size(fd)
+            guard size >= UInt64(trailerSize) else { return .failure(.damaged("\(size) bytes, shorter than its trailer")) }
+            var trailerBytes = [UInt8](repeating: 0, count: trailerSize)
+            guard try trailerBytes.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: size - UInt64(trailerSize), path: path) }) == trailerSize,
+                  let trailer = trailerBytes.withUnsafeBytes({ decodeTrailer($0) }),
+                  trailer.offset <= size - UInt64(trailerSize), size - UInt64(trailerSize) - trailer.offset == UInt64(trailer.length)
+            else { return .failure(.damaged("its trailer fails its checks")) }
+            var metaBytes = [UInt8](repeating: 0, count: trailer.length)
+            guard try metaBytes.withMutableBytes({ (b) throws(SystemCallError) in try fileSystem.readAll(fd, into: b, at: trailer.offset, path: path) }) == trailer.length,
+                  CRC32C.checksum(metaBytes) == trailer.crc
+            else { return .failure(.damaged("its meta fails its checksum")) }
+            return metaBytes.withUnsafeBytes { Meta.decode($0) }.map { ($0, trailer.offset) }
+        } catch {
+            return .failure(.unreadable("\(error)"))
+        }
+    }
+
+    /// Whether the directory's checkpoint would be used by an open of a
+    /// store whose manifest names `segments` (its meta is read and
+    /// checked; its chunks and the segment files are not): what
+    /// `strata-dump info` reports. The reason when not.
+    package static func refusal(fileSystem: any FileSystem, directory: String, segments: [SegmentInfo]) -> String? {
+        let path = directory + "/" + fileName
+        let fd: FileDescriptor
+        do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch { return Refusal.unreadable("\(error)").description }
+        defer { try? fileSystem.close(fd) }
+        switch readMeta(fileSystem: fileSystem, fd: fd, path: path) {
+        case .success(let (meta, _)):
+            return meta.segments.map(\.info) == segments ? nil : Refusal.stale("a flush or compaction since").description
+        case .failure(let refusal):
+            return refusal.description
+        }
+    }
+
+    private typealias NodeView = KeyIndex.NodeView
+}

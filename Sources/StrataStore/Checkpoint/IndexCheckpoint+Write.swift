@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension IndexCheckpoint {
+    /// Saves `index` as the checkpoint over `segments` (in the manifest's
+    /// order), replacing the directory's checkpoint, if any. Returns false
+    /// and writes nothing when an entry of the index points outside those
+    /// segments (the memtable still holds a newer version: the index then
+    /// is not the segments' alone).
+    ///
+    /// Not synced: a checkpoint torn by a crash fails its checksums and the
+    /// next open rebuilds the index, as it would without one.
+    static func write(_ index: KeyIndex, segments: [Segment], fileSystem: any FileSystem, directory: String) throws(SystemCallError) -> Bool {
+        let temporary = directory + "/" + temporaryName
+        if (try? fileSystem.status(temporary)) != nil { try fileSystem.remove(temporary) }
+        let fd = try fileSystem.open(temporary, .createNew)
+        // The largest leaf image: leafCapacity keys and just under 3 * maxNodeBytes of key bytes.
+        let largestLeaf = KeyIndex.leafImageSize(count: KeyIndex.leafCapacity, byteCount: 3 * KeyIndex.maxNodeBytes)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkBytes + largestLeaf, alignment: 16)
+        defer { buffer.deallocate() }
+        let bounds = SegmentBounds(segments)
+        do throws(SystemCallError) {
+            var chunks: [Chunk] = []
+            var offset: UInt64 = 0
+            var used = 0, leaves = 0, keys = 0
+            func writeChunk() throws(SystemCallError) {
+                let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<used])
+                try fileSystem.writeAll(fd, bytes, at: offset, path: temporary)
+                chunks.append(Chunk(offset: offset, length: used, crc: CRC32C.checksum(bytes), leafCount: leaves, keyCount: keys))
+                offset += UInt64(used)
+                (used, leaves, keys) = (0, 0, 0)
+            }
+            var outside = false
+            try index.forEachLeaf { (leaf) throws(SystemCallError) in
+                guard !outside else { return }
+                for i in 0..<leaf.count where !bounds.contains(leaf.entry(i)) {
+                    outside = true
+                    return
+                }
+                let size = KeyIndex.leafImageSize(count: leaf.count, byteCount: leaf.byteCount)
+                if used > 0 && used + size > chunkBytes { try writeChunk() }
+                used += KeyIndex.writeLeafImage(leaf, to: buffer.baseAddress! + used)
+                leaves += 1
+                keys += leaf.count
+            }
+            if outside {
+                try? fileSystem.close(fd)
+                try? fileSystem.remove(temporary)
+                return false
+            }
+            if used > 0 { try writeChunk() }
+            let meta = Meta(keyCount: index.count, leafCount: chunks.reduce(0) { $0 + $1.leafCount }, segments: segments, chunks: chunks).encoded()
+            try meta.withBytes { (b) throws(SystemCallError) in try fileSystem.writeAll(fd, b, at: offset, path: temporary) }
+            let trailer = encodeTrailer(metaOffset: offset, metaLength: meta.count, metaCRC: CRC32C.checksum(meta))
+            try trailer.withBytes { (b) throws(SystemCallError) in try fileSystem.writeAll(fd, b, at: offset + UInt64(meta.count), path: temporary) }
+        } catch {
+            try? fileSystem.close(fd)
+            try? fileSystem.remove(temporary)
+            throw error
+        }
+        do throws(SystemCallError) {
+            try fileSystem.close(fd)
+            try fileSystem.rename(temporary, to: directory + "/" + fileName)
+        } catch {
+            try? fileSystem.remove(temporary)
+            throw error
+        }
+        return true
+    }
+}
+
+/// Which index entries can point into a checkpoint's segments: the file is
+/// one of them, the sequence within its range, the block within its table.
+struct SegmentBounds: IndexEntryCheck {
+    private var numbers: [UInt32] = []
+    private var limits: [(minimum: UInt64, maximum: UInt64, blocks: UInt32)] = []
+
+    init(_ segments: [IndexCheckpoint.Segment]) {
+        for s in segments.sorted(by: { $0.info.fileNumber < $1.info.fileNumber }) {
+            numbers.append(s.info.fileNumber)
+            limits.append((s.info.minimumSequence, s.info.maximumSequence, UInt32(s.blocks.count)))
+        }
+    }
+
+    @inline(__always)
+    func contains(_ entry: IndexEntry) -> Bool {
+        if numbers.count == 1 {  // a compacted store: one comparison
+            let l = limits[0]
+            return entry.file == numbers[0] && entry.sequence >= l.minimum && entry.sequence <= l.maximum
+                && RecordLocation(packed: entry.block).block < l.blocks
+        }
+        var low = 0, high = numbers.count
+        while low < high {
+            let mid = (low &+ high) >> 1
+            if numbers[mid] < entry.file { low = mid &+ 1 } else { high = mid }
+        }
+        guard low < numbers.count, numbers[low] == entry.file else { return false }
+        let l = limits[low]
+        return entry.sequence >= l.minimum && entry.sequence <= l.maximum && RecordLocation(packed: entry.block).block < l.blocks
+    }
+}

@@ -1,0 +1,40 @@
+extension StrataStore {
+    /// At close: saves the index as the index checkpoint when the store is
+    /// large enough and its segments changed since the checkpoint on disk
+    /// was made; removes a checkpoint that no longer matches otherwise (it
+    /// would only be read and refused). Best effort: a checkpoint is a
+    /// cache, and a close does not fail for want of one.
+    ///
+    /// Called by `close()` once no writer, flush or compaction can run.
+    func saveIndexCheckpointIfDue() {
+        guard !options.readOnly else { return }
+        let (snapshot, infos, readers, checkpointed, found) = state.withReadLock { () -> (KeyIndex, [SegmentInfo], [SegmentReader], [SegmentInfo]?, Bool) in
+            let readers = liveSegments.compactMap { info -> SegmentReader? in
+                if case .segment(let reader)? = files[info.fileNumber] { return reader }
+                return nil
+            }
+            return (index, liveSegments, readers, checkpointedSegments, checkpointFound)
+        }
+        if let checkpointed, checkpointed == infos { return }
+        let path = path(IndexCheckpoint.fileName)
+        func removeStale() {
+            if found { try? fileSystem.remove(path) }
+        }
+        guard writers.withLock({ failure }) == nil, !infos.isEmpty, readers.count == infos.count,
+              snapshot.count >= max(1, options.indexCheckpointMinimumKeys)
+        else { return removeStale() }
+        var segments: [IndexCheckpoint.Segment] = []
+        for reader in readers {
+            guard let trailer = reader.trailerBytes() else { return removeStale() }
+            let dead = state.withReadLock { reader.deadRecords }
+            segments.append(IndexCheckpoint.Segment(info: reader.info, deadRecords: dead, trailer: trailer, blocks: reader.blocks))
+        }
+        guard (try? IndexCheckpoint.write(snapshot, segments: segments, fileSystem: fileSystem, directory: directory)) == true else {
+            return removeStale()
+        }
+        state.withLock {
+            checkpointedSegments = infos
+            checkpointFound = true
+        }
+    }
+}

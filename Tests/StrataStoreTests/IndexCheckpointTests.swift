@@ -1,0 +1,411 @@
+import Foundation
+import SharedTestSupport
+import Testing
+
+@testable import StrataStore
+
+/// The index checkpoint (`IndexCheckpoint`): a close saves the index over
+/// the store's segments, the next open loads it. It must give exactly the
+/// index, dead counts and statistics that building from the footers gives,
+/// and anything wrong with it must cost nothing but the rebuild.
+@Suite struct IndexCheckpointTests {
+    /// Options under which even a small store saves a checkpoint.
+    static func checkpointing(_ options: StoreOptions = smallOptions()) -> StoreOptions {
+        var options = options
+        options.indexCheckpointMinimumKeys = 1
+        return options
+    }
+
+    /// Every key and entry of a store's index, in order.
+    static func entries(_ store: StrataStore) -> [([UInt8], IndexEntry)] {
+        var all: [([UInt8], IndexEntry)] = []
+        store.state.withReadLock {
+            store.index.checkInvariants()
+            store.index.forEach(from: nil) { key, entry in
+                all.append((Array(key), entry))
+                return true
+            }
+        }
+        return all
+    }
+
+    /// A copy of the store's directory without its checkpoint, opened: the
+    /// index as the footers build it.
+    static func rebuilt(_ directory: String, _ options: StoreOptions) throws -> (StrataStore, ScratchDirectory) {
+        let copy = ScratchDirectory("rebuilt")
+        try FileManager.default.copyItem(atPath: directory, toPath: copy.store)
+        try? FileManager.default.removeItem(atPath: copy.store + "/" + IndexCheckpoint.fileName)
+        return (try StrataStore(directory: copy.store, options: options), copy)
+    }
+
+    static func expectSameIndex(_ loaded: StrataStore, _ rebuilt: StrataStore, _ note: String) {
+        let a = entries(loaded), b = entries(rebuilt)
+        #expect(a.count == b.count, "\(note): \(a.count) keys loaded, \(b.count) rebuilt")
+        if let i = (0..<min(a.count, b.count)).first(where: { a[$0].0 != b[$0].0 || a[$0].1 != b[$0].1 }) {
+            Issue.record("\(note): entry \(i) differs: \(a[i]) loaded, \(b[i]) rebuilt")
+        }
+        var (s, t) = (loaded.statistics, rebuilt.statistics)
+        (s.indexBytes, t.indexBytes) = (0, 0)  // leaves are cut differently
+        // The checkpoint carries the dead counts the closing store had, which
+        // miss the tombstones a later write of their key made dead (the
+        // index holds no tombstones): never more than a rebuild counts.
+        #expect(s.deadRecords <= t.deadRecords, "\(note): \(s.deadRecords) dead records loaded, \(t.deadRecords) rebuilt")
+        (s.deadRecords, t.deadRecords) = (0, 0)
+        (s.cacheHits, s.cacheMisses, s.cacheBytes, t.cacheHits, t.cacheMisses, t.cacheBytes) = (0, 0, 0, 0, 0, 0)
+        #expect(s == t, "\(note): statistics differ")
+    }
+
+    /// Sessions of random puts and deletes, flushes and compactions, each
+    /// ending in a close. After each close, the reopened store must have
+    /// loaded the checkpoint (when the close could save one) and hold
+    /// exactly what a rebuild from the footers holds, and the model.
+    @Test(arguments: [5, 23])
+    func aReopenedStoreLoadsTheSameIndexTheFootersBuild(seed: UInt64) throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1  // every close leaves an empty memtable
+        options.automaticCompaction = false  // compactions only where the test asks: the dead counts at close are then known
+        var rng = SeededGenerator(seed: seed)
+        var model: [[UInt8]: [UInt8]] = [:]
+        func key(_ n: UInt64) -> [UInt8] { bytes(String(format: "k%05d", Int(n))) + (n % 7 == 0 ? Array(repeating: 0x2F, count: Int(n % 40)) : []) }
+        var saved = false
+        var deadAtClose = 0
+        for session in 0..<8 {
+            let store = try StrataStore(directory: dir.store, options: options)
+            #expect(store.recoveryReport.indexCheckpoint == (saved ? .loaded : .absent), "session \(session): \(store.recoveryReport.indexCheckpoint)")
+            if saved { #expect(store.statistics.deadRecords == deadAtClose, "session \(session): dead records") }
+            if session > 0 {
+                let (rebuilt, copy) = try Self.rebuilt(dir.store, options)
+                Self.expectSameIndex(store, rebuilt, "seed \(seed) session \(session)")
+                try rebuilt.close()
+                _ = copy
+            }
+            for (k, v) in model where try store.get(k) != v { Issue.record("session \(session): \(string(k) ?? "") reads wrong") }
+            #expect(store.statistics.keys == model.count)
+            for _ in 0..<(200 + Int(rng.next() % 400)) {
+                var batch = WriteBatch()
+                for _ in 0..<8 {
+                    let k = key(rng.next() % 3_000)
+                    if rng.next() % 5 == 0 {
+                        batch.delete(k)
+                        model[k] = nil
+                    } else {
+                        let v = bytes("s\(session)-\(rng.next() % 1_000)")
+                        batch.put(k, v)
+                        model[k] = v
+                    }
+                }
+                try store.write(batch)
+                if rng.next() % 150 == 0 { try store.flush() }
+            }
+            if rng.next() % 3 == 0 { try store.compact() }
+            try store.flush()
+            deadAtClose = store.statistics.deadRecords
+            try store.close()
+            saved = dir.files().contains(IndexCheckpoint.fileName)
+            #expect(saved, "session \(session): no checkpoint after a close that flushed")
+        }
+    }
+
+    /// A checkpoint of several chunks, loaded by several threads at once,
+    /// with keys long enough that leaves are cut by bytes, not by count.
+    @Test func aCheckpointOfManyChunksLoadsTheSameIndex() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        options.logSizeLimit = 16 << 20
+        options.segmentSizeLimit = 64 << 20
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for chunk in 0..<60 {
+                var batch = WriteBatch()
+                for i in 0..<1_000 {
+                    let n = chunk * 1_000 + i
+                    let long = n % 500 == 0 ? String(repeating: "x", count: 5_000 + n % 3_000) : ""
+                    batch.put(bytes("key/\(String(n * 7_919 % 60_000, radix: 16))/\(long)padding-to-forty-bytes"), bytes("v\(n)"))
+                }
+                try store.write(batch)
+            }
+            try store.close()
+        }
+        let size = (try FileManager.default.attributesOfItem(atPath: dir.store + "/" + IndexCheckpoint.fileName)[.size] as? Int) ?? 0
+        #expect(size > 3 * IndexCheckpoint.chunkBytes, "the checkpoint is \(size) bytes: too few chunks to load in parallel")
+        let (rebuilt, copy) = try Self.rebuilt(dir.store, options)
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        #expect(store.statistics.keys == 60_000)
+        Self.expectSameIndex(store, rebuilt, "many chunks")
+        _ = copy
+    }
+
+    /// `strata-dump info` tells a checkpoint an open would use from one it
+    /// would refuse, and a leftover of an interrupted save.
+    @Test func theInspectorReportsTheCheckpoint() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
+            try store.close()
+        }
+        var summary = try StoreInspector(directory: dir.store).summary()
+        #expect(summary.files.first { $0.name == "INDEX" }.map { ($0.kind, $0.isLive) } ?? (.other, false) == (.indexCheckpoint, true))
+        #expect(!summary.notes.contains { $0.contains("INDEX") }, "\(summary.notes)")
+        let old = readFileBytes(path)
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            try store.put("more", "m")
+            try store.close()
+        }
+        writeFileBytes(path, old)
+        writeFileBytes(dir.store + "/" + IndexCheckpoint.temporaryName, [1, 2, 3])
+        summary = try StoreInspector(directory: dir.store).summary()
+        #expect(summary.files.first { $0.name == "INDEX" }.map { ($0.kind, $0.isLive) } ?? (.other, true) == (.indexCheckpoint, false))
+        #expect(summary.notes.contains { $0.contains("INDEX, the index checkpoint, will not be used: made over other segments") }, "\(summary.notes)")
+        #expect(summary.notes.contains { $0.contains("INDEX.tmp is a leftover") }, "\(summary.notes)")
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(store.recoveryReport.orphanFilesRemoved.contains(IndexCheckpoint.temporaryName))
+    }
+
+    /// The checkpoint covers the segments; the log holds what came after.
+    /// A store that stops without a close (its files copied while it is
+    /// open) opens from the checkpoint and replays the log on top.
+    @Test func writesAfterTheCheckpointAreReplayedOnTop() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<2_000 { try store.put("key\(i)", "v\(i)") }
+            try store.close()
+        }
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        for i in stride(from: 0, to: 2_000, by: 3) { try store.delete("key\(i)") }
+        for i in stride(from: 1, to: 2_000, by: 3) { try store.put("key\(i)", "w\(i)") }
+        let crashed = ScratchDirectory("crashed")
+        try FileManager.default.copyItem(atPath: dir.store, toPath: crashed.store)
+        try store.close()
+        // Rebuilt from a copy taken first: opening a store starts a new log, and numbers the memtable after it.
+        let (rebuilt, copy) = try Self.rebuilt(crashed.store, options)
+        let reopened = try StrataStore(directory: crashed.store, options: options)
+        #expect(reopened.recoveryReport.indexCheckpoint == .loaded)
+        #expect(reopened.recoveryReport.batchesReplayed > 0)
+        for i in 0..<2_000 {
+            let expected: String? = i % 3 == 0 ? nil : i % 3 == 1 ? "w\(i)" : "v\(i)"
+            #expect(try reopened.string("key\(i)") == expected)
+        }
+        Self.expectSameIndex(reopened, rebuilt, "after replay")
+        _ = copy
+    }
+
+    /// A checkpoint made over other segments (here: put back after a flush
+    /// replaced them) is refused as stale, and the store opens intact.
+    @Test func aCheckpointOverOtherSegmentsIsRefused() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
+            try store.close()
+        }
+        let old = readFileBytes(path)
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<1_000 { try store.put("key\(i)", "w\(i)") }
+            try store.close()
+        }
+        #expect(readFileBytes(path) != old)
+        writeFileBytes(path, old)
+        let store = try StrataStore(directory: dir.store, options: options)
+        guard case .notUsed(let why) = store.recoveryReport.indexCheckpoint else {
+            Issue.record("a stale checkpoint was used: \(store.recoveryReport.indexCheckpoint)")
+            return
+        }
+        #expect(why.contains("other segments"), "\(why)")
+        for i in 0..<1_000 { #expect(try store.string("key\(i)") == "w\(i)") }
+    }
+
+    /// Damage anywhere in the checkpoint — a chunk, the meta, the trailer, a
+    /// cut — or a format this build does not know: refused, nothing lost.
+    @Test func aDamagedCheckpointIsRefused() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<3_000 { try store.put("key\(i)", "v\(i)") }
+            try store.close()
+        }
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        let good = readFileBytes(path)
+        let trailer = good.count - IndexCheckpoint.trailerSize
+        let metaOffset = Int(good[trailer..<trailer + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+        var damaged: [(String, [UInt8], String)] = []
+        for (name, offset) in [("a chunk's leaf", 40), ("a chunk's end", metaOffset - 1), ("the meta", metaOffset + 20),
+                               ("the trailer", trailer + 2), ("the magic", good.count - 1)] {
+            var bytes = good
+            bytes[offset] ^= 0x10
+            damaged.append((name, bytes, "damaged"))
+        }
+        damaged.append(("a cut", Array(good.dropLast(7)), "damaged"))
+        damaged.append(("nothing", [], "damaged"))
+        // A newer format, with its checksums right.
+        var newer = Array(good[metaOffset..<trailer])
+        newer[0] = 9
+        damaged.append(("format 9", Array(good[..<metaOffset]) + newer
+                            + IndexCheckpoint.encodeTrailer(metaOffset: UInt64(metaOffset), metaLength: newer.count, metaCRC: CRC32C.checksum(newer)),
+                        "not readable"))
+        for (name, bytes, reason) in damaged {
+            writeFileBytes(path, bytes)
+            let store = try StrataStore(directory: dir.store, options: options)
+            if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
+                #expect(why.contains(reason), "\(name): \(why)")
+            } else {
+                Issue.record("\(name): \(store.recoveryReport.indexCheckpoint)")
+            }
+            #expect(store.statistics.keys == 3_000, "\(name)")
+            #expect(try store.string("key2999") == "v2999", "\(name)")
+            // Its segments unchanged, the close saves a good one again.
+            try store.close()
+            let again = try StrataStore(directory: dir.store, options: options)
+            #expect(again.recoveryReport.indexCheckpoint == .loaded, "\(name): the close did not save the checkpoint again")
+            try again.close()
+        }
+    }
+
+    /// A segment file that is not the one the checkpoint was made over (its
+    /// trailer differs) makes the open rebuild, which then reports what is
+    /// wrong with the file.
+    @Test func aSegmentThatChangedUnderTheCheckpointIsNotTrusted() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
+            try store.close()
+        }
+        let segment = dir.store + "/" + dir.files().first { $0.hasSuffix(".seg") }!
+        var bytes = readFileBytes(segment)
+        bytes[bytes.count - 30] ^= 1  // inside the trailer's sequences
+        writeFileBytes(segment, bytes)
+        let store = try StrataStore(directory: dir.store, options: options)
+        guard case .notUsed(let why) = store.recoveryReport.indexCheckpoint else {
+            Issue.record("the checkpoint was used over a changed segment")
+            return
+        }
+        #expect(why.contains("not the file"), "\(why)")
+        // The footers were read instead: the damaged trailer made the open scan the blocks.
+        #expect(store.recoveryReport.segmentsRebuiltByScan.count == 1)
+        #expect(try store.string("key999") == "v999")
+    }
+
+    /// A close whose memtable still holds writes saves no checkpoint, and
+    /// removes the one whose segments a flush replaced; a small store saves
+    /// none; a read-only open loads one and writes nothing.
+    @Test func whenACloseSavesARemovesOrLeavesTheCheckpoint() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = Int.max
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
+            try store.flush()
+            try store.close()
+        }
+        #expect(FileManager.default.fileExists(atPath: path))
+        do {
+            var readOnly = options
+            readOnly.readOnly = true
+            let before = readFileBytes(path)
+            let store = try StrataStore(directory: dir.store, options: readOnly)
+            #expect(store.recoveryReport.indexCheckpoint == .loaded)
+            try store.close()
+            #expect(readFileBytes(path) == before)
+        }
+        do {
+            // Loaded, unchanged: the close leaves it as it is.
+            let store = try StrataStore(directory: dir.store, options: options)
+            #expect(store.recoveryReport.indexCheckpoint == .loaded)
+            try store.put("extra", "x")
+            try store.close()
+            #expect(FileManager.default.fileExists(atPath: path))
+        }
+        do {
+            // A flush replaced the segments and the memtable holds writes: removed.
+            let store = try StrataStore(directory: dir.store, options: options)
+            #expect(store.recoveryReport.indexCheckpoint == .loaded)
+            try store.flush()
+            try store.put("later", "y")
+            try store.close()
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+        do {
+            var large = options
+            large.indexCheckpointMinimumKeys = 10_000
+            let store = try StrataStore(directory: dir.store, options: large)
+            #expect(store.recoveryReport.indexCheckpoint == .absent)
+            try store.flush()
+            try store.close()
+            #expect(!FileManager.default.fileExists(atPath: path), "a store below the minimum saved a checkpoint")
+        }
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(try store.string("later") == "y")
+        #expect(try store.string("extra") == "x")
+    }
+
+    /// A checkpoint that cannot be written (any write, the close, the
+    /// rename) leaves no file behind, and the close still succeeds.
+    @Test func aFailedSaveLeavesNothingAndTheCloseSucceeds() throws {
+        for operation in [FaultInjectingFileSystem.Operation.open, .write, .rename] {
+            let dir = ScratchDirectory()
+            let fs = FaultInjectingFileSystem()
+            var options = Self.checkpointing()
+            options.flushOnCloseThreshold = 1
+            options.fileSystem = fs
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<3_000 { try store.put("key\(i)", "v\(i)") }
+            fs.injectAlways(.error(EIO), on: operation, pathContains: IndexCheckpoint.temporaryName)
+            try store.close()
+            #expect(fs.injectedFaultCount > 0, "\(operation)")
+            #expect(!dir.files().contains { $0.hasPrefix("INDEX") }, "\(operation): \(dir.files())")
+            var plain = options
+            plain.fileSystem = POSIXFileSystem()
+            let reopened = try StrataStore(directory: dir.store, options: plain)
+            #expect(reopened.recoveryReport.indexCheckpoint == .absent)
+            #expect(try reopened.string("key2999") == "v2999")
+        }
+    }
+
+    /// A checkpoint that cannot be read is refused, not an open that fails.
+    @Test func anUnreadableCheckpointIsRefused() throws {
+        let dir = ScratchDirectory()
+        var options = Self.checkpointing()
+        options.flushOnCloseThreshold = 1
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            for i in 0..<3_000 { try store.put("key\(i)", "v\(i)") }
+            try store.close()
+        }
+        for operation in [FaultInjectingFileSystem.Operation.open, .read, .size] {
+            let fs = FaultInjectingFileSystem()
+            fs.injectAlways(.error(EIO), on: operation, pathContains: "/" + IndexCheckpoint.fileName)
+            options.fileSystem = fs
+            options.readOnly = true
+            let store = try StrataStore(directory: dir.store, options: options)
+            if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
+                #expect(why.contains("could not be read"), "\(operation): \(why)")
+            } else {
+                Issue.record("\(operation): \(store.recoveryReport.indexCheckpoint)")
+            }
+            #expect(try store.string("key2999") == "v2999")
+            try store.close()
+        }
+    }
+}
