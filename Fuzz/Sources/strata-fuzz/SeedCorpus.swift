@@ -20,6 +20,7 @@ enum SeedCorpus {
 
     static func make() throws -> [(FuzzTarget, [(String, [UInt8])])] {
         let files = try storeFiles()
+        let checkpointed = try storeFiles(checkpoint: true)
         let logs = files.filter { $0.key.hasSuffix(".wal") }.sorted { $0.key < $1.key }
         let segment = files.first { $0.key.hasSuffix(".seg") }!.value
         var torn = logs.last!.value
@@ -61,7 +62,9 @@ enum SeedCorpus {
             (.lz4, [("text", lz4Seed)]),
             (.varint, [("varints", varints)]),
             (.store, [("read-only", StoreDirectory.encode(files, mode: 0)), ("read-write", StoreDirectory.encode(files, mode: 2)),
-                      ("repaired-read-write", StoreDirectory.encode(files, mode: 3))]),
+                      ("repaired-read-write", StoreDirectory.encode(files, mode: 3)),
+                      ("checkpoint-read-only", StoreDirectory.encode(checkpointed, mode: 0)),
+                      ("checkpoint-read-write", StoreDirectory.encode(checkpointed, mode: 2))]),
             (.record, records()),
             (.schema, [("model", StrataTargets.model.schema), ("small-model", try smallModel().schema),
                        ("renamed-model", try renamedModel().schema)]),
@@ -71,8 +74,9 @@ enum SeedCorpus {
     }
 
     /// The files of a small store: a segment (a flush), the manifest naming
-    /// it, and a log written after the flush.
-    static func storeFiles() throws -> [String: [UInt8]] {
+    /// it, and a log written after the flush; with `checkpoint`, two
+    /// segments and the index checkpoint a close saves over them instead.
+    static func storeFiles(checkpoint: Bool = false) throws -> [String: [UInt8]] {
         let fs = MemoryFileSystem(directory: StoreTargets.directory)
         var options = StoreDirectory.options(fs, readOnly: false)
         options.createIfMissing = true
@@ -92,7 +96,9 @@ enum SeedCorpus {
         var fourth = WriteBatch()
         fourth.put(Array("zzz".utf8), [])
         _ = try store.write(fourth)
+        if checkpoint { try store.flush() }
         try store.close()
+        if checkpoint { precondition(fs.contents(of: StoreTargets.directory)[IndexCheckpoint.fileName] != nil, "no index checkpoint saved") }
         return fs.contents(of: StoreTargets.directory)
     }
 

@@ -7,13 +7,14 @@
 ///
 /// Input: a mode byte, then files, each a tag byte · varint length · bytes.
 /// A tag's low two bits are the kind (MANIFEST, LOCK, log, segment) and the
-/// rest its file number. Mode bit 0 repairs checksums; mode bit 1 opens the
+/// rest its file number; the LOCK kind with number 1 is the index checkpoint
+/// (`INDEX`). Mode bit 0 repairs checksums; mode bit 1 opens the
 /// store read-write, writes a batch, and checks a read-only reopen sees it.
 enum StoreDirectory {
     static func name(tag: UInt8) -> String {
         switch tag & 3 {
         case 0: Manifest.fileName
-        case 1: "LOCK"
+        case 1: tag >> 2 == 1 ? IndexCheckpoint.fileName : "LOCK"
         case 2: LogFormat.fileName(UInt32(tag >> 2))
         default: SegmentFormat.fileName(UInt32(tag >> 2))
         }
@@ -51,7 +52,7 @@ enum StoreDirectory {
         var out: [UInt8] = [mode]
         for (name, bytes) in files.sorted(by: { $0.key < $1.key }) {
             let tag: UInt8
-            if name == Manifest.fileName { tag = 0 } else if name == "LOCK" { tag = 1 } else if name.hasSuffix(".wal"), let n = UInt8(name.dropLast(4)), n < 64 {
+            if name == Manifest.fileName { tag = 0 } else if name == "LOCK" { tag = 1 } else if name == IndexCheckpoint.fileName { tag = 1 << 2 | 1 } else if name.hasSuffix(".wal"), let n = UInt8(name.dropLast(4)), n < 64 {
                 tag = n << 2 | 2
             } else if name.hasSuffix(".seg"), let n = UInt8(name.dropLast(4)), n < 64 {
                 tag = n << 2 | 3
@@ -71,6 +72,7 @@ enum StoreDirectory {
         options.automaticCompaction = false
         options.blockCacheCapacity = 1 << 20
         options.lockTimeout = 0
+        options.indexCheckpointMinimumKeys = 1  // a read-write close saves one: the save is fuzzed too
         return options
     }
 
