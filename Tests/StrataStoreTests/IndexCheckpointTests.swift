@@ -16,6 +16,17 @@ import Testing
         return options
     }
 
+    /// A store of `keys` keys ("key0" → "v0", …), closed, its checkpoint saved.
+    static func closedStore(keys: Int, _ name: String = #function) throws -> (ScratchDirectory, StoreOptions) {
+        let dir = ScratchDirectory(name)
+        var options = checkpointing()
+        options.flushOnCloseThreshold = 1  // the close flushes, so that it can save one
+        let store = try StrataStore(directory: dir.store, options: options)
+        for i in 0..<keys { try store.put("key\(i)", "v\(i)") }
+        try store.close()
+        return (dir, options)
+    }
+
     /// Every key and entry of a store's index, in order.
     static func entries(_ store: StrataStore) -> [([UInt8], IndexEntry)] {
         var all: [([UInt8], IndexEntry)] = []
@@ -141,15 +152,8 @@ import Testing
     /// `strata-dump info` tells a checkpoint an open would use from one it
     /// would refuse, and a leftover of an interrupted save.
     @Test func theInspectorReportsTheCheckpoint() throws {
-        let dir = ScratchDirectory()
-        var options = Self.checkpointing()
-        options.flushOnCloseThreshold = 1
+        let (dir, options) = try Self.closedStore(keys: 1_000)
         let path = dir.store + "/" + IndexCheckpoint.fileName
-        do {
-            let store = try StrataStore(directory: dir.store, options: options)
-            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
-            try store.close()
-        }
         var summary = try StoreInspector(directory: dir.store).summary()
         #expect(summary.files.first { $0.name == "INDEX" }.map { ($0.kind, $0.isLive) } ?? (.other, false) == (.indexCheckpoint, true))
         #expect(!summary.notes.contains { $0.contains("INDEX") }, "\(summary.notes)")
@@ -173,14 +177,7 @@ import Testing
     /// A store that stops without a close (its files copied while it is
     /// open) opens from the checkpoint and replays the log on top.
     @Test func writesAfterTheCheckpointAreReplayedOnTop() throws {
-        let dir = ScratchDirectory()
-        var options = Self.checkpointing()
-        options.flushOnCloseThreshold = 1
-        do {
-            let store = try StrataStore(directory: dir.store, options: options)
-            for i in 0..<2_000 { try store.put("key\(i)", "v\(i)") }
-            try store.close()
-        }
+        let (dir, options) = try Self.closedStore(keys: 2_000)
         let store = try StrataStore(directory: dir.store, options: options)
         #expect(store.recoveryReport.indexCheckpoint == .loaded)
         for i in stride(from: 0, to: 2_000, by: 3) { try store.delete("key\(i)") }
@@ -204,15 +201,8 @@ import Testing
     /// A checkpoint made over other segments (here: put back after a flush
     /// replaced them) is refused as stale, and the store opens intact.
     @Test func aCheckpointOverOtherSegmentsIsRefused() throws {
-        let dir = ScratchDirectory()
-        var options = Self.checkpointing()
-        options.flushOnCloseThreshold = 1
+        let (dir, options) = try Self.closedStore(keys: 1_000)
         let path = dir.store + "/" + IndexCheckpoint.fileName
-        do {
-            let store = try StrataStore(directory: dir.store, options: options)
-            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
-            try store.close()
-        }
         let old = readFileBytes(path)
         do {
             let store = try StrataStore(directory: dir.store, options: options)
@@ -233,14 +223,7 @@ import Testing
     /// Damage anywhere in the checkpoint — a chunk, the meta, the trailer, a
     /// cut — or a format this build does not know: refused, nothing lost.
     @Test func aDamagedCheckpointIsRefused() throws {
-        let dir = ScratchDirectory()
-        var options = Self.checkpointing()
-        options.flushOnCloseThreshold = 1
-        do {
-            let store = try StrataStore(directory: dir.store, options: options)
-            for i in 0..<3_000 { try store.put("key\(i)", "v\(i)") }
-            try store.close()
-        }
+        let (dir, options) = try Self.closedStore(keys: 3_000)
         let path = dir.store + "/" + IndexCheckpoint.fileName
         let good = readFileBytes(path)
         let trailer = good.count - IndexCheckpoint.trailerSize
@@ -282,14 +265,7 @@ import Testing
     /// trailer differs) makes the open rebuild, which then reports what is
     /// wrong with the file.
     @Test func aSegmentThatChangedUnderTheCheckpointIsNotTrusted() throws {
-        let dir = ScratchDirectory()
-        var options = Self.checkpointing()
-        options.flushOnCloseThreshold = 1
-        do {
-            let store = try StrataStore(directory: dir.store, options: options)
-            for i in 0..<1_000 { try store.put("key\(i)", "v\(i)") }
-            try store.close()
-        }
+        let (dir, options) = try Self.closedStore(keys: 1_000)
         let segment = dir.store + "/" + dir.files().first { $0.hasSuffix(".seg") }!
         var bytes = readFileBytes(segment)
         bytes[bytes.count - 30] ^= 1  // inside the trailer's sequences
@@ -385,14 +361,7 @@ import Testing
 
     /// A checkpoint that cannot be read is refused, not an open that fails.
     @Test func anUnreadableCheckpointIsRefused() throws {
-        let dir = ScratchDirectory()
-        var options = Self.checkpointing()
-        options.flushOnCloseThreshold = 1
-        do {
-            let store = try StrataStore(directory: dir.store, options: options)
-            for i in 0..<3_000 { try store.put("key\(i)", "v\(i)") }
-            try store.close()
-        }
+        var (dir, options) = try Self.closedStore(keys: 3_000)
         for operation in [FaultInjectingFileSystem.Operation.open, .read, .size] {
             let fs = FaultInjectingFileSystem()
             fs.injectAlways(.error(EIO), on: operation, pathContains: "/" + IndexCheckpoint.fileName)
