@@ -261,6 +261,70 @@ import Testing
         }
     }
 
+    /// Rewrites the checkpoint at `path` with `change` made to its first
+    /// chunk, and its checksums made right again: damage a checksum cannot see.
+    static func recraft(_ path: String, _ change: (inout [UInt8]) -> Void) throws {
+        let bytes = readFileBytes(path)
+        let trailer = try #require(bytes.suffix(IndexCheckpoint.trailerSize).withUnsafeBytes { IndexCheckpoint.decodeTrailer($0) })
+        let metaRange = Int(trailer.offset)..<(Int(trailer.offset) + trailer.length)
+        var meta = try bytes[metaRange].withUnsafeBytes { try IndexCheckpoint.Meta.decode($0).get() }
+        let first = meta.chunks[0]
+        var chunk = Array(bytes[Int(first.offset)..<(Int(first.offset) + first.length)])
+        change(&chunk)
+        meta.chunks[0].crc = CRC32C.checksum(chunk)
+        let encoded = meta.encoded()
+        writeFileBytes(path, chunk + bytes[first.length..<metaRange.lowerBound] + encoded
+                       + IndexCheckpoint.encodeTrailer(metaOffset: trailer.offset, metaLength: encoded.count, metaCRC: CRC32C.checksum(encoded)))
+    }
+
+    /// A checkpoint whose checksums are right but whose first leaf breaks a
+    /// rule — a key end past the leaf's bytes, keys out of order, an entry
+    /// in a file that is not one of its segments — is refused as damaged.
+    @Test func aLeafThatBreaksTheRulesIsRefusedWhateverItsChecksums() throws {
+        let (dir, options) = try Self.closedStore(keys: 1_000)
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        let good = readFileBytes(path)
+        // The first leaf: count u32 · byteCount u32 · 16-byte entries · UInt16 ends · keys ("key0", "key1", "key10", …).
+        let changes: [(String, (inout [UInt8]) -> Void)] = [
+            ("a key end past the leaf's bytes", { chunk in
+                let count = Int(chunk[0]) | Int(chunk[1]) << 8
+                let bytes = Int(chunk[4]) | Int(chunk[5]) << 8
+                let ends = 8 + 16 * count
+                chunk[ends] = UInt8(truncatingIfNeeded: bytes + 40)
+                chunk[ends + 1] = UInt8(truncatingIfNeeded: (bytes + 40) >> 8)
+            }),
+            ("keys out of order", { chunk in
+                let count = Int(chunk[0]) | Int(chunk[1]) << 8
+                let keys = 8 + 18 * count
+                #expect(Array(chunk[keys..<keys + 8]) == bytes("key0key1"))
+                chunk[keys + 3] = UInt8(ascii: "1")
+                chunk[keys + 7] = UInt8(ascii: "0")
+            }),
+            ("an entry in no segment of the checkpoint", { chunk in
+                chunk[8 + 8] = 0xEE  // the first entry's file number
+            }),
+        ]
+        for (name, change) in changes {
+            writeFileBytes(path, good)
+            try Self.recraft(path, change)
+            let store = try StrataStore(directory: dir.store, options: options)
+            if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
+                #expect(why.contains("breaks the index's rules"), "\(name): \(why)")
+            } else {
+                Issue.record("\(name): \(store.recoveryReport.indexCheckpoint)")
+            }
+            #expect(try store.string("key0") == "v0", "\(name)")
+            #expect(try store.string("key1") == "v1", "\(name)")
+            #expect(store.statistics.keys == 1_000, "\(name)")
+            try store.close()
+        }
+        // The unchanged file, through the same rewriting, is used: the changes above are what it refuses.
+        writeFileBytes(path, good)
+        try Self.recraft(path) { _ in }
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+    }
+
     /// A segment file that is not the one the checkpoint was made over (its
     /// trailer differs) makes the open rebuild, which then reports what is
     /// wrong with the file.
@@ -323,6 +387,25 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: path))
         }
         do {
+            // Saved again over the new segments; then a flush and deletions
+            // only: the memtable holds no entry the index points to, but it is
+            // not empty — no checkpoint (it would lack the deleted keys the
+            // segments still hold), and the stale one is removed.
+            var flushing = options
+            flushing.flushOnCloseThreshold = 1
+            let saving = try StrataStore(directory: dir.store, options: flushing)
+            try saving.put("saved", "s")
+            try saving.close()
+            #expect(FileManager.default.fileExists(atPath: path))
+            let store = try StrataStore(directory: dir.store, options: options)
+            #expect(store.recoveryReport.indexCheckpoint == .loaded)
+            try store.put("flushed", "f")
+            try store.flush()
+            try store.delete("saved")
+            try store.close()
+            #expect(!FileManager.default.fileExists(atPath: path), "a checkpoint was saved over a memtable of deletions")
+        }
+        do {
             var large = options
             large.indexCheckpointMinimumKeys = 10_000
             let store = try StrataStore(directory: dir.store, options: large)
@@ -334,6 +417,8 @@ import Testing
         let store = try StrataStore(directory: dir.store, options: options)
         #expect(try store.string("later") == "y")
         #expect(try store.string("extra") == "x")
+        #expect(try store.string("saved") == nil)
+        #expect(try store.string("flushed") == "f")
     }
 
     /// A checkpoint that cannot be written (any write, the close, the

@@ -42,7 +42,11 @@ extension IndexCheckpoint {
         var chunkEnd: UInt64 = 0
         var leafCount = 0, keyCount = 0
         for chunk in meta.chunks {
-            guard chunk.offset == chunkEnd, chunk.length > 0, chunk.leafCount > 0, chunk.keyCount >= chunk.leafCount else {
+            // A leaf image takes at least 32 bytes (a header, a slot, an end,
+            // a key byte, padding), and each key at least 19 of them.
+            guard chunk.offset == chunkEnd, chunk.length > 0, chunk.leafCount > 0, chunk.keyCount >= chunk.leafCount,
+                  chunk.leafCount <= chunk.length / 32, chunk.keyCount <= chunk.length / 19
+            else {
                 return .failure(.damaged("its chunk table does not tile the file"))
             }
             chunkEnd += UInt64(chunk.length)
@@ -56,7 +60,7 @@ extension IndexCheckpoint {
         for segment in meta.segments {
             guard let reader = SegmentReader.open(fileSystem: fileSystem, directory: directory, info: segment.info,
                                                   trailer: segment.trailer, blocks: segment.blocks)
-            else { return .failure(.stale("\(SegmentFormat.fileName(segment.info.fileNumber)) is not the file it was made over")) }
+            else { return .failure(.stale("\(SegmentFormat.fileName(segment.info.fileNumber)) is not the file it was made over, or could not be read")) }
             reader.deadRecords = segment.deadRecords
             readers.append(reader)
         }
@@ -110,7 +114,6 @@ extension IndexCheckpoint {
             }
         }
         var leaves: [KeyIndex.NodeRef] = []
-        leaves.reserveCapacity(meta.leafCount)
         for result in results {
             switch result! {
             case .success(let run): leaves += run

@@ -11,7 +11,8 @@ extension IndexCheckpoint {
     /// order), replacing the directory's checkpoint, if any. Returns false
     /// and writes nothing when an entry of the index points outside those
     /// segments (the memtable still holds a newer version: the index then
-    /// is not the segments' alone).
+    /// is not the segments' alone). The caller checks that the memtable is
+    /// empty: a deletion there leaves no entry to find.
     ///
     /// Not synced: a checkpoint torn by a crash fails its checksums and the
     /// next open rebuilds the index, as it would without one.
@@ -37,7 +38,8 @@ extension IndexCheckpoint {
             }
             var outside = false
             try index.forEachLeaf { (leaf) throws(SystemCallError) in
-                guard !outside else { return }
+                // A merge can leave a leaf empty beside one of very long keys: it holds nothing to save.
+                guard !outside, leaf.count > 0 else { return }
                 for i in 0..<leaf.count where !bounds.contains(leaf.entry(i)) {
                     outside = true
                     return

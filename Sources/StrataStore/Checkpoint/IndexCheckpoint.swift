@@ -123,7 +123,7 @@ package enum IndexCheckpoint {
                 guard let number = r.readInteger(UInt32.self), let blockCount = r.readInteger(UInt32.self),
                       let size = r.readInteger(UInt64.self), let records = r.readInteger(UInt64.self),
                       let minimum = r.readInteger(UInt64.self), let maximum = r.readInteger(UInt64.self),
-                      let dead = r.readInteger(UInt64.self), dead <= records,
+                      let dead = r.readInteger(UInt64.self), dead <= records, dead <= UInt64(Int.max),
                       let trailer = r.readBytes(SegmentFormat.trailerSize), Int(blockCount) <= r.remaining / 24
                 else { return .failure(.damaged("a segment's record is cut short")) }
                 var blocks: [SegmentFormat.BlockHandle] = []

@@ -64,9 +64,9 @@ extension KeyIndex {
         guard image.count >= leafImageHeaderSize, let base = image.baseAddress else { return nil }
         let count = Int(base.loadUnaligned(as: UInt32.self))
         let bytes = Int(base.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-        // A leaf holds at most leafCapacity keys, and below 3 * maxNodeBytes
-        // of key bytes (so that the UInt16 ends hold).
-        guard count >= 1, count <= leafCapacity, bytes >= count, bytes < 3 * maxNodeBytes else { return nil }
+        // A leaf at rest holds at most leafCapacity keys and 2 * maxKeyLength
+        // key bytes (as `checkInvariants` has it).
+        guard count >= 1, count <= leafCapacity, bytes >= count, bytes <= 2 * maxKeyLength else { return nil }
         let size = leafImageSize(count: count, byteCount: bytes)
         guard size <= image.count else { return nil }
         let node = Node.make(height: 0, slots: count, byteCapacity: bytes, zeroingFrom: count * 18 + bytes)
@@ -78,7 +78,7 @@ extension KeyIndex {
         var previousEnd = 0
         for i in 0..<count {
             let end = view.end(i)
-            guard end > previousEnd, end - previousEnd <= maxKeyLength, entries.contains(view.entry(i)) else { return nil }
+            guard end > previousEnd, end <= bytes, end - previousEnd <= maxKeyLength, entries.contains(view.entry(i)) else { return nil }
             if i > 0 {
                 let s = view.start(i - 1)
                 guard compare(view.keysBase + s, previousEnd - s, view.keysBase + previousEnd, end - previousEnd) < 0 else { return nil }

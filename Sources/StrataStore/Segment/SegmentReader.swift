@@ -129,6 +129,7 @@ package final class SegmentReader: @unchecked Sendable {
             records += UInt64(block.recordCount)
         }
         guard expectedOffset == decoded.footerOffset, records == info.recordCount,
+              decoded.footerOffset <= info.fileSize - UInt64(SegmentFormat.trailerSize),
               info.fileSize - UInt64(SegmentFormat.trailerSize) - decoded.footerOffset == 4 + UInt64(decoded.footerStoredLength)
         else { return nil }
         guard let fd = try? fileSystem.open(path, .readOnly) else { return nil }

@@ -8,19 +8,23 @@ extension StrataStore {
     /// Called by `close()` once no writer, flush or compaction can run.
     func saveIndexCheckpointIfDue() {
         guard !options.readOnly else { return }
-        let (snapshot, infos, readers, checkpointed, found) = state.withReadLock { () -> (KeyIndex, [SegmentInfo], [SegmentReader], [SegmentInfo]?, Bool) in
+        let (snapshot, infos, readers, checkpointed, found, memtableBytes) = state.withReadLock {
+            () -> (KeyIndex, [SegmentInfo], [SegmentReader], [SegmentInfo]?, Bool, Int) in
             let readers = liveSegments.compactMap { info -> SegmentReader? in
                 if case .segment(let reader)? = files[info.fileNumber] { return reader }
                 return nil
             }
-            return (index, liveSegments, readers, checkpointedSegments, checkpointFound)
+            return (index, liveSegments, readers, checkpointedSegments, checkpointFound, counters.memtableBytes)
         }
         if let checkpointed, checkpointed == infos { return }
         let path = path(IndexCheckpoint.fileName)
         func removeStale() {
             if found { try? fileSystem.remove(path) }
         }
-        guard writers.withLock({ failure }) == nil, !infos.isEmpty, readers.count == infos.count,
+        // The memtable must be empty, not only free of entries the index
+        // points to: a deletion there removed its key from the index, which
+        // the segments still hold.
+        guard writers.withLock({ failure }) == nil, memtableBytes == 0, !infos.isEmpty, readers.count == infos.count,
               snapshot.count >= max(1, options.indexCheckpointMinimumKeys)
         else { return removeStale() }
         var segments: [IndexCheckpoint.Segment] = []
