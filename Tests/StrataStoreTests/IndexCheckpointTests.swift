@@ -27,6 +27,16 @@ import Testing
         return (dir, options)
     }
 
+    /// Records an issue unless `store`'s open found a checkpoint and built
+    /// the index from the footers instead, for a reason that mentions `reason`.
+    static func expectRefused(_ store: StrataStore, because reason: String, _ note: String) {
+        if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
+            #expect(why.contains(reason), "\(note): \(why)")
+        } else {
+            Issue.record("\(note): the checkpoint was not refused (\(store.recoveryReport.indexCheckpoint))")
+        }
+    }
+
     /// Every key and entry of a store's index, in order.
     static func entries(_ store: StrataStore) -> [([UInt8], IndexEntry)] {
         var all: [([UInt8], IndexEntry)] = []
@@ -212,11 +222,7 @@ import Testing
         #expect(readFileBytes(path) != old)
         writeFileBytes(path, old)
         let store = try StrataStore(directory: dir.store, options: options)
-        guard case .notUsed(let why) = store.recoveryReport.indexCheckpoint else {
-            Issue.record("a stale checkpoint was used: \(store.recoveryReport.indexCheckpoint)")
-            return
-        }
-        #expect(why.contains("other segments"), "\(why)")
+        Self.expectRefused(store, because: "other segments", "a stale checkpoint")
         for i in 0..<1_000 { #expect(try store.string("key\(i)") == "w\(i)") }
     }
 
@@ -246,11 +252,7 @@ import Testing
         for (name, bytes, reason) in damaged {
             writeFileBytes(path, bytes)
             let store = try StrataStore(directory: dir.store, options: options)
-            if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
-                #expect(why.contains(reason), "\(name): \(why)")
-            } else {
-                Issue.record("\(name): \(store.recoveryReport.indexCheckpoint)")
-            }
+            Self.expectRefused(store, because: reason, name)
             #expect(store.statistics.keys == 3_000, "\(name)")
             #expect(try store.string("key2999") == "v2999", "\(name)")
             // Its segments unchanged, the close saves a good one again.
@@ -308,11 +310,7 @@ import Testing
             writeFileBytes(path, good)
             try Self.recraft(path, change)
             let store = try StrataStore(directory: dir.store, options: options)
-            if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
-                #expect(why.contains("breaks the index's rules"), "\(name): \(why)")
-            } else {
-                Issue.record("\(name): \(store.recoveryReport.indexCheckpoint)")
-            }
+            Self.expectRefused(store, because: "breaks the index's rules", name)
             #expect(try store.string("key0") == "v0", "\(name)")
             #expect(try store.string("key1") == "v1", "\(name)")
             #expect(store.statistics.keys == 1_000, "\(name)")
@@ -335,11 +333,7 @@ import Testing
         bytes[bytes.count - 30] ^= 1  // inside the trailer's sequences
         writeFileBytes(segment, bytes)
         let store = try StrataStore(directory: dir.store, options: options)
-        guard case .notUsed(let why) = store.recoveryReport.indexCheckpoint else {
-            Issue.record("the checkpoint was used over a changed segment")
-            return
-        }
-        #expect(why.contains("not the file"), "\(why)")
+        Self.expectRefused(store, because: "not the file", "a changed segment")
         // The footers were read instead: the damaged trailer made the open scan the blocks.
         #expect(store.recoveryReport.segmentsRebuiltByScan.count == 1)
         #expect(try store.string("key999") == "v999")
@@ -453,11 +447,7 @@ import Testing
             options.fileSystem = fs
             options.readOnly = true
             let store = try StrataStore(directory: dir.store, options: options)
-            if case .notUsed(let why) = store.recoveryReport.indexCheckpoint {
-                #expect(why.contains("could not be read"), "\(operation): \(why)")
-            } else {
-                Issue.record("\(operation): \(store.recoveryReport.indexCheckpoint)")
-            }
+            Self.expectRefused(store, because: "could not be read", "\(operation)")
             #expect(try store.string("key2999") == "v2999")
             try store.close()
         }

@@ -35,10 +35,7 @@ extension IndexCheckpoint {
         case .failure(let refusal): return .failure(refusal)
         }
 
-        guard meta.segments.map(\.info) == segments else {
-            let names = { (s: [SegmentInfo]) in s.map { SegmentFormat.fileName($0.fileNumber) }.joined(separator: ", ") }
-            return .failure(.stale("it lists [\(names(meta.segments.map(\.info)))], the manifest [\(names(segments))]"))
-        }
+        if let stale = staleness(of: meta, under: segments) { return .failure(stale) }
         var chunkEnd: UInt64 = 0
         var leafCount = 0, keyCount = 0
         for chunk in meta.chunks {
@@ -126,6 +123,13 @@ extension IndexCheckpoint {
         return .success(Loaded(index: index, readers: readers))
     }
 
+    /// Why a checkpoint of `meta` does not fit a manifest naming `segments`, if it does not.
+    static func staleness(of meta: Meta, under segments: [SegmentInfo]) -> Refusal? {
+        guard meta.segments.map(\.info) != segments else { return nil }
+        let names = { (s: [SegmentInfo]) in s.map { SegmentFormat.fileName($0.fileNumber) }.joined(separator: ", ") }
+        return .stale("it lists [\(names(meta.segments.map(\.info)))], the manifest [\(names(segments))]")
+    }
+
     /// The checkpoint's meta, checked, and where it starts.
     static func readMeta(fileSystem: any FileSystem, fd: FileDescriptor, path: String) -> Result<(Meta, UInt64), Refusal> {
         do throws(SystemCallError) {
@@ -157,7 +161,7 @@ extension IndexCheckpoint {
         defer { try? fileSystem.close(fd) }
         switch readMeta(fileSystem: fileSystem, fd: fd, path: path) {
         case .success(let (meta, _)):
-            return meta.segments.map(\.info) == segments ? nil : Refusal.stale("a flush or compaction since").description
+            return staleness(of: meta, under: segments)?.description
         case .failure(let refusal):
             return refusal.description
         }

@@ -63,9 +63,14 @@ public final class StoreInspector: Sendable {
     }
 
     /// Every file in the directory, sorted by name.
-    public func files() throws(StoreError) -> [StoreFileReport] {
+    public func files() throws(StoreError) -> [StoreFileReport] { try listFiles().reports }
+
+    /// The files, and why an open would not use the index checkpoint when
+    /// there is one it would not use (its meta is read once, for both).
+    private func listFiles() throws(StoreError) -> (reports: [StoreFileReport], checkpointRefusal: String?) {
         let live = Set(manifest.segments.map(\.fileNumber))
         var reports: [StoreFileReport] = []
+        var checkpointRefusal: String?
         for name in try Self.list(fileSystem, directory).sorted() {
             let path = self.path(name)
             let status: FileStatus?
@@ -84,7 +89,8 @@ public final class StoreInspector: Sendable {
                 isLive = false
             } else if name == IndexCheckpoint.fileName {
                 kind = .indexCheckpoint
-                isLive = IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) == nil
+                checkpointRefusal = IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments)
+                isLive = checkpointRefusal == nil
             } else if name == IndexCheckpoint.temporaryName {
                 kind = .indexCheckpointTemporary
                 isLive = false
@@ -100,14 +106,14 @@ public final class StoreInspector: Sendable {
             }
             reports.append(StoreFileReport(name: name, kind: status.isDirectory ? .other : kind, size: status.size, isLive: isLive && !status.isDirectory))
         }
-        return reports
+        return (reports, checkpointRefusal)
     }
 
     /// The files, the manifest, the record counts and what an open would
     /// notice: `strata-dump info`. Reads every block of every live segment
     /// (to size the records) and every live log.
     public func summary(describingKeys describe: ([UInt8]) -> String = StoreInspector.describeKey) throws(StoreError) -> StoreSummary {
-        let files = try self.files()
+        let (files, checkpointRefusal) = try listFiles()
         let contents = try self.contents()
         var notes = contents.notes
         for file in files where !file.isLive {
@@ -115,7 +121,7 @@ public final class StoreInspector: Sendable {
             case .log, .segment, .manifestTemporary, .indexCheckpointTemporary:
                 notes.append("\(file.name) is a leftover the manifest does not use; a writable open deletes it")
             case .indexCheckpoint:
-                let why = IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) ?? "changed since"
+                guard let why = checkpointRefusal else { break }
                 notes.append("\(file.name), the index checkpoint, will not be used: \(why); an open builds the index from the segments, and a close replaces or removes it")
             case .other:
                 notes.append("\(file.name) is not a store file")

@@ -267,7 +267,7 @@ struct EngineBenchmark {
                          "the open did not load the index checkpoint: \(opened!.recoveryReport.indexCheckpoint)")
             try opened!.close()
             // The same open without the checkpoint: the index built from the segments' footers.
-            try FileManager.default.removeItem(atPath: dir + "/" + "INDEX")
+            try FileManager.default.removeItem(atPath: dir + "/" + IndexCheckpoint.fileName)
             r.openFooters.append(try seconds { opened = try StrataStore(directory: dir, options: options(.none)) })
             precondition(opened!.statistics.keys == records && opened!.recoveryReport.indexCheckpoint == .absent)
             try opened!.close()

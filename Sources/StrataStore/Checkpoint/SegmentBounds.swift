@@ -1,0 +1,30 @@
+/// Which index entries can point into a checkpoint's segments: the file is
+/// one of them, the sequence within its range, the block within its table.
+struct SegmentBounds: IndexEntryCheck {
+    private var numbers: [UInt32] = []
+    private var limits: [(minimum: UInt64, maximum: UInt64, blocks: UInt32)] = []
+
+    init(_ segments: [IndexCheckpoint.Segment]) {
+        for s in segments.sorted(by: { $0.info.fileNumber < $1.info.fileNumber }) {
+            numbers.append(s.info.fileNumber)
+            limits.append((s.info.minimumSequence, s.info.maximumSequence, UInt32(s.blocks.count)))
+        }
+    }
+
+    @inline(__always)
+    func contains(_ entry: IndexEntry) -> Bool {
+        if numbers.count == 1 {  // a compacted store: one comparison
+            let l = limits[0]
+            return entry.file == numbers[0] && entry.sequence >= l.minimum && entry.sequence <= l.maximum
+                && RecordLocation(packed: entry.block).block < l.blocks
+        }
+        var low = 0, high = numbers.count
+        while low < high {
+            let mid = (low &+ high) >> 1
+            if numbers[mid] < entry.file { low = mid &+ 1 } else { high = mid }
+        }
+        guard low < numbers.count, numbers[low] == entry.file else { return false }
+        let l = limits[low]
+        return entry.sequence >= l.minimum && entry.sequence <= l.maximum && RecordLocation(packed: entry.block).block < l.blocks
+    }
+}
