@@ -57,10 +57,8 @@ struct StallCommand: ParsableCommand {
                     report.runs.append(run)
                 }
                 if let viewSaves {
-                    progress("stall: round \(round + 1)/\(rounds): view-context edits while the writer saves an import of \(viewSaves.importObjects) objects ...")
-                    let directory = root + "/view-saves"
-                    try? FileManager.default.removeItem(atPath: directory)
-                    var run = try viewSaves.run(directory: directory)
+                    progress("stall: round \(round + 1)/\(rounds): a control task, then view-context edits in its place, while the writer saves an import of \(viewSaves.importObjects) objects ...")
+                    var run = try viewSaves.run(directory: root + "/view-saves")
                     run.round = round
                     report.viewSaveRuns.append(run)
                 }
@@ -244,11 +242,17 @@ struct StallReport: Codable, Sendable {
         out += "\n\n" + imports.render()
         if let v = viewSaves {
             var saves = Table("View-context edit saved every 4 ms while the writer takes in and saves \(thousands(Double(v.importObjects))) objects",
-                              "writer s", "saves", "longest save ms", "worst", "worst: CPU ms, waits/preempted", "most CPU ms", "median save ms",
+                              "writer s", "runs", "longest ms", "worst", "worst: CPU ms, waits/preempted", "most CPU ms", "median ms",
                               "main max late ms", "worst max", "p99 ms")
-            saves.add("(d) one-object edit, view context -> writer", fixed(v.writerSeconds, 2), count(v.saves), fixed(v.longestSaveMs, 3),
-                      fixed(v.worstSaveMs, 3), "\(fixed(v.worstSaveCPUMs, 3)), \(v.worstSaveWaits)/\(v.worstSavePreemptions)", fixed(v.mostSaveCPUMs, 3),
-                      fixed(v.medianSaveMs, 3), fixed(v.stall.max, 2), fixed(v.stall.worstMax, 2), fixed(v.stall.p99, 2))
+            func add(_ title: String, _ task: MainTaskSummary, writerSeconds: String, stall: [String]) {
+                saves.add(title, writerSeconds, count(task.count), fixed(task.longestMs, 3), fixed(task.worstMs, 3),
+                          "\(fixed(task.worstCPUMs, 3)), \(task.worstWaits)/\(task.worstPreemptions)", fixed(task.mostCPUMs, 3),
+                          fixed(task.medianMs, 3), stall[0], stall[1], stall[2])
+            }
+            add("(d) one-object edit, view context -> writer", v.saves, writerSeconds: fixed(v.writerSeconds, 2),
+                stall: [fixed(v.stall.max, 2), fixed(v.stall.worstMax, 2), fixed(v.stall.p99, 2)])
+            add("(d') the same, a fixed \(fixed(v.controlMicroseconds, 0)) us task instead of each edit", v.control, writerSeconds: "-",
+                stall: [fixed(v.controlStall.max, 2), fixed(v.controlStall.worstMax, 2), fixed(v.controlStall.p99, 2)])
             if let s = summary(.privateContext) {
                 saves.add("(0') the probe beside a private-context import", "-", "-", "-", "-", "-", "-", "-",
                           fixed(s.stall.max, 2), fixed(s.stall.worstMax, 2), fixed(s.stall.p99, 2))
@@ -259,7 +263,8 @@ struct StallReport: Codable, Sendable {
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"beyond probe\" is main CPU less row (0')'s "
             + "per second of import, in the same round; \"vs SQLite\" is the median of each round's ratio; in (d), \"worst\" is the longest save of any "
             + "round, with the main thread's CPU time in it and how often it was switched out in it, to wait or preempted; \"most CPU ms\" is "
-            + "the most CPU any one save used)"
+            + "the most CPU any one save used; (d') is the same writer save, in the same round, with a fixed task sized to take the time in "
+            + "its title on an idle core in place of each save: what the machine does meanwhile to any task that short, and to the main queue)"
         return out
     }
 }

@@ -10,17 +10,46 @@ import StrataStore
 /// milliseconds, as a UI would. How long does each of those saves hold the
 /// main queue, and how late does the main queue run meanwhile? (Rule 10:
 /// neither may grow with the import.)
+///
+/// Each round runs the writer's save twice: once with the edits, once with
+/// a ``ControlTask`` of a typical save's size on the same timer instead:
+/// what any task that short suffers on this machine while the writer works
+/// (it is preempted, its caches are cold, its core is shared), and how late
+/// the main queue runs with the writer's work alone. A save's longest, and
+/// the lateness beside the edits, set against the control's say how much of
+/// them is the save's own.
 struct ViewSavesDuringImport {
     /// Objects the import child saves into the writer in one save.
     var importObjects: Int
     var ingredients: Int
     /// A one-object edit saved from the view context this often.
-    var editEvery: DispatchTimeInterval = .milliseconds(4)
+    var editEveryMicroseconds = 4_000
     /// Recipes stored first, which the view context edits in turn.
     var targets = 200
 
     /// Runs on a worker thread; the main thread must be spinning the main run loop.
     func run(directory: String) throws -> ViewSavesRun {
+        let control = try writerSave(directory: directory + "-control", editing: false)
+        let edits = try writerSave(directory: directory, editing: true)
+        return ViewSavesRun(importObjects: importObjects, writerSeconds: edits.seconds, controlMicroseconds: control.controlMicroseconds,
+                            saves: edits.task, stall: edits.stall, control: control.task, controlStall: control.stall)
+    }
+
+    /// One run of ``writerSave(directory:editing:)``.
+    private struct WriterSave {
+        /// From the import child's save to the end of the writer's save.
+        var seconds: Double
+        var controlMicroseconds: Double
+        /// The edits' or the control task's times, and how late the main queue ran.
+        var task: MainTaskFigures
+        var stall: StallFigures
+    }
+
+    /// The writer takes in and saves the import while the main queue is
+    /// probed, and, every ``editEveryMicroseconds``, saves an edit (`editing`)
+    /// or runs the control task.
+    private func writerSave(directory: String, editing: Bool) throws -> WriterSave {
+        try? FileManager.default.removeItem(atPath: directory)
         let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
         try coordinator.addPersistentStore(.log, directory: directory)
         defer { try? coordinator.close() }
@@ -36,27 +65,13 @@ struct ViewSavesDuringImport {
         let ids = try view.performAndWait { try view.fetch(FetchRequest<BenchRecipe>()).map(\.objectID) }
         importer.performAndWait { insertObjects(importObjects, ingredientsPerRecipe: ingredients, into: importer, offset: targets) }
 
-        let saves = ViewSaveTimes()
-        let editor = DispatchSource.makeTimerSource(queue: .main)
-        editor.schedule(deadline: .now(), repeating: editEvery, leeway: .nanoseconds(0))
-        editor.setEventHandler {
-            // On the main queue: the view context is used directly, as a UI does.
-            let id = ids[saves.next() % ids.count]
-            do {
-                let recipe = try view.existingObject(with: id) as! BenchRecipe
-                recipe.rating += 0.1
-                let started = DispatchTime.now().uptimeNanoseconds
-                let usage = ThreadUsage.current()
-                try view.save()
-                saves.record(DispatchTime.now().uptimeNanoseconds - started, ThreadUsage.current() - usage)
-            } catch {
-                saves.fail(error)
-            }
-        }
+        let times = MainTaskTimes()
+        let control = ControlTask.calibrated()
+        let timer = editing ? editor(view: view, editing: ids, times: times) : controller(control, times: times)
         let probe = StallProbe()
         probe.startProbing()
         let started = DispatchTime.now().uptimeNanoseconds
-        editor.resume()
+        timer.resume()
         // The import's save into the writer is recorded (the writer is idle);
         // the writer takes it in, then saves everything to the store.
         try importer.performAndWait { try importer.save() }
@@ -64,15 +79,52 @@ struct ViewSavesDuringImport {
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         let stall = probe.stopProbing()
         let stopped = DispatchSemaphore(value: 0)
-        editor.setCancelHandler { stopped.signal() }
-        editor.cancel()
+        timer.setCancelHandler { stopped.signal() }
+        timer.cancel()
         stopped.wait()
-        try saves.check()
+        try times.check()
         // The edits saved after the writer's save, and the import, reach the store.
         try view.performAndWait { try view.save() }
         try writer.performAndWait { try writer.save() }
         try checkStored(importObjects + targets, in: coordinator, by: "view saves")
-        return saves.figures(importObjects: importObjects, writerSeconds: seconds, stall: stall)
+        return WriterSave(seconds: seconds, controlMicroseconds: control.idleMicroseconds, task: times.figures(), stall: stall)
+    }
+
+    /// A main-queue timer, not yet resumed, that saves a one-object edit
+    /// from the view context.
+    private func editor(view: ManagedObjectContext, editing ids: [ObjectID], times: MainTaskTimes) -> any DispatchSourceTimer {
+        mainQueueTimer {
+            // On the main queue: the view context is used directly, as a UI does.
+            let id = ids[times.next() % ids.count]
+            do {
+                let recipe = try view.existingObject(with: id) as! BenchRecipe
+                recipe.rating += 0.1
+                let started = DispatchTime.now().uptimeNanoseconds
+                let usage = ThreadUsage.current()
+                try view.save()
+                times.record(DispatchTime.now().uptimeNanoseconds - started, ThreadUsage.current() - usage)
+            } catch {
+                times.fail(error)
+            }
+        }
+    }
+
+    /// A main-queue timer, not yet resumed, that runs the control task.
+    private func controller(_ control: ControlTask, times: MainTaskTimes) -> any DispatchSourceTimer {
+        mainQueueTimer {
+            let started = DispatchTime.now().uptimeNanoseconds
+            let usage = ThreadUsage.current()
+            control.run()
+            times.record(DispatchTime.now().uptimeNanoseconds - started, ThreadUsage.current() - usage)
+        }
+    }
+
+    /// Made only to be resumed: libdispatch traps on releasing a suspended timer.
+    private func mainQueueTimer(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: .main)
+        timer.schedule(deadline: .now(), repeating: .microseconds(editEveryMicroseconds), leeway: .nanoseconds(0))
+        timer.setEventHandler(handler: handler)
+        return timer
     }
 }
 
@@ -80,50 +132,58 @@ struct ViewSavesDuringImport {
 struct ViewSavesRun: Codable, Sendable {
     var round = 0
     var importObjects: Int
-    /// From the import child's save to the end of the writer's save.
+    /// From the import child's save to the end of the writer's save (with the edits).
     var writerSeconds: Double
-    var saves: Int
-    /// The longest, the median and the 99th percentile view-context save (ms).
-    var longestSaveMs: Double
-    /// The main thread's CPU time in the longest save (ms), and how often it
-    /// was switched out meanwhile, waiting (voluntary) or preempted: a long
-    /// save that did little work waited for a lock or for a CPU.
-    var longestSaveCPUMs: Double
-    var longestSaveWaits: Int
-    var longestSavePreemptions: Int
-    /// The most CPU time any one save used (ms).
-    var mostSaveCPUMs: Double
-    var medianSaveMs: Double
-    var p99SaveMs: Double
-    /// How late the main queue's 1 ms timer ran meanwhile.
+    /// The control task's time on an idle core (µs, the fastest of its calibration runs).
+    var controlMicroseconds: Double
+    /// The view context's saves, and how late the main queue's 1 ms timer ran meanwhile.
+    var saves: MainTaskFigures
     var stall: StallFigures
+    /// The same for the control task, in the same writer save.
+    var control: MainTaskFigures
+    var controlStall: StallFigures
 }
 
-/// The durations of the view context's saves, recorded on the main queue.
+/// How long each run of one kind of main-queue task took in a round.
+struct MainTaskFigures: Codable, Sendable {
+    var count: Int
+    /// The longest, the median and the 99th percentile run (ms).
+    var longestMs: Double
+    var medianMs: Double
+    var p99Ms: Double
+    /// The main thread's CPU time in the longest run (ms), and how often it
+    /// was switched out meanwhile, waiting (voluntary) or preempted: a long
+    /// run that did little work waited for a lock or for a CPU.
+    var longestCPUMs: Double
+    var longestWaits: Int
+    var longestPreemptions: Int
+    /// The most CPU time any one run used (ms).
+    var mostCPUMs: Double
+}
+
+/// The durations of one kind of task on the main queue, recorded there.
 ///
-/// `@unchecked Sendable`: `histogram`, `count`, `longest`, `mostCPU`, `edits`
-/// and `error` are guarded by `lock`.
-final class ViewSaveTimes: @unchecked Sendable {
+/// `@unchecked Sendable`: `histogram`, `longest`, `mostCPU`, `started` and
+/// `error` are guarded by `lock`.
+final class MainTaskTimes: @unchecked Sendable {
     private let lock = NSLock()
     private var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
-    private var count = 0
     private var longest: (nanoseconds: UInt64, usage: ThreadUsage) = (0, ThreadUsage())
     private var mostCPU: UInt64 = 0
-    private var edits = 0
+    private var started = 0
     private var error: (any Error)?
 
-    /// The number of the next edit.
+    /// The number of the next run.
     func next() -> Int {
         lock.withLock {
-            defer { edits += 1 }
-            return edits
+            defer { started += 1 }
+            return started
         }
     }
 
     func record(_ nanoseconds: UInt64, _ usage: ThreadUsage) {
         lock.withLock {
             _ = histogram.record(nanoseconds / 1000)
-            count += 1
             if nanoseconds > longest.nanoseconds { longest = (nanoseconds, usage) }
             mostCPU = max(mostCPU, usage.cpuNanoseconds)
         }
@@ -132,14 +192,13 @@ final class ViewSaveTimes: @unchecked Sendable {
     func fail(_ error: any Error) { lock.withLock { if self.error == nil { self.error = error } } }
     func check() throws { if let error = lock.withLock({ self.error }) { throw error } }
 
-    func figures(importObjects: Int, writerSeconds: Double, stall: StallFigures) -> ViewSavesRun {
+    func figures() -> MainTaskFigures {
         lock.withLock {
-            ViewSavesRun(
-                importObjects: importObjects, writerSeconds: writerSeconds, saves: count,
-                longestSaveMs: Double(histogram.max) / 1000, longestSaveCPUMs: Double(longest.usage.cpuNanoseconds) / 1e6,
-                longestSaveWaits: longest.usage.voluntarySwitches, longestSavePreemptions: longest.usage.involuntarySwitches,
-                mostSaveCPUMs: Double(mostCPU) / 1e6, medianSaveMs: Double(histogram.valueAtPercentile(50)) / 1000,
-                p99SaveMs: Double(histogram.valueAtPercentile(99)) / 1000, stall: stall)
+            MainTaskFigures(
+                count: Int(histogram.totalCount), longestMs: Double(histogram.max) / 1000,
+                medianMs: Double(histogram.valueAtPercentile(50)) / 1000, p99Ms: Double(histogram.valueAtPercentile(99)) / 1000,
+                longestCPUMs: Double(longest.usage.cpuNanoseconds) / 1e6, longestWaits: longest.usage.voluntarySwitches,
+                longestPreemptions: longest.usage.involuntarySwitches, mostCPUMs: Double(mostCPU) / 1e6)
         }
     }
 }
@@ -149,33 +208,48 @@ struct ViewSavesSummary: Codable, Sendable {
     var rounds: Int
     var importObjects: Int
     var writerSeconds: Double
-    var saves: Double
-    /// The median over the rounds of each round's longest save, and the longest of all.
-    var longestSaveMs: Double
-    var worstSaveMs: Double
-    /// The worst round's longest save: its CPU time, and how often the main
-    /// thread was switched out in it, waiting or preempted.
-    var worstSaveCPUMs: Double
-    var worstSaveWaits: Int
-    var worstSavePreemptions: Int
-    /// The most CPU time any one save used, in any round.
-    var mostSaveCPUMs: Double
-    var medianSaveMs: Double
+    var saves: MainTaskSummary
+    var controlMicroseconds: Double
     var stall: StallMedians
+    var control: MainTaskSummary
+    var controlStall: StallMedians
 
     init(_ runs: [ViewSavesRun]) {
         rounds = runs.count
         importObjects = runs.first?.importObjects ?? 0
         writerSeconds = median(runs.map(\.writerSeconds))
-        saves = median(runs.map { Double($0.saves) })
-        longestSaveMs = median(runs.map(\.longestSaveMs))
-        let worst = runs.max { $0.longestSaveMs < $1.longestSaveMs }
-        worstSaveMs = worst?.longestSaveMs ?? 0
-        worstSaveCPUMs = worst?.longestSaveCPUMs ?? 0
-        worstSaveWaits = worst?.longestSaveWaits ?? 0
-        worstSavePreemptions = worst?.longestSavePreemptions ?? 0
-        mostSaveCPUMs = runs.map(\.mostSaveCPUMs).max() ?? 0
-        medianSaveMs = median(runs.map(\.medianSaveMs))
+        saves = MainTaskSummary(runs.map(\.saves))
+        controlMicroseconds = median(runs.map(\.controlMicroseconds))
+        control = MainTaskSummary(runs.map(\.control))
         stall = StallMedians(runs.map(\.stall))
+        controlStall = StallMedians(runs.map(\.controlStall))
+    }
+}
+
+/// The medians over the rounds of one kind of task's ``MainTaskFigures``.
+struct MainTaskSummary: Codable, Sendable {
+    var count: Double
+    /// The median over the rounds of each round's longest run, and the longest of all.
+    var longestMs: Double
+    var worstMs: Double
+    /// The worst round's longest run: its CPU time, and how often the main
+    /// thread was switched out in it, waiting or preempted.
+    var worstCPUMs: Double
+    var worstWaits: Int
+    var worstPreemptions: Int
+    /// The most CPU time any one run used, in any round.
+    var mostCPUMs: Double
+    var medianMs: Double
+
+    init(_ rounds: [MainTaskFigures]) {
+        count = median(rounds.map { Double($0.count) })
+        longestMs = median(rounds.map(\.longestMs))
+        let worst = rounds.max { $0.longestMs < $1.longestMs }
+        worstMs = worst?.longestMs ?? 0
+        worstCPUMs = worst?.longestCPUMs ?? 0
+        worstWaits = worst?.longestWaits ?? 0
+        worstPreemptions = worst?.longestPreemptions ?? 0
+        mostCPUMs = rounds.map(\.mostCPUMs).max() ?? 0
+        medianMs = median(rounds.map(\.medianMs))
     }
 }
