@@ -4,8 +4,10 @@ package final class DecodedBlock: @unchecked Sendable {
     // Sendable because: everything is immutable except `referenced`, which is
     // guarded by the lock of the block-cache shard holding the block.
 
-    /// CLOCK's reference bit, set on a cache hit. Guarded by the cache shard's lock.
-    package var referenced = false
+    /// CLOCK's reference bit, set on a cache hit. Guarded by the cache shard's
+    /// lock, so Swift's runtime exclusivity check (a dynamic one per access,
+    /// on a get's hot path) is off for it.
+    @exclusivity(unchecked) package var referenced = false
     package let bytes: [UInt8]
     package let count: Int
     /// Where the record-offset table starts in `bytes`.

@@ -23,6 +23,9 @@ struct EngineCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Only open this existing store, read-only, --repeats times, and print the times (nothing is written).",
                                discussion: "For profiling an open: under callgrind, the difference between --repeats 3 and --repeats 1, halved, is what one open and close costs."))
     var openOnly: String?
+    @Option(help: ArgumentHelp("With --open-only: after the first open, this many warm point gets of keys read from the store, at random.",
+                               discussion: "For profiling a get: under callgrind, the difference between two counts, divided by theirs, is what one get costs."))
+    var gets = 0
 
     func run() throws {
         if let openOnly {
@@ -36,7 +39,10 @@ struct EngineCommand: ParsableCommand {
                 times.append(try seconds { opened = try StrataStore(directory: openOnly, options: options) } * 1000)
                 // Counted once (statistics walks the index), so that it
                 // cancels out of a difference between two repeat counts.
-                if round == 0 { keys = opened!.statistics.keys }
+                if round == 0 {
+                    keys = opened!.statistics.keys
+                    if gets > 0 { try measureGets(opened!) }
+                }
                 try opened!.close()
             }
             print("open of \(openOnly) (\(thousands(Double(keys))) keys): " + times.map { fixed($0, 1) }.joined(separator: ", ")
@@ -55,6 +61,23 @@ struct EngineCommand: ParsableCommand {
         let figures = try peers.run(values: (0..<64).map(bench.value), sequentialKeys: bench.sequentialKeys, randomKeys: bench.randomKeys,
                                     order: bench.readOrder)
         print("\n" + PeerComparison.render(figures, records: records, batchSize: batchSize, writers: writers, durableRecords: durable))
+    }
+}
+
+extension EngineCommand {
+    /// Up to 100,000 of the store's keys, each read once (the blocks they
+    /// live in are cached then), then ``gets`` gets of them at random.
+    func measureGets(_ store: StrataStore) throws {
+        let keys = try store.scan(prefix: [], limit: 100_000).map(\.key)
+        guard !keys.isEmpty else { return }
+        for key in keys { _ = try store.get(key) }
+        var generator = SplitMix64(seed: 7)
+        var found = 0
+        let elapsed = try seconds {
+            for _ in 0..<gets where try store.get(keys[Int(generator.next() % UInt64(keys.count))]) != nil { found += 1 }
+        }
+        guard found == gets else { throw ValidationError("\(gets - found) of \(gets) gets found nothing") }
+        print("\(thousands(Double(gets))) warm point gets of \(thousands(Double(keys.count))) keys: \(thousands(Double(gets) / elapsed)) gets/s")
     }
 }
 
