@@ -29,26 +29,26 @@ struct ViewSavesDuringImport {
 
     /// Runs on a worker thread; the main thread must be spinning the main run loop.
     func run(directory: String) throws -> ViewSavesRun {
-        let control = try writerSave(directory: directory + "-control", editing: false)
-        let edits = try writerSave(directory: directory, editing: true)
-        return ViewSavesRun(importObjects: importObjects, writerSeconds: edits.seconds, controlMicroseconds: control.controlMicroseconds,
-                            saves: edits.task, stall: edits.stall, control: control.task, controlStall: control.stall)
+        let control = ControlTask.calibrated()
+        let controlRun = try writerSave(directory: directory + "-control", control: control)
+        let edits = try writerSave(directory: directory, control: nil)
+        return ViewSavesRun(importObjects: importObjects, writerSeconds: edits.seconds, controlMicroseconds: control.idleMicroseconds,
+                            saves: edits.task, stall: edits.stall, control: controlRun.task, controlStall: controlRun.stall)
     }
 
-    /// One run of ``writerSave(directory:editing:)``.
+    /// One run of ``writerSave(directory:control:)``.
     private struct WriterSave {
         /// From the import child's save to the end of the writer's save.
         var seconds: Double
-        var controlMicroseconds: Double
         /// The edits' or the control task's times, and how late the main queue ran.
         var task: MainTaskFigures
         var stall: StallFigures
     }
 
     /// The writer takes in and saves the import while the main queue is
-    /// probed, and, every ``editEveryMicroseconds``, saves an edit (`editing`)
-    /// or runs the control task.
-    private func writerSave(directory: String, editing: Bool) throws -> WriterSave {
+    /// probed, and, every ``editEveryMicroseconds``, runs `control` or, when
+    /// nil, saves an edit.
+    private func writerSave(directory: String, control: ControlTask?) throws -> WriterSave {
         try? FileManager.default.removeItem(atPath: directory)
         let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
         try coordinator.addPersistentStore(.log, directory: directory)
@@ -66,8 +66,7 @@ struct ViewSavesDuringImport {
         importer.performAndWait { insertObjects(importObjects, ingredientsPerRecipe: ingredients, into: importer, offset: targets) }
 
         let times = MainTaskTimes()
-        let control = ControlTask.calibrated()
-        let timer = editing ? editor(view: view, editing: ids, times: times) : controller(control, times: times)
+        let timer = control.map { controller($0, times: times) } ?? editor(view: view, editing: ids, times: times)
         let probe = StallProbe()
         probe.startProbing()
         let started = DispatchTime.now().uptimeNanoseconds
@@ -87,7 +86,7 @@ struct ViewSavesDuringImport {
         try view.performAndWait { try view.save() }
         try writer.performAndWait { try writer.save() }
         try checkStored(importObjects + targets, in: coordinator, by: "view saves")
-        return WriterSave(seconds: seconds, controlMicroseconds: control.idleMicroseconds, task: times.figures(), stall: stall)
+        return WriterSave(seconds: seconds, task: times.figures(), stall: stall)
     }
 
     /// A main-queue timer, not yet resumed, that saves a one-object edit
