@@ -8,7 +8,7 @@ import Testing
 /// deletion and removal by file.
 @Suite struct BlockTableTests {
     /// An empty block: a distinct object to tell entries apart by identity.
-    static func block() -> DecodedBlock { DecodedBlock([0, 0, 0, 0])! }
+    static func block() -> DecodedBlock { DecodedBlock.copying([0, 0, 0, 0])! }
 
     /// Every key of `model` finds its block, and the count agrees.
     static func expectSame(_ table: BlockTable, _ model: [BlockCache.Key: DecodedBlock], probes: [BlockCache.Key]) {

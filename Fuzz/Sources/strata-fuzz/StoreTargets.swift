@@ -95,11 +95,17 @@ enum StoreTargets {
         }
     }
 
+    /// Frames of 4 KiB for the block target; each input's block gives its
+    /// frame back when freed, which the target checks.
+    static let blockMemory = BlockMemory(capacity: 2 << 20, frameSize: 4 << 10)
+
     static func block(_ input: UnsafeRawBufferPointer) {
         // The input as a stored block: header, checksum, LZ4, layout.
-        if case .success(let block) = SegmentFormat.decodeBlock(input, expectedRecords: nil) { _ = records(block) }
+        // Decoded into a frame when its raw size fits one (2-4 KiB), else on the heap.
+        if case .success(let block) = SegmentFormat.decodeBlock(input, expectedRecords: nil, memory: blockMemory) { _ = records(block) }
+        precondition(blockMemory.framesInUse == 0, "a decoded block kept its frame after it was freed")
         // The input as a raw (decompressed) block.
-        guard let block = DecodedBlock(Array(input)) else { return }
+        guard let block = DecodedBlock.copying(Array(input)) else { return }
         let decoded = records(block)
         var builder = BlockBuilder()
         for r in decoded {

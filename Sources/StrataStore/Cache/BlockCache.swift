@@ -17,9 +17,15 @@ package final class BlockCache: Sendable {
     private static let shardCount = 16
     private let shards: [Shard]
     package let capacity: Int
+    /// Where the blocks read for the cache are decoded: frames of
+    /// `frameSize` in huge pages (see ``BlockMemory``).
+    package let memory: BlockMemory
 
-    package init(capacity: Int) {
+    /// A cache of `capacity` bytes whose blocks are mostly `frameSize` bytes
+    /// (the store's block size).
+    package init(capacity: Int, frameSize: Int) {
         self.capacity = capacity
+        memory = BlockMemory(capacity: capacity, frameSize: frameSize)
         shards = (0..<Self.shardCount).map { _ in Shard(capacity: capacity / Self.shardCount) }
     }
 

@@ -31,17 +31,22 @@ package enum LZ4 {
     /// the input is malformed or decompresses to another length. liblz4's
     /// `_safe` decoder never reads or writes out of bounds on bad input.
     package static func decompress(_ input: UnsafeRawBufferPointer, rawCount: Int) -> [UInt8]? {
-        if rawCount == 0 { return input.isEmpty ? [] : nil }
-        guard let src = input.baseAddress, rawCount > 0, rawCount <= Int(Int32.max) else { return nil }
+        guard rawCount >= 0 else { return nil }
         var ok = false
         let result = [UInt8](unsafeUninitializedCapacity: rawCount) { buffer, initialized in
-            let n = LZ4_decompress_safe(
-                src.assumingMemoryBound(to: CChar.self),
-                UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                Int32(clamping: input.count), Int32(rawCount))
-            ok = n == Int32(rawCount)
+            ok = decompress(input, into: UnsafeMutableRawBufferPointer(buffer))
             initialized = ok ? rawCount : 0
         }
         return ok ? result : nil
+    }
+
+    /// Decompresses `input` into exactly all of `output`; false when the input
+    /// is malformed or decompresses to another length.
+    package static func decompress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
+        if output.isEmpty { return input.isEmpty }
+        guard let src = input.baseAddress, let dst = output.baseAddress, output.count <= Int(Int32.max) else { return false }
+        let n = LZ4_decompress_safe(src.assumingMemoryBound(to: CChar.self), dst.assumingMemoryBound(to: CChar.self),
+                                    Int32(clamping: input.count), Int32(output.count))
+        return n == Int32(output.count)
     }
 }

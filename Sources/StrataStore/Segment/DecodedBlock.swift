@@ -1,17 +1,30 @@
 /// A decompressed segment block: sorted records and the table of their
 /// offsets, checked once on decode so lookups need no further bounds checks.
+///
+/// Its bytes are a frame of the cache's ``BlockMemory`` when one was free
+/// (huge pages), else a heap allocation; either goes back when the block is
+/// freed.
 package final class DecodedBlock: @unchecked Sendable {
     // Sendable because: everything is immutable except `referenced`, which is
-    // guarded by the lock of the block-cache shard holding the block.
+    // guarded by the lock of the block-cache shard holding the block; the
+    // bytes are written only before `init` returns.
 
     /// CLOCK's reference bit, set on a cache hit. Guarded by the cache shard's
     /// lock, so Swift's runtime exclusivity check (a dynamic one per access,
     /// on a get's hot path) is off for it.
     @exclusivity(unchecked) package var referenced = false
-    package let bytes: [UInt8]
+    /// The raw block; held here rather than in an array, so that reading a
+    /// record does not first load the array's header (one cache miss less
+    /// for a get on a cold block).
+    private let base: UnsafeMutableRawPointer
+    /// Raw bytes in the block.
+    package let byteCount: Int
     package let count: Int
-    /// Where the record-offset table starts in `bytes`.
+    /// Where the record-offset table starts in the bytes.
     private let table: Int
+    /// Where the bytes came from: a frame of this memory, or the heap when nil.
+    private let memory: BlockMemory?
+    private let frame: Int32
 
     /// A decoded record, pointing into the block.
     package struct Record {
@@ -21,28 +34,60 @@ package final class DecodedBlock: @unchecked Sendable {
         package var value: UnsafeRawBufferPointer
     }
 
-    /// Validates the layout of raw block bytes: the offset table and every
-    /// record must lie inside the block and decode. Nil when they do not.
-    package init?(_ bytes: [UInt8]) {
-        guard bytes.count >= 4 else { return nil }
-        let count = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self) }.littleEndian)
-        guard count <= (bytes.count - 4) / 4 else { return nil }
-        let table = bytes.count - 4 - 4 * count
-        self.bytes = bytes
-        self.count = count
-        self.table = table
-        let valid = bytes.withUnsafeBytes { raw -> Bool in
-            var previousEnd = 0
-            for i in 0..<count {
-                let offset = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: table + 4 * i, as: UInt32.self)))
-                guard offset == previousEnd, offset < table else { return false }
-                var reader = ByteReader(UnsafeRawBufferPointer(rebasing: raw[0..<table]), offset: offset)
-                guard Self.decode(&reader) != nil else { return false }
-                previousEnd = reader.offset
-            }
-            return previousEnd == table
+    private init(base: UnsafeMutableRawPointer, byteCount: Int, count: Int, table: Int, memory: BlockMemory?, frame: Int32) {
+        (self.base, self.byteCount, self.count, self.table, self.memory, self.frame) = (base, byteCount, count, table, memory, frame)
+    }
+
+    deinit {
+        if let memory { memory.release(.init(index: frame, base: base)) } else { base.deallocate() }
+    }
+
+    /// A block of `byteCount` raw bytes that `fill` writes (returning false
+    /// when it cannot, as a decompressor does on bad input), in a frame of
+    /// `memory` when one is free, else on the heap. Nil when `fill` fails or
+    /// the bytes are not a valid block: the memory goes back then.
+    package static func make(byteCount: Int, memory: BlockMemory?, fill: (UnsafeMutableRawBufferPointer) -> Bool) -> DecodedBlock? {
+        let frame = memory?.allocate(byteCount)
+        let base = frame?.base ?? UnsafeMutableRawPointer.allocate(byteCount: max(byteCount, 1), alignment: 8)
+        let release = {
+            if let frame { memory!.release(frame) } else { base.deallocate() }
         }
-        if !valid { return nil }
+        guard fill(UnsafeMutableRawBufferPointer(start: base, count: byteCount)),
+              let (count, table) = layout(UnsafeRawBufferPointer(start: base, count: byteCount))
+        else {
+            release()
+            return nil
+        }
+        return DecodedBlock(base: base, byteCount: byteCount, count: count, table: table,
+                            memory: frame == nil ? nil : memory, frame: frame?.index ?? -1)
+    }
+
+    /// A block holding a copy of `bytes` (on the heap), or nil when they are
+    /// not a valid block.
+    package static func copying(_ bytes: [UInt8]) -> DecodedBlock? {
+        make(byteCount: bytes.count, memory: nil) { destination in
+            bytes.withUnsafeBytes { destination.copyMemory(from: $0) }
+            return true
+        }
+    }
+
+    /// Checks the layout of raw block bytes: the offset table and every
+    /// record must lie inside the block and decode. Returns the record count
+    /// and where the table starts, or nil when they do not.
+    private static func layout(_ raw: UnsafeRawBufferPointer) -> (count: Int, table: Int)? {
+        guard raw.count >= 4 else { return nil }
+        let count = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: raw.count - 4, as: UInt32.self)))
+        guard count <= (raw.count - 4) / 4 else { return nil }
+        let table = raw.count - 4 - 4 * count
+        var previousEnd = 0
+        for i in 0..<count {
+            let offset = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: table + 4 * i, as: UInt32.self)))
+            guard offset == previousEnd, offset < table else { return nil }
+            var reader = ByteReader(UnsafeRawBufferPointer(rebasing: raw[0..<table]), offset: offset)
+            guard Self.decode(&reader) != nil else { return nil }
+            previousEnd = reader.offset
+        }
+        return previousEnd == table ? (count, table) : nil
     }
 
     @inline(__always)
@@ -60,15 +105,14 @@ package final class DecodedBlock: @unchecked Sendable {
     /// Calls `body` with record `i` (pointers valid only inside `body`).
     @inline(__always)
     package func withRecord<T, E: Error>(_ i: Int, _ body: (Record) throws(E) -> T) throws(E) -> T {
-        try bytes.withBytes { (raw) throws(E) -> T in
-            let offset = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: table + 4 * i, as: UInt32.self)))
-            var reader = ByteReader(UnsafeRawBufferPointer(rebasing: raw[0..<table]), offset: offset)
-            return try body(Self.decode(&reader)!)  // validated in init
-        }
+        let offset = Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: table + 4 * i, as: UInt32.self)))
+        var reader = ByteReader(UnsafeRawBufferPointer(start: base, count: table), offset: offset)
+        return try body(Self.decode(&reader)!)  // validated in `make`
     }
 
-    /// Bytes this block holds in memory (for the cache's budget).
-    package var memoryCost: Int { bytes.capacity + 64 }
+    /// Bytes this block holds in memory (for the cache's budget): a whole
+    /// frame when it has one.
+    package var memoryCost: Int { (memory?.frameSize ?? byteCount) + 64 }
 }
 
 /// Builds the raw bytes of one block.

@@ -159,7 +159,8 @@ package enum SegmentFormat {
     }
 
     /// Checks a stored block (header and compressed bytes) and decompresses it.
-    package static func decodeBlock(_ stored: UnsafeRawBufferPointer, expectedRecords: UInt32?) -> Result<DecodedBlock, BlockProblem> {
+    package static func decodeBlock(_ stored: UnsafeRawBufferPointer, expectedRecords: UInt32?,
+                                    memory: BlockMemory? = nil) -> Result<DecodedBlock, BlockProblem> {
         guard stored.count >= blockHeaderSize else { return .failure(.badLength) }
         var r = ByteReader(stored)
         guard r.readInteger(UInt32.self) == blockMagic else { return .failure(.badMagic) }
@@ -170,8 +171,11 @@ package enum SegmentFormat {
         let body = UnsafeRawBufferPointer(rebasing: stored[blockHeaderSize...])
         let head = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: stored[0..<12]))
         guard CRC32C.checksum(body, continuing: head) == crc else { return .failure(.badChecksum) }
-        guard let raw = LZ4.decompress(body, rawCount: rawLength) else { return .failure(.badCompression) }
-        guard let block = DecodedBlock(raw) else { return .failure(.badLayout) }
+        var decompressed = true
+        guard let block = DecodedBlock.make(byteCount: rawLength, memory: memory, fill: { output in
+            decompressed = LZ4.decompress(body, into: output)
+            return decompressed
+        }) else { return .failure(decompressed ? .badLayout : .badCompression) }
         if let expectedRecords, block.count != Int(expectedRecords) { return .failure(.badLayout) }
         return .success(block)
     }

@@ -362,7 +362,7 @@ package final class SegmentReader: @unchecked Sendable {
                     if !ok { throw StoreError(.corruption, "segment block at offset \(offset) holds keys out of order", path: path, offset: UInt64(offset)) }
                 }
                 blocks.append(.init(offset: UInt64(offset), storedLength: UInt32(storedLength),
-                                    rawLength: UInt32(block.bytes.count), recordCount: UInt32(block.count)))
+                                    rawLength: UInt32(block.byteCount), recordCount: UInt32(block.count)))
                 offset = end
             }
             if offset < all.count {
@@ -374,8 +374,9 @@ package final class SegmentReader: @unchecked Sendable {
         return Contents(info: info, blocks: blocks, keys: keys)
     }
 
-    /// Reads, checks and decompresses block `index`.
-    package func readBlock(_ index: UInt32) throws(StoreError) -> DecodedBlock {
+    /// Reads, checks and decompresses block `index`, into a frame of `memory`
+    /// when one is free (see ``BlockMemory``).
+    package func readBlock(_ index: UInt32, memory: BlockMemory? = nil) throws(StoreError) -> DecodedBlock {
         guard Int(index) < blocks.count else {
             throw StoreError(.corruption, "block \(index) does not exist in this segment", path: path)
         }
@@ -391,7 +392,7 @@ package final class SegmentReader: @unchecked Sendable {
         guard n == length else {
             throw StoreError(.corruption, "segment block is truncated", path: path, offset: handle.offset)
         }
-        switch stored.withUnsafeBytes({ SegmentFormat.decodeBlock($0, expectedRecords: handle.recordCount) }) {
+        switch stored.withUnsafeBytes({ SegmentFormat.decodeBlock($0, expectedRecords: handle.recordCount, memory: memory) }) {
         case .success(let block): return block
         case .failure(let problem):
             throw StoreError(.corruption, "segment block: \(problem)", path: path, offset: handle.offset)

@@ -234,7 +234,7 @@ enum ValueReader {
     @inline(__always)
     static func block(_ cacheKey: BlockCache.Key, of segment: SegmentReader, cache: BlockCache) throws(StoreError) -> DecodedBlock {
         if let cached = cache.get(cacheKey) { return cached }
-        let block = try segment.readBlock(cacheKey.block)
+        let block = try segment.readBlock(cacheKey.block, memory: cache.memory)
         cache.insert(cacheKey, block)
         return block
     }

@@ -69,6 +69,11 @@ public struct StoreOptions: Sendable {
     /// The byte budget of the decompressed-block cache. Default 64 MiB. It is
     /// split over 16 shards, so a block is cached only if it fits in a
     /// sixteenth (keep it at least 16 × the block size).
+    ///
+    /// From 2 MiB up, the store reserves this much address space (not
+    /// memory) for the cache's blocks and asks the kernel for huge pages
+    /// there; blocks of `blockSize` are decoded into it. Resident memory
+    /// still grows only as blocks are cached, 2 MiB at a time.
     public var blockCacheCapacity = 64 << 20
     /// The size at which compaction starts a new output segment. Default 256 MiB; at most 2 GiB.
     public var segmentSizeLimit = 256 << 20 {

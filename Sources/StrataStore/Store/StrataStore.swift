@@ -173,7 +173,7 @@ public final class StrataStore: @unchecked Sendable {
         self.directory = directory
         self.options = options
         self.fileSystem = options.fileSystem
-        self.cache = BlockCache(capacity: options.blockCacheCapacity)
+        self.cache = BlockCache(capacity: options.blockCacheCapacity, frameSize: options.blockSize)
         self.lockFile = opened.lockFile
         self.recoveryReport = opened.report
         self.index = opened.index

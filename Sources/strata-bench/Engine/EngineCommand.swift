@@ -26,10 +26,17 @@ struct EngineCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --open-only: after the first open, this many warm point gets of keys read from the store, at random.",
                                discussion: "For profiling a get: under callgrind, the difference between two counts, divided by theirs, is what one get costs."))
     var gets = 0
+    @Option(help: ArgumentHelp("With --open-only: the block cache's capacity in MiB (default: StoreOptions' default).",
+                               discussion: "A cache far smaller than the keys' blocks makes --gets measure misses: each get reads, checks and decompresses a block."))
+    var blockCacheMib: Int?
+    @Option(help: ArgumentHelp("With --gets: how many of the store's keys (the first ones in order) the gets choose from.",
+                               discussion: "The default, 100,000, keeps their index nodes and blocks in the CPU's caches; a million puts each get at the mercy of memory latency, as in the peer comparison."))
+    var getKeys = 100_000
 
     func run() throws {
         if let openOnly {
             var options = StoreOptions()
+            if let blockCacheMib { options.blockCacheCapacity = blockCacheMib << 20 }
             options.readOnly = true
             options.createIfMissing = false
             var times: [Double] = []
@@ -65,19 +72,23 @@ struct EngineCommand: ParsableCommand {
 }
 
 extension EngineCommand {
-    /// Up to 100,000 of the store's keys, each read once (the blocks they
+    /// Up to ``getKeys`` of the store's keys, each read once (the blocks they
     /// live in are cached then), then ``gets`` gets of them at random.
     func measureGets(_ store: StrataStore) throws {
-        let keys = try store.scan(prefix: [], limit: 100_000).map(\.key)
+        let keys = try store.scan(prefix: [], limit: getKeys).map(\.key)
         guard !keys.isEmpty else { return }
         for key in keys { _ = try store.get(key) }
         var generator = SplitMix64(seed: 7)
         var found = 0
+        let before = store.statistics
         let elapsed = try seconds {
             for _ in 0..<gets where try store.get(keys[Int(generator.next() % UInt64(keys.count))]) != nil { found += 1 }
         }
+        let after = store.statistics
         guard found == gets else { throw ValidationError("\(gets - found) of \(gets) gets found nothing") }
-        print("\(thousands(Double(gets))) warm point gets of \(thousands(Double(keys.count))) keys: \(thousands(Double(gets) / elapsed)) gets/s")
+        let misses = after.cacheMisses - before.cacheMisses
+        print("\(thousands(Double(gets))) warm point gets of \(thousands(Double(keys.count))) keys: \(thousands(Double(gets) / elapsed)) gets/s"
+              + " (\(fixed(100 * Double(misses) / Double(gets), 1))% block-cache misses; \(thousands(Double(after.cacheBytes >> 20))) MiB of blocks cached)")
     }
 }
 
