@@ -102,7 +102,7 @@ import Testing
     /// a pattern overwritten. (ThreadSanitizer's runs check the locking.)
     @Test func concurrentHoldersNeverShareAFrame() {
         let memory = BlockMemory(capacity: 2 << 20, frameSize: 32 << 10)
-        let overwritten = LockedCount()
+        let overwritten = LockedBox(0)
         onThreads(4) { thread in
             var held: [BlockMemory.Frame] = []
             for round in 0..<4_000 {
@@ -115,7 +115,7 @@ import Testing
                     let frame = held.removeFirst()
                     let first = frame.base.load(as: UInt8.self)
                     let last = frame.base.load(fromByteOffset: (32 << 10) - 1, as: UInt8.self)
-                    if first != last { overwritten.add() }
+                    if first != last { overwritten.update { $0 += 1 } }
                     memory.release(frame)
                 }
             }
@@ -146,13 +146,13 @@ import Testing
         try store.flush()
         // Four readers at once: blocks are evicted while other readers still
         // hold them, and their frames pass from thread to thread.
-        let wrong = LockedCount()
+        let wrong = LockedBox(0)
         let seed = testSeed()
         onThreads(4) { thread in
             var generator = SeededGenerator(seed: seed &+ UInt64(thread))
             for _ in 0..<5_000 {
                 let i = Int.random(in: 0..<count, using: &generator)
-                if (try? store.get(Array(String(format: "k%08d", i).utf8))) != Self.value(i) { wrong.add() }
+                if (try? store.get(Array(String(format: "k%08d", i).utf8))) != Self.value(i) { wrong.update { $0 += 1 } }
             }
         }
         #expect(wrong.value == 0)
@@ -165,13 +165,4 @@ import Testing
         #expect(scanned.enumerated().allSatisfy { $0.element.value == Self.value($0.offset) })
         try store.close()
     }
-}
-
-/// A counter several threads add to.
-final class LockedCount: @unchecked Sendable {
-    // Sendable because: `count` is guarded by `lock`.
-    private let lock = Lock()
-    private var count = 0
-    func add() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
 }

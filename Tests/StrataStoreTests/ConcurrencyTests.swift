@@ -168,5 +168,6 @@ final class LockedBox<Value>: @unchecked Sendable {
     private var stored: Value
     init(_ value: Value) { stored = value }
     func set(_ value: Value) { lock.withLock { stored = value } }
+    func update(_ body: (inout Value) -> Void) { lock.withLock { body(&stored) } }
     var value: Value { lock.withLock { stored } }
 }

@@ -10,12 +10,12 @@ import Musl
 /// region the size of the block cache that the kernel is asked to back with
 /// 2 MiB pages (`MADV_HUGEPAGE`).
 ///
-/// Why: a warm get touches three or four cache lines of a block chosen at
+/// Why: a warm get touches two or three cache lines of a block chosen at
 /// random among all cached ones. Spread over 4 KiB pages of the malloc heap,
-/// a 64 MiB cache is 16,384 pages, far more than the TLB holds, so nearly
-/// every get also walks the page table. In huge pages it is 32. (LMDB has
-/// this for free when the kernel maps its file with large folios.) RocksDB
-/// offers the same for its arenas and block cache.
+/// a 64 MiB cache is 16,384 pages, far more than a TLB maps; in huge pages
+/// it is 32. (RocksDB does the same for its memtable arenas,
+/// `huge_page_size`.) On the engine bench's 1,000,000 gets it made the
+/// median run 1.15× as fast (see the DocC architecture article).
 ///
 /// A frame is handed to one ``DecodedBlock`` and comes back when that block
 /// is freed — evicted from the cache and let go by every reader — so the

@@ -31,7 +31,7 @@ package enum LZ4 {
     /// the input is malformed or decompresses to another length. liblz4's
     /// `_safe` decoder never reads or writes out of bounds on bad input.
     package static func decompress(_ input: UnsafeRawBufferPointer, rawCount: Int) -> [UInt8]? {
-        guard rawCount >= 0 else { return nil }
+        guard rawCount >= 0, rawCount <= Int(Int32.max) else { return nil }
         var ok = false
         let result = [UInt8](unsafeUninitializedCapacity: rawCount) { buffer, initialized in
             ok = decompress(input, into: UnsafeMutableRawBufferPointer(buffer))
