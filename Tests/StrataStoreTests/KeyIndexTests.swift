@@ -332,6 +332,57 @@ struct KeyIndexTests {
         }
     }
 
+    /// An ascending run inserted at once, against one `insert` per key on
+    /// a copy: runs of neighbours (new keys between stored ones, stored
+    /// keys overwritten, appends past the last), scattered keys, long keys
+    /// that fill leaves by bytes, over an index built in bulk (leaves
+    /// with no spare room) and one grown by inserts, with a snapshot taken
+    /// before that must not change.
+    @Test(arguments: modelTestSeeds())
+    func insertAscendingEqualsOneInsertPerKey(seed: UInt64) {
+        var rng = SeededGenerator(seed: seed)
+        // Even numbers stored at first, odd ones new; every 499th key long.
+        let universe = (0..<30_000).map { n in key(n, prefix: n % 499 == 0 ? [UInt8](repeating: 7, count: 3_000) : [], width: 4) }
+            .sorted { $0.lexicographicallyPrecedes($1) }
+        let stored = universe.enumerated().filter { $0.offset % 2 == 0 && $0.offset < 25_000 }.map(\.element)
+        let source = ArraySource(stored)
+        defer { source.base.deallocate() }
+        var built = KeyIndex.build(source, ways: 2)
+        var grown = KeyIndex()
+        for (n, k) in stored.enumerated() { grown.insert(k, entry(n)); built.insert(k, entry(n)) }
+        for var index in [built, grown] {
+            for round in 0..<15 {
+                let snapshot = index, frozen = contents(index)
+                let start = Int(rng.next() % UInt64(universe.count))
+                var picked = Set(start..<min(start + Int(rng.next() % 4_000), universe.count))
+                for _ in 0..<Int(rng.next() % 500) { picked.insert(Int(rng.next() % UInt64(universe.count))) }
+                let picks = picked.sorted()
+                let entries = picks.map { entry($0 + 1_000_000 * (round + 1)) }
+
+                var oneByOne = index
+                let replacedOneByOne = zip(picks, entries).compactMap { oneByOne.insert(universe[$0], $1) }
+                var replaced: [IndexEntry] = []
+                withKeys(picks.map { universe[$0] }) { keys in
+                    index.insertAscending(count: keys.count, key: { keys[$0] }, entry: { entries[$0] }) { replaced.append($0) }
+                }
+                index.checkInvariants()
+                #expect(index.count == oneByOne.count, "seed \(seed) round \(round)")
+                #expect(replaced == replacedOneByOne, "seed \(seed) round \(round)")
+                expectSame(contents(index), contents(oneByOne), "seed \(seed) round \(round)")
+                expectSame(contents(snapshot), frozen, "seed \(seed) round \(round): the snapshot changed")
+                for n in picks.prefix(50) { #expect(index.lookup(universe[n]) == oneByOne.lookup(universe[n])) }
+            }
+        }
+    }
+
+    @Test func insertAscendingRefusesKeysOutOfOrder() async {
+        await #expect(processExitsWith: .failure) {
+            var index = KeyIndex()
+            let keys: [[UInt8]] = [[1], [3], [2]]
+            withKeys(keys) { k in index.insertAscending(count: 3, key: { k[$0] }, entry: { _ in IndexEntry(sequence: 1, file: 1, block: 1) }) { _ in } }
+        }
+    }
+
     @Test func copyIsAnIndependentSnapshot() {
         var index = KeyIndex()
         for n in 0..<30_000 { index.insert(key(n * 3), entry(n)) }

@@ -69,32 +69,43 @@ package final class Memtable: @unchecked Sendable {
         9 + varintSize(UInt64(keyCount)) + keyCount + varintSize(UInt64(valueCount)) + valueCount
     }
 
-    /// Appends a record; returns its offset. The caller checked `remaining`.
-    @inline(__always)
-    package func append(sequence: UInt64, _ op: BatchOperation) -> UInt32 {
-        let offset = used
-        // The callers size memtables for what they append; past the arena is a
-        // programming error, and trapping beats corrupting the heap.
-        precondition(Self.recordSize(keyCount: op.key.count, valueCount: op.value.count) <= capacity - offset, "memtable overflow")
-        var p = base + offset
-        p.storeBytes(of: sequence.littleEndian, as: UInt64.self)
-        p += 8
-        p.storeBytes(of: op.kind.rawValue, as: UInt8.self)
-        p += 1
-        p = Self.putVarint(UInt64(op.key.count), at: p)
-        p.copyMemory(from: op.key.baseAddress!, byteCount: op.key.count)
-        p += op.key.count
-        p = Self.putVarint(UInt64(op.value.count), at: p)
-        if op.value.count > 0 { p.copyMemory(from: op.value.baseAddress!, byteCount: op.value.count) }
-        p += op.value.count
-        used = p - base
-        maximumSequence = max(maximumSequence, sequence)
-        if op.kind == .delete { tombstones.append(UInt32(offset)) }
-        recordCount += 1
-        return UInt32(offset)
+    /// Appends every operation of a batch payload already validated, all
+    /// with `sequence`, and lists each in `placed` (after what it holds)
+    /// with where its record went; returns whether the batch is all puts
+    /// with strictly ascending keys (``KeyIndex/insertAscending(count:key:entry:replaced:)``
+    /// can then take it as one run).
+    ///
+    /// The counters are kept in locals and stored once: per record, the
+    /// class's stored properties cost three runtime exclusivity checks,
+    /// about 230 instructions (callgrind, 2026-11-27).
+    package func append(batch payload: UnsafeRawBufferPointer, sequence: UInt64, into placed: inout [PlacedOperation]) -> Bool {
+        var offset = used
+        var records = 0
+        var ascendingPuts = true
+        var previous = UnsafeRawBufferPointer(start: nil, count: 0)
+        BatchDecoder.forEach(payload) { op in
+            // The callers size memtables for what they append; past the arena
+            // is a programming error, and trapping beats corrupting the heap.
+            precondition(Self.recordSize(keyCount: op.key.count, valueCount: op.value.count) <= capacity - offset, "memtable overflow")
+            let (key, p) = Self.writeRecord(sequence: sequence, op, at: base + offset)
+            if op.kind == .delete {
+                tombstones.append(UInt32(offset))
+                ascendingPuts = false
+            } else if ascendingPuts, previous.baseAddress != nil, KeyIndex.compare(previous, key) >= 0 {
+                ascendingPuts = false
+            }
+            placed.append(PlacedOperation(kind: op.kind, key: key, offset: UInt32(offset)))
+            previous = key
+            offset = p - base
+            records += 1
+        }
+        used = offset
+        if records > 0 { maximumSequence = max(maximumSequence, sequence) }
+        recordCount += records
+        return ascendingPuts
     }
 
-    /// The record at `offset` (which was returned by `append` and published).
+    /// The record at `offset` (one `append(batch:sequence:into:)` placed and the index published).
     @inline(__always)
     package func record(at offset: UInt32) -> MemtableRecord {
         var p = UnsafeRawPointer(base + Int(offset))
@@ -106,6 +117,23 @@ package final class Memtable: @unchecked Sendable {
         let key = UnsafeRawBufferPointer(start: k, count: Int(keyCount))
         let (valueCount, v) = Self.getVarint(at: k + Int(keyCount))
         return MemtableRecord(sequence: sequence, kind: kind, key: key, value: UnsafeRawBufferPointer(start: v, count: Int(valueCount)))
+    }
+
+    /// Writes `op`'s record at `p`; returns where its key went and where the record ends.
+    @inline(__always)
+    private static func writeRecord(sequence: UInt64, _ op: BatchOperation, at start: UnsafeMutableRawPointer) -> (key: UnsafeRawBufferPointer, end: UnsafeMutableRawPointer) {
+        var p = start
+        p.storeBytes(of: sequence.littleEndian, as: UInt64.self)
+        p += 8
+        p.storeBytes(of: op.kind.rawValue, as: UInt8.self)
+        p += 1
+        p = putVarint(UInt64(op.key.count), at: p)
+        p.copyMemory(from: op.key.baseAddress!, byteCount: op.key.count)
+        let key = UnsafeRawBufferPointer(start: p, count: op.key.count)
+        p += op.key.count
+        p = putVarint(UInt64(op.value.count), at: p)
+        if op.value.count > 0 { p.copyMemory(from: op.value.baseAddress!, byteCount: op.value.count) }
+        return (key, p + op.value.count)
     }
 
     @inline(__always)
@@ -137,6 +165,14 @@ package final class Memtable: @unchecked Sendable {
 }
 
 /// A record in a ``Memtable``, pointing into its arena.
+/// An operation appended to a memtable: its key (in the memtable's
+/// memory, valid while the memtable lives) and its record's offset.
+package struct PlacedOperation {
+    package var kind: OperationKind
+    package var key: UnsafeRawBufferPointer
+    package var offset: UInt32
+}
+
 package struct MemtableRecord {
     package var sequence: UInt64
     package var kind: OperationKind

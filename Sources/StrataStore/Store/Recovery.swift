@@ -315,13 +315,14 @@ enum Recovery {
             throw StoreError(.ioFailure, "cannot reserve memory for the memtable", path: directory)
         }
         files[memtableNumber] = .memtable(memtable)
+        var placed: [PlacedOperation] = []
         for (bytes, frames) in loaded {
             bytes.withUnsafeBytes { raw in
                 for frame in frames {
-                    BatchDecoder.forEach(UnsafeRawBufferPointer(rebasing: raw[frame.payload])) { op in
-                        let offset = memtable.append(sequence: frame.sequence, op)
-                        applyToIndex(&index, files: files, key: op.key, kind: op.kind,
-                                     entry: IndexEntry(sequence: frame.sequence, file: memtableNumber, block: offset))
+                    placed.removeAll(keepingCapacity: true)
+                    let ascendingPuts = memtable.append(batch: UnsafeRawBufferPointer(rebasing: raw[frame.payload]), sequence: frame.sequence, into: &placed)
+                    placed.withUnsafeBufferPointer {
+                        apply($0, ascendingPuts: ascendingPuts, sequence: frame.sequence, file: memtableNumber, to: &index, files: files)
                     }
                     report.batchesReplayed += 1
                 }
@@ -356,6 +357,26 @@ enum Recovery {
 
     /// Applies one operation to the index, counting the version it replaces as dead.
     @inline(__always)
+    /// Applies one batch's operations, placed in memtable `file` with
+    /// `sequence`, to the index, counting the segment records they replace
+    /// as dead: as one ascending run when `ascendingPuts` (what
+    /// ``Memtable/append(batch:sequence:into:)`` found), else one by one.
+    static func apply(
+        _ placed: UnsafeBufferPointer<PlacedOperation>, ascendingPuts: Bool, sequence: UInt64, file: UInt32,
+        to index: inout KeyIndex, files: [UInt32: StrataStore.StoredFile]
+    ) {
+        if ascendingPuts {
+            index.insertAscending(count: placed.count, key: { placed[$0].key },
+                                  entry: { IndexEntry(sequence: sequence, file: file, block: placed[$0].offset) }) { previous in
+                if case .segment(let segment)? = files[previous.file] { segment.deadRecords += 1 }
+            }
+            return
+        }
+        for op in placed {
+            applyToIndex(&index, files: files, key: op.key, kind: op.kind, entry: IndexEntry(sequence: sequence, file: file, block: op.offset))
+        }
+    }
+
     static func applyToIndex(_ index: inout KeyIndex, files: [UInt32: StrataStore.StoredFile], key: UnsafeRawBufferPointer, kind: OperationKind, entry: IndexEntry) {
         let previous = kind == .put ? index.insert(key, entry) : index.remove(key)
         if let previous, case .segment(let segment)? = files[previous.file] {

@@ -98,6 +98,8 @@ public final class StrataStore: @unchecked Sendable {
     var nextSequence: UInt64
     /// A scratch buffer for frames.
     var frameBuffer: [UInt8] = []
+    /// A scratch list of one batch's operations as appended to the memtable.
+    var placedScratch: [PlacedOperation] = []
 
     // MARK: Changing the index.
     /// Held by whoever changes ``index`` outside the `state` lock — the

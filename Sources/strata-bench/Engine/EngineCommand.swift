@@ -32,8 +32,17 @@ struct EngineCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --gets: how many of the store's keys (the first ones in order) the gets choose from.",
                                discussion: "The default, 100,000, keeps their index nodes and blocks in the CPU's caches; a million puts each get at the mercy of memory latency, as in the peer comparison."))
     var getKeys = 100_000
+    @Option(help: ArgumentHelp("Only fill a fresh store in this directory (it must not exist) with --records records, --writers writers at once, and print records/s.",
+                               discussion: "For profiling the write path: under callgrind, the difference between two --records counts, divided by theirs, is what one record costs."))
+    var fillOnly: String?
+    @Flag(help: "With --fill-only: random keys (default: sequential).") var randomKeys = false
+    @Flag(help: "With --fill-only: every batch durable before its write returns (grouped sync; default: no sync).") var durable = false
 
     func run() throws {
+        if let fillOnly {
+            try fillStore(fillOnly)
+            return
+        }
         if let openOnly {
             var options = StoreOptions()
             if let blockCacheMib { options.blockCacheCapacity = blockCacheMib << 20 }
@@ -72,6 +81,33 @@ struct EngineCommand: ParsableCommand {
 }
 
 extension EngineCommand {
+    /// `--fill-only`: one fill of a fresh store, timed, then a close.
+    func fillStore(_ directory: String) throws {
+        guard !FileManager.default.fileExists(atPath: directory) else { throw ValidationError("\(directory) exists: --fill-only fills a fresh store") }
+        let bench = EngineBenchmark(root: directory, records: records, batchSize: batchSize, valueSize: valueSize, repeats: 1, writers: writers)
+        let keys = randomKeys ? bench.randomKeys : bench.sequentialKeys
+        let store = try StrataStore(directory: directory, options: bench.options(durable ? .grouped : .none))
+        let perWriter = (keys.count + max(1, writers) - 1) / max(1, writers)
+        let failures = LockedCounter()
+        let elapsed = seconds {
+            let done = DispatchGroup()
+            for w in 0..<max(1, writers) {
+                done.enter()
+                Thread {
+                    let slice = Array(keys[min(keys.count, w * perWriter)..<min(keys.count, (w + 1) * perWriter)])
+                    if (try? bench.fill(store, keys: slice)) == nil { failures.add() }
+                    done.leave()
+                }.start()
+            }
+            done.wait()
+        }
+        let syncs = store.statistics.logSyncs
+        try store.close()
+        guard failures.value == 0 else { throw ValidationError("a writer failed") }
+        print("fill of \(thousands(Double(keys.count))) \(randomKeys ? "random" : "sequential") keys, \(max(1, writers)) writer(s), "
+              + "\(durable ? "durable" : "no sync"): \(thousands(Double(keys.count) / elapsed)) records/s, \(thousands(Double(syncs))) log syncs")
+    }
+
     /// Up to ``getKeys`` of the store's keys, each read once (the blocks they
     /// live in are cached then), then ``gets`` gets of them at random.
     func measureGets(_ store: StrataStore) throws {
