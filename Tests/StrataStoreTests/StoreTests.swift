@@ -45,6 +45,70 @@ import Testing
         #expect(try reopened.string("gone") == nil)
     }
 
+    /// Batches of ascending runs (which the index takes as runs), with
+    /// deletes, repeated keys and scattered keys between them, over keys
+    /// that live in a segment and in the memtable: every read matches a
+    /// dictionary, before and after a reopen (which replays the log
+    /// through the same path), and every segment record a batch replaced
+    /// is counted dead.
+    @Test func batchesOfAscendingRunsMatchADictionary() throws {
+        let dir = ScratchDirectory()
+        var options = smallOptions()
+        options.logSizeLimit = 64 << 20  // no flush but the one below
+        options.automaticCompaction = false  // it would reset the dead counts
+        var rng = SeededGenerator(seed: 0xA5C)
+        let key = { (n: Int) in bytes("k" + String(repeating: "0", count: 6 - String(n).count) + String(n)) }
+        var model: [[UInt8]: [UInt8]] = [:]
+        var store = try StrataStore(directory: dir.store, options: options)
+        var seed = WriteBatch()
+        for n in stride(from: 0, to: 20_000, by: 2) {
+            seed.put(key(n), bytes("s\(n)"))
+            model[key(n)] = bytes("s\(n)")
+        }
+        try store.write(seed)
+        try store.flush()  // the even keys live in a segment now
+        var inSegment = Set(model.keys)
+        var dead = 0
+        for round in 0..<60 {
+            var batch = WriteBatch()
+            var n = Int(rng.next() % 20_000)
+            for _ in 0..<Int(rng.next() % 400) {
+                let k = key(n), v = bytes("r\(round)/\(n)")
+                switch rng.next() % 20 {
+                case 0:
+                    batch.delete(k)
+                    if model.removeValue(forKey: k) != nil, inSegment.remove(k) != nil { dead += 1 }
+                case 1:
+                    // Scattered: a key anywhere, breaking the run.
+                    let far = key(Int(rng.next() % 20_000))
+                    batch.put(far, v)
+                    if model.updateValue(v, forKey: far) != nil, inSegment.remove(far) != nil { dead += 1 }
+                case 2:
+                    // The same key again: the later put wins.
+                    batch.put(k, bytes("first"))
+                    batch.put(k, v)
+                    if model.updateValue(v, forKey: k) != nil, inSegment.remove(k) != nil { dead += 1 }
+                default:
+                    batch.put(k, v)
+                    if model.updateValue(v, forKey: k) != nil, inSegment.remove(k) != nil { dead += 1 }
+                }
+                n = min(n + 1 + Int(rng.next() % 3), 19_999)
+            }
+            try store.write(batch)
+            #expect(store.statistics.deadRecords == dead, "round \(round): segment records counted dead")
+        }
+        for reopen in 0..<2 {
+            #expect(store.statistics.keys == model.count, "reopen \(reopen)")
+            let all = try store.scan(prefix: bytes("k"))
+            #expect(all.map(\.key) == model.keys.sorted { $0.lexicographicallyPrecedes($1) }, "reopen \(reopen): keys")
+            #expect(all.allSatisfy { model[$0.key] == $0.value }, "reopen \(reopen): values")
+            try store.close()
+            store = try StrataStore(directory: dir.store, options: options)
+            #expect(reopen > 0 || store.recoveryReport.batchesReplayed == 60)
+        }
+        try store.close()
+    }
+
     @Test func scansAreOrderedAndRespectPrefixAndRange() throws {
         let dir = ScratchDirectory()
         let store = try StrataStore(directory: dir.store, options: smallOptions())

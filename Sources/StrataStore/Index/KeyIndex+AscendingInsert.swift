@@ -32,11 +32,22 @@ extension KeyIndex {
         replaced: (IndexEntry) -> Void
     ) {
         var i = 0
+        // Keys that go into the index one by one before the next try at a
+        // leaf: when a walk down to a key's leaf took no key after it (the
+        // keys are far apart), the next tries come after 1, 2, 4 ... 64
+        // more keys, so that a run of scattered keys pays for a few walks,
+        // not one a key.
+        var skip = 0, backoff = 1
         while i < n {
             let first = key(i)
             if let old = insert(first, entry(i)) { replaced(old) }
             i += 1
+            if skip > 0 {
+                skip -= 1
+                continue
+            }
             guard i < n, let root else { continue }
+            let taken = i
             // Every node on the path to `first`'s leaf is now referenced by
             // this index alone (the insert made each writable), and nothing
             // below reallocates a node, so unretained views and the
@@ -73,6 +84,12 @@ extension KeyIndex {
                 leaf.setEntry(j, entry(i))
                 previous = k
                 i += 1
+            }
+            if i == taken {
+                skip = backoff
+                backoff = min(backoff * 2, 64)
+            } else {
+                backoff = 1
             }
         }
     }

@@ -320,10 +320,8 @@ enum Recovery {
             bytes.withUnsafeBytes { raw in
                 for frame in frames {
                     placed.removeAll(keepingCapacity: true)
-                    let ascendingPuts = memtable.append(batch: UnsafeRawBufferPointer(rebasing: raw[frame.payload]), sequence: frame.sequence, into: &placed)
-                    placed.withUnsafeBufferPointer {
-                        apply($0, ascendingPuts: ascendingPuts, sequence: frame.sequence, file: memtableNumber, to: &index, files: files)
-                    }
+                    memtable.append(batch: UnsafeRawBufferPointer(rebasing: raw[frame.payload]), sequence: frame.sequence, into: &placed)
+                    placed.withUnsafeBufferPointer { apply($0, sequence: frame.sequence, file: memtableNumber, to: &index, files: files) }
                     report.batchesReplayed += 1
                 }
             }
@@ -358,29 +356,45 @@ enum Recovery {
     /// Applies one operation to the index, counting the version it replaces as dead.
     @inline(__always)
     /// Applies one batch's operations, placed in memtable `file` with
-    /// `sequence`, to the index, counting the segment records they replace
-    /// as dead: as one ascending run when `ascendingPuts` (what
-    /// ``Memtable/append(batch:sequence:into:)`` found), else one by one.
+    /// `sequence`, to `index`; calls `replaced` with each entry a put or a
+    /// delete replaced. Each run of puts whose keys ascend goes in as one
+    /// run (``KeyIndex/insertAscending(count:key:entry:replaced:)``): the
+    /// records of an import, or of a save of objects without indexes, are
+    /// one such run.
     static func apply(
-        _ placed: UnsafeBufferPointer<PlacedOperation>, ascendingPuts: Bool, sequence: UInt64, file: UInt32,
-        to index: inout KeyIndex, files: [UInt32: StrataStore.StoredFile]
+        _ placed: UnsafeBufferPointer<PlacedOperation>, sequence: UInt64, file: UInt32,
+        to index: inout KeyIndex, replaced: (IndexEntry) -> Void
     ) {
-        if ascendingPuts {
-            index.insertAscending(count: placed.count, key: { placed[$0].key },
-                                  entry: { IndexEntry(sequence: sequence, file: file, block: placed[$0].offset) }) { previous in
-                if case .segment(let segment)? = files[previous.file] { segment.deadRecords += 1 }
+        var i = 0
+        while i < placed.count {
+            var j = i + 1
+            if placed[i].kind == .put {
+                while j < placed.count, placed[j].kind == .put, KeyIndex.compare(placed[j - 1].key, placed[j].key) < 0 { j += 1 }
             }
-            return
-        }
-        for op in placed {
-            applyToIndex(&index, files: files, key: op.key, kind: op.kind, entry: IndexEntry(sequence: sequence, file: file, block: op.offset))
+            // Shorter runs (a save's record and its index entries, each in
+            // a leaf of its own) cost more as a run than key by key.
+            if j - i >= 4 {
+                let run = UnsafeBufferPointer(rebasing: placed[i..<j])
+                index.insertAscending(count: run.count, key: { run[$0].key },
+                                      entry: { IndexEntry(sequence: sequence, file: file, block: run[$0].offset) }, replaced: replaced)
+            } else {
+                for op in placed[i..<j] {
+                    let entry = IndexEntry(sequence: sequence, file: file, block: op.offset)
+                    if let previous = op.kind == .put ? index.insert(op.key, entry) : index.remove(op.key) { replaced(previous) }
+                }
+            }
+            i = j
         }
     }
 
-    static func applyToIndex(_ index: inout KeyIndex, files: [UInt32: StrataStore.StoredFile], key: UnsafeRawBufferPointer, kind: OperationKind, entry: IndexEntry) {
-        let previous = kind == .put ? index.insert(key, entry) : index.remove(key)
-        if let previous, case .segment(let segment)? = files[previous.file] {
-            segment.deadRecords += 1
+    /// ``apply(_:sequence:file:to:replaced:)``, counting each replaced
+    /// record of a segment as dead in it.
+    static func apply(
+        _ placed: UnsafeBufferPointer<PlacedOperation>, sequence: UInt64, file: UInt32,
+        to index: inout KeyIndex, files: [UInt32: StrataStore.StoredFile]
+    ) {
+        apply(placed, sequence: sequence, file: file, to: &index) { previous in
+            if case .segment(let segment)? = files[previous.file] { segment.deadRecords += 1 }
         }
     }
 

@@ -157,14 +157,14 @@ extension StrataStore {
         var s = nextSequence
         for w in group {
             placedScratch.removeAll(keepingCapacity: true)
-            let ascendingPuts = w.batch.encoded.withUnsafeBytes { memtable.append(batch: $0, sequence: s, into: &placedScratch) }
+            w.batch.encoded.withUnsafeBytes { memtable.append(batch: $0, sequence: s, into: &placedScratch) }
             placedScratch.withUnsafeBufferPointer { placed in
                 if w.batch.count >= Self.offLockApplyOperations {
-                    applyOffLock(placed, ascendingPuts: ascendingPuts, sequence: s, memtableNumber: memtableNumber)
+                    applyOffLock(placed, sequence: s, memtableNumber: memtableNumber)
                     return
                 }
                 state.withLock {
-                    Recovery.apply(placed, ascendingPuts: ascendingPuts, sequence: s, file: memtableNumber, to: &index, files: files)
+                    Recovery.apply(placed, sequence: s, file: memtableNumber, to: &index, files: files)
                     visibleSequence = s
                     counters.batches += 1
                     counters.operations += placed.count
@@ -196,26 +196,14 @@ extension StrataStore {
     /// only for the swap. The copy shares every node with the index until
     /// it changes one (each is copied on first touch, since the index still
     /// holds it), so nothing a reader can reach is written. Leader only.
-    private func applyOffLock(_ placed: UnsafeBufferPointer<PlacedOperation>, ascendingPuts: Bool, sequence: UInt64, memtableNumber: UInt32) {
+    private func applyOffLock(_ placed: UnsafeBufferPointer<PlacedOperation>, sequence: UInt64, memtableNumber: UInt32) {
         indexMutation.withLock {
             var working = state.withReadLock { index }
             // The files the replaced versions live in, counted as dead at the
             // swap (the file table may change meanwhile: a flush retires its
             // memtable outside `indexMutation`).
             var replacedIn: [UInt32: Int] = [:]
-            if ascendingPuts {
-                working.insertAscending(count: placed.count, key: { placed[$0].key },
-                                        entry: { IndexEntry(sequence: sequence, file: memtableNumber, block: placed[$0].offset) }) {
-                    replacedIn[$0.file, default: 0] += 1
-                }
-            } else {
-                for op in placed {
-                    let entry = IndexEntry(sequence: sequence, file: memtableNumber, block: op.offset)
-                    if let previous = op.kind == .put ? working.insert(op.key, entry) : working.remove(op.key) {
-                        replacedIn[previous.file, default: 0] += 1
-                    }
-                }
-            }
+            Recovery.apply(placed, sequence: sequence, file: memtableNumber, to: &working) { replacedIn[$0.file, default: 0] += 1 }
             largeBatchAppliedHook?()
             state.withLock {
                 swap(&index, &working)
