@@ -40,6 +40,7 @@ extension KeyIndex {
         var skip = 0, backoff = 1
         while i < n {
             let first = key(i)
+            if i > 0 { precondition(Self.compare(key(i - 1), first) < 0, "KeyIndex.insertAscending: keys out of order") }
             if let old = insert(first, entry(i)) { replaced(old) }
             i += 1
             if skip > 0 {

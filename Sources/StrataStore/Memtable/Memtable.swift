@@ -108,7 +108,7 @@ package final class Memtable: @unchecked Sendable {
         return MemtableRecord(sequence: sequence, kind: kind, key: key, value: UnsafeRawBufferPointer(start: v, count: Int(valueCount)))
     }
 
-    /// Writes `op`'s record at `p`; returns where its key went and where the record ends.
+    /// Writes `op`'s record at `start`; returns where its key went and where the record ends.
     @inline(__always)
     private static func writeRecord(sequence: UInt64, _ op: BatchOperation, at start: UnsafeMutableRawPointer) -> (key: UnsafeRawBufferPointer, end: UnsafeMutableRawPointer) {
         var p = start
@@ -153,7 +153,6 @@ package final class Memtable: @unchecked Sendable {
     }
 }
 
-/// A record in a ``Memtable``, pointing into its arena.
 /// An operation appended to a memtable: its key (in the memtable's
 /// memory, valid while the memtable lives) and its record's offset.
 package struct PlacedOperation {
@@ -162,6 +161,7 @@ package struct PlacedOperation {
     package var offset: UInt32
 }
 
+/// A record in a ``Memtable``, pointing into its arena.
 package struct MemtableRecord {
     package var sequence: UInt64
     package var kind: OperationKind
