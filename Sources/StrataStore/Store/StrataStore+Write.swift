@@ -67,8 +67,9 @@ extension StrataStore {
         // writers of synced batches went from a median of 1.06 to 1.20
         // million records/s (`strata-bench engine`, 4 runs each,
         // 2026-11-27).
-        var groupStart = 0
         for round in 0..<Self.maximumLeadRounds {
+            // The leader's own group starts with itself; later ones behind it.
+            let groupStart = round == 0 ? 0 : 1
             var group: [PendingWrite] = []
             var groupBytes = 0
             for w in queue[groupStart...] {
@@ -79,7 +80,7 @@ extension StrataStore {
             }
             // A failure since the last round (a flush's) refuses the rest,
             // as it would refuse a new leader.
-            if group.isEmpty || (round > 0 && failure != nil) { break }
+            if group.isEmpty || failure != nil { break }
             writers.unlock()
 
             let outcome: Result<UInt64, StoreError>
@@ -96,14 +97,13 @@ extension StrataStore {
             }
             // Those of the group behind this leader leave the queue now;
             // the leader leaves it last, handing the lead over.
-            queue.removeSubrange(max(groupStart, 1)..<(groupStart + group.count))
+            queue.removeSubrange(1..<(groupStart + group.count))
             writers.broadcast()
             if case .failure(let error) = outcome {
                 if failure == nil { failure = error }
                 break
             }
-            if round == 0 { groupStart = 1 }
-            if queue.count <= groupStart { break }
+            if queue.count == 1 { break }
         }
         handOverLead()
         writers.unlock()
