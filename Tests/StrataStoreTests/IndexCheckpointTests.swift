@@ -159,6 +159,86 @@ import Testing
         _ = copy
     }
 
+    /// A checkpoint's leaves are used where it was read (`LeafArena`);
+    /// copied out instead, as on a runtime whose immortal objects do not
+    /// behave as in-place leaves need, they give the same index.
+    @Test func leavesLoadedInPlaceAndCopiedOutGiveTheSameIndex() throws {
+        let (dir, options) = try Self.closedStore(keys: 5_000)
+        #expect(ImmortalObjects.header != nil, "this runtime's immortal objects do not behave as in-place leaves need")
+        let store = try StrataStore(directory: dir.store, options: options)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        #expect(store.index.arena != nil, "the open copied its leaves out")
+        let expected = Self.entries(store)
+        for inPlace in [true, false] {
+            let loaded = try #require(IndexCheckpoint.load(fileSystem: POSIXFileSystem(), directory: dir.store,
+                                                           segments: store.manifest.segments, ways: 3, inPlace: inPlace)).get()
+            #expect((loaded.index.arena != nil) == inPlace)
+            loaded.index.checkInvariants()
+            var all: [([UInt8], IndexEntry)] = []
+            loaded.index.forEach(from: nil) { key, entry in
+                all.append((Array(key), entry))
+                return true
+            }
+            #expect(all.count == expected.count && zip(all, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "in place: \(inPlace)")
+        }
+        try store.close()
+    }
+
+    /// An index whose leaves live in the arena is written as any other (each
+    /// leaf it changes is copied first); a snapshot taken before keeps
+    /// reading the leaves in place, after the store is closed too; a
+    /// compaction that repoints every key lets go of the arena; and the
+    /// root is never an in-place leaf, whatever is removed.
+    @Test func anIndexLoadedInPlaceIsWrittenSnapshottedAndLetGo() throws {
+        let (dir, options) = try Self.closedStore(keys: 3_000)
+        var snapshot: KeyIndex
+        var cursor: KeyIndex.Cursor
+        do {
+            let store = try StrataStore(directory: dir.store, options: options)
+            #expect(store.index.arena != nil)
+            (snapshot, cursor) = store.state.withReadLock { (store.index, store.index.makeCursor(from: nil)) }
+            for i in stride(from: 0, to: 3_000, by: 2) { try store.put("key\(i)", "w\(i)") }
+            for i in stride(from: 1, to: 3_000, by: 4) { try store.delete("key\(i)") }
+            try store.flush()
+            store.state.withReadLock { store.index.checkInvariants() }
+            for i in [0, 1, 2, 3, 2_998, 2_999] {
+                #expect(try store.string("key\(i)") == (i % 2 == 0 ? "w\(i)" : i % 4 == 1 ? nil : "v\(i)"), "key\(i)")
+            }
+            #expect(store.index.arena != nil, "leaves the writes did not reach still live in the arena")
+            try store.compact()
+            #expect(store.index.arena == nil, "every key repointed, the arena is still held")
+            // Removing all but a few keys shrinks the tree to one leaf: a copy of its own.
+            for i in 0..<2_990 { try store.delete("key\(i)") }
+            store.state.withReadLock {
+                store.index.checkInvariants()
+                #expect(store.index.root.map { KeyIndex.NodeView($0.node).isInPlace } != true)
+            }
+            try store.close()
+        }
+        // The snapshot and the cursor hold the arena: they read the keys as loaded.
+        snapshot.checkInvariants()
+        #expect(snapshot.count == 3_000)
+        #expect(snapshot.lookup(bytes("key2")) != nil && snapshot.lookup(bytes("key1")) != nil)
+        var seen = 0
+        while let (key, _) = cursor.next() {
+            if seen == 0 { #expect(key == bytes("key0")) }
+            seen += 1
+        }
+        #expect(seen == 3_000)
+        // Written after the store is gone: the leaves it changes are copied.
+        for i in 0..<3_000 where i % 3 == 0 { snapshot.remove(bytes("key\(i)")) }
+        snapshot.checkInvariants()
+        #expect(snapshot.count == 2_000)
+
+        // A store of one leaf: its root is a copy, not the leaf in the arena.
+        let (small, smallOptions) = try Self.closedStore(keys: 10, "one leaf")
+        let store = try StrataStore(directory: small.store, options: smallOptions)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        #expect(store.index.root.map { KeyIndex.NodeView($0.node).isInPlace } == false)
+        #expect(try store.string("key9") == "v9")
+        try store.close()
+    }
+
     /// `strata-dump info` tells a checkpoint an open would use from one it
     /// would refuse, and a leftover of an interrupted save.
     @Test func theInspectorReportsTheCheckpoint() throws {
@@ -286,24 +366,29 @@ import Testing
         let (dir, options) = try Self.closedStore(keys: 1_000)
         let path = dir.store + "/" + IndexCheckpoint.fileName
         let good = readFileBytes(path)
-        // The first leaf: count u32 · byteCount u32 · 16-byte entries · UInt16 ends · keys ("key0", "key1", "key10", …).
+        // The first leaf: object header (16 bytes) · count i32 · byteCount i32 · four more i32
+        // · 16-byte entries · UInt16 ends · keys ("key0", "key1", "key10", …).
+        let h = KeyIndex.leafImageHeaderSize
         let changes: [(String, (inout [UInt8]) -> Void)] = [
             ("a key end past the leaf's bytes", { chunk in
-                let count = Int(chunk[0]) | Int(chunk[1]) << 8
-                let bytes = Int(chunk[4]) | Int(chunk[5]) << 8
-                let ends = 8 + 16 * count
+                let count = Int(chunk[16]) | Int(chunk[17]) << 8
+                let bytes = Int(chunk[20]) | Int(chunk[21]) << 8
+                let ends = h + 16 * count
                 chunk[ends] = UInt8(truncatingIfNeeded: bytes + 40)
                 chunk[ends + 1] = UInt8(truncatingIfNeeded: (bytes + 40) >> 8)
             }),
             ("keys out of order", { chunk in
-                let count = Int(chunk[0]) | Int(chunk[1]) << 8
-                let keys = 8 + 18 * count
+                let count = Int(chunk[16]) | Int(chunk[17]) << 8
+                let keys = h + 18 * count
                 #expect(Array(chunk[keys..<keys + 8]) == bytes("key0key1"))
                 chunk[keys + 3] = UInt8(ascii: "1")
                 chunk[keys + 7] = UInt8(ascii: "0")
             }),
+            ("a header that is not a leaf's", { chunk in
+                chunk[32] = 1  // height
+            }),
             ("an entry in no segment of the checkpoint", { chunk in
-                chunk[8 + 8] = 0xEE  // the first entry's file number
+                chunk[h + 8] = 0xEE  // the first entry's file number
             }),
         ]
         for (name, change) in changes {

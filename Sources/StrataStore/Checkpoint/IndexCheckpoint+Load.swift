@@ -20,8 +20,12 @@ extension IndexCheckpoint {
     /// why not otherwise; nil when there is none. Never throws: whatever
     /// is wrong, the caller builds the index from the footers instead.
     ///
-    /// The chunks are read and their leaves made `ways` at a time.
-    static func load(fileSystem: any FileSystem, directory: String, segments: [SegmentInfo], ways: Int) -> Result<Loaded, Refusal>? {
+    /// The chunks are read and their leaves checked `ways` at a time.
+    /// `inPlace` false copies every leaf out of the chunks, as a runtime
+    /// without immortal objects has it (for tests: the usual load does it
+    /// only when `ImmortalObjects.header` is nil).
+    static func load(fileSystem: any FileSystem, directory: String, segments: [SegmentInfo], ways: Int,
+                     inPlace: Bool = true) -> Result<Loaded, Refusal>? {
         let path = directory + "/" + fileName
         let fd: FileDescriptor
         do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch {
@@ -62,22 +66,27 @@ extension IndexCheckpoint {
             readers.append(reader)
         }
 
-        // Each run loads a contiguous range of chunks into its own leaves,
-        // through one buffer of its own.
+        // Each run reads a contiguous range of chunks and checks its leaves.
+        // In place (the usual case), every chunk is read to its offset in one
+        // arena and each leaf is made an object where it lies; otherwise each
+        // run reads through a buffer of its own and copies each leaf out.
         let chunks = meta.chunks
         let runs = max(1, min(ways, chunks.count))
-        var results = [Result<[KeyIndex.NodeRef], Refusal>?](repeating: nil, count: runs)
+        let arena = inPlace && ImmortalObjects.header != nil ? LeafArena(length: Int(metaOffset)) : nil
+        let immortal = arena == nil ? nil : ImmortalObjects.header
+        var results = [Result<LoadedRun, Refusal>?](repeating: nil, count: runs)
         let bounds = SegmentBounds(meta.segments)
         let largest = chunks.map(\.length).max() ?? 0
         results.withUnsafeMutableBufferPointer { slots in
             // Each slot is written by exactly one iteration, and read only after they all return.
             nonisolated(unsafe) let slots = slots
             DispatchQueue.concurrentPerform(iterations: runs) { run in
-                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16)
-                defer { buffer.deallocate() }
-                var leaves: [KeyIndex.NodeRef] = []
+                let buffer = arena == nil ? UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16) : nil
+                defer { buffer?.deallocate() }
+                var loaded = LoadedRun()
                 for chunk in chunks[(chunks.count * run / runs)..<(chunks.count * (run + 1) / runs)] {
-                    let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<chunk.length])
+                    let bytes = arena.map { UnsafeMutableRawBufferPointer(start: $0.base + Int(chunk.offset), count: chunk.length) }
+                        ?? UnsafeMutableRawBufferPointer(rebasing: buffer![0..<chunk.length])
                     do throws(SystemCallError) {
                         guard try fileSystem.readAll(fd, into: bytes, at: chunk.offset, path: path) == chunk.length else {
                             slots[run] = .failure(.damaged("a chunk is cut short"))
@@ -93,12 +102,22 @@ extension IndexCheckpoint {
                     }
                     var offset = 0, keys = 0, made = 0
                     while offset < chunk.length {
-                        guard let (leaf, size) = KeyIndex.leaf(fromImage: UnsafeRawBufferPointer(rebasing: bytes[offset...]), entries: bounds) else {
+                        let image = bytes.baseAddress! + offset
+                        guard let size = KeyIndex.checkLeafImage(UnsafeRawBufferPointer(rebasing: bytes[offset...]), entries: bounds) else {
                             slots[run] = .failure(.damaged("a leaf in the chunk at offset \(chunk.offset) breaks the index's rules"))
                             return
                         }
-                        leaves.append(leaf)
-                        keys += NodeView(leaf.node).count
+                        let leaf = immortal.map { KeyIndex.leafInPlace(image, $0) } ?? KeyIndex.leafCopied(image)
+                        let view = NodeView(leaf.node)
+                        if let previous = loaded.leaves.last {
+                            guard let separator = KeyIndex.separator(after: NodeView(previous.node), before: view) else {
+                                slots[run] = .failure(.damaged("its leaves are out of order"))
+                                return
+                            }
+                            loaded.separators.append(separator)
+                        }
+                        loaded.leaves.append(leaf)
+                        keys += view.count
                         made += 1
                         offset += size
                     }
@@ -107,20 +126,44 @@ extension IndexCheckpoint {
                         return
                     }
                 }
-                slots[run] = .success(leaves)
+                slots[run] = .success(loaded)
             }
         }
         var leaves: [KeyIndex.NodeRef] = []
+        var separators: [[UInt8]] = []
+        // A release of an in-place leaf reads its reference count, so on a
+        // refusal every reference to one goes before the arena can.
+        func refuse(_ refusal: Refusal) -> Result<Loaded, Refusal> {
+            results = []
+            leaves = []
+            withExtendedLifetime(arena) {}
+            return .failure(refusal)
+        }
+        leaves.reserveCapacity(meta.leafCount)
+        separators.reserveCapacity(max(meta.leafCount - 1, 0))
         for result in results {
             switch result! {
-            case .success(let run): leaves += run
-            case .failure(let refusal): return .failure(refusal)
+            case .success(let run):
+                if let last = leaves.last, let first = run.leaves.first {
+                    guard let separator = KeyIndex.separator(after: NodeView(last.node), before: NodeView(first.node)) else {
+                        return refuse(.damaged("its leaves are out of order"))
+                    }
+                    separators.append(separator)
+                }
+                leaves += run.leaves
+                separators += run.separators
+            case .failure(let refusal): return refuse(refusal)
             }
         }
-        guard let index = KeyIndex.assemble(leaves: leaves, count: meta.keyCount) else {
-            return .failure(.damaged("its leaves are out of order"))
-        }
+        results = []
+        let index = KeyIndex.assemble(leaves: leaves, separators: separators, count: meta.keyCount, arena: arena)
         return .success(Loaded(index: index, readers: readers))
+    }
+
+    /// What one run of a load made: its leaves, and the separators between them.
+    private struct LoadedRun {
+        var leaves: [KeyIndex.NodeRef] = []
+        var separators: [[UInt8]] = []
     }
 
     /// Why a checkpoint of `meta` does not fit a manifest naming `segments`, if it does not.

@@ -6,8 +6,9 @@
 /// checked, merged and placed into leaves, and the memory of three copies
 /// of them touched for the first time (2026-11-26, this VM: 80 ms and 21,600
 /// page faults for the first open of a million objects in a process). A
-/// checkpoint holds the leaves as they are in memory; loading one is an
-/// allocation and a copy per leaf.
+/// checkpoint holds the leaves as they are in memory, objects and all;
+/// loading one reads them into one region and checks them where they lie
+/// (`LeafArena`): no leaf is allocated or copied.
 ///
 /// It is a cache, never the truth: the segments are. It names the exact
 /// segments it was made over — the manifest's records of them, their
@@ -40,7 +41,9 @@
 package enum IndexCheckpoint {
     package static let fileName = "INDEX"
     package static let temporaryName = "INDEX.tmp"
-    static let format: UInt32 = 1
+    /// 2 since leaf images are leaves in place (format 1's images, a
+    /// smaller header, are refused as `unsupported`: the open rebuilds).
+    static let format: UInt32 = 2
     static let magic: UInt32 = 0x5844_4953  // "SIDX"
     static let trailerSize = 24
     /// Written as a native integer: reads back as this only on a host of the writer's byte order.

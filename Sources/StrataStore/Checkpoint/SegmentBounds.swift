@@ -27,4 +27,24 @@ struct SegmentBounds: IndexEntryCheck {
         let l = limits[low]
         return entry.sequence >= l.minimum && entry.sequence <= l.maximum && RecordLocation(packed: entry.block).block < l.blocks
     }
+
+    /// A leaf's entries mostly point into one segment: its bounds are looked
+    /// up again only when the file changes.
+    @inline(__always)
+    func containsAll(_ entries: UnsafeRawPointer, count: Int) -> Bool {
+        var file = UInt32.max
+        var bounds = (minimum: UInt64(1), maximum: UInt64(0), blocks: UInt32(0))  // holds nothing
+        for i in 0..<count {
+            let entry = entries.load(fromByteOffset: i &* 16, as: IndexEntry.self)
+            if entry.file != file {
+                guard let n = numbers.firstIndex(of: entry.file) else { return false }
+                file = entry.file
+                bounds = limits[n]
+            }
+            guard entry.sequence >= bounds.minimum, entry.sequence <= bounds.maximum,
+                  RecordLocation(packed: entry.block).block < bounds.blocks
+            else { return false }
+        }
+        return true
+    }
 }

@@ -1,12 +1,15 @@
 // A KeyIndex's leaves as byte images, and an index assembled back from them:
 // what the index checkpoint (`IndexCheckpoint`) stores, so that opening a
-// store copies its leaves instead of building them key by key.
+// store reads its leaves instead of building them key by key.
 //
-// A leaf's image is the leaf's own layout for a leaf made for exactly its
-// keys (`slots == count`), behind a small header, so loading one is one
-// allocation and one copy:
+// A leaf's image is the leaf itself: a `Node` object made for exactly its
+// keys (`slots == count`, `byteCapacity == byteCount`), padded to 16 bytes,
+// so that a checkpoint read into memory is a run of leaves in place
+// (KeyIndex+LeafArena.swift):
 //
-//     count u32 · byteCount u32 · IndexEntry × count · UInt16 key end × count · key bytes · zeros to a multiple of 8
+//     object header (16 zero bytes; the load writes the type and reference count there)
+//     · NodeHeader: count i32 · byteCount i32 · slots i32 · byteCapacity i32 · height i32 (0) · flags i32 (inPlace)
+//     · IndexEntry × count · UInt16 key end × count · key bytes · zeros to a multiple of 16
 //
 // IndexEntry is (sequence u64, file u32, block u32); the integers are in the
 // host's byte order (the checkpoint records which, and a host of the other
@@ -20,12 +23,12 @@ import Musl
 #endif
 
 extension KeyIndex {
-    /// Bytes before a leaf image's slots.
-    static let leafImageHeaderSize = 8
+    /// Bytes before a leaf image's slots: the object's header and the node's.
+    static let leafImageHeaderSize = NodeView.tailOffset
 
     /// The size of the image of a leaf of `count` keys and `byteCount` key bytes.
     static func leafImageSize(count: Int, byteCount: Int) -> Int {
-        (leafImageHeaderSize + count * 18 + byteCount + 7) & ~7
+        (leafImageHeaderSize + count * 18 + byteCount + 15) & ~15
     }
 
     /// Visits every leaf in key order.
@@ -42,8 +45,11 @@ extension KeyIndex {
     /// `leafImageSize(count:byteCount:)` bytes; returns that size.
     static func writeLeafImage(_ leaf: NodeView, to: UnsafeMutableRawPointer) -> Int {
         let count = leaf.count, bytes = leaf.byteCount
-        to.storeBytes(of: UInt32(count), as: UInt32.self)
-        (to + 4).storeBytes(of: UInt32(bytes), as: UInt32.self)
+        memset(to, 0, NodeView.headerOffset)
+        (to + NodeView.headerOffset).storeBytes(
+            of: NodeHeader(count: Int32(count), byteCount: Int32(bytes), slots: Int32(count), byteCapacity: Int32(bytes),
+                           height: 0, flags: inPlace),
+            as: NodeHeader.self)
         var p = to + leafImageHeaderSize
         memcpy(p, leaf.tail, count * 16)
         p += count * 16
@@ -56,60 +62,92 @@ extension KeyIndex {
         return size
     }
 
-    /// A leaf made from the image at the start of `image`, and the image's
-    /// size; nil when the image breaks any rule of a leaf: its counts and
-    /// sizes, its key ends, keys empty, too long or not strictly ascending,
-    /// or an entry `entries` refuses.
-    static func leaf<Entries: IndexEntryCheck>(fromImage image: UnsafeRawBufferPointer, entries: Entries) -> (node: NodeRef, size: Int)? {
+    /// The size of the leaf image at the start of `image`; nil when the
+    /// image breaks any rule of a leaf: its header, counts and sizes, its
+    /// key ends, keys empty, too long or not strictly ascending, or an entry
+    /// `entries` refuses. Reads the image in place (its object header aside).
+    static func checkLeafImage<Entries: IndexEntryCheck>(_ image: UnsafeRawBufferPointer, entries: Entries) -> Int? {
         guard image.count >= leafImageHeaderSize, let base = image.baseAddress else { return nil }
-        let count = Int(base.loadUnaligned(as: UInt32.self))
-        let bytes = Int(base.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+        let header = base.loadUnaligned(fromByteOffset: NodeView.headerOffset, as: NodeHeader.self)
+        let count = Int(header.count), bytes = Int(header.byteCount)
         // A leaf at rest holds at most leafCapacity keys and 2 * maxKeyLength
         // key bytes (as `checkInvariants` has it).
-        guard count >= 1, count <= leafCapacity, bytes >= count, bytes <= 2 * maxKeyLength else { return nil }
+        guard count >= 1, count <= leafCapacity, bytes >= count, bytes <= 2 * maxKeyLength,
+              header.slots == header.count, header.byteCapacity == header.byteCount, header.height == 0, header.flags == inPlace
+        else { return nil }
         let size = leafImageSize(count: count, byteCount: bytes)
         guard size <= image.count else { return nil }
-        let node = Node.make(height: 0, slots: count, byteCapacity: bytes, zeroingFrom: count * 18 + bytes)
-        let view = NodeView(node)
-        // slots == count: the entries, the ends and the keys lie end to end,
-        // as in the image.
-        assert(view.endsBase == view.tail + count * 16 && view.keysBase == view.endsBase + count * 2)
-        memcpy(view.tail, base + leafImageHeaderSize, count * 18 + bytes)
-        var previousEnd = 0
+        let view = NodeView(object: UnsafeMutableRawPointer(mutating: base))
+        let ends = view.endsBase, keys = view.keysBase
+        var previousStart = 0, previousEnd = 0
         for i in 0..<count {
-            let end = view.end(i)
-            guard end > previousEnd, end <= bytes, end - previousEnd <= maxKeyLength, entries.contains(view.entry(i)) else { return nil }
-            if i > 0 {
-                let s = view.start(i - 1)
-                guard compare(view.keysBase + s, previousEnd - s, view.keysBase + previousEnd, end - previousEnd) < 0 else { return nil }
+            let end = Int(ends.load(fromByteOffset: i &* 2, as: UInt16.self))
+            guard end > previousEnd, end <= bytes, end &- previousEnd <= maxKeyLength else { return nil }
+            if i > 0, compare(keys + previousStart, previousEnd &- previousStart, keys + previousEnd, end &- previousEnd) >= 0 {
+                return nil
             }
+            previousStart = previousEnd
             previousEnd = end
         }
-        guard previousEnd == bytes else { return nil }
-        view.header.pointee.count = Int32(count)
-        view.header.pointee.byteCount = Int32(bytes)
-        return (NodeRef(node: node), size)
+        guard previousEnd == bytes, entries.containsAll(view.tail, count: count) else { return nil }
+        return size
     }
 
-    /// The index whose leaves are `leaves`, in key order, holding `count`
-    /// keys in all; nil when a leaf's first key is not above the previous
-    /// leaf's last, or the counts disagree.
-    static func assemble(leaves: [NodeRef], count: Int) -> KeyIndex? {
-        guard !leaves.isEmpty else { return count == 0 ? KeyIndex() : nil }
-        var separators: [[UInt8]] = []
-        separators.reserveCapacity(leaves.count - 1)
-        var total = NodeView(leaves[0].node).count
-        for i in 1..<leaves.count {
-            let left = NodeView(leaves[i - 1].node), right = NodeView(leaves[i].node)
-            let l = left.start(left.count - 1)
-            let last = UnsafeRawBufferPointer(start: left.keysBase + l, count: left.byteCount - l)
-            let first = UnsafeRawBufferPointer(start: right.keysBase, count: right.end(0))
-            guard compare(last, first) < 0 else { return nil }
-            separators.append(separator(between: last, and: first))
-            total += right.count
+    /// The checked leaf image at `image` made a leaf where it lies: an
+    /// immortal object of `ImmortalObjects.header` (which the caller has),
+    /// kept alive by the `LeafArena` that holds it.
+    static func leafInPlace(_ image: UnsafeMutableRawPointer, _ immortal: (type: UInt, referenceCount: UInt64)) -> NodeRef {
+        image.storeBytes(of: immortal.type, as: UInt.self)
+        image.storeBytes(of: immortal.referenceCount, toByteOffset: 8, as: UInt64.self)
+        return NodeRef(node: Unmanaged<Node>.fromOpaque(image).takeUnretainedValue())
+    }
+
+    /// The checked leaf image at `image` copied into a leaf of its own: for
+    /// a runtime where in-place leaves cannot be immortal objects.
+    static func leafCopied(_ image: UnsafeRawPointer) -> NodeRef {
+        let header = image.loadUnaligned(fromByteOffset: NodeView.headerOffset, as: NodeHeader.self)
+        let count = Int(header.count), bytes = Int(header.byteCount)
+        let node = Node.make(height: 0, slots: count, byteCapacity: bytes, zeroingFrom: count * 18 + bytes)
+        let view = NodeView(node)
+        // slots == count: the entries, the ends and the keys lie end to end, as in the image.
+        assert(view.endsBase == view.tail + count * 16 && view.keysBase == view.endsBase + count * 2)
+        memcpy(view.tail, image + leafImageHeaderSize, count * 18 + bytes)
+        view.header.pointee.count = Int32(count)
+        view.header.pointee.byteCount = Int32(bytes)
+        return NodeRef(node: node)
+    }
+
+    /// The separator between two neighbouring leaves, nil when `left`'s
+    /// last key is not below `right`'s first.
+    static func separator(after left: NodeView, before right: NodeView) -> [UInt8]? {
+        let l = left.start(left.count - 1)
+        let last = UnsafeRawBufferPointer(start: left.keysBase + l, count: left.byteCount - l)
+        let first = UnsafeRawBufferPointer(start: right.keysBase, count: right.end(0))
+        guard compare(last, first) < 0 else { return nil }
+        return separator(between: last, and: first)
+    }
+
+    /// The index whose leaves are `leaves`, in key order with `separators`
+    /// between them (see `separator(after:before:)`), holding `count` keys
+    /// in all (the caller has counted them), its in-place leaves kept
+    /// alive by `arena`.
+    static func assemble(leaves: [NodeRef], separators: [[UInt8]], count: Int, arena: LeafArena?) -> KeyIndex {
+        guard !leaves.isEmpty else { return KeyIndex() }
+        precondition(separators.count == leaves.count - 1, "KeyIndex.assemble: a separator between each two leaves")
+        // The root is never an in-place leaf, so that whatever order a
+        // value's properties go in, the arena is not needed to free the
+        // root (see KeyIndex+LeafArena.swift).
+        if leaves.count == 1, NodeView(leaves[0].node).isInPlace {
+            return Builder.assemble(leaves: [ownedCopy(of: leaves[0])], separators: [], count: count)
         }
-        guard total == count else { return nil }
-        return Builder.assemble(leaves: leaves, separators: separators, count: count)
+        var index = Builder.assemble(leaves: leaves, separators: separators, count: count)
+        index.arena = arena
+        return index
+    }
+
+    /// A copy of an in-place leaf in memory of its own.
+    static func ownedCopy(of leaf: NodeRef) -> NodeRef {
+        NodeRef(node: NodeView(leaf.node).copy(extraKeys: 0, extraBytes: 0, transfer: false))
     }
 }
 
@@ -118,4 +156,6 @@ extension KeyIndex {
 /// specialized into the loop over every key.
 protocol IndexEntryCheck {
     func contains(_ entry: IndexEntry) -> Bool
+    /// Whether it contains each of the `count` entries stored at `entries`.
+    func containsAll(_ entries: UnsafeRawPointer, count: Int) -> Bool
 }

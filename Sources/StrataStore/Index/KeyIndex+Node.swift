@@ -48,8 +48,19 @@ extension KeyIndex {
         var byteCapacity: Int32
         /// 0 for a leaf; children of an interior node are one lower.
         var height: Int32
-        var reserved: Int32 = 0
+        /// `inPlace` for a leaf loaded in place from an index checkpoint
+        /// (`LeafArena`); 0 for every node this process allocated.
+        var flags: Int32 = 0
     }
+
+    /// `NodeHeader.flags` of a leaf that lives in a `LeafArena`: an
+    /// immortal object (retain and release do nothing, it is never
+    /// uniquely referenced, so a mutation copies it first, and it is never
+    /// freed on its own). Its parent's slot carries `inPlaceChildBit`, so
+    /// that a parent's deinit never touches it: the arena may be gone first.
+    static let inPlace: Int32 = 1
+    /// Set in an interior node's child size word when the child is an in-place leaf.
+    static let inPlaceChildBit = 1 << 62
 
     final class Node: ManagedBuffer<NodeHeader, UInt64> {
         /// A new empty node with room for `slots` keys and at least
@@ -76,7 +87,9 @@ extension KeyIndex {
         deinit {
             let view = NodeView(self)
             guard view.height > 0 else { return }
-            for i in 0..<view.count { Unmanaged<Node>.fromOpaque(view.childPointer(i)).release() }
+            for i in 0..<view.count where !view.childIsInPlace(i) {
+                Unmanaged<Node>.fromOpaque(view.childPointer(i)).release()
+            }
         }
     }
 
@@ -183,15 +196,20 @@ extension KeyIndex {
             UnsafeMutableRawPointer(bitPattern: tail.load(fromByteOffset: i &* 16, as: UInt.self))!
         }
         @inline(__always)
-        func childSize(_ i: Int) -> Int { tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) }
+        func childSize(_ i: Int) -> Int { tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) & (KeyIndex.inPlaceChildBit &- 1) }
+        /// Whether child i is a leaf in a `LeafArena`, read from this node's slot alone.
+        @inline(__always)
+        func childIsInPlace(_ i: Int) -> Bool { tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) & KeyIndex.inPlaceChildBit != 0 }
+        @inline(__always) var isInPlace: Bool { header.pointee.flags == KeyIndex.inPlace }
         @inline(__always)
         func child(_ i: Int) -> NodeView { NodeView(object: childPointer(i)) }
 
         /// Stores a child pointer whose reference this node now owns.
         func setChild(_ i: Int, owned node: Node) {
             let p = Unmanaged.passRetained(node).toOpaque()
+            let child = NodeView(object: p)
             tail.storeBytes(of: UInt(bitPattern: p), toByteOffset: i * 16, as: UInt.self)
-            tail.storeBytes(of: NodeView(object: p).allocationSize, toByteOffset: i * 16 + 8, as: Int.self)
+            tail.storeBytes(of: child.allocationSize | (child.isInPlace ? KeyIndex.inPlaceChildBit : 0), toByteOffset: i * 16 + 8, as: Int.self)
         }
 
         /// Moves child i's reference out to the caller; `putChild` must give
@@ -204,7 +222,7 @@ extension KeyIndex {
         func childNode(_ i: Int) -> Node { Unmanaged<Node>.fromOpaque(childPointer(i)).takeUnretainedValue() }
 
         func retainChildren(_ range: Range<Int>) {
-            for i in range { _ = Unmanaged<Node>.fromOpaque(childPointer(i)).retain() }
+            for i in range where !childIsInPlace(i) { _ = Unmanaged<Node>.fromOpaque(childPointer(i)).retain() }
         }
 
         // MARK: Editing (only on uniquely referenced nodes; no reference counting)

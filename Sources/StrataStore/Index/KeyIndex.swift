@@ -57,6 +57,10 @@ package struct KeyIndex: Sendable {
     /// nil when empty.
     var root: NodeRef?
 
+    /// The memory of leaves loaded in place from an index checkpoint, kept
+    /// while this value may reach one (see `LeafArena`); nil otherwise.
+    var arena: LeafArena?
+
     /// The number of keys. O(1).
     package internal(set) var count: Int = 0
 
@@ -129,6 +133,8 @@ package struct KeyIndex: Sendable {
         while let node = root?.node, !NodeView(node).isLeaf, NodeView(node).count == 1 {
             root = NodeRef(node: NodeView(node).childNode(0))
         }
+        // The root is never an in-place leaf (see KeyIndex+LeafImages.swift).
+        if let leaf = root, NodeView(leaf.node).isInPlace { root = Self.ownedCopy(of: leaf) }
         if count == 0 { root = nil }
         return old
     }
@@ -196,26 +202,28 @@ package struct KeyIndex: Sendable {
     /// snapshot, whatever happens to the index afterwards.
     package func makeCursor(from start: [UInt8]?) -> Cursor {
         if let start, !start.isEmpty {
-            return start.withUnsafeBytes { Cursor(root: root, start: $0) }
+            return start.withUnsafeBytes { Cursor(root: root, arena: arena, start: $0) }
         }
-        return Cursor(root: root, start: nil)
+        return Cursor(root: root, arena: arena, start: nil)
     }
 
     package struct Cursor: IteratorProtocol, Sendable {
         /// A node on the path from the root and the child being visited.
-        /// Unretained: `root` keeps the whole snapshot alive, and a shared
+        /// Unretained: `root` and `arena` keep the whole snapshot alive, and a shared
         /// snapshot is never written (see KeyIndex+Node.swift).
         struct Frame: @unchecked Sendable {
             let node: NodeView
             var child: Int
         }
         let root: NodeRef?
+        let arena: LeafArena?
         var path: [Frame] = []
         /// The leaf being visited, and the next key in it.
         var leaf: Frame?
 
-        init(root: NodeRef?, start: UnsafeRawBufferPointer?) {
+        init(root: NodeRef?, arena: LeafArena?, start: UnsafeRawBufferPointer?) {
             self.root = root
+            self.arena = arena
             guard let root else { return }
             var node = NodeView(root.node)
             while !node.isLeaf {

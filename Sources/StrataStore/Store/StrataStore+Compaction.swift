@@ -315,6 +315,9 @@ extension StrataStore {
             i = end
             Self.letWaitersIn()
         }
+        // Leaves loaded in place from the checkpoint that the repointing
+        // replaced are memory the index no longer needs.
+        state.withLock { index.releaseArenaIfUnused() }
         let removedBytes = readers.reduce(UInt64(0)) { $0 + $1.info.fileSize }
         state.withLock {
             for n in inputs { files[n] = nil }

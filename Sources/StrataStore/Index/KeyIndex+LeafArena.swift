@@ -1,0 +1,119 @@
+// Leaves that live where an index checkpoint was read: one region holding
+// every leaf image of the checkpoint, each image laid out exactly as a
+// `KeyIndex.Node` object, so that opening a store makes no leaf of its own.
+//
+// Why: opening a store of a million keys from a checkpoint made 31,000
+// leaves — an allocation, a copy and a check each — and closing it freed
+// them one by one. Read into one region backed by huge pages, the leaves
+// cost a read and a check, and the process's page faults fall from one per
+// 4 KiB of index to one per 2 MiB.
+//
+// How a leaf in the region can be a Swift object: its first two words are
+// written at load with `Node`'s type and the reference count the Swift
+// runtime gives its own statically allocated objects (the empty array's
+// storage), which marks the object immortal. On such an object retain and
+// release do nothing, `isKnownUniquelyReferenced` is false, and no deinit
+// ever runs. The index's rules do the rest: a mutation copies every node it
+// writes that is not uniquely referenced (KeyIndex+Node.swift), so an
+// in-place leaf is never written; a parent's deinit skips an in-place
+// child, which its slot marks, so the region may be unmapped before the
+// parents that point into it are freed. `ImmortalObjects.header` checks
+// that the runtime behaves so before any leaf relies on it; where it does
+// not, the checkpoint's leaves are copied into nodes of their own instead.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The memory of leaves loaded in place from an index checkpoint.
+///
+/// Every `KeyIndex` value (and `Cursor`) that may reach one of its leaves
+/// holds it; it is unmapped when the last of them goes.
+///
+/// `@unchecked Sendable`: its bytes are written only while the checkpoint
+/// loads, by the one run that owns each chunk, before the index exists;
+/// afterwards they are only read (an in-place leaf is never written, see
+/// above), and `base` and `length` never change.
+final class LeafArena: @unchecked Sendable {
+    /// Where the first chunk's bytes go; aligned to 2 MiB.
+    let base: UnsafeMutableRawPointer
+    let length: Int
+    private let mapping: UnsafeMutableRawPointer
+    private let mappingLength: Int
+
+    private static let hugePage = 2 << 20
+
+    /// A region for `length` bytes, or nil when it could not be mapped.
+    init?(length: Int) {
+        let rounded = max(Self.hugePage, (length + Self.hugePage - 1) / Self.hugePage * Self.hugePage)
+        let mappingLength = rounded + Self.hugePage
+        let mapped = mmap(nil, mappingLength, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let mapped, mapped != MAP_FAILED else { return nil }
+        let misalignment = Int(bitPattern: mapped) % Self.hugePage
+        base = mapped + (misalignment == 0 ? 0 : Self.hugePage - misalignment)
+        #if os(Linux)
+        // Advice only: where THP is off ("never"), the region has ordinary pages.
+        _ = madvise(base, rounded, MADV_HUGEPAGE)
+        #endif
+        self.length = length
+        self.mapping = mapped
+        self.mappingLength = mappingLength
+    }
+
+    deinit { munmap(mapping, mappingLength) }
+}
+
+/// The two words that make memory an immortal `KeyIndex.Node`.
+enum ImmortalObjects {
+    /// `Node`'s type word and the runtime's immortal reference count, or
+    /// nil when this runtime does not treat such an object as the leaves
+    /// need (checked once, on a scratch object).
+    static let header: (type: UInt, referenceCount: UInt64)? = {
+        // The empty array's storage is a static object of the runtime's, made immortal.
+        let empty: [Int] = []
+        let referenceCount = unsafeBitCast(empty, to: UnsafeRawPointer.self).load(fromByteOffset: 8, as: UInt64.self)
+        let sample = KeyIndex.Node.make(height: 0, slots: 1, byteCapacity: 8)
+        let type = Unmanaged.passUnretained(sample).toOpaque().load(as: UInt.self)
+        withExtendedLifetime(sample) {}
+
+        let size = KeyIndex.NodeView.tailOffset + 32
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        defer { scratch.deallocate() }
+        memset(scratch, 0, size)
+        scratch.storeBytes(of: type, as: UInt.self)
+        scratch.storeBytes(of: referenceCount, toByteOffset: 8, as: UInt64.self)
+        var unique = true
+        do {
+            var node = Unmanaged<KeyIndex.Node>.fromOpaque(scratch).takeUnretainedValue()
+            let other = node
+            _ = Unmanaged.passUnretained(node).retain()
+            Unmanaged.passUnretained(node).release()
+            Unmanaged.passUnretained(node).release()
+            withExtendedLifetime(other) {}
+            unique = isKnownUniquelyReferenced(&node)
+        }
+        guard !unique, scratch.load(fromByteOffset: 8, as: UInt64.self) == referenceCount,
+              scratch.load(as: UInt.self) == type
+        else { return nil }
+        return (type, referenceCount)
+    }()
+}
+
+extension KeyIndex {
+    /// Lets go of the arena once no leaf of this value lives in it: a
+    /// compaction repoints every key of the segments it merged, and so
+    /// copies every leaf it touches. Reads the interior nodes only.
+    mutating func releaseArenaIfUnused() {
+        guard arena != nil else { return }
+        func reaches(_ node: NodeView) -> Bool {
+            if node.isLeaf { return node.isInPlace }
+            if node.height == 1 { return (0..<node.count).contains { node.childIsInPlace($0) } }
+            return (0..<node.count).contains { reaches(node.child($0)) }
+        }
+        if let root, reaches(NodeView(root.node)) { return }
+        arena = nil
+    }
+}
