@@ -67,13 +67,14 @@ extension IndexCheckpoint {
         }
 
         // Each run reads a contiguous range of chunks and checks its leaves.
-        // In place (the usual case), every chunk is read to its offset in one
-        // arena and each leaf is made an object where it lies; otherwise each
-        // run reads through a buffer of its own and copies each leaf out.
+        // In place (the usual case), each chunk is read into the arena's
+        // memory for it and each leaf is made an object where it lies;
+        // otherwise each run reads through a buffer of its own and copies
+        // each leaf out.
         let chunks = meta.chunks
         let runs = max(1, min(ways, chunks.count))
-        let arena = inPlace && ImmortalObjects.header != nil ? LeafArena(length: Int(metaOffset)) : nil
-        let immortal = arena == nil ? nil : ImmortalObjects.header
+        let immortal = inPlace ? ImmortalObjects.header : nil
+        let arena = immortal == nil ? nil : LeafArena(chunkLengths: chunks.map(\.length))
         var results = [Result<LoadedRun, Refusal>?](repeating: nil, count: runs)
         let bounds = SegmentBounds(meta.segments)
         let largest = chunks.map(\.length).max() ?? 0
@@ -84,8 +85,9 @@ extension IndexCheckpoint {
                 let buffer = arena == nil ? UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16) : nil
                 defer { buffer?.deallocate() }
                 var loaded = LoadedRun()
-                for chunk in chunks[(chunks.count * run / runs)..<(chunks.count * (run + 1) / runs)] {
-                    let bytes = arena.map { UnsafeMutableRawBufferPointer(start: $0.base + Int(chunk.offset), count: chunk.length) }
+                for c in (chunks.count * run / runs)..<(chunks.count * (run + 1) / runs) {
+                    let chunk = chunks[c]
+                    let bytes = arena.map { UnsafeMutableRawBufferPointer(start: $0.chunks[c], count: chunk.length) }
                         ?? UnsafeMutableRawBufferPointer(rebasing: buffer![0..<chunk.length])
                     do throws(SystemCallError) {
                         guard try fileSystem.readAll(fd, into: bytes, at: chunk.offset, path: path) == chunk.length else {

@@ -7,7 +7,7 @@
 /// of them touched for the first time (2026-11-26, this VM: 80 ms and 21,600
 /// page faults for the first open of a million objects in a process). A
 /// checkpoint holds the leaves as they are in memory, objects and all;
-/// loading one reads them into one region and checks them where they lie
+/// loading one reads them into memory and checks them where they lie
 /// (`LeafArena`): no leaf is allocated or copied.
 ///
 /// It is a cache, never the truth: the segments are. It names the exact

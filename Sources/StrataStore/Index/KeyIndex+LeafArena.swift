@@ -1,14 +1,13 @@
-// Leaves that live where an index checkpoint was read: one region holding
-// every leaf image of the checkpoint, each image laid out exactly as a
+// Leaves that live where an index checkpoint was read: the checkpoint's
+// chunks read into memory, each leaf image laid out exactly as a
 // `KeyIndex.Node` object, so that opening a store makes no leaf of its own.
 //
-// Why: opening a store of a million keys from a checkpoint made 31,000
-// leaves — an allocation, a copy and a check each — and closing it freed
-// them one by one. Read into one region backed by huge pages, the leaves
-// cost a read and a check, and the process's page faults fall from one per
-// 4 KiB of index to one per 2 MiB.
+// Why: opening a store of a million keys from a checkpoint made a leaf per
+// 18 to 32 keys — an allocation, a copy and a check each — and closing it
+// freed them one by one. In place, the leaves cost a read and a check, and
+// a close frees one allocation per chunk of about 1 MiB.
 //
-// How a leaf in the region can be a Swift object: its first two words are
+// How a leaf in a chunk can be a Swift object: its first two words are
 // written at load with `Node`'s type and the reference count the Swift
 // runtime gives its own statically allocated objects (the empty array's
 // storage), which marks the object immortal. On such an object retain and
@@ -16,8 +15,8 @@
 // ever runs. The index's rules do the rest: a mutation copies every node it
 // writes that is not uniquely referenced (KeyIndex+Node.swift), so an
 // in-place leaf is never written; a parent's deinit skips an in-place
-// child, which its slot marks, so the region may be unmapped before the
-// parents that point into it are freed. `ImmortalObjects.header` checks
+// child, which its slot marks, so the chunks may be freed before the
+// parents that point into them are freed. `ImmortalObjects.header` checks
 // that the runtime behaves so before any leaf relies on it; where it does
 // not, the checkpoint's leaves are copied into nodes of their own instead.
 #if canImport(Glibc)
@@ -28,42 +27,37 @@ import Darwin
 import Musl
 #endif
 
-/// The memory of leaves loaded in place from an index checkpoint.
+/// The memory of leaves loaded in place from an index checkpoint: one
+/// allocation per chunk of the checkpoint.
 ///
 /// Every `KeyIndex` value (and `Cursor`) that may reach one of its leaves
-/// holds it; it is unmapped when the last of them goes.
+/// holds it; its chunks are freed when the last of them goes.
 ///
-/// `@unchecked Sendable`: its bytes are written only while the checkpoint
-/// loads, by the one run that owns each chunk, before the index exists;
-/// afterwards they are only read (an in-place leaf is never written, see
-/// above), and `base` and `length` never change.
+/// Chunks come from malloc rather than one `mmap`ed region: in a process
+/// that has freed memory before (a store opened after an import), malloc
+/// hands back pages already mapped, where a fresh region is faulted in and
+/// zeroed by the kernel (and, asked for huge pages, may first have to make
+/// free 2 MiB pages by compacting memory).
+/// Measured 2026-11-27 in `strata-bench engine`, which opens after its
+/// fills: a region of huge pages made the open 35–51 ms against 29–31 ms
+/// for the build before (one malloc a leaf).
+///
+/// `@unchecked Sendable`: a chunk's bytes are written only while the
+/// checkpoint loads, by the one run that owns the chunk, before the index
+/// exists; afterwards they are only read (an in-place leaf is never
+/// written, see above), and `chunks` never changes after `init`.
 final class LeafArena: @unchecked Sendable {
-    /// Where the first chunk's bytes go; aligned to 2 MiB.
-    let base: UnsafeMutableRawPointer
-    let length: Int
-    private let mapping: UnsafeMutableRawPointer
-    private let mappingLength: Int
+    /// Each chunk's memory, in the checkpoint's order.
+    let chunks: [UnsafeMutableRawPointer]
 
-    private static let hugePage = 2 << 20
-
-    /// A region for `length` bytes, or nil when it could not be mapped.
-    init?(length: Int) {
-        let rounded = max(Self.hugePage, (length + Self.hugePage - 1) / Self.hugePage * Self.hugePage)
-        let mappingLength = rounded + Self.hugePage
-        let mapped = mmap(nil, mappingLength, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        guard let mapped, mapped != MAP_FAILED else { return nil }
-        let misalignment = Int(bitPattern: mapped) % Self.hugePage
-        base = mapped + (misalignment == 0 ? 0 : Self.hugePage - misalignment)
-        #if os(Linux)
-        // Advice only: where THP is off ("never"), the region has ordinary pages.
-        _ = madvise(base, rounded, MADV_HUGEPAGE)
-        #endif
-        self.length = length
-        self.mapping = mapped
-        self.mappingLength = mappingLength
+    /// Memory for chunks of `lengths` bytes.
+    init(chunkLengths lengths: [Int]) {
+        chunks = lengths.map { UnsafeMutableRawPointer.allocate(byteCount: max($0, 1), alignment: 16) }
     }
 
-    deinit { munmap(mapping, mappingLength) }
+    deinit {
+        for chunk in chunks { chunk.deallocate() }
+    }
 }
 
 /// The two words that make memory an immortal `KeyIndex.Node`.
