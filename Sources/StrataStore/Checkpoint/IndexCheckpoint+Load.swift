@@ -133,8 +133,8 @@ extension IndexCheckpoint {
         }
         var leaves: [KeyIndex.NodeRef] = []
         var separators: [[UInt8]] = []
-        // A release of an in-place leaf reads its reference count, so on a
-        // refusal every reference to one goes before the arena can.
+        // A release of an in-place leaf reads its reference count, so every
+        // reference to one goes before the arena can.
         func refuse(_ refusal: Refusal) -> Result<Loaded, Refusal> {
             results = []
             leaves = []
@@ -159,6 +159,9 @@ extension IndexCheckpoint {
         }
         results = []
         let index = KeyIndex.assemble(leaves: leaves, separators: separators, count: meta.keyCount, arena: arena)
+        // The index holds the arena, but for one leaf, which it copies.
+        leaves = []
+        withExtendedLifetime(arena) {}
         return .success(Loaded(index: index, readers: readers))
     }
 

@@ -14,9 +14,7 @@ struct SegmentBounds: IndexEntryCheck {
     @inline(__always)
     func contains(_ entry: IndexEntry) -> Bool {
         if numbers.count == 1 {  // a compacted store: one comparison
-            let l = limits[0]
-            return entry.file == numbers[0] && entry.sequence >= l.minimum && entry.sequence <= l.maximum
-                && RecordLocation(packed: entry.block).block < l.blocks
+            return entry.file == numbers[0] && Self.holds(limits[0], entry)
         }
         var low = 0, high = numbers.count
         while low < high {
@@ -24,8 +22,13 @@ struct SegmentBounds: IndexEntryCheck {
             if numbers[mid] < entry.file { low = mid &+ 1 } else { high = mid }
         }
         guard low < numbers.count, numbers[low] == entry.file else { return false }
-        let l = limits[low]
-        return entry.sequence >= l.minimum && entry.sequence <= l.maximum && RecordLocation(packed: entry.block).block < l.blocks
+        return Self.holds(limits[low], entry)
+    }
+
+    /// Whether a segment of these limits can hold the entry.
+    @inline(__always)
+    private static func holds(_ l: (minimum: UInt64, maximum: UInt64, blocks: UInt32), _ entry: IndexEntry) -> Bool {
+        entry.sequence >= l.minimum && entry.sequence <= l.maximum && RecordLocation(packed: entry.block).block < l.blocks
     }
 
     /// A leaf's entries mostly point into one segment: its bounds are looked
@@ -41,9 +44,7 @@ struct SegmentBounds: IndexEntryCheck {
                 file = entry.file
                 bounds = limits[n]
             }
-            guard entry.sequence >= bounds.minimum, entry.sequence <= bounds.maximum,
-                  RecordLocation(packed: entry.block).block < bounds.blocks
-            else { return false }
+            guard Self.holds(bounds, entry) else { return false }
         }
         return true
     }

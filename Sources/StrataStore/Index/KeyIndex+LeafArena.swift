@@ -79,17 +79,17 @@ enum ImmortalObjects {
         memset(scratch, 0, size)
         scratch.storeBytes(of: type, as: UInt.self)
         scratch.storeBytes(of: referenceCount, toByteOffset: 8, as: UInt64.self)
-        var unique = true
+        // Every retain is balanced by a release, so that on a runtime where
+        // the count is an ordinary one the scratch object is never freed.
+        var unchanged = false, unique = true
         do {
             var node = Unmanaged<KeyIndex.Node>.fromOpaque(scratch).takeUnretainedValue()
-            let other = node
-            _ = Unmanaged.passUnretained(node).retain()
-            Unmanaged.passUnretained(node).release()
-            Unmanaged.passUnretained(node).release()
-            withExtendedLifetime(other) {}
+            let retained = Unmanaged.passUnretained(node).retain()
+            unchanged = scratch.load(fromByteOffset: 8, as: UInt64.self) == referenceCount
+            retained.release()
             unique = isKnownUniquelyReferenced(&node)
         }
-        guard !unique, scratch.load(fromByteOffset: 8, as: UInt64.self) == referenceCount,
+        guard unchanged, !unique, scratch.load(fromByteOffset: 8, as: UInt64.self) == referenceCount,
               scratch.load(as: UInt.self) == type
         else { return nil }
         return (type, referenceCount)
