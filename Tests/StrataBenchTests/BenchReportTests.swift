@@ -129,6 +129,15 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
                 #expect(try number(task["longestCPUMs"], "longestCPUMs") <= number(task["mostCPUMs"], "mostCPUMs"))
                 #endif
                 for key in ["longestWaits", "longestPreemptions"] { #expect(try number(task[key], key) >= 0) }
+                // Every run is counted in exactly one fate, and none is longer than the longest run.
+                let runs = try number(task["preemptedRuns"], "preemptedRuns") + number(task["waitedRuns"], "waitedRuns")
+                #expect(try runs <= number(task["count"], "count"))
+                for key in ["unswitchedLongestMs", "preemptedLongestMs", "waitedLongestMs"] {
+                    #expect(try number(task[key], key) <= number(task["longestMs"], "longestMs") + 0.001, "\(key)")
+                }
+                #expect(try max(number(task["unswitchedLongestMs"], "unswitchedLongestMs"), number(task["preemptedLongestMs"], "preemptedLongestMs"),
+                                number(task["waitedLongestMs"], "waitedLongestMs")) >= number(task["longestMs"], "longestMs") * 0.99 - 0.001,
+                        "the longest run has no fate")
             }
             for key in ["stall", "controlStall"] { _ = try object(run[key], key) }
         }

@@ -258,13 +258,24 @@ struct StallReport: Codable, Sendable {
                           fixed(s.stall.max, 2), fixed(s.stall.worstMax, 2), fixed(s.stall.p99, 2))
             }
             out += "\n\n" + saves.render()
+            var fates = Table("The same runs, all rounds, by what happened to the main thread in each", "runs",
+                              "never switched out: longest ms", "preempted only: runs", "longest ms", "waited: runs", "longest ms")
+            for (title, task) in [("(d) view-context saves", v.saves), ("(d') the fixed task", v.control)] {
+                let total = task.count * Double(v.rounds)
+                fates.add(title, count(total), fixed(task.unswitchedLongestMs, 3), count(Double(task.preemptedRuns)),
+                          fixed(task.preemptedLongestMs, 3), count(Double(task.waitedRuns)), fixed(task.waitedLongestMs, 3))
+            }
+            out += "\n\n" + fates.render()
         }
         out += "\n\n(medians over the rounds; \"worst max\" is the longest stall of any round; \"main CPU ms\" is the CPU the main thread "
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"beyond probe\" is main CPU less row (0')'s "
             + "per second of import, in the same round; \"vs SQLite\" is the median of each round's ratio; in (d), \"worst\" is the longest save of any "
             + "round, with the main thread's CPU time in it and how often it was switched out in it, to wait or preempted; \"most CPU ms\" is "
             + "the most CPU any one save used; (d') is the same writer save, in the same round, with a fixed task sized to take the time in "
-            + "its title on an idle core in place of each save: what the machine does meanwhile to any task that short, and to the main queue)"
+            + "its title on an idle core in place of each save: what the machine does meanwhile to any task that short, and to the main queue; "
+            + "by what happened to the main thread: a run \"waited\" when the thread blocked at least once in it (a lock, a condition, I/O: "
+            + "Strata's own waits), was \"preempted only\" when it lost its core without blocking (the machine's scheduling), and was never "
+            + "switched out otherwise (its own cost, plus any time the host took the virtual CPU away, which the guest cannot see))"
         return out
     }
 }

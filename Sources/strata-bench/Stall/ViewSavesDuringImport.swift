@@ -158,17 +158,30 @@ struct MainTaskFigures: Codable, Sendable {
     var longestPreemptions: Int
     /// The most CPU time any one run used (ms).
     var mostCPUMs: Double
+    /// The runs by how the main thread fared in them: never switched out
+    /// (what the task itself costs, and the host's share, which the guest
+    /// cannot see), preempted but never waiting (the machine's scheduling),
+    /// or waiting at least once (for a lock, a condition or I/O: Strata's
+    /// own waits). The longest of each (ms, 0 when there is none).
+    var unswitchedLongestMs: Double
+    var preemptedRuns: Int
+    var preemptedLongestMs: Double
+    var waitedRuns: Int
+    var waitedLongestMs: Double
 }
 
 /// The durations of one kind of task on the main queue, recorded there.
 ///
-/// `@unchecked Sendable`: `histogram`, `longest`, `mostCPU`, `started` and
-/// `error` are guarded by `lock`.
+/// `@unchecked Sendable`: `histogram`, `longest`, `mostCPU`, `byFate`,
+/// `started` and `error` are guarded by `lock`.
 final class MainTaskTimes: @unchecked Sendable {
     private let lock = NSLock()
     private var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     private var longest: (nanoseconds: UInt64, usage: ThreadUsage) = (0, ThreadUsage())
     private var mostCPU: UInt64 = 0
+    /// Runs and the longest of them (ns), by what happened to the main
+    /// thread in them: never switched out, preempted only, waited.
+    private var byFate = [(runs: 0, longest: UInt64(0)), (runs: 0, longest: UInt64(0)), (runs: 0, longest: UInt64(0))]
     private var started = 0
     private var error: (any Error)?
 
@@ -185,6 +198,9 @@ final class MainTaskTimes: @unchecked Sendable {
             _ = histogram.record(nanoseconds / 1000)
             if nanoseconds > longest.nanoseconds { longest = (nanoseconds, usage) }
             mostCPU = max(mostCPU, usage.cpuNanoseconds)
+            let fate = usage.voluntarySwitches > 0 ? 2 : usage.involuntarySwitches > 0 ? 1 : 0
+            byFate[fate].runs += 1
+            byFate[fate].longest = max(byFate[fate].longest, nanoseconds)
         }
     }
 
@@ -197,7 +213,10 @@ final class MainTaskTimes: @unchecked Sendable {
                 count: Int(histogram.totalCount), longestMs: Double(histogram.max) / 1000,
                 medianMs: Double(histogram.valueAtPercentile(50)) / 1000, p99Ms: Double(histogram.valueAtPercentile(99)) / 1000,
                 longestCPUMs: Double(longest.usage.cpuNanoseconds) / 1e6, longestWaits: longest.usage.voluntarySwitches,
-                longestPreemptions: longest.usage.involuntarySwitches, mostCPUMs: Double(mostCPU) / 1e6)
+                longestPreemptions: longest.usage.involuntarySwitches, mostCPUMs: Double(mostCPU) / 1e6,
+                unswitchedLongestMs: Double(byFate[0].longest) / 1e6,
+                preemptedRuns: byFate[1].runs, preemptedLongestMs: Double(byFate[1].longest) / 1e6,
+                waitedRuns: byFate[2].runs, waitedLongestMs: Double(byFate[2].longest) / 1e6)
         }
     }
 }
@@ -239,6 +258,14 @@ struct MainTaskSummary: Codable, Sendable {
     /// The most CPU time any one run used, in any round.
     var mostCPUMs: Double
     var medianMs: Double
+    /// Over all rounds: the longest run never switched out; the runs
+    /// preempted but never waiting, and the longest; the runs that waited,
+    /// and the longest (see ``MainTaskFigures``).
+    var unswitchedLongestMs: Double
+    var preemptedRuns: Int
+    var preemptedLongestMs: Double
+    var waitedRuns: Int
+    var waitedLongestMs: Double
 
     init(_ rounds: [MainTaskFigures]) {
         count = median(rounds.map { Double($0.count) })
@@ -250,5 +277,10 @@ struct MainTaskSummary: Codable, Sendable {
         worstPreemptions = worst?.longestPreemptions ?? 0
         mostCPUMs = rounds.map(\.mostCPUMs).max() ?? 0
         medianMs = median(rounds.map(\.medianMs))
+        unswitchedLongestMs = rounds.map(\.unswitchedLongestMs).max() ?? 0
+        preemptedRuns = rounds.reduce(0) { $0 + $1.preemptedRuns }
+        preemptedLongestMs = rounds.map(\.preemptedLongestMs).max() ?? 0
+        waitedRuns = rounds.reduce(0) { $0 + $1.waitedRuns }
+        waitedLongestMs = rounds.map(\.waitedLongestMs).max() ?? 0
     }
 }
