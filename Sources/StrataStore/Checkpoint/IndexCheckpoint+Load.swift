@@ -112,11 +112,10 @@ extension IndexCheckpoint {
                         let leaf = immortal.map { KeyIndex.leafInPlace(image, $0) } ?? KeyIndex.leafCopied(image)
                         let view = NodeView(leaf.node)
                         if let previous = loaded.leaves.last {
-                            guard let separator = KeyIndex.separator(after: NodeView(previous.node), before: view) else {
+                            guard KeyIndex.appendSeparator(after: NodeView(previous.node), before: view, to: &loaded.separators) else {
                                 slots[run] = .failure(.damaged("its leaves are out of order"))
                                 return
                             }
-                            loaded.separators.append(separator)
                         }
                         loaded.leaves.append(leaf)
                         keys += view.count
@@ -132,7 +131,7 @@ extension IndexCheckpoint {
             }
         }
         var leaves: [KeyIndex.NodeRef] = []
-        var separators: [[UInt8]] = []
+        var separators = KeyIndex.Separators(reservingCapacity: max(meta.leafCount - 1, 0))
         // A release of an in-place leaf reads its reference count, so every
         // reference to one goes before the arena can.
         func refuse(_ refusal: Refusal) -> Result<Loaded, Refusal> {
@@ -142,18 +141,16 @@ extension IndexCheckpoint {
             return .failure(refusal)
         }
         leaves.reserveCapacity(meta.leafCount)
-        separators.reserveCapacity(max(meta.leafCount - 1, 0))
         for result in results {
             switch result! {
             case .success(let run):
                 if let last = leaves.last, let first = run.leaves.first {
-                    guard let separator = KeyIndex.separator(after: NodeView(last.node), before: NodeView(first.node)) else {
+                    guard KeyIndex.appendSeparator(after: NodeView(last.node), before: NodeView(first.node), to: &separators) else {
                         return refuse(.damaged("its leaves are out of order"))
                     }
-                    separators.append(separator)
                 }
                 leaves += run.leaves
-                separators += run.separators
+                separators.append(contentsOf: run.separators)
             case .failure(let refusal): return refuse(refusal)
             }
         }
@@ -168,7 +165,7 @@ extension IndexCheckpoint {
     /// What one run of a load made: its leaves, and the separators between them.
     private struct LoadedRun {
         var leaves: [KeyIndex.NodeRef] = []
-        var separators: [[UInt8]] = []
+        var separators = KeyIndex.Separators()
     }
 
     /// Why a checkpoint of `meta` does not fit a manifest naming `segments`, if it does not.

@@ -50,20 +50,20 @@ extension KeyIndex {
                 }
                 let node = Node.make(height: 0, slots: end - start, byteCapacity: bytes)
                 NodeView(node).fillLeaf(count: end - start, key: { source.key(start &+ $0) }, entry: { source.entry(start &+ $0) })
-                if start > range.lowerBound { result.separators.append(separator(between: source.key(start - 1), and: source.key(start))) }
+                if start > range.lowerBound { result.separators.append(between: source.key(start - 1), and: source.key(start)) }
                 result.leaves.append(NodeRef(node: node))
                 start = end
             }
         }
         var level: [NodeRef] = []
-        var separators: [[UInt8]] = []
+        var separators = Separators()
         for (run, result) in results.enumerated() {
             if run > 0 {
                 let first = count * run / runs
-                separators.append(separator(between: source.key(first - 1), and: source.key(first)))
+                separators.append(between: source.key(first - 1), and: source.key(first))
             }
             level += result.leaves
-            separators += result.separators
+            separators.append(contentsOf: result.separators)
         }
         return Builder.assemble(leaves: level, separators: separators, count: count)
     }
@@ -75,5 +75,5 @@ extension KeyIndex {
 /// `concurrentPerform` that owns the run, and read only after it returns.
 final class BulkBuildRun: @unchecked Sendable {
     var leaves: [KeyIndex.NodeRef] = []
-    var separators: [[UInt8]] = []
+    var separators = KeyIndex.Separators()
 }

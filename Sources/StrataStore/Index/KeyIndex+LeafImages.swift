@@ -117,28 +117,30 @@ extension KeyIndex {
         return NodeRef(node: node)
     }
 
-    /// The separator between two neighbouring leaves, nil when `left`'s
-    /// last key is not below `right`'s first.
-    static func separator(after left: NodeView, before right: NodeView) -> [UInt8]? {
+    /// Appends the separator between two neighbouring leaves to
+    /// `separators`; false (and nothing appended) when `left`'s last key is
+    /// not below `right`'s first.
+    static func appendSeparator(after left: NodeView, before right: NodeView, to separators: inout Separators) -> Bool {
         let l = left.start(left.count - 1)
         let last = UnsafeRawBufferPointer(start: left.keysBase + l, count: left.byteCount - l)
         let first = UnsafeRawBufferPointer(start: right.keysBase, count: right.end(0))
-        guard compare(last, first) < 0 else { return nil }
-        return separator(between: last, and: first)
+        guard compare(last, first) < 0 else { return false }
+        separators.append(between: last, and: first)
+        return true
     }
 
     /// The index whose leaves are `leaves`, in key order with `separators`
-    /// between them (see `separator(after:before:)`), holding `count` keys
+    /// between them (see `appendSeparator(after:before:to:)`), holding `count` keys
     /// in all (the caller has counted them), its in-place leaves kept
     /// alive by `arena`.
-    static func assemble(leaves: [NodeRef], separators: [[UInt8]], count: Int, arena: LeafArena?) -> KeyIndex {
+    static func assemble(leaves: [NodeRef], separators: Separators, count: Int, arena: LeafArena?) -> KeyIndex {
         guard !leaves.isEmpty else { return KeyIndex() }
         precondition(separators.count == leaves.count - 1, "KeyIndex.assemble: a separator between each two leaves")
         // The root is never an in-place leaf, so that whatever order a
         // value's properties go in, the arena is not needed to free the
         // root (see KeyIndex+LeafArena.swift).
         if leaves.count == 1, NodeView(leaves[0].node).isInPlace {
-            return Builder.assemble(leaves: [ownedCopy(of: leaves[0])], separators: [], count: count)
+            return Builder.assemble(leaves: [ownedCopy(of: leaves[0])], separators: Separators(), count: count)
         }
         var index = Builder.assemble(leaves: leaves, separators: separators, count: count)
         index.arena = arena

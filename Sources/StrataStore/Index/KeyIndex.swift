@@ -284,7 +284,7 @@ package struct KeyIndex: Sendable {
         /// Finished nodes of the level being built (leaves), and the
         /// separators between them: separators[i] divides nodes[i] and nodes[i + 1].
         private var nodes: [NodeRef] = []
-        private var separators: [[UInt8]] = []
+        private var separators = Separators()
         /// The leaf being filled.
         private var keys: [UInt8] = []
         private var ends: [Int] = []
@@ -312,7 +312,7 @@ package struct KeyIndex: Sendable {
                              "KeyIndex.Builder: keys must be strictly ascending")
             }
             if ends.isEmpty && !nodes.isEmpty {
-                separators.append(previousLast.withUnsafeBytes { KeyIndex.separator(between: $0, and: key) })
+                previousLast.withUnsafeBytes { separators.append(between: $0, and: key) }
             }
             keys.append(contentsOf: key)
             ends.append(keys.count)
@@ -353,7 +353,7 @@ package struct KeyIndex: Sendable {
 
         /// The index over `leaves` (in key order, `separators` between
         /// them), its interior levels built as full as the limits allow.
-        static func assemble(leaves: [NodeRef], separators: [[UInt8]], count: Int) -> KeyIndex {
+        static func assemble(leaves: [NodeRef], separators: Separators, count: Int) -> KeyIndex {
             var (level, seps) = (leaves, separators)
             var height = 1
             while level.count > 1 {
@@ -368,16 +368,16 @@ package struct KeyIndex: Sendable {
 
         /// Packs `children` into interior nodes as full as the limits allow;
         /// returns the nodes and the separators between them.
-        private static func group(_ children: [NodeRef], _ separators: [[UInt8]], height: Int) -> ([NodeRef], [[UInt8]]) {
+        private static func group(_ children: [NodeRef], _ separators: Separators, height: Int) -> ([NodeRef], Separators) {
             var parents: [NodeRef] = []
-            var upper: [[UInt8]] = []
+            var upper = Separators()
             var start = 0
             while start < children.count {
                 var end = start + 1
                 var bytes = 0
                 while end < children.count, end - start < KeyIndex.innerCapacity,
-                      bytes + separators[end - 1].count <= KeyIndex.maxNodeBytes {
-                    bytes += separators[end - 1].count
+                      bytes + separators.length(end - 1) <= KeyIndex.maxNodeBytes {
+                    bytes += separators.length(end - 1)
                     end += 1
                 }
                 let node = Node.make(height: height, slots: end - start, byteCapacity: bytes)
@@ -386,12 +386,12 @@ package struct KeyIndex: Sendable {
                     if c == start {
                         view.appendKey(UnsafeRawBufferPointer(start: nil, count: 0))
                     } else {
-                        separators[c - 1].withUnsafeBytes { view.appendKey($0) }
+                        separators.withKey(c - 1) { view.appendKey($0) }
                     }
                     view.setChild(c - start, owned: children[c].node)
                 }
                 parents.append(NodeRef(node: node))
-                if end < children.count { upper.append(separators[end - 1]) }
+                if end < children.count { upper.append(end - 1, of: separators) }
                 start = end
             }
             return (parents, upper)
@@ -452,10 +452,6 @@ extension KeyIndex {
     /// The shortest prefix of `right` that is greater than `left` (given
     /// left < right): every key <= left sorts below it, and `right` does not.
     static func separator(between left: UnsafeRawBufferPointer, and right: UnsafeRawBufferPointer) -> [UInt8] {
-        let n = min(left.count, right.count)
-        var p = 0
-        while p < n, left[p] == right[p] { p += 1 }
-        precondition(p < right.count, "KeyIndex: separator of keys out of order")
-        return Array(UnsafeRawBufferPointer(rebasing: right[0...p]))
+        Array(UnsafeRawBufferPointer(rebasing: right[0..<separatorLength(between: left, and: right)]))
     }
 }
