@@ -147,6 +147,11 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             let task = try object(viewSaves[kind], kind)
             #expect(try number(task["longestMs"], "longestMs") <= number(task["worstMs"], "worstMs"))
             #expect(try number(task["worstCPUMs"], "worstCPUMs") <= number(task["mostCPUMs"], "mostCPUMs"))
+            // The summary's totals are the rounds' sums.
+            let rounds = try viewSaveRuns.map { try object(object($0, "viewSaveRun")[kind], kind) }
+            for (total, perRound) in [("runs", "count"), ("preemptedRuns", "preemptedRuns"), ("waitedRuns", "waitedRuns")] {
+                #expect(try number(task[total], total) == rounds.reduce(0) { try $0 + number($1[perRound], perRound) }, "\(kind).\(total)")
+            }
         }
         for key in ["stall", "controlStall"] {
             let stall = try object(viewSaves[key], key)

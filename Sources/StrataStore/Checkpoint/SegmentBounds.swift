@@ -13,16 +13,20 @@ struct SegmentBounds: IndexEntryCheck {
 
     @inline(__always)
     func contains(_ entry: IndexEntry) -> Bool {
-        if numbers.count == 1 {  // a compacted store: one comparison
-            return entry.file == numbers[0] && Self.holds(limits[0], entry)
-        }
+        guard let n = position(of: entry.file) else { return false }
+        return Self.holds(limits[n], entry)
+    }
+
+    /// Where segment `file` is in `numbers`, if it is one of them.
+    @inline(__always)
+    private func position(of file: UInt32) -> Int? {
+        if numbers.count == 1 { return numbers[0] == file ? 0 : nil }  // a compacted store: one comparison
         var low = 0, high = numbers.count
         while low < high {
             let mid = (low &+ high) >> 1
-            if numbers[mid] < entry.file { low = mid &+ 1 } else { high = mid }
+            if numbers[mid] < file { low = mid &+ 1 } else { high = mid }
         }
-        guard low < numbers.count, numbers[low] == entry.file else { return false }
-        return Self.holds(limits[low], entry)
+        return low < numbers.count && numbers[low] == file ? low : nil
     }
 
     /// Whether a segment of these limits can hold the entry.
@@ -40,7 +44,7 @@ struct SegmentBounds: IndexEntryCheck {
         for i in 0..<count {
             let entry = entries.load(fromByteOffset: i &* 16, as: IndexEntry.self)
             if entry.file != file {
-                guard let n = numbers.firstIndex(of: entry.file) else { return false }
+                guard let n = position(of: entry.file) else { return false }
                 file = entry.file
                 bounds = limits[n]
             }

@@ -157,7 +157,6 @@ extension KeyIndex {
 /// segments); a protocol rather than a closure, so that the check is
 /// specialized into the loop over every key.
 protocol IndexEntryCheck {
-    func contains(_ entry: IndexEntry) -> Bool
     /// Whether it contains each of the `count` entries stored at `entries`.
     func containsAll(_ entries: UnsafeRawPointer, count: Int) -> Bool
 }

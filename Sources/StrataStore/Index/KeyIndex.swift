@@ -134,6 +134,10 @@ package struct KeyIndex: Sendable {
             root = NodeRef(node: NodeView(node).childNode(0))
         }
         // The root is never an in-place leaf (see KeyIndex+LeafImages.swift).
+        // A root shrinks to the child its children's merge just wrote, which
+        // is a copy, so this does not happen with today's merges (deleting
+        // all but one untouched leaf's keys merges into it first); it keeps
+        // the rule should that change.
         if let leaf = root, NodeView(leaf.node).isInPlace { root = Self.ownedCopy(of: leaf) }
         if count == 0 { root = nil }
         return old

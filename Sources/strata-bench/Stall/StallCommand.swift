@@ -261,8 +261,7 @@ struct StallReport: Codable, Sendable {
             var fates = Table("The same runs, all rounds, by what happened to the main thread in each", "runs",
                               "never switched out: longest ms", "preempted only: runs", "longest ms", "waited: runs", "longest ms")
             for (title, task) in [("(d) view-context saves", v.saves), ("(d') the fixed task", v.control)] {
-                let total = task.count * Double(v.rounds)
-                fates.add(title, count(total), fixed(task.unswitchedLongestMs, 3), count(Double(task.preemptedRuns)),
+                fates.add(title, count(Double(task.runs)), fixed(task.unswitchedLongestMs, 3), count(Double(task.preemptedRuns)),
                           fixed(task.preemptedLongestMs, 3), count(Double(task.waitedRuns)), fixed(task.waitedLongestMs, 3))
             }
             out += "\n\n" + fates.render()

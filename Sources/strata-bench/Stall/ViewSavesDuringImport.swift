@@ -179,9 +179,10 @@ final class MainTaskTimes: @unchecked Sendable {
     private var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     private var longest: (nanoseconds: UInt64, usage: ThreadUsage) = (0, ThreadUsage())
     private var mostCPU: UInt64 = 0
-    /// Runs and the longest of them (ns), by what happened to the main
-    /// thread in them: never switched out, preempted only, waited.
-    private var byFate = [(runs: 0, longest: UInt64(0)), (runs: 0, longest: UInt64(0)), (runs: 0, longest: UInt64(0))]
+    /// What happened to the main thread in a run.
+    private enum Fate: Int, CaseIterable { case unswitched, preempted, waited }
+    /// Runs and the longest of them (ns), by ``Fate``.
+    private var byFate = Array(repeating: (runs: 0, longest: UInt64(0)), count: Fate.allCases.count)
     private var started = 0
     private var error: (any Error)?
 
@@ -198,7 +199,7 @@ final class MainTaskTimes: @unchecked Sendable {
             _ = histogram.record(nanoseconds / 1000)
             if nanoseconds > longest.nanoseconds { longest = (nanoseconds, usage) }
             mostCPU = max(mostCPU, usage.cpuNanoseconds)
-            let fate = usage.voluntarySwitches > 0 ? 2 : usage.involuntarySwitches > 0 ? 1 : 0
+            let fate = (usage.voluntarySwitches > 0 ? Fate.waited : usage.involuntarySwitches > 0 ? .preempted : .unswitched).rawValue
             byFate[fate].runs += 1
             byFate[fate].longest = max(byFate[fate].longest, nanoseconds)
         }
@@ -214,9 +215,9 @@ final class MainTaskTimes: @unchecked Sendable {
                 medianMs: Double(histogram.valueAtPercentile(50)) / 1000, p99Ms: Double(histogram.valueAtPercentile(99)) / 1000,
                 longestCPUMs: Double(longest.usage.cpuNanoseconds) / 1e6, longestWaits: longest.usage.voluntarySwitches,
                 longestPreemptions: longest.usage.involuntarySwitches, mostCPUMs: Double(mostCPU) / 1e6,
-                unswitchedLongestMs: Double(byFate[0].longest) / 1e6,
-                preemptedRuns: byFate[1].runs, preemptedLongestMs: Double(byFate[1].longest) / 1e6,
-                waitedRuns: byFate[2].runs, waitedLongestMs: Double(byFate[2].longest) / 1e6)
+                unswitchedLongestMs: Double(byFate[Fate.unswitched.rawValue].longest) / 1e6,
+                preemptedRuns: byFate[Fate.preempted.rawValue].runs, preemptedLongestMs: Double(byFate[Fate.preempted.rawValue].longest) / 1e6,
+                waitedRuns: byFate[Fate.waited.rawValue].runs, waitedLongestMs: Double(byFate[Fate.waited.rawValue].longest) / 1e6)
         }
     }
 }
@@ -258,9 +259,10 @@ struct MainTaskSummary: Codable, Sendable {
     /// The most CPU time any one run used, in any round.
     var mostCPUMs: Double
     var medianMs: Double
-    /// Over all rounds: the longest run never switched out; the runs
-    /// preempted but never waiting, and the longest; the runs that waited,
-    /// and the longest (see ``MainTaskFigures``).
+    /// Over all rounds: how many runs there were; the longest run never
+    /// switched out; the runs preempted but never waiting, and the longest;
+    /// the runs that waited, and the longest (see ``MainTaskFigures``).
+    var runs: Int
     var unswitchedLongestMs: Double
     var preemptedRuns: Int
     var preemptedLongestMs: Double
@@ -277,6 +279,7 @@ struct MainTaskSummary: Codable, Sendable {
         worstPreemptions = worst?.longestPreemptions ?? 0
         mostCPUMs = rounds.map(\.mostCPUMs).max() ?? 0
         medianMs = median(rounds.map(\.medianMs))
+        runs = rounds.reduce(0) { $0 + $1.count }
         unswitchedLongestMs = rounds.map(\.unswitchedLongestMs).max() ?? 0
         preemptedRuns = rounds.reduce(0) { $0 + $1.preemptedRuns }
         preemptedLongestMs = rounds.map(\.preemptedLongestMs).max() ?? 0
