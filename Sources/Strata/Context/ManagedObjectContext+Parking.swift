@@ -27,9 +27,9 @@ internal import StrataStore
 /// Only Strata's own child→parent calls are guests; a user's
 /// `performAndWait` on the parent still waits for the queue.
 ///
-/// `@unchecked Sendable`: `parked`, `acceptsDeferredSaves`, `queuedBlocks`
-/// and `takeInBlocksQueued` are guarded by `condition`; so are the fields of
-/// every `GuestCall`.
+/// `@unchecked Sendable`: `parked`, `acceptsDeferredSaves`, `storing`,
+/// `queuedBlocks`, `takeInBlocksQueued`, `roomWaiters` and `onBlockFinished`
+/// are guarded by `condition`; so are the fields of every `GuestCall`.
 final class ParkingState: @unchecked Sendable {
     let condition = ConditionLock()
     var parked = false
@@ -55,6 +55,10 @@ final class ParkingState: @unchecked Sendable {
     /// state it records in (``ManagedObjectContext/deferChildSave(_:from:)``).
     /// Whatever can end such a wait broadcasts while there is one.
     var roomWaiters = 0
+    /// Called by ``blockFinished()``, under `condition`, on the thread that
+    /// ran the block (tests: what that thread is like when its context
+    /// stops counting the block).
+    var onBlockFinished: (@Sendable () -> Void)?
 
     func blockEnqueued() { condition.withLock { queuedBlocks += 1 } }
     /// Wakes the threads waiting for room or for a state to record in, if
@@ -67,6 +71,7 @@ final class ParkingState: @unchecked Sendable {
         condition.withLock {
             queuedBlocks -= 1
             if roomWaiters > 0 { condition.broadcast() }
+            onBlockFinished?()
         }
     }
 }
@@ -111,7 +116,13 @@ extension ManagedObjectContext {
             let call = GuestCall(escapable)
             parking.blockEnqueued()
             queue.async {
-                defer { self.parking.blockFinished() }
+                // Given back last, after the caller has its result and the
+                // block counts finished (see ``runQueuedBlock(_:enteredFromMain:)``).
+                var slice: BackgroundScheduling.ThreadSlice?
+                defer {
+                    self.parking.blockFinished()
+                    BackgroundScheduling.restoreSlice(slice)
+                }
                 let result: Result<T, E>
                 do {
                     // Taken out of `call` and released before the result is
@@ -129,7 +140,7 @@ extension ManagedObjectContext {
                     stack.contexts.append(contentsOf: inherited)
                     defer { stack.contexts.removeLast(inherited.count) }
                     do throws(E) {
-                        result = .success(try self.runBlock(body, enteredFromMain: fromMain))
+                        result = .success(try self.runBlock(body, enteredFromMain: fromMain, lengthenedSlice: &slice))
                     } catch {
                         result = .failure(error)
                     }

@@ -31,8 +31,7 @@ extension ManagedObjectContext {
         publishAncestorsHeldHere()
         parking.blockEnqueued()
         queue.async {
-            self.runBlock(block, enteredFromMain: false)
-            self.parking.blockFinished()
+            self.runQueuedBlock(block, enteredFromMain: false)
         }
     }
 
@@ -70,7 +69,6 @@ extension ManagedObjectContext {
         let watchdog = MainQueueWaitWatchdog.watch(self)
         defer { watchdog?.cancel() }
         parking.blockEnqueued()
-        defer { parking.blockFinished() }
         let result: Result<T, E> = queue.sync {
             WaitGraph.shared.endWait(ticket)
             let stack = ExecutionStack.current
@@ -78,7 +76,7 @@ extension ManagedObjectContext {
             stack.contexts.append(contentsOf: inherited)
             defer { stack.contexts.removeLast(inherited.count) }
             do throws(E) {
-                return .success(try runBlock(block, enteredFromMain: fromMain))
+                return .success(try runQueuedBlock(block, enteredFromMain: fromMain))
             } catch {
                 return .failure(error)
             }
@@ -102,23 +100,57 @@ extension ManagedObjectContext {
         parking.blockEnqueued()
         let result: Result<T, E> = await withCheckedContinuation { continuation in
             queue.async {
-                defer { self.parking.blockFinished() }
+                // Given back after the caller resumes (see ``runQueuedBlock(_:enteredFromMain:)``).
+                var slice: BackgroundScheduling.ThreadSlice?
+                defer { BackgroundScheduling.restoreSlice(slice) }
                 let result: Result<T, E>
                 do throws(E) {
-                    result = .success(try self.runBlock(block, enteredFromMain: false))
+                    result = .success(try self.runBlock(block, enteredFromMain: false, lengthenedSlice: &slice))
                 } catch {
                     result = .failure(error)
                 }
+                self.parking.blockFinished()
                 continuation.resume(returning: result)
             }
         }
         return try result.get()
     }
 
+    /// Runs a block the context's queue runs for `perform`,
+    /// `performAndWait` or Strata's own queued calls, and counts it
+    /// finished (``ParkingState/blockFinished()``) *before* the thread gives
+    /// back the long slice the block may have taken. Giving it back can cost
+    /// the thread its core until the next scheduler tick: the running
+    /// thread's deadline is set again from the default slice, and after a
+    /// long block it has had more than its share. Traced in
+    /// `strata-bench stall`, row (d): the writer's block ended, the slice
+    /// was given back, and the thread ran again 3.9 ms later — while the
+    /// block still counted, so the view context's next edit waited for it
+    /// (Rule 10). The block must be counted with
+    /// ``ParkingState/blockEnqueued()`` beforehand.
+    func runQueuedBlock<T, E: Error>(_ block: () throws(E) -> T, enteredFromMain: Bool) throws(E) -> T {
+        var slice: BackgroundScheduling.ThreadSlice?
+        defer {
+            parking.blockFinished()
+            BackgroundScheduling.restoreSlice(slice)
+        }
+        return try runBlock(block, enteredFromMain: enteredFromMain, lengthenedSlice: &slice)
+    }
+
     /// Runs one block as the context's: marks this thread as inside the
     /// context, and after the outermost block of the context processes its
     /// pending changes (one objects-did-change notification per block).
     func runBlock<T, E: Error>(_ block: () throws(E) -> T, enteredFromMain: Bool) throws(E) -> T {
+        var slice: BackgroundScheduling.ThreadSlice?
+        defer { BackgroundScheduling.restoreSlice(slice) }
+        return try runBlock(block, enteredFromMain: enteredFromMain, lengthenedSlice: &slice)
+    }
+
+    /// ``runBlock(_:enteredFromMain:)``, leaving the thread's slice as the
+    /// block found it in `lengthenedSlice` for the caller to give back (nil
+    /// when the block left it alone).
+    func runBlock<T, E: Error>(_ block: () throws(E) -> T, enteredFromMain: Bool,
+                               lengthenedSlice: inout BackgroundScheduling.ThreadSlice?) throws(E) -> T {
         let stack = ExecutionStack.current
         let outermost = !stack.contexts.contains(serial)
         stack.contexts.append(serial)
@@ -129,14 +161,13 @@ extension ManagedObjectContext {
         // or the context holds enough changes to make this one long.
         let timed = outermost && concurrencyType == .privateQueue && !enteredFromMain
         let started = timed ? DispatchTime.now().uptimeNanoseconds : 0
-        let previousSlice = timed && (runsLongBlocks.load(ordering: .relaxed) || holdsLongWork)
+        lengthenedSlice = timed && (runsLongBlocks.load(ordering: .relaxed) || holdsLongWork)
             ? BackgroundScheduling.lengthenSlice() : nil
         // Children's saves recorded for this context come before the block
         // (and more may be recorded while they are taken in).
         if outermost && concurrencyType == .privateQueue { openToDeferredSaves { takeDeferredChildSaves() } }
         defer {
             if outermost { endBlock() }
-            BackgroundScheduling.restoreSlice(previousSlice)
             if timed {
                 let long = DispatchTime.now().uptimeNanoseconds - started >= Self.longBlockNanoseconds
                 runsLongBlocks.store(long, ordering: .relaxed)
@@ -160,13 +191,25 @@ extension ManagedObjectContext {
     /// window (Rule 10): O(the block's changes), not to be waited for by a
     /// child's save.
     private func endBlock() {
+        processPendingChangesInWindow(thenInWindow: releaseUnreferencedFetched)
+    }
+
+    /// ``processPendingChanges()`` as Strata's own work does it: for a
+    /// private context, publishing the changes and gathering the
+    /// notification — O(the pending changes: a whole import's after taking
+    /// it in) — are an open window (Rule 10), then `thenInWindow` runs in
+    /// it; only posting, which runs observers, is outside. Measured before
+    /// a save took it in a window (wall clock, traced): 0.4–1.2 ms at the
+    /// start of its save of a 100,000-object import, for which a view
+    /// context's edit waited.
+    func processPendingChangesInWindow(thenInWindow: () -> Void = {}) {
         guard concurrencyType == .privateQueue else {
             processPendingChanges()
-            releaseUnreferencedFetched()
+            thenInWindow()
             return
         }
         let changes = openToDeferredSaves { () -> ObjectChanges? in
-            defer { releaseUnreferencedFetched() }
+            defer { thenInWindow() }
             return collectPendingChanges()
         }
         postObjectsDidChange(changes)

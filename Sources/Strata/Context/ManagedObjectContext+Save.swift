@@ -32,7 +32,7 @@ extension ManagedObjectContext {
     @discardableResult
     func saveReportingChanges() throws(StrataError) -> ObjectChanges? {
         checkQueue()
-        processPendingChanges()
+        processPendingChangesInWindow()
         guard hasChanges else { return nil }
         NotificationCenter.default.post(name: Self.willSave, object: self)
         // Held child saves go on as they came, unless this save must
