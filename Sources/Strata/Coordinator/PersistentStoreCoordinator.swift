@@ -335,21 +335,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// The positions of `ids` in the order of their record keys (entity
-    /// number, then primary key, as ``RecordCoding/writeKey(_:into:)``
-    /// lays them out).
-    static func keyOrder(of ids: [ObjectID]) -> [Int] {
-        var keys = ids.enumerated().map { (entity: $1.entity.index, primaryKey: $1.primaryKey, position: $0) }
-        keys.sort { ($0.entity, $0.primaryKey) < ($1.entity, $1.primaryKey) }
-        return keys.map(\.position)
-    }
-
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version
     /// and every unique key the save claims against the store's unique
     /// indexes. Nothing changes (store, cache) if it throws.
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
-        let insertOrder = Self.keyOrder(of: changes.inserted)
+        let insertOrder = KeyOrder.positions(of: changes.inserted)
         let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
             let store = try currentStore()
             let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
