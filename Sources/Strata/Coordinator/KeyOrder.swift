@@ -6,10 +6,10 @@
 /// A comparison sort cost 528 instructions an object in `strata-bench graph
 /// --only insert-flat` (callgrind, 20,000 vs 40,000 objects), 4% of an
 /// insert and save. Both parts of the key fit one `UInt64` when the primary
-/// key is below 2⁴⁸ (a context numbers its objects from 1), and a
-/// least-significant-digit radix sort of that word touches each object once
-/// per byte in which the keys differ — two or three for a save's dense
-/// primary keys of one entity.
+/// key is below 2⁴⁸ (the coordinator hands keys out per entity, counting
+/// up), and a least-significant-digit radix sort of that word touches each
+/// object once per byte in which the keys differ — two or three for a
+/// save's dense primary keys of one entity.
 enum KeyOrder {
     /// Below this many objects a comparison sort is as quick as the
     /// radix sort's table of counts.
