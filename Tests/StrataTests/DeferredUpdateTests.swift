@@ -234,11 +234,15 @@ private struct HeldWriterStack {
     ///       writer between windows:
     ///       wait (registered) ──────────┐
     ///                                   │    gate opens; save(): [open window]
-    ///       check X: clean, record ◀────┘      build the change set
-    ///     returns                             park: write; fsync held
-    ///     (the edit is listed, not taken in: the synchronous path would
-    ///      have waited for the park and applied it as a guest)
-    ///                                         fsync goes; unpark: X's edit taken in
+    ///       check X: clean, record ◀────┘      gather pending changes
+    ///     returns                              (X's edit taken in at this
+    ///                                           window's close, or at the
+    ///                                           unpark if it came later)
+    ///                                         [open] build the change set
+    ///                                         park: write; fsync held
+    ///     (the edit was recorded: the synchronous path would have waited
+    ///      for the park and applied it as a guest)
+    ///                                         fsync goes; unpark
     ///     writer.save() → the store has X "edited"
     @Test("Rule 10: a view-context edit saved while the writer runs a block waits for its next window, then is recorded")
     func aMainQueueEditWaitsForTheWritersNextWindow() throws {
@@ -275,7 +279,11 @@ private struct HeldWriterStack {
         let recorded = writer.deferredChildSaves.recordedCount
         stack.files.gate.signal()
         #expect(returnedWhileParked, "the view's save waited for the writer's store save")
-        #expect(listed == [[id]] && recorded == recordedBefore + 1, "the view's edit took the synchronous path instead of being recorded")
+        // Listed still when the first window (gathering the save's pending
+        // changes) had closed before the edit came; taken in already when
+        // it came in time for that window. Either way recorded once.
+        #expect((listed == [[id]] || listed.isEmpty) && recorded == recordedBefore + 1,
+                "the view's edit took the synchronous path instead of being recorded (listed \(listed), recorded \(recorded - recordedBefore))")
         #expect(writerSaved.wait(timeout: .now() + 10) == .success)
         #expect(failure.error == nil, "\(String(describing: failure.error))")
 
