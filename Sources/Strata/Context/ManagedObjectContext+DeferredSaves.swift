@@ -60,8 +60,9 @@ final class DeferredChildSaves: @unchecked Sendable {
     /// (``SourceView/Layer/state(of:)``), and a struct of a change set's
     /// dozen arrays was copied out, retained field by field, at each look.
     /// Measured (perf, `strata-bench stall` row (d), the main thread's
-    /// edits): copying and destroying entries were a quarter of a save's
-    /// samples with a hundred edits recorded during the writer's store save.
+    /// edits, one every 4 ms recorded during the writer's store save):
+    /// copying and destroying entries were about a quarter of the saves'
+    /// samples.
     final class Entry {
         let changes: ChangeSet
         let child: ManagedObjectContext
