@@ -329,6 +329,7 @@ import Testing
         let metaOffset = Int(good[trailer..<trailer + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
         var damaged: [(String, [UInt8], String)] = []
         for (name, offset) in [("a chunk's leaf", 40), ("a chunk's end", metaOffset - 1), ("the meta", metaOffset + 20),
+                               ("the meta's separators", trailer - 3),
                                ("the trailer", trailer + 2), ("the magic", good.count - 1)] {
             var bytes = good
             bytes[offset] ^= 0x10
@@ -358,7 +359,8 @@ import Testing
 
     /// Rewrites the checkpoint at `path` with `change` made to its first
     /// chunk, and its checksums made right again: damage a checksum cannot see.
-    static func recraft(_ path: String, _ change: (inout [UInt8]) -> Void) throws {
+    static func recraft(_ path: String, meta changeMeta: (inout IndexCheckpoint.Meta) -> Void = { _ in },
+                        _ change: (inout [UInt8]) -> Void) throws {
         let bytes = readFileBytes(path)
         let trailer = try #require(bytes.suffix(IndexCheckpoint.trailerSize).withUnsafeBytes { IndexCheckpoint.decodeTrailer($0) })
         let metaRange = Int(trailer.offset)..<(Int(trailer.offset) + trailer.length)
@@ -366,6 +368,7 @@ import Testing
         let first = meta.chunks[0]
         var chunk = Array(bytes[Int(first.offset)..<(Int(first.offset) + first.length)])
         change(&chunk)
+        changeMeta(&meta)
         meta.chunks[0].crc = CRC32C.checksum(chunk)
         let encoded = meta.encoded()
         writeFileBytes(path, chunk + bytes[first.length..<metaRange.lowerBound] + encoded
@@ -403,6 +406,14 @@ import Testing
             ("an entry in no segment of the checkpoint", { chunk in
                 chunk[h + 8] = 0xEE  // the first entry's file number
             }),
+            // Its keys still in order, but its last now above the separator
+            // the meta keeps between it and the next leaf.
+            ("a key beyond the separator after its leaf", { chunk in
+                let count = Int(chunk[16]) | Int(chunk[17]) << 8
+                let ends = h + 16 * count
+                let lastStart = Int(chunk[ends + 2 * (count - 2)]) | Int(chunk[ends + 2 * (count - 2) + 1]) << 8
+                chunk[h + 18 * count + lastStart] = UInt8(ascii: "z")
+            }),
         ]
         for (name, change) in changes {
             writeFileBytes(path, good)
@@ -411,6 +422,35 @@ import Testing
             Self.expectRefused(store, because: "breaks the index's rules", name)
             #expect(try store.string("key0") == "v0", "\(name)")
             #expect(try store.string("key1") == "v1", "\(name)")
+            #expect(store.statistics.keys == 1_000, "\(name)")
+            try store.close()
+        }
+        // The meta's account of the leaves: a shape that is not the leaf's
+        // (the chunk's sizes still add up), a separator above the next leaf's first key.
+        let metaChanges: [(String, String, (inout IndexCheckpoint.Meta) -> Void)] = [
+            // The first leaf's shape swapped with another's of the same chunk: the chunk still adds up.
+            ("a leaf's shape", "breaks the index's rules", { meta in
+                let other = (1..<meta.chunks[0].leafCount).first { meta.leaves[$0] != meta.leaves[0] }
+                #expect(other != nil, "the first chunk's leaves all have one shape")
+                meta.leaves.swapAt(0, other ?? 0)
+            }),
+            ("a separator above the next leaf", "breaks the index's rules", { meta in
+                var separators = KeyIndex.Separators()
+                for i in 0..<meta.separators.count {
+                    if i == 0 { bytes("zz").withUnsafeBytes { separators.append($0) } } else { meta.separators.withKey(i) { separators.append($0) } }
+                }
+                meta.separators = separators
+            }),
+            ("a leaf's shape that does not fill its chunk", "shapes", { meta in
+                meta.leaves[0].keyBytes += 16
+            }),
+        ]
+        for (name, reason, change) in metaChanges {
+            writeFileBytes(path, good)
+            try Self.recraft(path, meta: change) { _ in }
+            let store = try StrataStore(directory: dir.store, options: options)
+            Self.expectRefused(store, because: reason, name)
+            #expect(try store.string("key999") == "v999", "\(name)")
             #expect(store.statistics.keys == 1_000, "\(name)")
             try store.close()
         }

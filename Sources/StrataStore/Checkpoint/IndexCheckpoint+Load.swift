@@ -40,22 +40,36 @@ extension IndexCheckpoint {
         }
 
         if let stale = staleness(of: meta, under: segments) { return .failure(stale) }
-        var chunkEnd: UInt64 = 0
-        var leafCount = 0, keyCount = 0
-        for chunk in meta.chunks {
-            // A leaf image takes at least 32 bytes (a header, a slot, an end,
-            // a key byte, padding), and each key at least 19 of them.
-            guard chunk.offset == chunkEnd, chunk.length > 0, chunk.leafCount > 0, chunk.keyCount >= chunk.leafCount,
-                  chunk.leafCount <= chunk.length / 32, chunk.keyCount <= chunk.length / 19
-            else {
-                return .failure(.damaged("its chunk table does not tile the file"))
+        // Each chunk's first leaf, and one past the last chunk's last.
+        var firstLeaf: [Int] = [0]
+        firstLeaf.reserveCapacity(meta.chunks.count + 1)
+        do {
+            var chunkEnd: UInt64 = 0
+            var leaf = 0, keyCount = 0
+            guard meta.leaves.count == meta.leafCount, meta.separators.count == max(meta.leafCount - 1, 0) else {
+                return .failure(.damaged("its leaf table disagrees with its counts"))
             }
-            chunkEnd += UInt64(chunk.length)
-            leafCount += chunk.leafCount
-            keyCount += chunk.keyCount
-        }
-        guard chunkEnd == metaOffset, leafCount == meta.leafCount, keyCount == meta.keyCount else {
-            return .failure(.damaged("its chunk table disagrees with its counts"))
+            for chunk in meta.chunks {
+                guard chunk.offset == chunkEnd, chunk.length > 0, chunk.leafCount > 0, chunk.leafCount <= meta.leafCount - leaf else {
+                    return .failure(.damaged("its chunk table does not tile the file"))
+                }
+                // The chunk's leaf images, by their shapes, fill it exactly.
+                var bytes = 0, keys = 0
+                for shape in meta.leaves[leaf..<(leaf + chunk.leafCount)] {
+                    bytes += shape.imageSize
+                    keys += Int(shape.keyCount)
+                }
+                guard bytes == chunk.length, keys == chunk.keyCount else {
+                    return .failure(.damaged("the chunk at offset \(chunk.offset) disagrees with its leaves' shapes"))
+                }
+                chunkEnd += UInt64(chunk.length)
+                leaf += chunk.leafCount
+                keyCount += chunk.keyCount
+                firstLeaf.append(leaf)
+            }
+            guard chunkEnd == metaOffset, leaf == meta.leafCount, keyCount == meta.keyCount else {
+                return .failure(.damaged("its chunk table disagrees with its counts"))
+            }
         }
         var readers: [SegmentReader] = []
         for segment in meta.segments {
@@ -75,8 +89,9 @@ extension IndexCheckpoint {
         let runs = max(1, min(ways, chunks.count))
         let immortal = inPlace ? ImmortalObjects.header : nil
         let arena = immortal == nil ? nil : LeafArena(chunkLengths: chunks.map(\.length))
-        var results = [Result<LoadedRun, Refusal>?](repeating: nil, count: runs)
+        var results = [Result<[KeyIndex.NodeRef], Refusal>?](repeating: nil, count: runs)
         let bounds = SegmentBounds(meta.segments)
+        let shapes = meta.leaves, separators = meta.separators, leafCount = meta.leafCount, leafStarts = firstLeaf
         let largest = chunks.map(\.length).max() ?? 0
         results.withUnsafeMutableBufferPointer { slots in
             // Each slot is written by exactly one iteration, and read only after they all return.
@@ -84,7 +99,7 @@ extension IndexCheckpoint {
             DispatchQueue.concurrentPerform(iterations: runs) { run in
                 let buffer = arena == nil ? UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16) : nil
                 defer { buffer?.deallocate() }
-                var loaded = LoadedRun()
+                var loaded: [KeyIndex.NodeRef] = []
                 for c in (chunks.count * run / runs)..<(chunks.count * (run + 1) / runs) {
                     let chunk = chunks[c]
                     let bytes = arena.map { UnsafeMutableRawBufferPointer(start: $0.chunks[c], count: chunk.length) }
@@ -102,36 +117,26 @@ extension IndexCheckpoint {
                         slots[run] = .failure(.damaged("the chunk at offset \(chunk.offset) fails its checksum"))
                         return
                     }
-                    var offset = 0, keys = 0, made = 0
-                    while offset < chunk.length {
+                    // Each leaf: a leaf by the index's rules, of the shape the
+                    // meta gives it, between the separators on either side.
+                    var offset = 0
+                    for g in leafStarts[c]..<leafStarts[c + 1] {
                         let image = bytes.baseAddress! + offset
-                        guard let size = KeyIndex.checkLeafImage(UnsafeRawBufferPointer(rebasing: bytes[offset...]), entries: bounds) else {
+                        guard let size = KeyIndex.checkLeafImage(UnsafeRawBufferPointer(rebasing: bytes[offset...]), entries: bounds),
+                              KeyIndex.leafImage(image, has: shapes[g], between: g == 0 ? nil : g - 1, and: g == leafCount - 1 ? nil : g,
+                                                 of: separators)
+                        else {
                             slots[run] = .failure(.damaged("a leaf in the chunk at offset \(chunk.offset) breaks the index's rules"))
                             return
                         }
-                        let leaf = immortal.map { KeyIndex.leafInPlace(image, $0) } ?? KeyIndex.leafCopied(image)
-                        let view = NodeView(leaf.node)
-                        if let previous = loaded.leaves.last {
-                            guard KeyIndex.appendSeparator(after: NodeView(previous.node), before: view, to: &loaded.separators) else {
-                                slots[run] = .failure(.damaged("its leaves are out of order"))
-                                return
-                            }
-                        }
-                        loaded.leaves.append(leaf)
-                        keys += view.count
-                        made += 1
+                        loaded.append(immortal.map { KeyIndex.leafInPlace(image, $0) } ?? KeyIndex.leafCopied(image))
                         offset += size
-                    }
-                    guard offset == chunk.length, made == chunk.leafCount, keys == chunk.keyCount else {
-                        slots[run] = .failure(.damaged("the chunk at offset \(chunk.offset) disagrees with its counts"))
-                        return
                     }
                 }
                 slots[run] = .success(loaded)
             }
         }
         var leaves: [KeyIndex.NodeRef] = []
-        var separators = KeyIndex.Separators(reservingCapacity: max(meta.leafCount - 1, 0))
         // A release of an in-place leaf reads its reference count, so every
         // reference to one goes before the arena can.
         func refuse(_ refusal: Refusal) -> Result<Loaded, Refusal> {
@@ -143,29 +148,16 @@ extension IndexCheckpoint {
         leaves.reserveCapacity(meta.leafCount)
         for result in results {
             switch result! {
-            case .success(let run):
-                if let last = leaves.last, let first = run.leaves.first {
-                    guard KeyIndex.appendSeparator(after: NodeView(last.node), before: NodeView(first.node), to: &separators) else {
-                        return refuse(.damaged("its leaves are out of order"))
-                    }
-                }
-                leaves += run.leaves
-                separators.append(contentsOf: run.separators)
+            case .success(let run): leaves += run
             case .failure(let refusal): return refuse(refusal)
             }
         }
         results = []
-        let index = KeyIndex.assemble(leaves: leaves, separators: separators, count: meta.keyCount, arena: arena)
+        let index = KeyIndex.assemble(leaves: leaves, separators: meta.separators, count: meta.keyCount, arena: arena)
         // The index holds the arena, but for one leaf, which it copies.
         leaves = []
         withExtendedLifetime(arena) {}
         return .success(Loaded(index: index, readers: readers))
-    }
-
-    /// What one run of a load made: its leaves, and the separators between them.
-    private struct LoadedRun {
-        var leaves: [KeyIndex.NodeRef] = []
-        var separators = KeyIndex.Separators()
     }
 
     /// Why a checkpoint of `meta` does not fit a manifest naming `segments`, if it does not.

@@ -37,7 +37,9 @@ extension IndexCheckpoint {
                 (used, leaves, keys) = (0, 0, 0)
             }
             var outside = false
-            try index.forEachLeaf { (leaf) throws(SystemCallError) in
+            var shapes: [LeafShape] = []
+            var separators = KeyIndex.Separators(reservingCapacity: index.count / KeyIndex.leafCapacity)
+            try index.forEachLeaf { (leaf, separatorBefore) throws(SystemCallError) in
                 // A merge can leave a leaf empty beside one of very long keys: it holds nothing to save.
                 guard !outside, leaf.count > 0 else { return }
                 for i in 0..<leaf.count where !bounds.contains(leaf.entry(i)) {
@@ -47,6 +49,11 @@ extension IndexCheckpoint {
                 let size = KeyIndex.leafImageSize(count: leaf.count, byteCount: leaf.byteCount)
                 if used > 0 && used + size > chunkBytes { try writeChunk() }
                 used += KeyIndex.writeLeafImage(leaf, to: buffer.baseAddress! + used)
+                // The tree's own separator divides this leaf from the last one
+                // saved, empty leaves between them or not (only the tree's
+                // first leaf has none, and it comes first).
+                if !shapes.isEmpty, let separatorBefore { separators.append(separatorBefore) }
+                shapes.append(LeafShape(keyCount: UInt16(truncatingIfNeeded: leaf.count), keyBytes: UInt16(truncatingIfNeeded: leaf.byteCount)))
                 leaves += 1
                 keys += leaf.count
             }
@@ -56,7 +63,8 @@ extension IndexCheckpoint {
                 return false
             }
             if used > 0 { try writeChunk() }
-            let meta = Meta(keyCount: index.count, leafCount: chunks.reduce(0) { $0 + $1.leafCount }, segments: segments, chunks: chunks).encoded()
+            let meta = Meta(keyCount: index.count, leafCount: shapes.count, segments: segments, chunks: chunks,
+                            leaves: shapes, separators: separators).encoded()
             try meta.withBytes { (b) throws(SystemCallError) in try fileSystem.writeAll(fd, b, at: offset, path: temporary) }
             let trailer = encodeTrailer(metaOffset: offset, metaLength: meta.count, metaCRC: CRC32C.checksum(meta))
             try trailer.withBytes { (b) throws(SystemCallError) in try fileSystem.writeAll(fd, b, at: offset + UInt64(meta.count), path: temporary) }

@@ -28,11 +28,15 @@
 /// file     := chunk* · meta · trailer
 /// chunk    := leaf image*                      about 1 MiB; see KeyIndex+LeafImages.swift
 /// meta     := format u32 · byteOrder u32 · keyCount u64 · leafCount u64 · segmentCount u32 · chunkCount u32
-///             · segment* · chunk record*
+///             · segment* · chunk record* · leaf shape × leafCount
+///             · separator end u32 × (leafCount − 1) · separator bytes
 /// segment  := fileNumber u32 · blockCount u32 · fileSize u64 · recordCount u64 · minimumSequence u64
 ///             · maximumSequence u64 · deadRecords u64 · trailer (56 bytes, as in the segment file)
 ///             · (offset u64 · storedLength u32 · rawLength u32 · recordCount u32 · reserved u32) * blockCount
 /// chunk record := offset u64 · length u32 · crc32c(chunk) u32 · leafCount u32 · keyCount u32
+/// leaf shape   := keyCount u16 · keyBytes u16  (each leaf's, in key order: where each image lies and how large it is)
+/// separator    := the key dividing two neighbouring leaves (above every key of the left, at most the right's first):
+///                 the interior nodes' keys, so that the open builds them without reading a leaf
 /// trailer  := metaOffset u64 · metaLength u32 · crc32c(meta) u32 · crc32c(previous 16 bytes) u32 · "SIDX" u32
 /// ```
 /// Integers are little-endian except inside leaf images, which are in the
@@ -42,8 +46,10 @@ package enum IndexCheckpoint {
     package static let fileName = "INDEX"
     package static let temporaryName = "INDEX.tmp"
     /// 2 since leaf images are leaves in place (format 1's images, a
-    /// smaller header, are refused as `unsupported`: the open rebuilds).
-    static let format: UInt32 = 2
+    /// smaller header, are refused as `unsupported`: the open rebuilds);
+    /// 3 since the meta holds each leaf's shape and the separators between
+    /// leaves (a format-2 checkpoint is refused the same way).
+    static let format: UInt32 = 3
     static let magic: UInt32 = 0x5844_4953  // "SIDX"
     static let trailerSize = 24
     /// Written as a native integer: reads back as this only on a host of the writer's byte order.
@@ -67,11 +73,23 @@ package enum IndexCheckpoint {
         var keyCount: Int
     }
 
+    /// A leaf's key count and key bytes: what its image's size follows from.
+    struct LeafShape: Equatable {
+        var keyCount: UInt16
+        var keyBytes: UInt16
+
+        var imageSize: Int { KeyIndex.leafImageSize(count: Int(keyCount), byteCount: Int(keyBytes)) }
+    }
+
     struct Meta: Equatable {
         var keyCount: Int
         var leafCount: Int
         var segments: [Segment]
         var chunks: [Chunk]
+        /// Every leaf's, in key order (`leafCount` of them).
+        var leaves: [LeafShape]
+        /// `leafCount − 1` of them: separator `i` divides leaf `i` from leaf `i + 1`.
+        var separators: KeyIndex.Separators
 
         func encoded() -> [UInt8] {
             var b: [UInt8] = []
@@ -105,6 +123,13 @@ package enum IndexCheckpoint {
                 b.appendInteger(UInt32(c.leafCount))
                 b.appendInteger(UInt32(c.keyCount))
             }
+            b.reserveCapacity(b.count + leaves.count * 8 + separators.bytes.count)
+            for leaf in leaves {
+                b.appendInteger(leaf.keyCount)
+                b.appendInteger(leaf.keyBytes)
+            }
+            for end in separators.ends { b.appendInteger(UInt32(end)) }
+            b.append(contentsOf: separators.bytes)
             return b
         }
 
@@ -148,8 +173,23 @@ package enum IndexCheckpoint {
                 else { return .failure(.damaged("its chunk table is cut short")) }
                 chunks.append(Chunk(offset: offset, length: Int(length), crc: crc, leafCount: Int(leafCount), keyCount: Int(keyCount)))
             }
-            guard r.isAtEnd else { return .failure(.damaged("its meta has bytes after its chunk table")) }
-            return .success(Meta(keyCount: Int(keys), leafCount: Int(leaves), segments: segments, chunks: chunks))
+            let separatorCount = max(Int(leaves) - 1, 0)
+            guard Int(leaves) <= r.remaining / 4, separatorCount <= (r.remaining - Int(leaves) * 4) / 4 else {
+                return .failure(.damaged("its leaf table is cut short"))
+            }
+            var shapes: [LeafShape] = []
+            shapes.reserveCapacity(Int(leaves))
+            for _ in 0..<leaves {
+                shapes.append(LeafShape(keyCount: r.readInteger(UInt16.self)!, keyBytes: r.readInteger(UInt16.self)!))
+            }
+            var ends: [Int] = []
+            ends.reserveCapacity(separatorCount)
+            for _ in 0..<separatorCount { ends.append(Int(r.readInteger(UInt32.self)!)) }
+            guard let bytes = r.readBytes(r.remaining), let separators = KeyIndex.Separators(bytes: Array(bytes), ends: ends) else {
+                return .failure(.damaged("its separators do not fill its meta"))
+            }
+            return .success(Meta(keyCount: Int(keys), leafCount: Int(leaves), segments: segments, chunks: chunks,
+                                 leaves: shapes, separators: separators))
         }
     }
 

@@ -31,14 +31,20 @@ extension KeyIndex {
         (leafImageHeaderSize + count * 18 + byteCount + 15) & ~15
     }
 
-    /// Visits every leaf in key order.
-    func forEachLeaf<E: Error>(_ body: (NodeView) throws(E) -> Void) throws(E) {
-        func visit(_ node: NodeView) throws(E) {
-            if node.isLeaf { return try body(node) }
-            for c in 0..<node.count { try visit(node.child(c)) }
+    /// Visits every leaf in key order, with the separator the tree keeps
+    /// before it (nil for the first leaf): above every key left of the
+    /// leaf, at most its first key.
+    func forEachLeaf<E: Error>(_ body: (NodeView, _ separatorBefore: UnsafeRawBufferPointer?) throws(E) -> Void) throws(E) {
+        func visit(_ node: NodeView, _ before: UnsafeRawBufferPointer?) throws(E) {
+            if node.isLeaf { return try body(node, before) }
+            for c in 0..<node.count {
+                // Key c of an interior node divides child c - 1 from child c.
+                let s = node.start(c)
+                try visit(node.child(c), c == 0 ? before : UnsafeRawBufferPointer(start: node.keysBase + s, count: node.end(c) - s))
+            }
         }
         guard let root else { return }
-        try visit(NodeView(root.node))
+        try withExtendedLifetime(root) { () throws(E) in try visit(NodeView(root.node), nil) }
     }
 
     /// Writes `leaf`'s image at `to`, which has room for
@@ -117,20 +123,30 @@ extension KeyIndex {
         return NodeRef(node: node)
     }
 
-    /// Appends the separator between two neighbouring leaves to
-    /// `separators`; false (and nothing appended) when `left`'s last key is
-    /// not below `right`'s first.
-    static func appendSeparator(after left: NodeView, before right: NodeView, to separators: inout Separators) -> Bool {
-        let l = left.start(left.count - 1)
-        let last = UnsafeRawBufferPointer(start: left.keysBase + l, count: left.byteCount - l)
-        let first = UnsafeRawBufferPointer(start: right.keysBase, count: right.end(0))
-        guard compare(last, first) < 0 else { return false }
-        separators.append(between: last, and: first)
+    /// Whether the checked leaf image at `image` holds `shape`'s keys and
+    /// bytes and lies between separators `before` and `after` of
+    /// `separators` (nil: the index's first or last leaf): its first key
+    /// not below the one, its last below the other. Checked for every
+    /// leaf, that also puts the separators in order.
+    static func leafImage(_ image: UnsafeRawPointer, has shape: IndexCheckpoint.LeafShape, between before: Int?, and after: Int?,
+                          of separators: Separators) -> Bool {
+        let leaf = NodeView(object: UnsafeMutableRawPointer(mutating: image))
+        guard leaf.count == Int(shape.keyCount), leaf.byteCount == Int(shape.keyBytes) else { return false }
+        if let before {
+            let first = UnsafeRawBufferPointer(start: leaf.keysBase, count: leaf.end(0))
+            guard separators.withKey(before, { compare($0, first) }) <= 0 else { return false }
+        }
+        if let after {
+            let l = leaf.start(leaf.count - 1)
+            let last = UnsafeRawBufferPointer(start: leaf.keysBase + l, count: leaf.byteCount - l)
+            guard separators.withKey(after, { compare(last, $0) }) < 0 else { return false }
+        }
         return true
     }
 
     /// The index whose leaves are `leaves`, in key order with `separators`
-    /// between them (see `appendSeparator(after:before:to:)`), holding `count` keys
+    /// between them (separator `i` above every key of leaf `i`, at most the
+    /// first of leaf `i + 1`), holding `count` keys
     /// in all (the caller has counted them), its in-place leaves kept
     /// alive by `arena`.
     static func assemble(leaves: [NodeRef], separators: Separators, count: Int, arena: LeafArena?) -> KeyIndex {

@@ -7,11 +7,27 @@ extension KeyIndex {
     /// nodes then copied anyway. Opening and closing the engine bench's
     /// store from its checkpoint cost 155 instructions a key with them, 121
     /// with one buffer (callgrind, 2026-11-27).
-    struct Separators: Sendable {
-        private var bytes: [UInt8] = []
-        private var ends: [Int] = []
+    struct Separators: Sendable, Equatable {
+        private(set) var bytes: [UInt8] = []
+        /// Where each separator ends in `bytes`.
+        private(set) var ends: [Int] = []
 
         init() {}
+
+        /// The separators whose bytes lie end to end in `bytes`, separator
+        /// `i` ending at `ends[i]` (as an index checkpoint stores them); nil
+        /// unless every one is 1 to `maxKeyLength` bytes and they fill
+        /// `bytes` exactly. Their order is the caller's to check.
+        init?(bytes: [UInt8], ends: [Int]) {
+            var previous = 0
+            for end in ends {
+                guard end > previous, end - previous <= KeyIndex.maxKeyLength else { return nil }
+                previous = end
+            }
+            guard previous == bytes.count else { return nil }
+            self.bytes = bytes
+            self.ends = ends
+        }
 
         init(reservingCapacity count: Int) {
             ends.reserveCapacity(count)
@@ -34,6 +50,12 @@ extension KeyIndex {
         mutating func append(between left: UnsafeRawBufferPointer, and right: UnsafeRawBufferPointer) {
             let length = KeyIndex.separatorLength(between: left, and: right)
             bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: right[0..<length]))
+            ends.append(bytes.count)
+        }
+
+        /// Appends `separator` as it is.
+        mutating func append(_ separator: UnsafeRawBufferPointer) {
+            bytes.append(contentsOf: separator)
             ends.append(bytes.count)
         }
 
