@@ -16,22 +16,31 @@ extension IndexCheckpoint {
     }
 
     /// The directory's checkpoint, loaded, when it was made over exactly
-    /// `segments` (the manifest's, in its order) and every check passes;
-    /// why not otherwise; nil when there is none. Never throws: whatever
-    /// is wrong, the caller builds the index from the footers instead.
+    /// `segments` (the manifest's, in its order) and its meta passes every
+    /// check; why not otherwise; nil when there is none. Never throws:
+    /// whatever is wrong, the caller builds the index from the footers
+    /// instead.
     ///
-    /// The chunks are read and their leaves checked `ways` at a time.
-    /// `inPlace` false copies every leaf out of the chunks, as a runtime
-    /// without immortal objects has it (for tests: the usual load does it
-    /// only when `ImmortalObjects.header` is nil).
-    static func load(fileSystem: any FileSystem, directory: String, segments: [SegmentInfo], ways: Int,
-                     inPlace: Bool = true) -> Result<Loaded, Refusal>? {
+    /// No leaf is read here: the interior nodes are built from the meta,
+    /// and each chunk of leaves is read, checked and placed where a lookup
+    /// first reaches it (`LeafArena`, `CheckpointChunkFiller`). A chunk that
+    /// then fails its checks is rebuilt from the segments with `rebuild`,
+    /// which builds the whole index from their footers; a chunk even that
+    /// cannot rebuild marks the index damaged (`KeyIndex.damage`).
+    ///
+    /// `inPlace` false reads and checks every chunk now, `ways` at a time,
+    /// and copies every leaf out, as a runtime without immortal objects has
+    /// it (for tests: the usual load does it only when
+    /// `ImmortalObjects.header` is nil), as does an index of one leaf.
+    static func load(fileSystem: any FileSystem, directory: String, segments: [SegmentInfo], ways: Int, inPlace: Bool = true,
+                     rebuild: @escaping @Sendable () -> KeyIndex?) -> Result<Loaded, Refusal>? {
         let path = directory + "/" + fileName
         let fd: FileDescriptor
         do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch {
             return error.errno == ENOENT ? nil : .failure(.unreadable("\(error)"))
         }
-        defer { try? fileSystem.close(fd) }
+        var keepOpen = false
+        defer { if !keepOpen { try? fileSystem.close(fd) } }
         let meta: Meta
         let metaOffset: UInt64
         switch readMeta(fileSystem: fileSystem, fd: fd, path: path) {
@@ -50,7 +59,9 @@ extension IndexCheckpoint {
                 return .failure(.damaged("its leaf table disagrees with its counts"))
             }
             for chunk in meta.chunks {
-                guard chunk.offset == chunkEnd, chunk.length > 0, chunk.leafCount > 0, chunk.leafCount <= meta.leafCount - leaf else {
+                guard chunk.offset == chunkEnd, chunk.length > 0, chunk.length <= LeafArena.largestChunk,
+                      chunk.leafCount > 0, chunk.leafCount <= meta.leafCount - leaf
+                else {
                     return .failure(.damaged("its chunk table does not tile the file"))
                 }
                 // The chunk's leaf images, by their shapes, fill it exactly.
@@ -79,84 +90,60 @@ extension IndexCheckpoint {
             reader.deadRecords = segment.deadRecords
             readers.append(reader)
         }
+        let layout = ChunkLayout(meta: meta, firstLeaf: firstLeaf)
 
-        // Each run reads a contiguous range of chunks and checks its leaves.
-        // In place (the usual case), each chunk is read into the arena's
-        // memory for it and each leaf is made an object where it lies;
-        // otherwise each run reads through a buffer of its own and copies
-        // each leaf out.
-        let chunks = meta.chunks
-        let runs = max(1, min(ways, chunks.count))
-        let immortal = inPlace ? ImmortalObjects.header : nil
-        let arena = immortal == nil ? nil : LeafArena(chunkLengths: chunks.map(\.length))
+        // Lazily (the usual case): the interior nodes over leaf slots that
+        // point where each leaf will lie in the arena.
+        if inPlace, let immortal = ImmortalObjects.header, meta.leafCount >= 2 {
+            keepOpen = true
+            let filler = CheckpointChunkFiller(fileSystem: fileSystem, fd: fd, path: path, layout: layout, immortal: immortal, rebuild: rebuild)
+            let arena = LeafArena(chunkLengths: meta.chunks.map(\.length), filler: filler)
+            var leaves: [(address: UnsafeMutableRawPointer, size: Int)] = []
+            leaves.reserveCapacity(meta.leafCount)
+            for c in meta.chunks.indices {
+                var address = arena.leaves(ofChunk: c)
+                for shape in meta.leaves[firstLeaf[c]..<firstLeaf[c + 1]] {
+                    leaves.append((address, KeyIndex.leafImageHeaderSize + Int(shape.keyCount) * 18 + Int(shape.keyBytes)))
+                    address += shape.imageSize
+                }
+            }
+            let index = KeyIndex.Builder.assemble(inPlaceLeaves: leaves, separators: meta.separators, count: meta.keyCount, arena: arena)
+            return .success(Loaded(index: index, readers: readers))
+        }
+
+        // Otherwise every chunk now: each run reads a contiguous range of
+        // chunks through a buffer of its own, checks them and copies each
+        // leaf out.
+        let runs = max(1, min(ways, meta.chunks.count))
         var results = [Result<[KeyIndex.NodeRef], Refusal>?](repeating: nil, count: runs)
-        let bounds = SegmentBounds(meta.segments)
-        let shapes = meta.leaves, separators = meta.separators, leafCount = meta.leafCount, leafStarts = firstLeaf
-        let largest = chunks.map(\.length).max() ?? 0
+        let largest = meta.chunks.map(\.length).max() ?? 0
         results.withUnsafeMutableBufferPointer { slots in
             // Each slot is written by exactly one iteration, and read only after they all return.
             nonisolated(unsafe) let slots = slots
             DispatchQueue.concurrentPerform(iterations: runs) { run in
-                let buffer = arena == nil ? UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16) : nil
-                defer { buffer?.deallocate() }
-                var loaded: [KeyIndex.NodeRef] = []
-                for c in (chunks.count * run / runs)..<(chunks.count * (run + 1) / runs) {
-                    let chunk = chunks[c]
-                    let bytes = arena.map { UnsafeMutableRawBufferPointer(start: $0.chunks[c], count: chunk.length) }
-                        ?? UnsafeMutableRawBufferPointer(rebasing: buffer![0..<chunk.length])
-                    do throws(SystemCallError) {
-                        guard try fileSystem.readAll(fd, into: bytes, at: chunk.offset, path: path) == chunk.length else {
-                            slots[run] = .failure(.damaged("a chunk is cut short"))
-                            return
-                        }
-                    } catch {
-                        slots[run] = .failure(.unreadable("\(error)"))
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(largest, 1), alignment: 16)
+                defer { buffer.deallocate() }
+                var copied: [KeyIndex.NodeRef] = []
+                for c in (layout.chunks.count * run / runs)..<(layout.chunks.count * (run + 1) / runs) {
+                    let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<layout.chunks[c].length])
+                    if let refusal = layout.read(chunk: c, into: bytes, fileSystem: fileSystem, fd: fd, path: path) {
+                        slots[run] = .failure(refusal)
                         return
                     }
-                    guard CRC32C.checksum(UnsafeRawBufferPointer(bytes)) == chunk.crc else {
-                        slots[run] = .failure(.damaged("the chunk at offset \(chunk.offset) fails its checksum"))
-                        return
-                    }
-                    // Each leaf: a leaf by the index's rules, of the shape the
-                    // meta gives it, between the separators on either side.
-                    var offset = 0
-                    for g in leafStarts[c]..<leafStarts[c + 1] {
-                        let image = bytes.baseAddress! + offset
-                        guard let size = KeyIndex.checkLeafImage(UnsafeRawBufferPointer(rebasing: bytes[offset...]), entries: bounds),
-                              KeyIndex.leafImage(image, has: shapes[g], between: g == 0 ? nil : g - 1, and: g == leafCount - 1 ? nil : g,
-                                                 of: separators)
-                        else {
-                            slots[run] = .failure(.damaged("a leaf in the chunk at offset \(chunk.offset) breaks the index's rules"))
-                            return
-                        }
-                        loaded.append(immortal.map { KeyIndex.leafInPlace(image, $0) } ?? KeyIndex.leafCopied(image))
-                        offset += size
-                    }
+                    layout.forEachLeaf(ofChunk: c, at: bytes.baseAddress!) { image, _ in copied.append(KeyIndex.leafCopied(image)) }
                 }
-                slots[run] = .success(loaded)
+                slots[run] = .success(copied)
             }
         }
         var leaves: [KeyIndex.NodeRef] = []
-        // A release of an in-place leaf reads its reference count, so every
-        // reference to one goes before the arena can.
-        func refuse(_ refusal: Refusal) -> Result<Loaded, Refusal> {
-            results = []
-            leaves = []
-            withExtendedLifetime(arena) {}
-            return .failure(refusal)
-        }
         leaves.reserveCapacity(meta.leafCount)
         for result in results {
             switch result! {
             case .success(let run): leaves += run
-            case .failure(let refusal): return refuse(refusal)
+            case .failure(let refusal): return .failure(refusal)
             }
         }
-        results = []
-        let index = KeyIndex.assemble(leaves: leaves, separators: meta.separators, count: meta.keyCount, arena: arena)
-        // The index holds the arena, but for one leaf, which it copies.
-        leaves = []
-        withExtendedLifetime(arena) {}
+        let index = KeyIndex.assemble(leaves: leaves, separators: meta.separators, count: meta.keyCount)
         return .success(Loaded(index: index, readers: readers))
     }
 

@@ -6,9 +6,11 @@
 /// checked, merged and placed into leaves, and the memory of three copies
 /// of them touched for the first time (2026-11-26, this VM: 80 ms and 21,600
 /// page faults for the first open of a million objects in a process). A
-/// checkpoint holds the leaves as they are in memory, objects and all;
-/// loading one reads them into memory and checks them where they lie
-/// (`LeafArena`): no leaf is allocated or copied.
+/// checkpoint holds the leaves as they are in memory, objects and all, and
+/// a meta from which the open builds the interior nodes; each chunk of
+/// leaves is read into memory and checked where it lies when a lookup
+/// first reaches it (`LeafArena`): no leaf is allocated or copied, and the
+/// open reads none.
 ///
 /// It is a cache, never the truth: the segments are. It names the exact
 /// segments it was made over — the manifest's records of them, their
@@ -18,7 +20,8 @@
 /// (another segment set after a flush or compaction, a checksum that
 /// fails, a format or byte order this build does not read, an I/O error)
 /// and the open rebuilds the index from the footers as it always did, and
-/// says why in ``RecoveryReport/indexCheckpoint``. The log is replayed on
+/// says why in ``RecoveryReport/indexCheckpoint``; a chunk that fails when
+/// it is read is rebuilt from the segments (`CheckpointChunkFiller`). The log is replayed on
 /// top either way, so writes after the checkpoint, crash or not, are never
 /// lost: the checkpoint covers the segments, the log everything newer.
 /// Segment numbers are never reused, so a segment set seen once names the

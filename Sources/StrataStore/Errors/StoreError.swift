@@ -109,3 +109,13 @@ import Darwin
 #elseif canImport(Musl)
 import Musl
 #endif
+
+extension StoreError {
+    /// A read that may have missed a key because a chunk of the index
+    /// checkpoint could be neither read nor rebuilt from the segments (see
+    /// `CheckpointChunkFiller`): the checkpoint is gone, so reopening the
+    /// store rebuilds its index from the segments, and nothing is lost.
+    static func damagedIndex(_ why: String, path: String? = nil, file: String = #fileID, line: Int = #line) -> StoreError {
+        StoreError(.corruption, "\(why); reopen the store to rebuild its index from the segments", path: path, file: file, line: line)
+    }
+}

@@ -102,10 +102,9 @@ extension KeyIndex {
     /// The checked leaf image at `image` made a leaf where it lies: an
     /// immortal object of `ImmortalObjects.header` (which the caller has),
     /// kept alive by the `LeafArena` that holds it.
-    static func leafInPlace(_ image: UnsafeMutableRawPointer, _ immortal: (type: UInt, referenceCount: UInt64)) -> NodeRef {
+    static func makeLeafInPlace(_ image: UnsafeMutableRawPointer, _ immortal: (type: UInt, referenceCount: UInt64)) {
         image.storeBytes(of: immortal.type, as: UInt.self)
         image.storeBytes(of: immortal.referenceCount, toByteOffset: 8, as: UInt64.self)
-        return NodeRef(node: Unmanaged<Node>.fromOpaque(image).takeUnretainedValue())
     }
 
     /// The checked leaf image at `image` copied into a leaf of its own: for
@@ -144,23 +143,14 @@ extension KeyIndex {
         return true
     }
 
-    /// The index whose leaves are `leaves`, in key order with `separators`
-    /// between them (separator `i` above every key of leaf `i`, at most the
-    /// first of leaf `i + 1`), holding `count` keys
-    /// in all (the caller has counted them), its in-place leaves kept
-    /// alive by `arena`.
-    static func assemble(leaves: [NodeRef], separators: Separators, count: Int, arena: LeafArena?) -> KeyIndex {
+    /// The index whose leaves are `leaves` (each in memory of its own), in
+    /// key order with `separators` between them (separator `i` above every
+    /// key of leaf `i`, at most the first of leaf `i + 1`), holding `count`
+    /// keys in all (the caller has counted them).
+    static func assemble(leaves: [NodeRef], separators: Separators, count: Int) -> KeyIndex {
         guard !leaves.isEmpty else { return KeyIndex() }
         precondition(separators.count == leaves.count - 1, "KeyIndex.assemble: a separator between each two leaves")
-        // The root is never an in-place leaf, so that whatever order a
-        // value's properties go in, the arena is not needed to free the
-        // root (see KeyIndex+LeafArena.swift).
-        if leaves.count == 1, NodeView(leaves[0].node).isInPlace {
-            return Builder.assemble(leaves: [ownedCopy(of: leaves[0])], separators: Separators(), count: count)
-        }
-        var index = Builder.assemble(leaves: leaves, separators: separators, count: count)
-        index.arena = arena
-        return index
+        return Builder.assemble(leaves: leaves, separators: separators, count: count)
     }
 
     /// A copy of an in-place leaf in memory of its own.

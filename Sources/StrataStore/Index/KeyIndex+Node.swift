@@ -191,9 +191,21 @@ extension KeyIndex {
         @inline(__always)
         func setEntry(_ i: Int, _ entry: IndexEntry) { tail.storeBytes(of: entry, toByteOffset: i &* 16, as: IndexEntry.self) }
 
+        /// Child i, read in first if it is an in-place leaf whose chunk of
+        /// the index checkpoint no one has reached yet (`LeafArena`).
         @inline(__always)
         func childPointer(_ i: Int) -> UnsafeMutableRawPointer {
-            UnsafeMutableRawPointer(bitPattern: tail.load(fromByteOffset: i &* 16, as: UInt.self))!
+            let p = UnsafeMutableRawPointer(bitPattern: tail.load(fromByteOffset: i &* 16, as: UInt.self))!
+            if tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) & KeyIndex.inPlaceChildBit != 0 { LeafArena.makeResident(p) }
+            return p
+        }
+
+        /// Stores an in-place leaf that may not be read yet: its address
+        /// and allocation size, as the index checkpoint's meta gives them
+        /// (the leaf itself is not touched).
+        func setInPlaceChild(_ i: Int, at leaf: UnsafeMutableRawPointer, size: Int) {
+            tail.storeBytes(of: UInt(bitPattern: leaf), toByteOffset: i * 16, as: UInt.self)
+            tail.storeBytes(of: size | KeyIndex.inPlaceChildBit, toByteOffset: i * 16 + 8, as: Int.self)
         }
         @inline(__always)
         func childSize(_ i: Int) -> Int { tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) & (KeyIndex.inPlaceChildBit &- 1) }
@@ -457,7 +469,8 @@ extension KeyIndex {
         var memoryFootprint: Int {
             var total = allocationSize
             if !isLeaf {
-                for i in 0..<count { total += child(i).memoryFootprint }
+                // An in-place leaf's size is in its slot: counting it reads no chunk.
+                for i in 0..<count { total += childIsInPlace(i) ? childSize(i) : child(i).memoryFootprint }
             }
             return total
         }

@@ -358,8 +358,13 @@ package struct KeyIndex: Sendable {
         /// The index over `leaves` (in key order, `separators` between
         /// them), its interior levels built as full as the limits allow.
         static func assemble(leaves: [NodeRef], separators: Separators, count: Int) -> KeyIndex {
-            var (level, seps) = (leaves, separators)
-            var height = 1
+            assemble(level: leaves, separators: separators, height: 1, count: count)
+        }
+
+        /// The index whose nodes of `height - 1` are `level`: the levels
+        /// above are grouped until one node is left, the root.
+        private static func assemble(level: [NodeRef], separators: Separators, height: Int, count: Int) -> KeyIndex {
+            var (level, seps, height) = (level, separators, height)
             while level.count > 1 {
                 (level, seps) = group(level, seps, height: height)
                 height += 1
@@ -370,16 +375,39 @@ package struct KeyIndex: Sendable {
             return index
         }
 
+        /// The index over leaves that lie in `arena` and may not be read yet,
+        /// each given by its address and allocation size, in key order with
+        /// `separators` between them; `count` keys in all. No leaf is touched.
+        static func assemble(inPlaceLeaves leaves: [(address: UnsafeMutableRawPointer, size: Int)], separators: Separators,
+                             count: Int, arena: LeafArena) -> KeyIndex {
+            // The root is never an in-place leaf (see KeyIndex+LeafImages.swift): two leaves at least.
+            precondition(leaves.count >= 2 && separators.count == leaves.count - 1, "KeyIndex.assemble: two leaves or more, a separator between each two")
+            let (parents, seps) = group(leaves.count, separators, height: 1) { parent, slot, c in
+                parent.setInPlaceChild(slot, at: leaves[c].address, size: leaves[c].size)
+            }
+            var index = assemble(level: parents, separators: seps, height: 2, count: count)
+            index.arena = arena
+            return index
+        }
+
         /// Packs `children` into interior nodes as full as the limits allow;
         /// returns the nodes and the separators between them.
         private static func group(_ children: [NodeRef], _ separators: Separators, height: Int) -> ([NodeRef], Separators) {
+            group(children.count, separators, height: height) { parent, slot, c in parent.setChild(slot, owned: children[c].node) }
+        }
+
+        /// Packs `count` children into interior nodes as full as the limits
+        /// allow, `setChild(parent, slot, c)` storing child `c`; returns the
+        /// nodes and the separators between them.
+        private static func group(_ count: Int, _ separators: Separators, height: Int,
+                                  setChild: (NodeView, Int, Int) -> Void) -> ([NodeRef], Separators) {
             var parents: [NodeRef] = []
             var upper = Separators()
             var start = 0
-            while start < children.count {
+            while start < count {
                 var end = start + 1
                 var bytes = 0
-                while end < children.count, end - start < KeyIndex.innerCapacity,
+                while end < count, end - start < KeyIndex.innerCapacity,
                       bytes + separators.length(end - 1) <= KeyIndex.maxNodeBytes {
                     bytes += separators.length(end - 1)
                     end += 1
@@ -392,10 +420,10 @@ package struct KeyIndex: Sendable {
                     } else {
                         separators.withKey(c - 1) { view.appendKey($0) }
                     }
-                    view.setChild(c - start, owned: children[c].node)
+                    setChild(view, c - start, c)
                 }
                 parents.append(NodeRef(node: node))
-                if end < children.count { upper.append(end - 1, of: separators) }
+                if end < count { upper.append(end - 1, of: separators) }
                 start = end
             }
             return (parents, upper)

@@ -33,7 +33,10 @@ public struct ReadView: Sendable {
     /// The value of `key`, or nil.
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
         try key.withBytes { (k) throws(StoreError) -> [UInt8]? in
-            guard let entry = index.lookup(k) else { return nil }
+            guard let entry = index.lookup(k) else {
+                if let why = index.damage { throw StoreError.damagedIndex(why) }
+                return nil
+            }
             return try ValueReader.read(key: k, entry: entry, file: files[entry.file], cache: cache)
         }
     }
@@ -98,6 +101,7 @@ public struct ReadView: Sendable {
                 }
             }
         }
+        if let why = index.damage { throw StoreError.damagedIndex(why) }
     }
 
     /// Calls `body` with each key from `start` (inclusive) to `end`

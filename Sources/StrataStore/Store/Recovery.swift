@@ -156,8 +156,18 @@ enum Recovery {
         var files: [UInt32: StrataStore.StoredFile] = [:]
         var index: KeyIndex
         let cores = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        // A chunk of the checkpoint that fails its checks when it is first
+        // read is rebuilt from the footers of the segments the checkpoint
+        // was made over (those still there: a compaction that removed one
+        // read every chunk holding its keys first, to repoint them).
+        let checkpointSegments = manifest.segments
+        let rebuild: @Sendable () -> KeyIndex? = {
+            let present = checkpointSegments.filter { (try? fs.status(directory + "/" + SegmentFormat.fileName($0.fileNumber))) != nil }
+            guard let opened = try? openSegments(present, fileSystem: fs, directory: directory) else { return nil }
+            return mergeSegmentKeys(opened)
+        }
         let checkpoint = names.contains(IndexCheckpoint.fileName)
-            ? IndexCheckpoint.load(fileSystem: fs, directory: directory, segments: manifest.segments, ways: cores) : nil
+            ? IndexCheckpoint.load(fileSystem: fs, directory: directory, segments: manifest.segments, ways: cores, rebuild: rebuild) : nil
         switch checkpoint {
         case .success(let loaded)?:
             report.indexCheckpoint = .loaded

@@ -1,6 +1,7 @@
 extension StrataStore {
     private enum Lookup {
         case closed, absent
+        case damaged(String)
         case found(IndexEntry)
     }
 
@@ -14,11 +15,12 @@ extension StrataStore {
             while true {
                 let lookup: Lookup = state.withReadLock {
                     if isClosed { return .closed }
-                    guard let entry = index.lookup(k) else { return .absent }
+                    guard let entry = index.lookup(k) else { return index.damage.map { .damaged($0) } ?? .absent }
                     return .found(entry)
                 }
                 guard case .found(let entry) = lookup else {
                     if case .closed = lookup { throw StoreError(.closed, "the store is closed", path: directory) }
+                    if case .damaged(let why) = lookup { throw StoreError.damagedIndex(why, path: directory) }
                     return nil
                 }
                 // The warm path: the block is cached, and the file table (a

@@ -147,6 +147,8 @@ struct EngineBenchmark {
         var getsTwoThreads: [Double] = []
         var openSegments: [Double] = []  // seconds
         var openFooters: [Double] = []  // seconds
+        var firstGetAfterOpen: [Double] = []  // seconds
+        var openAndWalk: [Double] = []  // seconds
         var openReplay: [Double] = []
         var replayedBatches = 0
         var indexBytesPerKeySequential = 0.0
@@ -335,6 +337,23 @@ struct EngineBenchmark {
             r.openSegments.append(try seconds { opened = try StrataStore(directory: dir, options: options(.none)) })
             precondition(opened!.statistics.keys == records && opened!.recoveryReport.indexCheckpoint == .loaded,
                          "the open did not load the index checkpoint: \(opened!.recoveryReport.indexCheckpoint)")
+            // The open reads no leaf: the first get reads the chunk of the
+            // checkpoint that holds its key's leaf, and a block of a segment.
+            let probe = Self.sequentialKey(records / 2)
+            var probed: [UInt8]?
+            r.firstGetAfterOpen.append(try seconds { probed = try opened!.get(probe) })
+            precondition(probed != nil, "the first get missed")
+            try opened!.close()
+            // The open and a walk of every key: every chunk read and checked.
+            r.openAndWalk.append(try seconds {
+                opened = try StrataStore(directory: dir, options: options(.none))
+                var keys = 0
+                opened!.readView().forEachKey(from: []) { _ in
+                    keys += 1
+                    return true
+                }
+                precondition(keys == records, "the walk saw \(keys) keys")
+            })
             try opened!.close()
             // The same open without the checkpoint: the index built from the segments' footers.
             try FileManager.default.removeItem(atPath: dir + "/" + IndexCheckpoint.fileName)
@@ -427,6 +446,8 @@ extension EngineBenchmark.Results {
         t.add("point get, warm, random order, 1 thread", thousands(median(gets)), "gets/s", "≥ 1,000,000")
         t.add("point get, warm, random order, 2 threads", thousands(median(getsTwoThreads)), "gets/s", "≥ 1,000,000")
         t.add("open, \(thousands(Double(records))) records in segments, from the index checkpoint", fixed(median(openSegments) * 1000, 1), "ms", "≤ 200")
+        t.add("  the first get after it (reads one chunk of leaves)", fixed(median(firstGetAfterOpen) * 1000, 2), "ms", "report")
+        t.add("  the open and a walk of every key (reads every chunk)", fixed(median(openAndWalk) * 1000, 1), "ms", "report")
         t.add("open, the same, index built from the segments' footers", fixed(median(openFooters) * 1000, 1), "ms", "report")
         t.add("open, replaying the log (\(replayedBatches) batches)", fixed(median(openReplay) * 1000, 1), "ms", "report")
         t.add("index memory, sequential keys", fixed(indexBytesPerKeySequential, 1), "bytes/key", "≤ 64")
