@@ -75,6 +75,7 @@ import Testing
         #expect(s.deadRecords <= t.deadRecords, "\(note): \(s.deadRecords) dead records loaded, \(t.deadRecords) rebuilt")
         (s.deadRecords, t.deadRecords) = (0, 0)
         (s.cacheHits, s.cacheMisses, s.cacheBytes, t.cacheHits, t.cacheMisses, t.cacheBytes) = (0, 0, 0, 0, 0, 0)
+        (s.indexCheckpointChunksUnread, s.indexCheckpointChunksRebuilt) = (0, 0)
         #expect(s == t, "\(note): statistics differ")
     }
 
@@ -184,6 +185,7 @@ import Testing
         let chunks = arena.chunks.count
         #expect(chunks > 3 && arena.chunksUnread == chunks)
         #expect(store.statistics.keys == 60_000 && store.statistics.indexBytes > 60_000 * 20)
+        #expect(store.statistics.indexCheckpointChunksUnread == chunks)
         #expect(arena.chunksUnread == chunks, "the statistics read a chunk")
         let (key, value) = Self.manyChunkRecord(12_345)
         #expect(try store.get(key) == value)
@@ -231,8 +233,16 @@ import Testing
             try expectEveryRecord(store, name)
             let damage = try #require(store.index.arena).damage
             #expect(damage.rebuilt == 1 && damage.failure == nil, "\(name): \(damage)")
+            #expect(store.statistics.indexCheckpointChunksRebuilt == 1 && store.statistics.indexCheckpointChunksUnread == 0, "\(name)")
             try store.close()
+            // `strata-dump verify` notes the damage; it is no problem: reads rebuild it.
+            let verified = try StoreInspector(directory: dir.store).verify()
+            #expect(verified.problems.isEmpty, "\(name): \(verified.problems)")
+            #expect(verified.notes.contains { $0.contains(IndexCheckpoint.fileName) && $0.contains("damaged") }, "\(name): \(verified.notes)")
         }
+        writeFileBytes(path, good)
+        #expect(!(try StoreInspector(directory: dir.store).verify().notes.contains { $0.contains(IndexCheckpoint.fileName) }),
+                "a good checkpoint noted")
         // Every read of the file fails once the store is open.
         writeFileBytes(path, good)
         let fs = FaultInjectingFileSystem()

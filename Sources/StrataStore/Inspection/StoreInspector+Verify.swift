@@ -17,7 +17,10 @@ extension StoreInspector {
     /// looks the same, and costs the same batch). `CorruptionMatrixTests`
     /// checks this agreement on every truncation and bit flip of a small store.
     /// Leftovers an open would delete (logs below the manifest's log number,
-    /// segments it does not name, `MANIFEST.tmp`) are noted, not checked.
+    /// segments it does not name, `MANIFEST.tmp`) are noted, not checked; so
+    /// is damage in a chunk of the index checkpoint, which reads rebuild
+    /// from the segments (a checkpoint an open would not use at all is
+    /// reported by `summary()`).
     ///
     /// ```swift
     /// let report = try StoreInspector(directory: path).verify()
@@ -77,6 +80,15 @@ extension StoreInspector {
             let names = try Self.list(fileSystem, directory)
             if names.contains(Manifest.temporaryName) {
                 report.notes.append("\(Manifest.temporaryName) is left from an interrupted manifest switch; a writable open deletes it")
+            }
+            // The index checkpoint is a cache: an open checks its meta and
+            // each chunk only when a read first reaches it, rebuilding a
+            // damaged chunk from the segments. Every chunk is checked here.
+            if names.contains(IndexCheckpoint.fileName),
+               case .failure(let refusal)? = IndexCheckpoint.load(fileSystem: fileSystem, directory: directory, segments: manifest.segments,
+                                                                  ways: 1, inPlace: false, rebuild: { nil }),
+               IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) == nil {
+                report.notes.append("\(IndexCheckpoint.fileName) is \(refusal.description): an open uses it and rebuilds the damaged part from the segments when a read first needs it")
             }
         } catch {
             fail(error, directory)

@@ -65,6 +65,10 @@ extension StrataStore {
         s.sequence = sequence
         s.keys = snapshot.count
         s.indexBytes = snapshot.memoryFootprint
+        if let arena = snapshot.arena {
+            s.indexCheckpointChunksUnread = arena.chunksUnread
+            s.indexCheckpointChunksRebuilt = arena.damage.rebuilt
+        }
         s.segments = segments.count
         s.segmentBytes = segments.reduce(0) { $0 + $1.fileSize }
         s.segmentRecords = segments.reduce(0) { $0 + $1.recordCount }
@@ -142,6 +146,12 @@ public struct StoreStatistics: Sendable, Equatable {
     public var indexBytes = 0
     /// Index bytes per live key.
     public var indexBytesPerKey: Double { keys == 0 ? 0 : Double(indexBytes) / Double(keys) }
+    /// Chunks of the index checkpoint this store opened from that no read
+    /// has reached yet (each is read when one first does).
+    public var indexCheckpointChunksUnread = 0
+    /// Chunks of that checkpoint that failed their checks when read and were
+    /// rebuilt from the segments (damage the open could not see).
+    public var indexCheckpointChunksRebuilt = 0
     /// Bytes in memtables (the current one and one being flushed).
     public var memtableBytes = 0
     public var segments = 0
