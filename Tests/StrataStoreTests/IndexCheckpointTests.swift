@@ -258,6 +258,38 @@ import Testing
         try store.close()
     }
 
+    /// A write whose keys reach unread chunks reads them before it takes the
+    /// `state` lock, so that readers never wait for it to read one (Rule 5).
+    /// The seam tries the lock for writing as each chunk starts to load:
+    /// that fails while the loading thread (or any other) holds it.
+    @Test func aWriteReadsTheChunksItReachesBeforeItTakesTheStateLock() throws {
+        let (dir, options) = try Self.manyChunkStore()
+        let store = try StrataStore(directory: dir.store, options: options)
+        let arena = try #require(store.index.arena)
+        final class Loads: Sendable {
+            let all = Atomic<Int>(0), underStateLock = Atomic<Int>(0)
+        }
+        let loads = Loads()
+        arena.setOnLoad {
+            loads.all.add(1, ordering: .relaxed)
+            if store.state.tryWithLock({ true }) == nil { loads.underStateLock.add(1, ordering: .relaxed) }
+        }
+        for n in stride(from: 0, to: 60_000, by: 1_499) {
+            var batch = WriteBatch()
+            batch.put(Self.manyChunkRecord(n).key, bytes("w\(n)"))
+            if n % 2 == 0 { batch.delete(Self.manyChunkRecord(n + 1).key) }
+            try store.write(batch)
+        }
+        #expect(loads.all.load(ordering: .relaxed) > 3, "the writes read \(loads.all.load(ordering: .relaxed)) chunks")
+        #expect(loads.underStateLock.load(ordering: .relaxed) == 0)
+        for n in stride(from: 0, to: 60_000, by: 1_499) {
+            #expect(try store.get(Self.manyChunkRecord(n).key) == bytes("w\(n)"))
+            if n % 2 == 0 { #expect(try store.get(Self.manyChunkRecord(n + 1).key) == nil) }
+        }
+        arena.setOnLoad(nil)
+        try store.close()
+    }
+
     /// Threads that look keys up right after the open, and a writer, reach
     /// the same chunks at once: each chunk is read once, and every read is
     /// right (run under ThreadSanitizer by `make test-tsan`).

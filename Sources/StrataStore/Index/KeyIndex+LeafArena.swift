@@ -77,8 +77,11 @@ final class LeafArena: @unchecked Sendable {
     private let loading = Lock()
     /// Reads, checks and writes a chunk's leaves. Guarded by `loading`.
     private let filler: any LeafChunkFiller
-    /// Chunks not yet read. Guarded by `loading`.
-    private var unreadChunks: Int
+    /// Chunks not yet read: changed under `loading`, read anywhere.
+    private let unreadChunks: Atomic<Int>
+    /// Test seam: called on the loading thread as each chunk starts to load.
+    /// Guarded by `loading`.
+    private var onLoad: (@Sendable () -> Void)?
     /// Whether a chunk could be neither read nor rebuilt (see `damage`):
     /// its leaves are empty, so a key missing from the index may exist.
     let damaged = Atomic<Bool>(false)
@@ -89,7 +92,7 @@ final class LeafArena: @unchecked Sendable {
     init(chunkLengths lengths: [Int], filler: any LeafChunkFiller) {
         precondition(lengths.allSatisfy { $0 <= Self.largestChunk }, "LeafArena: a chunk larger than \(Self.largestChunk) bytes")
         self.filler = filler
-        unreadChunks = lengths.count
+        unreadChunks = Atomic(lengths.count)
         var chunks: [UnsafeMutableRawPointer] = []
         for length in lengths {
             var memory: UnsafeMutableRawPointer?
@@ -130,16 +133,19 @@ final class LeafArena: @unchecked Sendable {
         loading.withLock {
             let state = chunks[c].assumingMemoryBound(to: Atomic<Int>.self)
             guard state.pointee.load(ordering: .relaxed) == Self.unread else { return }
+            onLoad?()
             filler.fill(chunk: c, into: leaves(ofChunk: c))
             if filler.damage.failure != nil { damaged.store(true, ordering: .relaxed) }
             state.pointee.store(Self.resident, ordering: .releasing)
-            unreadChunks -= 1
-            if unreadChunks == 0 { filler.allChunksRead() }
+            if unreadChunks.subtract(1, ordering: .relaxed).newValue == 0 { filler.allChunksRead() }
         }
     }
 
     /// Chunks no lookup has reached yet.
-    var chunksUnread: Int { loading.withLock { unreadChunks } }
+    var chunksUnread: Int { unreadChunks.load(ordering: .relaxed) }
+
+    /// Sets the test seam called as each chunk starts to load.
+    func setOnLoad(_ body: (@Sendable () -> Void)?) { loading.withLock { onLoad = body } }
 
     /// What went wrong with the chunks read so far: how many had to be
     /// rebuilt from the segments, and why a chunk could not be, if one could not.

@@ -54,6 +54,14 @@ package final class ReadWriteLock: @unchecked Sendable {
         return try body()
     }
 
+    /// Runs `body` holding the lock exclusively if it is free now; nil
+    /// (and `body` not run) if any thread, this one included, holds it.
+    package func tryWithLock<T>(_ body: () -> T) -> T? {
+        guard pthread_rwlock_trywrlock(rwlock) == 0 else { return nil }
+        defer { pthread_rwlock_unlock(rwlock) }
+        return body()
+    }
+
     /// Runs `body` holding the lock shared with other readers.
     @inline(__always)
     package func withReadLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {

@@ -163,6 +163,7 @@ extension StrataStore {
                     applyOffLock(placed, sequence: s, memtableNumber: memtableNumber)
                     return
                 }
+                readCheckpointChunks(reachedBy: placed)
                 state.withLock {
                     Recovery.apply(placed, sequence: s, file: memtableNumber, to: &index, files: files)
                     visibleSequence = s
@@ -180,6 +181,19 @@ extension StrataStore {
         }
         nextSequence = sequence
         return sequence - 1
+    }
+
+    /// Reads the chunks of the index checkpoint that `placed`'s keys reach,
+    /// outside the `state` lock, so that applying the batch under it reads
+    /// none (Rule 5: readers wait for no I/O a writer does). Once every
+    /// chunk has been read, or when the index did not come from a
+    /// checkpoint, it costs a look at the index's arena. Leader only.
+    private func readCheckpointChunks(reachedBy placed: UnsafeBufferPointer<PlacedOperation>) {
+        guard let arena = state.withReadLock({ index.arena }), arena.chunksUnread > 0 else { return }
+        var snapshot = state.withReadLock { index }
+        for operation in placed { _ = snapshot.lookup(operation.key) }
+        // Let go of the snapshot under the state lock (see IndexPin).
+        state.withLock { snapshot = KeyIndex() }
     }
 
     /// A batch of this many operations or more is applied to a copy of the
