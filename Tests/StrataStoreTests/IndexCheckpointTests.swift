@@ -648,6 +648,21 @@ import Testing
         try Self.recraft(path) { _ in }
         let store = try StrataStore(directory: dir.store, options: options)
         #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        try store.close()
+
+        // A damaged index is not saved, though new segments would have a close save one.
+        writeFileBytes(path, good)
+        try Self.recraft(path, meta: metaChanges[0].2) { _ in }
+        let damaged = try StrataStore(directory: dir.store, options: options)
+        #expect(throws: StoreError.self) { _ = try damaged.string("key0") }
+        try damaged.put("later", "x")
+        try damaged.flush()
+        try damaged.close()
+        #expect(!FileManager.default.fileExists(atPath: path), "the close saved the damaged index")
+        let reopened = try StrataStore(directory: dir.store, options: options)
+        #expect(reopened.recoveryReport.indexCheckpoint == .absent)
+        #expect(try reopened.string("later") == "x" && reopened.string("key5") == "v5")
+        try reopened.close()
     }
 
     /// A segment file that is not the one the checkpoint was made over (its

@@ -24,8 +24,10 @@ extension StrataStore {
         // The memtable must be empty, not only free of entries the index
         // points to: a deletion there removed its key from the index, which
         // the segments still hold.
+        // A damaged index (a chunk of the checkpoint it came from could be
+        // neither read nor rebuilt) lacks keys: it is not saved.
         guard writers.withLock({ failure }) == nil, memtableBytes == 0, !infos.isEmpty, readers.count == infos.count,
-              snapshot.count >= max(1, options.indexCheckpointMinimumKeys)
+              snapshot.count >= max(1, options.indexCheckpointMinimumKeys), snapshot.damage == nil
         else { return removeStale() }
         var segments: [IndexCheckpoint.Segment] = []
         for reader in readers {
@@ -33,8 +35,12 @@ extension StrataStore {
             let dead = state.withReadLock { reader.deadRecords }
             segments.append(IndexCheckpoint.Segment(info: reader.info, deadRecords: dead, trailer: trailer, blocks: reader.blocks))
         }
-        guard (try? IndexCheckpoint.write(snapshot, segments: segments, fileSystem: fileSystem, directory: directory)) == true else {
-            return removeStale()
+        // Saving reads every chunk not read yet; one of them may turn out damaged.
+        guard (try? IndexCheckpoint.write(snapshot, segments: segments, fileSystem: fileSystem, directory: directory)) == true,
+              snapshot.damage == nil
+        else {
+            try? fileSystem.remove(path)
+            return
         }
         state.withLock {
             checkpointedSegments = infos
