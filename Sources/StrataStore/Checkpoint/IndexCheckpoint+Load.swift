@@ -103,7 +103,7 @@ extension IndexCheckpoint {
             for c in meta.chunks.indices {
                 var address = arena.leaves(ofChunk: c)
                 for shape in meta.leaves[firstLeaf[c]..<firstLeaf[c + 1]] {
-                    leaves.append((address, KeyIndex.leafImageHeaderSize + Int(shape.keyCount) * 18 + Int(shape.keyBytes)))
+                    leaves.append((address, shape.allocationSize))
                     address += shape.imageSize
                 }
             }
@@ -143,7 +143,7 @@ extension IndexCheckpoint {
             case .failure(let refusal): return .failure(refusal)
             }
         }
-        let index = KeyIndex.assemble(leaves: leaves, separators: meta.separators, count: meta.keyCount)
+        let index = KeyIndex.Builder.assemble(leaves: leaves, separators: meta.separators, count: meta.keyCount)
         return .success(Loaded(index: index, readers: readers))
     }
 

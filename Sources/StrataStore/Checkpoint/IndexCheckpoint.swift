@@ -82,6 +82,8 @@ package enum IndexCheckpoint {
         var keyBytes: UInt16
 
         var imageSize: Int { KeyIndex.leafImageSize(count: Int(keyCount), byteCount: Int(keyBytes)) }
+        /// The leaf's `NodeView.allocationSize` in place (its image without the padding).
+        var allocationSize: Int { KeyIndex.leafImageHeaderSize + Int(keyCount) * 18 + Int(keyBytes) }
     }
 
     struct Meta: Equatable {

@@ -18,7 +18,9 @@
 // writes that is not uniquely referenced (KeyIndex+Node.swift), so an
 // in-place leaf is never written; a parent's deinit skips an in-place
 // child, which its slot marks, so the chunks may be freed before the
-// parents that point into them are freed. `ImmortalObjects.header` checks
+// parents that point into them are freed; and the root is never an
+// in-place leaf, so that whatever order a value's properties go in, the
+// arena is not needed to free the root. `ImmortalObjects.header` checks
 // that the runtime behaves so before any leaf relies on it; where it does
 // not, the checkpoint's leaves are copied into nodes of their own instead.
 import Synchronization

@@ -143,16 +143,6 @@ extension KeyIndex {
         return true
     }
 
-    /// The index whose leaves are `leaves` (each in memory of its own), in
-    /// key order with `separators` between them (separator `i` above every
-    /// key of leaf `i`, at most the first of leaf `i + 1`), holding `count`
-    /// keys in all (the caller has counted them).
-    static func assemble(leaves: [NodeRef], separators: Separators, count: Int) -> KeyIndex {
-        guard !leaves.isEmpty else { return KeyIndex() }
-        precondition(separators.count == leaves.count - 1, "KeyIndex.assemble: a separator between each two leaves")
-        return Builder.assemble(leaves: leaves, separators: separators, count: count)
-    }
-
     /// A copy of an in-place leaf in memory of its own.
     static func ownedCopy(of leaf: NodeRef) -> NodeRef {
         NodeRef(node: NodeView(leaf.node).copy(extraKeys: 0, extraBytes: 0, transfer: false))

@@ -133,7 +133,7 @@ package struct KeyIndex: Sendable {
         while let node = root?.node, !NodeView(node).isLeaf, NodeView(node).count == 1 {
             root = NodeRef(node: NodeView(node).childNode(0))
         }
-        // The root is never an in-place leaf (see KeyIndex+LeafImages.swift).
+        // The root is never an in-place leaf (see KeyIndex+LeafArena.swift).
         // A root shrinks to the child its children's merge just wrote, which
         // is a copy, so this does not happen with today's merges (deleting
         // all but one untouched leaf's keys merges into it first); it keeps
@@ -358,7 +358,9 @@ package struct KeyIndex: Sendable {
         /// The index over `leaves` (in key order, `separators` between
         /// them), its interior levels built as full as the limits allow.
         static func assemble(leaves: [NodeRef], separators: Separators, count: Int) -> KeyIndex {
-            assemble(level: leaves, separators: separators, height: 1, count: count)
+            guard !leaves.isEmpty else { return KeyIndex() }
+            precondition(separators.count == leaves.count - 1, "KeyIndex.assemble: a separator between each two leaves")
+            return assemble(level: leaves, separators: separators, height: 1, count: count)
         }
 
         /// The index whose nodes of `height - 1` are `level`: the levels
@@ -380,7 +382,7 @@ package struct KeyIndex: Sendable {
         /// `separators` between them; `count` keys in all. No leaf is touched.
         static func assemble(inPlaceLeaves leaves: [(address: UnsafeMutableRawPointer, size: Int)], separators: Separators,
                              count: Int, arena: LeafArena) -> KeyIndex {
-            // The root is never an in-place leaf (see KeyIndex+LeafImages.swift): two leaves at least.
+            // The root is never an in-place leaf (see KeyIndex+LeafArena.swift): two leaves at least.
             precondition(leaves.count >= 2 && separators.count == leaves.count - 1, "KeyIndex.assemble: two leaves or more, a separator between each two")
             let (parents, seps) = group(leaves.count, separators, height: 1) { parent, slot, c in
                 parent.setInPlaceChild(slot, at: leaves[c].address, size: leaves[c].size)

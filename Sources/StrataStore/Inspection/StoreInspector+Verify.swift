@@ -85,9 +85,9 @@ extension StoreInspector {
             // each chunk only when a read first reaches it, rebuilding a
             // damaged chunk from the segments. Every chunk is checked here.
             if names.contains(IndexCheckpoint.fileName),
+               IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) == nil,
                case .failure(let refusal)? = IndexCheckpoint.load(fileSystem: fileSystem, directory: directory, segments: manifest.segments,
-                                                                  ways: 1, inPlace: false, rebuild: { nil }),
-               IndexCheckpoint.refusal(fileSystem: fileSystem, directory: directory, segments: manifest.segments) == nil {
+                                                                  ways: 1, inPlace: false, rebuild: { nil }) {
                 report.notes.append("\(IndexCheckpoint.fileName) is \(refusal.description): an open uses it and rebuilds the damaged part from the segments when a read first needs it")
             }
         } catch {

@@ -189,8 +189,7 @@ extension StrataStore {
     /// chunk has been read, or when the index did not come from a
     /// checkpoint, it costs a look at the index's arena. Leader only.
     private func readCheckpointChunks(reachedBy placed: UnsafeBufferPointer<PlacedOperation>) {
-        guard let arena = state.withReadLock({ index.arena }), arena.chunksUnread > 0 else { return }
-        var snapshot = state.withReadLock { index }
+        guard var snapshot = state.withReadLock({ (index.arena?.chunksUnread ?? 0) > 0 ? index : nil }) else { return }
         for operation in placed { _ = snapshot.lookup(operation.key) }
         // Let go of the snapshot under the state lock (see IndexPin).
         state.withLock { snapshot = KeyIndex() }
