@@ -110,6 +110,8 @@ struct StallMedians: Codable, Sendable {
     var worstMax: Double
     var ticksLaterThan8_3ms: Double
     var ticksLaterThan16_7ms: Double
+    /// The longest tick of the round whose longest stall is the median one, taken apart.
+    var longestTick: TickAnatomy?
 
     init(_ rounds: [StallFigures]) {
         p50 = median(rounds.map(\.p50))
@@ -119,6 +121,8 @@ struct StallMedians: Codable, Sendable {
         worstMax = rounds.map(\.max).max() ?? 0
         ticksLaterThan8_3ms = median(rounds.map { Double($0.ticksLaterThan8_3ms) })
         ticksLaterThan16_7ms = median(rounds.map { Double($0.ticksLaterThan16_7ms) })
+        let byLongest = rounds.sorted { $0.max < $1.max }
+        longestTick = byLongest.isEmpty ? nil : byLongest[(byLongest.count - 1) / 2].longestTick
     }
 }
 
@@ -266,6 +270,7 @@ struct StallReport: Codable, Sendable {
             }
             out += "\n\n" + fates.render()
         }
+        out += "\n\n" + renderLongestTicks()
         out += "\n\n(medians over the rounds; \"worst max\" is the longest stall of any round; \"main CPU ms\" is the CPU the main thread "
             + "used during the import, the probe's own ticks included — row (0') is the probe's share; \"beyond probe\" is main CPU less row (0')'s "
             + "per second of import, in the same round; \"vs SQLite\" is the median of each round's ratio; in (d), \"worst\" is the longest save of any "
@@ -274,7 +279,25 @@ struct StallReport: Codable, Sendable {
             + "its title on an idle core in place of each save: what the machine does meanwhile to any task that short, and to the main queue; "
             + "by what happened to the main thread: a run \"waited\" when the thread blocked at least once in it (a lock, a condition, I/O: "
             + "Strata's own waits), was \"preempted only\" when it lost its core without blocking (the machine's scheduling), and was never "
-            + "switched out otherwise (its own cost, plus any time the host took the virtual CPU away, which the guest cannot see))"
+            + "switched out otherwise (its own cost, plus any time the host took the virtual CPU away, which the guest cannot see); "
+            + "a longest tick taken apart: from the main thread's scheduler statistics, the time since the tick before, split into "
+            + "running (the main queue's own work), waiting for a CPU while runnable (another thread had the core: the machine's scheduling), "
+            + "and asleep (waiting for the timer, or blocked; more than the 1 ms period means the wakeup itself came late))"
         return out
+    }
+
+    /// Each row's median longest tick, taken apart (see ``TickAnatomy``).
+    private func renderLongestTicks() -> String {
+        var table = Table("The longest tick of each row's median round, taken apart", "late ms", "running ms", "waiting for a CPU ms", "asleep ms")
+        func add(_ title: String, _ stall: StallMedians?) {
+            guard let tick = stall?.longestTick else { return }
+            table.add(title, fixed(tick.lateMs, 2), fixed(tick.runningMs, 2), fixed(tick.waitingForCPUMs, 2), fixed(tick.asleepMs, 2))
+        }
+        for layout in ImportLayout.stallLayouts { add(layout.title, summary(layout)?.stall) }
+        add("(0) the probe alone, nothing imported", floorSummary)
+        add("(0') the probe beside a private-context import", summary(.privateContext)?.stall)
+        add("(d) one-object edit, view context -> writer", viewSaves?.stall)
+        add("(d') the same, a fixed task instead of each edit", viewSaves?.controlStall)
+        return table.render()
     }
 }

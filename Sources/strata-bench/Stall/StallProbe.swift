@@ -18,6 +18,13 @@ final class StallProbe: @unchecked Sendable {
     /// (milliseconds since the start, lateness in milliseconds) for every tick.
     private var timeline: [(Double, Double)] = []
     private var timer: (any DispatchSourceTimer)?
+    /// The main thread's scheduler statistics at the last tick, and the
+    /// longest tick so far taken apart with them.
+    private var lastSchedule: ThreadSchedule?
+    private var worstTick: TickAnatomy?
+    /// `/proc/thread-self/schedstat`, opened by the first tick (on the main
+    /// thread); read only there.
+    private var schedule = ThreadSchedule.Reader()
 
     static let interval: UInt64 = 1_000_000  // 1 ms
 
@@ -37,6 +44,8 @@ final class StallProbe: @unchecked Sendable {
             timeline.removeAll()
             lateOver8 = 0; lateOver16 = 0; ticks = 0
             lastTick = 0
+            lastSchedule = nil
+            worstTick = nil
             start = DispatchTime.now().uptimeNanoseconds
         }
     }
@@ -55,12 +64,14 @@ final class StallProbe: @unchecked Sendable {
         timer?.cancel()
         timer = nil
         return lock.withLock {
-            StallFigures(
+            schedule.close()
+            return StallFigures(
                 p50: Double(histogram.valueAtPercentile(50)) / 1000,
                 p99: Double(histogram.valueAtPercentile(99)) / 1000,
                 p999: Double(histogram.valueAtPercentile(99.9)) / 1000,
                 max: Double(histogram.max) / 1000,
                 ticks: ticks, ticksLaterThan8_3ms: lateOver8, ticksLaterThan16_7ms: lateOver16,
+                longestTick: worstTick,
                 timeline: timeline.map { StallFigures.Point(ms: $0.0, latenessMs: $0.1) })
         }
     }
@@ -68,9 +79,13 @@ final class StallProbe: @unchecked Sendable {
     private func tick() {
         let now = DispatchTime.now().uptimeNanoseconds
         lock.withLock {
-            defer { lastTick = now }
+            let scheduled = schedule.read()
+            defer { lastTick = now; lastSchedule = scheduled }
             guard lastTick != 0, now > lastTick else { return }
             let late = now - lastTick > Self.interval ? now - lastTick - Self.interval : 0
+            if late > 0, late > (worstTick?.lateNanoseconds ?? 0), let before = lastSchedule, let after = scheduled {
+                worstTick = TickAnatomy(lateNanoseconds: late, sinceLastTick: now - lastTick, before: before, after: after)
+            }
             ticks += 1
             // Corrected for coordinated omission: a 30 ms stall also stands
             // for the ticks that could not fire during it.
@@ -92,6 +107,9 @@ struct StallFigures: Codable, Sendable {
     var ticks: Int
     var ticksLaterThan8_3ms: Int
     var ticksLaterThan16_7ms: Int
+    /// The latest tick taken apart (nil where the thread's scheduler
+    /// statistics cannot be read).
+    var longestTick: TickAnatomy?
     struct Point: Codable, Sendable { var ms: Double; var latenessMs: Double }
     var timeline: [Point]
 }
