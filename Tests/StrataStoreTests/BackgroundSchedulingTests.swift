@@ -69,6 +69,40 @@ struct BackgroundSchedulingTests {
         #expect(inside == before)
     }
 
+    /// Yield points yield inside background work only, at most once per
+    /// ``BackgroundScheduling/yieldInterval``, and a nested run leaves them
+    /// on for the outer one.
+    @Test func yieldPointsYieldInsideBackgroundWorkOnly() {
+        let seen = onThreadOfItsOwn { () -> [String: Int] in
+            /// The yields of a loop of passes lasting `nanoseconds`.
+            func passes(for nanoseconds: UInt64) -> Int {
+                let before = BackgroundScheduling.yieldsOnThisThread
+                var yields = YieldPoints()
+                let start = BackgroundScheduling.monotonicNanoseconds()
+                while BackgroundScheduling.monotonicNanoseconds() - start < nanoseconds { yields.pass() }
+                return BackgroundScheduling.yieldsOnThisThread - before
+            }
+            let outside = passes(for: 5_000_000)
+            let (inside, afterNested) = BackgroundScheduling.run { () -> (Int, Bool) in
+                let inside = passes(for: 5_000_000)
+                BackgroundScheduling.run { _ = passes(for: 1_000) }
+                return (inside, BackgroundScheduling.yieldPointsAreActive)
+            }
+            let after = passes(for: 5_000_000)
+            return ["outside": outside, "inside": inside, "active after a nested run": afterNested ? 1 : 0,
+                    "after": after, "active after": BackgroundScheduling.yieldPointsAreActive ? 1 : 0]
+        }
+        #expect(seen["outside"] == 0)
+        #expect(seen["after"] == 0)
+        #expect(seen["active after a nested run"] == 1)
+        #expect(seen["active after"] == 0)
+        // 5 ms at one yield per 0.5 ms or more: at most 10; at least 2 unless
+        // the thread lost its core for 4 ms of the 5 (once per interval is
+        // counted in wall time, so a lost core costs yields only then).
+        let inside = seen["inside"] ?? -1
+        #expect(inside >= 2 && inside <= 10, "\(inside) yields in 5 ms of background work")
+    }
+
     /// The store's flush writes its segment with the long slice; the writer
     /// that triggered it, on its own thread, keeps its own.
     @Test func theStoreFlushesWithTheLongSlice() throws {

@@ -179,6 +179,40 @@ struct ContextBackgroundSchedulingTests {
         #expect(slices.allSatisfy { $0 == BackgroundScheduling.slice }, "freed with slices \(Set(slices.map { String(describing: $0) }))")
     }
 
+    /// The loops a save runs yield their core only as background work:
+    /// never on the main queue, whose core must not be given away — not in a
+    /// main-queue context's save, nor in a private context's block the main
+    /// queue waits for — and in a queued private block that holds many
+    /// changes, they may.
+    @Test @MainActor func aSaveYieldsItsCoreOnlyAsBackgroundWork() async throws {
+        let coordinator = try makeCoordinator()
+        let main = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "main")
+        let forMain = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "private, for the main queue")
+        let queued = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "private, queued")
+        let yieldsBefore = BackgroundScheduling.yieldsOnThisThread
+        let onMain = try main.performAndWait { () throws -> Bool in
+            for i in 0..<20_000 { Recipe(context: main).name = "main \(i)" }
+            try main.save()
+            return BackgroundScheduling.yieldPointsAreActive
+        }
+        forMain.performAndWait { Self.longBlock() }
+        let forMainActive = try forMain.performAndWait { () throws -> Bool in
+            for i in 0..<20_000 { Recipe(context: forMain).name = "for main \(i)" }
+            try forMain.save()
+            return BackgroundScheduling.yieldPointsAreActive
+        }
+        #expect(!onMain)
+        #expect(!forMainActive)
+        #expect(BackgroundScheduling.yieldsOnThisThread == yieldsBefore, "the main thread yielded its core")
+        await queued.perform { Self.longBlock() }
+        let queuedActive = try await queued.perform { () throws -> Bool in
+            for i in 0..<20_000 { Recipe(context: queued).name = "queued \(i)" }
+            try queued.save()
+            return BackgroundScheduling.yieldPointsAreActive
+        }
+        #expect(queuedActive)
+    }
+
     /// Nor is a private context's block that the main queue waits for: it
     /// runs on the main thread, which keeps its slice.
     @Test @MainActor func aPrivateBlockRunForTheMainQueueKeepsItsSlice() throws {

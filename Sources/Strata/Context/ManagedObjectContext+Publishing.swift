@@ -1,3 +1,5 @@
+internal import StrataStore
+
 extension ManagedObjectContext {
     /// Brings the copy of this context's pending changes that its children
     /// read (``PendingChangesPublication``) up to date with what changed
@@ -21,18 +23,20 @@ extension ManagedObjectContext {
         // of what changed left: what is pending now is the shorter list).
         let replacing = !publishedAll || !hasChanges || changed > pending
         let read = publication.isRead
+        var yields = YieldPoints()
         if replacing && read {
             update.reserveCapacity(pending)
-            for id in inserted.keys { update.append((id, publishedState(of: id))) }
-            for id in updated.keys { update.append((id, publishedState(of: id))) }
+            for id in inserted.keys { yields.pass(); update.append((id, publishedState(of: id))) }
+            for id in updated.keys { yields.pass(); update.append((id, publishedState(of: id))) }
             for id in deleted.keys { update.append((id, .removed)) }
             for id in discardedInserts { update.append((id, .removed)) }
         } else if read {
             update.reserveCapacity(changed)
             for object in pendingChanges[pendingChangesPublished...] {
+                yields.pass()
                 update.append((object.objectID, publishedState(of: object)))
             }
-            for id in unpublished { update.append((id, publishedState(of: id))) }
+            for id in unpublished { yields.pass(); update.append((id, publishedState(of: id))) }
         }
         publishedAll = publication.update(update, replacing: replacing, hasPending: hasChanges, takenInThrough: takenInThrough)
         unpublished.removeAll(keepingCapacity: true)

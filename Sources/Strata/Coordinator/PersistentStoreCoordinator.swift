@@ -371,7 +371,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // lists its new objects in hash order): the engine's index then
             // takes an import's keys as appends at its right edge, not as
             // descents to random places.
+            var yields = YieldPoints()
             for i in insertOrder {
+                yields.pass()
                 let id = changes.inserted[i]
                 record.removeAll(keepingCapacity: true)
                 RecordCoding.encode(changes.insertedValues[i], version: 1, generation: generation, into: &record)
@@ -381,6 +383,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
             for (i, id) in changes.updated.enumerated() {
+                yields.pass()
                 switch updates[i] {
                 case .write(let values, let current):
                     let version = current + 1

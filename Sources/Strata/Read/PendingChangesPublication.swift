@@ -123,7 +123,12 @@ final class PendingChangesPublication: @unchecked Sendable {
     }
 
     private static func apply(_ update: [(ObjectID, PendingState?)], to objects: inout [ObjectID: PendingState]) {
+        // One rehash up front rather than a doubling midway, which no yield
+        // point can split (see ``ManagedObjectContext/takeInserts(of:firstVersion:announced:)``).
+        objects.reserveCapacity(objects.count + update.count)
+        var yields = YieldPoints()
         for (id, state) in update {
+            yields.pass()
             if let state { objects[id] = state } else { objects.removeValue(forKey: id) }
         }
     }

@@ -1,3 +1,5 @@
+internal import StrataStore
+
 /// An object's values at one level of a context chain (a parent context or
 /// the store), with the version a later save checks for conflicts.
 package struct Snapshot: Sendable {
@@ -38,6 +40,21 @@ struct ChangeSet: Sendable {
     /// The values the saving context started from for each deleted object.
     var deletedBase: [[PropertyValue]] = []
     var mergePolicy: MergePolicy = .error
+
+    /// Frees the change set's contents object by object, passing a yield
+    /// point at each (``GracePeriod/release(_:)-([ChangeSet])``).
+    mutating func empty(yieldingAt yields: inout YieldPoints) {
+        func empty<Element>(_ array: inout [Element]) {
+            while array.popLast() != nil { yields.pass() }
+        }
+        empty(&insertedValues)
+        empty(&inserted)
+        empty(&updatedValues)
+        empty(&updatedBase)
+        empty(&updated)
+        empty(&deletedBase)
+        empty(&deleted)
+    }
 }
 
 /// What the destination did with a ``ChangeSet``.

@@ -22,6 +22,10 @@ import Synchronization
 /// is restored when the work ends, because Dispatch's worker threads go on to
 /// run other code. It needs no privilege.
 ///
+/// A thread that is runnable but not waking gets no such preemption; the
+/// long loops of background work pass ``YieldPoints`` for it, which are on
+/// exactly while the long slice is.
+///
 /// Nested use costs one `sched_getattr` and changes nothing: the inner run
 /// finds the slice already long. Where the kernel lacks the knob (Darwin,
 /// Linux before 6.12), the first attempt finds out and later runs make no
@@ -108,10 +112,11 @@ public enum BackgroundScheduling {
             let honoured = currentSlice() == slice
             support.store(honoured ? Support.present.rawValue : Support.absent.rawValue, ordering: .relaxed)
             if !honoured {
-                restoreSlice(current)
+                _ = strata_set_thread_slice(current.nanoseconds, current.resetOnFork ? 1 : 0)
                 return nil
             }
         }
+        markBackgroundWork(true)
         return current
     }
 
@@ -127,6 +132,8 @@ public enum BackgroundScheduling {
     /// Gives the calling thread back the slice ``lengthenSlice()`` returned
     /// (nothing for nil).
     package static func restoreSlice(_ previous: ThreadSlice?) {
-        if let previous { _ = strata_set_thread_slice(previous.nanoseconds, previous.resetOnFork ? 1 : 0) }
+        guard let previous else { return }
+        markBackgroundWork(false)
+        _ = strata_set_thread_slice(previous.nanoseconds, previous.resetOnFork ? 1 : 0)
     }
 }

@@ -375,6 +375,7 @@ enum Recovery {
         _ placed: UnsafeBufferPointer<PlacedOperation>, sequence: UInt64, file: UInt32,
         to index: inout KeyIndex, replaced: (IndexEntry) -> Void
     ) {
+        var yields = YieldPoints()
         var i = 0
         while i < placed.count {
             var j = i + 1
@@ -385,10 +386,11 @@ enum Recovery {
             // a leaf of its own) cost more as a run than key by key.
             if j - i >= 4 {
                 let run = UnsafeBufferPointer(rebasing: placed[i..<j])
-                index.insertAscending(count: run.count, key: { run[$0].key },
+                index.insertAscending(count: run.count, key: { yields.pass(); return run[$0].key },
                                       entry: { IndexEntry(sequence: sequence, file: file, block: run[$0].offset) }, replaced: replaced)
             } else {
                 for op in placed[i..<j] {
+                    yields.pass()
                     let entry = IndexEntry(sequence: sequence, file: file, block: op.offset)
                     if let previous = op.kind == .put ? index.insert(op.key, entry) : index.remove(op.key) { replaced(previous) }
                 }

@@ -117,7 +117,9 @@ extension StrataStore {
             }
             do throws(SystemCallError) {
                 var p = 0, t = 0
+                var yields = YieldPoints()
                 while p < puts.count || t < tombstones.count {
+                    yields.pass()
                     let takePut: Bool
                     if p == puts.count { takePut = false } else if t == tombstones.count { takePut = true } else {
                         takePut = compareBytes(frozen.record(at: puts[p]).key, frozen.record(at: tombstones[t]).key) < 0
