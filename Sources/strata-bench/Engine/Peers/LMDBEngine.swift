@@ -37,12 +37,14 @@ final class LMDBEngine: PeerEngine, @unchecked Sendable {
         var txn: OpaquePointer?
         try Self.check(mdb_txn_begin(env, nil, 0, &txn), "mdb_txn_begin")
         for (i, key) in zip(keys.indices, keys) {
-            var value = values[i & 63]
-            var k = key
-            let code = k.withUnsafeMutableBytes { kb in
-                value.withUnsafeMutableBytes { vb in
-                    var kv = MDB_val(mv_size: kb.count, mv_data: kb.baseAddress)
-                    var vv = MDB_val(mv_size: vb.count, mv_data: vb.baseAddress)
+            // Lent, not copied: LMDB reads a key and a value through its
+            // `MDB_val`s and never writes them (a `var` copy and its mutable
+            // bytes cost each put two allocations and copies, as they did
+            // here before 2026-11-27).
+            let code = key.withUnsafeBytes { kb in
+                values[i & 63].withUnsafeBytes { vb in
+                    var kv = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                    var vv = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
                     return mdb_put(txn, dbi, &kv, &vv, 0)
                 }
             }
@@ -78,10 +80,9 @@ final class LMDBEngine: PeerEngine, @unchecked Sendable {
         func get(_ key: [UInt8]) throws -> Bool {
             try LMDBEngine.check(mdb_txn_renew(txn), "mdb_txn_renew")
             defer { mdb_txn_reset(txn) }
-            var k = key
             var value = MDB_val()
-            let code = k.withUnsafeMutableBytes { kb in
-                var kv = MDB_val(mv_size: kb.count, mv_data: kb.baseAddress)
+            let code = key.withUnsafeBytes { kb in  // lent, as in `write`
+                var kv = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
                 return mdb_get(txn, dbi, &kv, &value)
             }
             if code == MDB_NOTFOUND { return false }
