@@ -70,8 +70,8 @@ struct BackgroundSchedulingTests {
     }
 
     /// Yield points yield inside background work only, at most once per
-    /// ``BackgroundScheduling/yieldInterval``, and a nested run leaves them
-    /// on for the outer one.
+    /// ``BackgroundScheduling/yieldInterval``; a nested run leaves them on
+    /// for the outer one, and `withoutYielding` turns them off for its body.
     @Test func yieldPointsYieldInsideBackgroundWorkOnly() {
         let seen = onThreadOfItsOwn { () -> [String: Int] in
             /// The yields of a loop of passes lasting `nanoseconds`.
@@ -83,18 +83,23 @@ struct BackgroundSchedulingTests {
                 return BackgroundScheduling.yieldsOnThisThread - before
             }
             let outside = passes(for: 5_000_000)
-            let (inside, afterNested) = BackgroundScheduling.run { () -> (Int, Bool) in
+            let (inside, afterNested, withoutYielding, afterWithout) = BackgroundScheduling.run { () -> (Int, Bool, Int, Bool) in
                 let inside = passes(for: 5_000_000)
                 BackgroundScheduling.run { _ = passes(for: 1_000) }
-                return (inside, BackgroundScheduling.yieldPointsAreActive)
+                let afterNested = BackgroundScheduling.yieldPointsAreActive
+                let withoutYielding = BackgroundScheduling.withoutYielding { passes(for: 2_000_000) }
+                return (inside, afterNested, withoutYielding, BackgroundScheduling.yieldPointsAreActive)
             }
             let after = passes(for: 5_000_000)
             return ["outside": outside, "inside": inside, "active after a nested run": afterNested ? 1 : 0,
+                    "without yielding": withoutYielding, "active after without yielding": afterWithout ? 1 : 0,
                     "after": after, "active after": BackgroundScheduling.yieldPointsAreActive ? 1 : 0]
         }
         #expect(seen["outside"] == 0)
         #expect(seen["after"] == 0)
         #expect(seen["active after a nested run"] == 1)
+        #expect(seen["without yielding"] == 0)
+        #expect(seen["active after without yielding"] == 1)
         #expect(seen["active after"] == 0)
         // 5 ms at one yield per 0.5 ms or more: at most 10; at least 2 unless
         // the thread lost its core for 4 ms of the 5 (once per interval is

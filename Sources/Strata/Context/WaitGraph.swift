@@ -116,6 +116,13 @@ extension ManagedObjectContext {
     /// and 9). Pending changes are processed by the block that holds the
     /// context's queue, when it ends.
     func runAsGuest<T, E: Error>(_ body: () throws(E) -> T) -> Result<T, E> {
+        // Run holding `parking.condition`, which the context's other children
+        // (the main queue's among them) wait on to record their saves: the
+        // guest's loops must not give the core away meanwhile.
+        BackgroundScheduling.withoutYielding { runHoldingParking(body) }
+    }
+
+    private func runHoldingParking<T, E: Error>(_ body: () throws(E) -> T) -> Result<T, E> {
         let stack = ExecutionStack.current
         stack.contexts.append(serial)
         // A child's reads after this call see what it changed here.

@@ -371,6 +371,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // lists its new objects in hash order): the engine's index then
             // takes an import's keys as appends at its right edge, not as
             // descents to random places.
+            // Yield points under `saveLock`: only saves to the coordinator
+            // take it — in the recommended stack, the writer's alone — and a
+            // reader never does, so a yield here keeps no read waiting.
             var yields = YieldPoints()
             for i in insertOrder {
                 yields.pass()

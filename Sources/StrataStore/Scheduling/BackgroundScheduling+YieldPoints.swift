@@ -33,7 +33,8 @@ extension BackgroundScheduling {
 /// (between ``BackgroundScheduling/lengthenSlice()`` and the matching
 /// ``BackgroundScheduling/restoreSlice(_:)``): the same loops run on the main
 /// queue, whose core must never be given away. Elsewhere a pass costs one
-/// branch.
+/// branch. Never pass one while holding a lock that readers wait on (``none``):
+/// yielding hands the core to another thread for as long as it runs.
 ///
 /// ```swift
 /// var yields = YieldPoints()
@@ -49,6 +50,13 @@ package struct YieldPoints {
     private var countdown = BackgroundScheduling.passesPerClockReading
 
     package init() { thread = BackgroundScheduling.yieldState() }
+
+    private init(thread: UnsafeMutablePointer<BackgroundScheduling.YieldState>?) { self.thread = thread }
+
+    /// Yield points that never yield: for a loop that holds a lock others
+    /// wait on (a thread that yields it keeps them waiting while it is off
+    /// its core).
+    package static var none: YieldPoints { YieldPoints(thread: nil) }
 
     /// One iteration of the loop: yields when the thread has run background
     /// work for ``BackgroundScheduling/yieldInterval`` since it last yielded.
@@ -118,6 +126,24 @@ extension BackgroundScheduling {
             pthread_setspecific(yieldStateKey, state)
         }
         state.pointee.since = running ? max(1, monotonicNanoseconds()) : 0
+    }
+
+    /// Runs `body` with the calling thread's ``YieldPoints`` off: for work
+    /// done holding a lock that other threads wait on, which a yield would
+    /// keep them waiting for while this thread is off its core.
+    ///
+    /// ```swift
+    /// condition.withLock {
+    ///     BackgroundScheduling.withoutYielding { takeChangesIn() }
+    /// }
+    /// ```
+    package static func withoutYielding<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        guard let state = yieldState() else { return try body() }
+        let since = state.pointee.since
+        state.pointee.since = 0
+        // The interval runs on from where it was: a long body leaves a yield due.
+        defer { state.pointee.since = since }
+        return try body()
     }
 
     /// How often the calling thread has yielded at ``YieldPoints`` (for tests).

@@ -363,19 +363,22 @@ enum Recovery {
                       nextFileNumber: nextFileNumber, manifest: manifest, log: log, memtable: options.readOnly && memtable.used == 0 ? nil : memtable)
     }
 
-    /// Applies one operation to the index, counting the version it replaces as dead.
-    @inline(__always)
     /// Applies one batch's operations, placed in memtable `file` with
     /// `sequence`, to `index`; calls `replaced` with each entry a put or a
     /// delete replaced. Each run of puts whose keys ascend goes in as one
     /// run (``KeyIndex/insertAscending(count:key:entry:replaced:)``): the
     /// records of an import, or of a save of objects without indexes, are
     /// one such run.
+    ///
+    /// `yielding`: whether the loop passes ``YieldPoints`` — never where the
+    /// caller holds the `state` lock, which readers (the main queue's among
+    /// them) would wait on while the thread is off its core.
+    @inline(__always)
     static func apply(
         _ placed: UnsafeBufferPointer<PlacedOperation>, sequence: UInt64, file: UInt32,
-        to index: inout KeyIndex, replaced: (IndexEntry) -> Void
+        to index: inout KeyIndex, yielding: Bool = false, replaced: (IndexEntry) -> Void
     ) {
-        var yields = YieldPoints()
+        var yields = yielding ? YieldPoints() : YieldPoints.none
         var i = 0
         while i < placed.count {
             var j = i + 1

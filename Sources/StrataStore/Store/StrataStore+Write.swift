@@ -216,7 +216,9 @@ extension StrataStore {
             // swap (the file table may change meanwhile: a flush retires its
             // memtable outside `indexMutation`).
             var replacedIn: [UInt32: Int] = [:]
-            Recovery.apply(placed, sequence: sequence, file: memtableNumber, to: &working) { replacedIn[$0.file, default: 0] += 1 }
+            // Off the `state` lock (under `indexMutation`, which no reader
+            // takes): the loop may yield its core (`YieldPoints`).
+            Recovery.apply(placed, sequence: sequence, file: memtableNumber, to: &working, yielding: true) { replacedIn[$0.file, default: 0] += 1 }
             largeBatchAppliedHook?()
             state.withLock {
                 swap(&index, &working)
