@@ -78,8 +78,8 @@ struct BackgroundSchedulingTests {
             func passes(for nanoseconds: UInt64) -> Int {
                 let before = BackgroundScheduling.yieldsOnThisThread
                 var yields = YieldPoints()
-                let start = BackgroundScheduling.monotonicNanoseconds()
-                while BackgroundScheduling.monotonicNanoseconds() - start < nanoseconds { yields.pass() }
+                let start = DispatchTime.now().uptimeNanoseconds
+                while DispatchTime.now().uptimeNanoseconds - start < nanoseconds { yields.pass() }
                 return BackgroundScheduling.yieldsOnThisThread - before
             }
             let outside = passes(for: 5_000_000)

@@ -1,3 +1,4 @@
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -71,10 +72,10 @@ package struct YieldPoints {
 
     @inline(never)
     private static func yieldIfDue(_ thread: UnsafeMutablePointer<BackgroundScheduling.YieldState>) {
-        let now = BackgroundScheduling.monotonicNanoseconds()
+        let now = DispatchTime.now().uptimeNanoseconds
         guard now &- thread.pointee.since >= BackgroundScheduling.yieldInterval else { return }
         sched_yield()
-        thread.pointee.since = BackgroundScheduling.monotonicNanoseconds()
+        thread.pointee.since = DispatchTime.now().uptimeNanoseconds
         thread.pointee.yields &+= 1
     }
 }
@@ -125,7 +126,7 @@ extension BackgroundScheduling {
             state.initialize(to: YieldState())
             pthread_setspecific(yieldStateKey, state)
         }
-        state.pointee.since = running ? max(1, monotonicNanoseconds()) : 0
+        state.pointee.since = running ? max(1, DispatchTime.now().uptimeNanoseconds) : 0
     }
 
     /// Runs `body` with the calling thread's ``YieldPoints`` off: for work
@@ -152,10 +153,4 @@ extension BackgroundScheduling {
     /// Whether ``YieldPoints`` on the calling thread may yield now: it runs
     /// background work with the long slice.
     package static var yieldPointsAreActive: Bool { yieldState() != nil }
-
-    static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
 }

@@ -83,7 +83,7 @@ final class StallProbe: @unchecked Sendable {
             defer { lastTick = now; lastSchedule = scheduled }
             guard lastTick != 0, now > lastTick else { return }
             let late = now - lastTick > Self.interval ? now - lastTick - Self.interval : 0
-            if late > 0, late > (worstTick?.lateNanoseconds ?? 0), let before = lastSchedule, let after = scheduled {
+            if late > 0, Double(late) / 1e6 > (worstTick?.lateMs ?? 0), let before = lastSchedule, let after = scheduled {
                 worstTick = TickAnatomy(lateNanoseconds: late, sinceLastTick: now - lastTick, before: before, after: after)
             }
             ticks += 1
@@ -107,7 +107,7 @@ struct StallFigures: Codable, Sendable {
     var ticks: Int
     var ticksLaterThan8_3ms: Int
     var ticksLaterThan16_7ms: Int
-    /// The latest tick taken apart (nil where the thread's scheduler
+    /// The longest tick taken apart (nil where the thread's scheduler
     /// statistics cannot be read).
     var longestTick: TickAnatomy?
     struct Point: Codable, Sendable { var ms: Double; var latenessMs: Double }

@@ -8,16 +8,15 @@ import Glibc
 /// timer's wakeup itself came late). The three add up to the time between
 /// the ticks; the tick's lateness is that time less the 1 ms period.
 ///
-/// It tells a stall Strata caused (running, or asleep behind one of its
-/// locks, which the probe's timer never waits on) from one the machine caused
-/// (waiting for a CPU).
+/// Running is the main queue's work (Strata's, on the main queue); waiting
+/// for a CPU is the machine's scheduling; asleep past the period is a late
+/// timer, or the main queue blocked (then the stall's own rows, such as (d)'s
+/// waits, say so).
 struct TickAnatomy: Codable, Sendable {
     var lateMs: Double
     var runningMs: Double
     var waitingForCPUMs: Double
     var asleepMs: Double
-
-    var lateNanoseconds: UInt64 { UInt64(lateMs * 1e6) }
 
     init(lateNanoseconds: UInt64, sinceLastTick: UInt64, before: ThreadSchedule, after: ThreadSchedule) {
         let running = after.runningNanoseconds &- before.runningNanoseconds
