@@ -92,6 +92,68 @@ import Testing
         }
     }
 
+    /// What a `ByteWriter` writes in place is byte for byte what the
+    /// appending helpers write, and `append(written:)` adds exactly it
+    /// after what the array held.
+    @Test func writingInPlaceMatchesAppending() {
+        struct Fields: ByteWriting {
+            var varints: [UInt64]
+            var word: UInt32
+            var tail: [UInt8]
+            var byteCount: Int { varints.reduce(0) { $0 + varintSize($1) } + 4 + tail.count }
+            func write(to writer: inout ByteWriter) {
+                for v in varints { writer.writeVarint(v) }
+                writer.writeInteger(word)
+                tail.withUnsafeBytes { writer.writeBytes($0) }
+            }
+        }
+        let varints: [UInt64] = [0, 1, 127, 128, 16_383, 16_384, 300, 1 << 35, 1 << 63, UInt64.max]
+        for v in varints {
+            var appended: [UInt8] = []
+            appended.appendVarint(v)
+            #expect(varintSize(v) == appended.count, "varint size of \(v)")
+        }
+        let fields = Fields(varints: varints, word: 0xDEAD_BEEF, tail: Array("tail".utf8))
+        var expected: [UInt8] = [9, 9]
+        for v in varints { expected.appendVarint(v) }
+        expected.appendInteger(UInt32(0xDEAD_BEEF))
+        expected.append(contentsOf: Array("tail".utf8))
+        var written: [UInt8] = [9, 9]
+        written.append(written: fields)
+        #expect(written == expected)
+        var empty: [UInt8] = []
+        empty.append(written: Fields(varints: [], word: 1, tail: []))
+        #expect(empty == [1, 0, 0, 0])
+    }
+
+    /// A put written in place encodes as the byte-array put does, and the
+    /// batch decoder reads it back.
+    @Test func aPutWrittenInPlaceEncodesAsAByteArrayPut() {
+        let key = Array("recipe/1".utf8)
+        let long = [UInt8](repeating: 0xAB, count: 300)  // a two-byte length
+        for value in [[], Array("Soup".utf8), long] {
+            var arrays = WriteBatch()
+            arrays.put(key, value)
+            var inPlace = WriteBatch()
+            key.withUnsafeBytes { key in
+                value.withUnsafeBytes { value in inPlace.put(BorrowedBytes(key), BorrowedBytes(value)) }
+            }
+            var generic = WriteBatch()
+            generic.put(key[...], value[...])
+            #expect(inPlace.encoded == generic.encoded)
+            #expect(arrays.encoded == generic.encoded)
+            #expect(inPlace.count == 1 && inPlace.longestKey == key.count)
+            inPlace.encoded.withUnsafeBytes { payload in
+                #expect(BatchDecoder.validate(payload, expectedCount: 1))
+                BatchDecoder.forEach(payload) { operation in
+                    #expect(operation.kind == .put)
+                    #expect(Array(operation.key) == key)
+                    #expect(Array(operation.value) == value)
+                }
+            }
+        }
+    }
+
     @Test func keyOrderIsUnsignedLexicographic() {
         func cmp(_ a: [UInt8], _ b: [UInt8]) -> Int { compareArrays(a, b) }
         #expect(cmp([1], [2]) < 0)

@@ -43,4 +43,68 @@ struct KeyOrderTests {
         #expect(KeyOrder.radixOrder(of: keys) == expected)
         #expect(KeyOrder.radixOrder(of: []) == [])
     }
+
+    /// Keys that ascend already (a context's change set) come back in their
+    /// order; one out of place at the end is still sorted.
+    @Test func ascendingKeysKeepTheirOrder() {
+        let entities = makeModel().entities.sorted { $0.index < $1.index }
+        var ids: [ObjectID] = []
+        for entity in entities {
+            for key in 1...300 { ids.append(ObjectID(entity: entity, primaryKey: UInt64(key / 2), isTemporary: true)) }
+        }
+        #expect(KeyOrder.positions(of: ids) == Array(ids.indices))
+        ids.append(ObjectID(entity: entities[0], primaryKey: 7, isTemporary: true))
+        #expect(KeyOrder.positions(of: ids) == Self.expected(ids))
+    }
+
+    /// `forEach(in:)` visits each entry of a table once, with its object, in
+    /// key order.
+    @Test(arguments: [3, 1_000])
+    func forEachVisitsATableInKeyOrder(count: Int) {
+        let entities = makeModel().entities
+        var generator = SeededGenerator(seed: UInt64(count))
+        var table: [ObjectID: ManagedObject] = [:]
+        for key in 1...count {
+            let entity = entities.randomElement(using: &generator)!
+            let id = ObjectID(entity: entity, primaryKey: UInt64(key), isTemporary: true)
+            table[id] = ManagedObject(entity: entity, insertInto: nil)
+        }
+        var visited: [ObjectID] = []
+        KeyOrder.forEach(in: table) { id, object in
+            #expect(table[id] === object)
+            visited.append(id)
+        }
+        let keys = Array(table.keys)
+        #expect(visited == Self.expected(keys).map { keys[$0] })
+    }
+
+    /// A context's change set lists its new and its changed objects in key
+    /// order, whatever order the hash tables hold them in, each with its
+    /// values.
+    @Test func aContextsChangeSetListsObjectsInKeyOrder() throws {
+        let coordinator = try makeCoordinator()
+        let context = ManagedObjectContext(.confinement, coordinator: coordinator)
+        var made: [ManagedObject] = []
+        for i in 0..<600 {
+            if i % 3 == 0 {
+                let ingredient = Ingredient(context: context)
+                ingredient.name = "ingredient \(i)"
+                made.append(ingredient)
+            } else {
+                let recipe = Recipe(context: context)
+                recipe.name = "recipe \(i)"
+                made.append(recipe)
+            }
+        }
+        try context.save()
+        for object in made { object.setValue("changed", forKey: "name") }
+        for _ in 0..<300 { Recipe(context: context).name = "new" }
+        let changes = try context.buildChangeSet()
+        #expect(changes.inserted.count == 300 && changes.updated.count == 600)
+        #expect(KeyOrder.positions(of: changes.inserted) == Array(changes.inserted.indices))
+        #expect(KeyOrder.positions(of: changes.updated) == Array(changes.updated.indices))
+        for (id, values) in zip(changes.updated, changes.updatedValues) {
+            #expect(context.registeredObject(for: id)?.values == values)
+        }
+    }
 }

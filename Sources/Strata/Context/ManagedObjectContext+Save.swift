@@ -156,13 +156,13 @@ extension ManagedObjectContext {
         changes.inserted.reserveCapacity(inserted.count)
         changes.insertedValues.reserveCapacity(inserted.count)
         var yields = YieldPoints()
-        for (id, object) in inserted {
+        KeyOrder.forEach(in: inserted) { id, object in
             yields.pass()
             validate(object, into: &failures)
             changes.inserted.append(id)
             changes.insertedValues.append(object.values)
         }
-        for (id, object) in updated {
+        KeyOrder.forEach(in: updated) { id, object in
             yields.pass()
             validate(object, into: &failures)
             changes.updated.append(id)

@@ -352,8 +352,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
             let generation = lock.withLock { schemas?.current ?? 0 }
             var batch = WriteBatch()
-            var record: [UInt8] = []
-            var key: [UInt8] = []
             var indexEntries = IndexMaintenance()
             var outcome = SaveOutcome()
             outcome.reachedStore = true
@@ -378,10 +376,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             for i in insertOrder {
                 yields.pass()
                 let id = changes.inserted[i]
-                record.removeAll(keepingCapacity: true)
-                RecordCoding.encode(changes.insertedValues[i], version: 1, generation: generation, into: &record)
-                RecordCoding.writeKey(id, into: &key)
-                batch.put(key, record)
+                RecordCoding.put(id, changes.insertedValues[i], version: 1, generation: generation, into: &batch)
                 if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id, into: &batch) }
             }
             outcome.updatedVersions.reserveCapacity(changes.updated.count)
@@ -390,10 +385,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 switch updates[i] {
                 case .write(let values, let current):
                     let version = current + 1
-                    record.removeAll(keepingCapacity: true)
-                    RecordCoding.encode(values, version: version, generation: generation, into: &record)
-                    RecordCoding.writeKey(id, into: &key)
-                    batch.put(key, record)
+                    RecordCoding.put(id, values, version: version, generation: generation, into: &batch)
                     if !id.entity.indexes.isEmpty {
                         indexEntries.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
                     }

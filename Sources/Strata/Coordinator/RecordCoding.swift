@@ -49,11 +49,7 @@ package enum RecordCoding {
     @inline(__always)
     static func writeKey(_ id: ObjectID, into key: inout [UInt8]) {
         key.removeAll(keepingCapacity: true)
-        let index = id.entity.index
-        key.append(objectTag)
-        key.append(UInt8(index >> 8))
-        key.append(UInt8(index & 0xFF))
-        withUnsafeBytes(of: id.primaryKey.bigEndian) { key.append(contentsOf: $0) }
+        key.append(written: KeyBytes(id))
     }
 
     /// The ID a key names; nil for a key that is not a well-formed object key of `model`.
@@ -76,23 +72,14 @@ package enum RecordCoding {
     /// `version`, written under schema generation `generation` of its store
     /// (0: the store's first schema, whose records carry no generation).
     package static func encode(_ values: [PropertyValue], version: UInt64, generation: UInt64 = 0, into out: inout [UInt8]) {
-        appendHeader(version: version, generation: generation, count: values.count, into: &out)
-        for value in values { appendValue(value, into: &out) }
+        out.append(written: RecordBytes(values, version: version, generation: generation))
     }
 
     /// A record's header: format 1 (generation 0) is a format byte, the
     /// version and the property count; format 2 puts the schema generation
     /// the record was written under after the format byte.
-    @inline(__always)
     static func appendHeader(version: UInt64, generation: UInt64, count: Int, into out: inout [UInt8]) {
-        if generation == 0 {
-            out.append(1)
-        } else {
-            out.append(2)
-            out.appendVarint(generation)
-        }
-        out.appendVarint(version)
-        out.appendVarint(UInt64(count))
+        out.append(written: HeaderBytes(version: version, generation: generation, count: count))
     }
 
     /// Reads a record header's format byte and generation; nil for a format
@@ -137,46 +124,8 @@ package enum RecordCoding {
     }
 
     /// Appends one property value: a tag byte and its payload.
-    @inline(__always)
     static func appendValue(_ value: PropertyValue, into out: inout [UInt8]) {
-        switch value {
-        case .null: out.append(Tag.null.rawValue)
-        case .string(let s):
-            out.append(Tag.string.rawValue)
-            var s = s
-            s.withUTF8 { utf8 in
-                out.appendVarint(UInt64(utf8.count))
-                out.append(contentsOf: utf8)
-            }
-        case .integer(let i):
-            out.append(Tag.integer.rawValue)
-            out.appendVarint(UInt64(bitPattern: (i << 1) ^ (i >> 63)))  // zigzag
-        case .double(let d):
-            out.append(Tag.double.rawValue)
-            out.appendInteger(d.bitPattern)
-        case .bool(let b): out.append(b ? Tag.boolTrue.rawValue : Tag.boolFalse.rawValue)
-        case .date(let d):
-            out.append(Tag.date.rawValue)
-            out.appendInteger(d.timeIntervalSinceReferenceDate.bitPattern)
-        case .data(let d):
-            out.append(Tag.data.rawValue)
-            out.appendVarint(UInt64(d.count))
-            out.append(contentsOf: d)
-        case .uuid(let u):
-            out.append(Tag.uuid.rawValue)
-            withUnsafeBytes(of: u.uuid) { out.append(contentsOf: $0) }
-        case .object(let id):
-            out.append(Tag.object.rawValue)
-            out.appendVarint(UInt64(id.entity.index))
-            out.appendVarint(id.primaryKey)
-        case .objects(let ids):
-            out.append(Tag.objects.rawValue)
-            out.appendVarint(UInt64(ids.count))
-            for id in ids {
-                out.appendVarint(UInt64(id.entity.index))
-                out.appendVarint(id.primaryKey)
-            }
-        }
+        out.append(written: ValueBytes(value))
     }
 
     /// Decodes a record of `entity`, checking every tag, length and

@@ -168,11 +168,3 @@ package struct MemtableRecord {
     package var key: UnsafeRawBufferPointer
     package var value: UnsafeRawBufferPointer
 }
-
-@inline(__always)
-package func varintSize(_ value: UInt64) -> Int {
-    var n = 1
-    var v = value >> 7
-    while v != 0 { n += 1; v >>= 7 }
-    return n
-}

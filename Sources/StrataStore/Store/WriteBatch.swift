@@ -46,10 +46,28 @@ public struct WriteBatch: Sendable {
     /// Sets `key` to `value` (the fast path for byte arrays: the generic
     /// version cannot be specialized across the module boundary).
     public mutating func put(_ key: [UInt8], _ value: [UInt8]) {
-        encoded.append(OperationKind.put.rawValue)
-        appendKey(bytes: key)
-        encoded.appendVarint(UInt64(value.count))
-        value.withUnsafeBytes { encoded.append(contentsOf: $0) }
+        key.withUnsafeBytes { key in
+            value.withUnsafeBytes { value in put(BorrowedBytes(key), BorrowedBytes(value)) }
+        }
+    }
+
+    /// Sets `key` to `value`, both written in place into the batch: for a
+    /// coder that can size its bytes first (Strata's records and keys), an
+    /// operation costs one append and no copy.
+    @_spi(Coding) @inlinable
+    public mutating func put<Key: ByteWriting, Value: ByteWriting>(_ key: Key, _ value: Value) {
+        let operation = PutOperation(key: key, value: value)
+        appendOperation(keyCount: operation.keyCount) { $0.append(written: operation) }
+    }
+
+    /// Counts an operation on a key of `keyCount` bytes, which `append`
+    /// appends to the encoded operations.
+    @usableFromInline
+    mutating func appendOperation(keyCount: Int, _ append: (inout [UInt8]) -> Void) {
+        count += 1
+        longestKey = max(longestKey, keyCount)
+        if keyCount == 0 { hasEmptyKey = true }
+        append(&encoded)
     }
 
     /// Removes `key` (the fast path for byte arrays).
@@ -94,6 +112,48 @@ public struct WriteBatch: Sendable {
         encoded.appendVarint(UInt64(key.count))
         encoded.append(contentsOf: key)
     }
+}
+
+/// A put as ``WriteBatch`` encodes it: `1 · varint key length · key ·
+/// varint value length · value`.
+@_spi(Coding)
+public struct PutOperation<Key: ByteWriting, Value: ByteWriting>: ByteWriting {
+    @usableFromInline let key: Key
+    @usableFromInline let value: Value
+    @usableFromInline let keyCount: Int
+    @usableFromInline let valueCount: Int
+
+    @inlinable
+    init(key: Key, value: Value) {
+        self.key = key
+        self.value = value
+        keyCount = key.byteCount
+        valueCount = value.byteCount
+    }
+
+    @inlinable public var byteCount: Int {
+        1 + varintSize(UInt64(keyCount)) + keyCount + varintSize(UInt64(valueCount)) + valueCount
+    }
+
+    @inlinable
+    public func write(to writer: inout ByteWriter) {
+        writer.writeByte(1)  // OperationKind.put
+        writer.writeVarint(UInt64(keyCount))
+        let valueFraming = varintSize(UInt64(valueCount)) + valueCount
+        key.write(to: &writer)
+        precondition(writer.remaining == valueFraming, "Strata: a key coder wrote other than \(keyCount) bytes")
+        writer.writeVarint(UInt64(valueCount))
+        value.write(to: &writer)
+    }
+}
+
+/// Bytes lent for the length of one append.
+@_spi(Coding)
+public struct BorrowedBytes: ByteWriting {
+    @usableFromInline let bytes: UnsafeRawBufferPointer
+    @inlinable public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    @inlinable public var byteCount: Int { bytes.count }
+    @inlinable public func write(to writer: inout ByteWriter) { writer.writeBytes(bytes) }
 }
 
 /// What a logged operation does.
