@@ -104,38 +104,54 @@ extension ManagedObjectContext {
         objectWillChange(object)
         object.values[index] = value
         guard let inverse = object.entity.inverses[index] else { return }
-        let (added, removed): ([ObjectID], [ObjectID])
-        switch (addedGiven, removedGiven, old, value) {
-        case (let a?, let r?, _, _):
-            (added, removed) = (a, r)
-        case (_, _, .objects(let before), .objects(let after)):
-            (added, removed) = (Array(after.subtracting(before)), Array(before.subtracting(after)))
-        default:
-            (added, removed) = (value.objectIDs, old.objectIDs)
-        }
         let id = object.objectID
-        for targetID in removed {
-            if let target = liveObject(for: targetID) { unlink(id, from: target, at: inverse) }
+        // Unlinks first, then links, as the lists say or as the old and new
+        // values differ; walked in place rather than gathered into arrays,
+        // which cost a to-one set (an ingredient's recipe) two allocations.
+        switch (addedGiven, removedGiven, old, value) {
+        case (let added?, let removed?, _, _):
+            for targetID in removed { unlink(id, fromTargetOf: targetID, at: inverse) }
+            for targetID in added { link(id, to: targetID, at: inverse, relationship: index) }
+        case (_, _, .objects(let before), .objects(let after)):
+            for targetID in before where !after.contains(targetID) { unlink(id, fromTargetOf: targetID, at: inverse) }
+            for targetID in after where !before.contains(targetID) { link(id, to: targetID, at: inverse, relationship: index) }
+        default:
+            old.forEachObjectID { unlink(id, fromTargetOf: $0, at: inverse) }
+            value.forEachObjectID { link(id, to: $0, at: inverse, relationship: index) }
         }
-        for targetID in added {
-            guard let target = liveObject(for: targetID) else { continue }
-            switch target.values[inverse] {
-            case .objects(var ids):
-                guard !ids.contains(id) else { continue }
-                objectWillChange(target)
-                target.values[inverse] = .null
-                ids.insert(id)
-                target.values[inverse] = .objects(ids)
-            case .object(let previous):
-                guard previous != id else { continue }
-                objectWillChange(target)
-                target.values[inverse] = .object(id)
-                // The target belonged to another object: take it from there.
-                if let other = liveObject(for: previous) { unlink(targetID, from: other, at: index) }
-            default:
-                objectWillChange(target)
-                target.values[inverse] = .object(id)
-            }
+    }
+
+    /// Removes `id` from the inverse relationship `inverse` of the object
+    /// `targetID` names, if it is alive here.
+    private func unlink(_ id: ObjectID, fromTargetOf targetID: ObjectID, at inverse: Int) {
+        if let target = liveObject(for: targetID) { unlink(id, from: target, at: inverse) }
+    }
+
+    /// Adds `id` to the inverse relationship `inverse` of the object
+    /// `targetID` names (one that held another object in a to-one inverse
+    /// gives it up: that object's relationship `index` loses the target).
+    private func link(_ id: ObjectID, to targetID: ObjectID, at inverse: Int, relationship index: Int) {
+        guard let target = liveObject(for: targetID) else { return }
+        switch target.values[inverse] {
+        case .objects(var ids):
+            guard !ids.contains(id) else { return }
+            objectWillChange(target)
+            target.values[inverse] = .null
+            // Room for a few at once: a to-many inverse filled one link at
+            // a time (a recipe's ingredients) would otherwise grow its set
+            // at the first, second and fourth.
+            if ids.isEmpty { ids = Set(minimumCapacity: 4) }
+            ids.insert(id)
+            target.values[inverse] = .objects(ids)
+        case .object(let previous):
+            guard previous != id else { return }
+            objectWillChange(target)
+            target.values[inverse] = .object(id)
+            // The target belonged to another object: take it from there.
+            if let other = liveObject(for: previous) { unlink(targetID, from: other, at: index) }
+        default:
+            objectWillChange(target)
+            target.values[inverse] = .object(id)
         }
     }
 

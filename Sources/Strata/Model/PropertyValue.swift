@@ -30,6 +30,16 @@ public enum PropertyValue: Sendable, Hashable {
         default: return []
         }
     }
+
+    /// Calls `body` with each ID of `objectIDs`, without gathering them.
+    @inline(__always)
+    func forEachObjectID(_ body: (ObjectID) -> Void) {
+        switch self {
+        case .object(let id): body(id)
+        case .objects(let ids): for id in ids { body(id) }
+        default: break
+        }
+    }
 }
 
 extension PropertyValue: CustomStringConvertible {
