@@ -156,15 +156,17 @@ extension ManagedObjectContext {
         changes.inserted.reserveCapacity(inserted.count)
         changes.insertedValues.reserveCapacity(inserted.count)
         var yields = YieldPoints()
+        // Relationship targets need checking only against deletions here.
+        let checkTargets = !deleted.isEmpty || !discardedInserts.isEmpty
         KeyOrder.forEach(in: inserted) { id, object in
             yields.pass()
-            validate(object, into: &failures)
+            validate(object, checkingTargets: checkTargets, into: &failures)
             changes.inserted.append(id)
             changes.insertedValues.append(object.values)
         }
         KeyOrder.forEach(in: updated) { id, object in
             yields.pass()
-            validate(object, into: &failures)
+            validate(object, checkingTargets: checkTargets, into: &failures)
             changes.updated.append(id)
             changes.updatedValues.append(object.values)
             changes.updatedBase.append(object.committed ?? object.values)
@@ -184,12 +186,14 @@ extension ManagedObjectContext {
         return changes
     }
 
-    private func validate(_ object: ManagedObject, into failures: inout [ValidationFailure]) {
-        let checkTargets = !deleted.isEmpty || !discardedInserts.isEmpty
+    /// Checks `object`'s required values and relationship targets;
+    /// `checkTargets`: whether this context deleted anything a target could be.
+    private func validate(_ object: ManagedObject, checkingTargets checkTargets: Bool, into failures: inout [ValidationFailure]) {
         // What a child validated needs checking only against deletions here.
         if object.flags.contains(.validatedByChild) && !checkTargets { return }
         let entity = object.entity
-        for i in entity.requiredIndices where object.values[i] == .null {
+        for i in entity.requiredIndices {
+            guard case .null = object.values[i] else { continue }
             failures.append(ValidationFailure(objectID: object.objectID, property: entity.properties[i].name, reason: .missingValue))
         }
         for i in entity.relationshipIndices {
