@@ -1,5 +1,5 @@
 /// The order a save writes its new objects in: by record key, entity
-/// number then primary key (``RecordCoding/writeKey(_:into:)``), so the
+/// number then primary key (``RecordCoding/KeyBytes``), so the
 /// engine's index takes them as an ascending run. A context's change set
 /// lists them in that order already (``forEach(in:_:)``); a change set made
 /// otherwise is sorted.
@@ -35,11 +35,12 @@ enum KeyOrder {
     /// ones too, when a fetch made them: it makes them in key order), and
     /// every pass over them after that — validation, the store's encoding,
     /// applying the outcome, letting go of them — walks memory forwards
-    /// instead of in the hash table's order, which cost a cache miss and a
-    /// TLB miss an object once a save outgrows the caches (a save of
-    /// 200,000 new objects, `strata-bench graph --only insert-flat`:
-    /// 355-380 ms in hash order, 230-260 ms in key order, 2026-11-27). Only
-    /// the table's own storage is read in hash order.
+    /// instead of in the hash table's order, which jumps across memory on
+    /// every object once a save outgrows the caches (a save of 200,000 new
+    /// objects, `strata-bench graph --only insert-flat`: 355-380 ms in hash
+    /// order, 230-260 ms in key order, 2026-11-27; this VM has no hardware
+    /// counters to count the misses themselves). Only the table's own
+    /// storage is read in hash order.
     static func forEach(in table: [ObjectID: ManagedObject], _ body: (ObjectID, ManagedObject) -> Void) {
         var slots: [Dictionary<ObjectID, ManagedObject>.Index] = []
         var ids: [ObjectID] = []

@@ -365,10 +365,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // Inserted rows stay out of the row cache: filling it cost an
             // import about a tenth of its time, and a new row is read back
             // cheaply from the store's memtable if anyone asks. Updated rows
-            // must replace what the cache holds. In key order (a context
-            // lists its new objects in hash order): the engine's index then
-            // takes an import's keys as appends at its right edge, not as
-            // descents to random places.
+            // must replace what the cache holds. In key order (a context's
+            // change set is in it already; one made otherwise is sorted):
+            // the engine's index then takes an import's keys as appends at
+            // its right edge, not as descents to random places.
             // Yield points under `saveLock`: only saves to the coordinator
             // take it — in the recommended stack, the writer's alone — and a
             // reader never does, so a yield here keeps no read waiting.

@@ -40,16 +40,8 @@ package enum RecordCoding {
 
     package static func key(_ id: ObjectID) -> [UInt8] {
         var key: [UInt8] = []
-        writeKey(id, into: &key)
-        return key
-    }
-
-    /// Replaces `key`'s contents with `id`'s key (reusing its storage: a
-    /// bulk save builds one key per object).
-    @inline(__always)
-    static func writeKey(_ id: ObjectID, into key: inout [UInt8]) {
-        key.removeAll(keepingCapacity: true)
         key.append(written: KeyBytes(id))
+        return key
     }
 
     /// The ID a key names; nil for a key that is not a well-formed object key of `model`.

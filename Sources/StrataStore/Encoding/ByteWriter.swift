@@ -6,8 +6,8 @@
 /// Each `append` to an array checks that the array is uniquely referenced
 /// and has room, and `append(contentsOf:)` of a few bytes costs about a
 /// hundred instructions before its copy. A save's record of five fields,
-/// its key and the batch's framing paid that a dozen times an object, and
-/// were copied twice (record, then batch); written in place through
+/// its key and the batch's framing paid that about twenty times an object,
+/// and were copied twice (record, then batch); written in place through
 /// ``Swift/Array/append(written:)`` they pay it once: 170 instructions an
 /// object less for the save's encoding (2,563 → 2,391, callgrind,
 /// `strata-bench graph --only insert-flat`, 2026-11-27).
