@@ -151,6 +151,53 @@ private struct SeedStack {
         #expect(try stack.storedTexts() == ["v2"])
     }
 
+    ///     importer                          main queue
+    ///     insert A ("v1"); save() ───────▶  hold A's save
+    ///     A.text = "v2"; save():
+    ///       takes the held save in ─────▶   block 1: A's copy made
+    ///                                       (its init queues block P)
+    ///                                       block P: reads A → "v1"
+    ///       hands its update on ────────▶   block 2: A.text = "v2"
+    ///
+    /// One block doing both would run P after the update, reading "v2".
+    @Test("Rule 13: a child's update of held objects takes them in ahead of it, in a main-queue block of their own")
+    func heldSavesAreTakenInAheadOfAnUpdateInTheirOwnBlock() throws {
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(model: try ManagedObjectModel(entities: [
+            EntityDescription(name: "ProbedNote", managedObjectClass: ProbedNote.self, properties: [.attribute("text", .string)]),
+        ]))
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store")
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")
+        let importer = ManagedObjectContext(.privateQueue, parent: main, name: "import")
+        let (note, id) = try importer.performAndWait { () throws -> (ProbedNote, ObjectID) in
+            let note = ProbedNote(context: importer)
+            note.text = "v1"
+            try importer.save()
+            return (note, note.objectID)
+        }
+        let seen = LockedTexts()
+        let probeRan = DispatchSemaphore(value: 0)
+        ProbedNote.onParentCopy.set {
+            DispatchQueue.main.async {
+                seen.set([main.performAndWait { (main.object(with: id) as? ProbedNote)?.text ?? "missing" }])
+                probeRan.signal()
+            }
+        }
+        defer { ProbedNote.onParentCopy.set(nil) }
+        try importer.performAndWait { () throws in
+            note.text = "v2"
+            try importer.save()
+        }
+        #expect(probeRan.wait(timeout: .now() + 10) == .success, "the main context never made the held object")
+        #expect(seen.texts == ["v1"], "the held save was taken in by the block that took the update")
+        #expect(main.performAndWait { (main.object(with: id) as? ProbedNote)?.text } == "v2")
+        try main.performAndWait { try main.save() }
+        try writer.performAndWait { try writer.save() }
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        #expect(try fresh.performAndWait { try fresh.fetch(FetchRequest<ProbedNote>()).map(\.text) } == ["v2"])
+    }
+
     ///     writer: insert W (no child yet: publishes nothing)
     ///     main, importer created; importer saves N ──▶ main holds N
     ///     main.save(): the writer cannot check it (its publication is
@@ -461,4 +508,33 @@ private final class LockedTexts: @unchecked Sendable {
     private var value: [String] = []
     func set(_ texts: [String]) { lock.withLock { value = texts } }
     var texts: [String] { lock.withLock { value } }
+}
+
+/// A note whose parent-side copy (made with no context) runs a hook once
+/// (``HeldChildSaveTests/heldSavesAreTakenInAheadOfAnUpdateInTheirOwnBlock()``).
+final class ProbedNote: ManagedObject {
+    @Attribute("text") var text: String
+
+    static let onParentCopy = OneShotHook()
+
+    required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        if context == nil { Self.onParentCopy.fire() }
+        super.init(entity: entity, insertInto: context)
+    }
+}
+
+/// An action run at most once, by whichever thread fires it first.
+///
+/// `@unchecked Sendable`: `action` is guarded by `lock`.
+final class OneShotHook: @unchecked Sendable {
+    private let lock = NSLock()
+    private var action: (@Sendable () -> Void)?
+    func set(_ action: (@Sendable () -> Void)?) { lock.withLock { self.action = action } }
+    func fire() {
+        let action = lock.withLock { () -> (@Sendable () -> Void)? in
+            defer { self.action = nil }
+            return self.action
+        }
+        action?()
+    }
 }

@@ -175,6 +175,9 @@ final class DeferredChildSaves: @unchecked Sendable {
             && (!paced || entries.isEmpty || objects + objectCount <= Self.objectLimit || objectCount <= Self.smallSaveObjects)
     }
 
+    /// How many saves are recorded.
+    var count: Int { lock.withLock { entries.count } }
+
     /// How many objects the recorded saves change.
     var objectCount: Int { lock.withLock { objects } }
 

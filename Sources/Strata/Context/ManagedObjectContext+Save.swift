@@ -123,7 +123,10 @@ extension ManagedObjectContext {
         }
         // A save into a main-queue parent — held there, or taken in when it
         // has a uniqueness constraint to check — is paced here, on this
-        // thread, by the writer it is handed on to (Rule 13).
+        // thread, by the writer it is handed on to (Rule 13). One it will
+        // take in finds the held saves taken in ahead of it, each in a
+        // main-queue block of its own.
+        parent.takeHeldSavesAhead(of: changes)
         parent.waitForRoomToHandOn(changes)
         return try parent.childAccess { () throws(StrataError) -> SaveOutcome in
             let outcome = try parent.acceptChildSave(changes, from: self)
