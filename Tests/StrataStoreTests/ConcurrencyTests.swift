@@ -27,11 +27,17 @@ import Testing
 
     /// `largeBatches`: one writer's every 40th batch also writes
     /// ``StrataStore/offLockApplyOperations`` padding keys, so that it is
-    /// applied to a copy of the index and swapped in (``StrataStore/commit(_:)``)
-    /// while flushes and compactions repoint the index.
-    @Test(arguments: [false, true]) func readersNeverSeePartOfABatch(largeBatches: Bool) throws {
+    /// applied to a copy of the index and swapped in (``StrataStore/apply(_:)``)
+    /// while flushes and compactions repoint the index. Under `.grouped`,
+    /// every writer's every 10th batch does, and such a batch (about 60 KiB)
+    /// passes the lead on once it is in the log
+    /// (``StrataStore/pipelinedGroupBytes``): groups are synced and applied
+    /// while the next is written, and still applied whole and in order.
+    @Test(arguments: [(false, StoreOptions.SyncMode.none), (true, .none), (true, .grouped)])
+    func readersNeverSeePartOfABatch(largeBatches: Bool, sync: StoreOptions.SyncMode) throws {
         let dir = ScratchDirectory()
-        let store = try StrataStore(directory: dir.store, options: smallOptions())
+        let store = try StrataStore(directory: dir.store, options: smallOptions(sync: sync))
+        let paddedEvery = sync == .none ? 40 : 10
         let tally = Tally()
         let writers = 3, batchesPerWriter = 400
         let done = DispatchGroup()
@@ -74,8 +80,8 @@ import Testing
                     let group = Int.random(in: 0..<Self.groups, using: &g)
                     let value = Array("w\(w)-\(i)".utf8) + Array(repeating: UInt8(i % 251), count: 300)
                     for key in Self.keys(group) { batch.put(key, value) }
-                    if largeBatches && w == 0 && i % 40 == 39 {
-                        for j in 0..<StrataStore.offLockApplyOperations { batch.put(bytes("pad/\(i)/\(j)"), [UInt8(i % 251)]) }
+                    if largeBatches && (sync != .none || w == 0) && i % paddedEvery == paddedEvery - 1 {
+                        for j in 0..<StrataStore.offLockApplyOperations { batch.put(bytes("pad/\(w)/\(i)/\(j)"), [UInt8(i % 251)]) }
                     }
                     do {
                         try store.write(batch)
@@ -97,7 +103,8 @@ import Testing
         #expect(stats.flushes > 0 && stats.compactions > 0, "no flush or compaction happened under the readers")
         #expect(stats.batchesWritten == writers * batchesPerWriter)
         if largeBatches {
-            #expect(try store.scan(prefix: bytes("pad/")).count == batchesPerWriter / 40 * StrataStore.offLockApplyOperations)
+            let paddedBatches = (sync == .none ? 1 : writers) * (batchesPerWriter / paddedEvery)
+            #expect(try store.scan(prefix: bytes("pad/")).count == paddedBatches * StrataStore.offLockApplyOperations)
         }
         try store.close()
     }

@@ -631,6 +631,99 @@ import Testing
         #expect(reopened.sequence == UInt64(writers * perWriter))
     }
 
+    /// A batch of `count` puts `<prefix>/<i>` of 100-byte values: about
+    /// 45 KiB for 400, past ``StrataStore/pipelinedGroupBytes``.
+    static func largeBatch(_ prefix: String, count: Int = 400) -> WriteBatch {
+        var batch = WriteBatch()
+        for i in 0..<count { batch.put(bytes("\(prefix)/\(i)"), Array(repeating: UInt8(i % 251), count: 100)) }
+        return batch
+    }
+
+    /// Whether the store holds all of `prefix`'s keys (true), none (false),
+    /// or some (nil: a batch in part).
+    static func holdsAll(_ store: StrataStore, _ prefix: String, count: Int = 400) throws -> Bool? {
+        let found = try store.scan(prefix: bytes(prefix + "/")).count
+        return found == count ? true : found == 0 ? false : nil
+    }
+
+    ///     writer A (large batch)                 writer B (large batch)
+    ///     log write; lead passed on
+    ///     fdatasync ── held at the gate ──┐
+    ///                                     │      leads: its log write lands
+    ///                                     │      while A's sync is held
+    ///     gate opens ◀────────────────────┘
+    ///     applied, returns 1                     synced, applied, returns 2
+    @Test func aLargeGroupsSyncOverlapsTheNextGroupsLogWrite() throws {
+        let dir = ScratchDirectory()
+        let fs = GatedSyncFileSystem()
+        var options = smallOptions(sync: .grouped)
+        options.logSizeLimit = 4 << 20
+        options.fileSystem = fs
+        let store = try StrataStore(directory: dir.store, options: options)
+        fs.arm()
+        let sequences = LockedBox<[String: UInt64]>([:])
+        let done = DispatchGroup()
+        for name in ["a", "b"] {
+            done.enter()
+            Thread {
+                if let sequence = try? store.write(Self.largeBatch(name)) { sequences.update { $0[name] = sequence } }
+                done.leave()
+            }.start()
+            // B starts only once A's sync is held.
+            if name == "a" { #expect(fs.waitUntilHolding(timeout: 10), "A's sync never started") }
+        }
+        let overlapped = fs.waitForWritesWhileHolding(timeout: 5)
+        fs.release()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(overlapped, "B's group waited for A's sync before it was written")
+        #expect(sequences.value == ["a": 1, "b": 2])
+        #expect(try Self.holdsAll(store, "a") == true && Self.holdsAll(store, "b") == true)
+        try store.close()
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try Self.holdsAll(reopened, "a") == true && Self.holdsAll(reopened, "b") == true)
+        #expect(reopened.sequence == 2)
+        try reopened.close()
+    }
+
+    ///     writer A (large batch)                 writer B (large batch)
+    ///     fdatasync ── held ──┐                  log write; waits for a sync
+    ///     fails with EIO  ◀───┘                  (A's covered it not)
+    ///     throws .ioFailure                      throws .ioFailure, never applied
+    ///     a later write: .storeFailed; reopened, each batch whole or absent
+    @Test func aFailedSyncFailsTheGroupWrittenBehindIt() throws {
+        let dir = ScratchDirectory()
+        let fs = GatedSyncFileSystem()
+        var options = smallOptions(sync: .grouped)
+        options.logSizeLimit = 4 << 20
+        options.fileSystem = fs
+        let store = try StrataStore(directory: dir.store, options: options)
+        try store.put("before", "kept")
+        fs.arm(failingWith: SystemCallError(call: "fdatasync", errno: EIO, path: nil))
+        let errors = LockedBox<[String: StoreError.Code]>([:])
+        let done = DispatchGroup()
+        for name in ["a", "b"] {
+            done.enter()
+            Thread {
+                do { _ = try store.write(Self.largeBatch(name)) } catch {
+                    errors.update { $0[name] = (error as? StoreError)?.code }
+                }
+                done.leave()
+            }.start()
+            if name == "a" { #expect(fs.waitUntilHolding(timeout: 10), "A's sync never started") }
+        }
+        #expect(fs.waitForWritesWhileHolding(timeout: 5))
+        fs.release()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(errors.value == ["a": .ioFailure, "b": .ioFailure])
+        #expect(try Self.holdsAll(store, "a") == false && Self.holdsAll(store, "b") == false, "a failed write became visible")
+        #expect { try store.put("after", "refused") } throws: { ($0 as? StoreError)?.code == .storeFailed }
+        try? store.close()
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try reopened.string("before") == "kept")
+        #expect(try Self.holdsAll(reopened, "a") != nil && Self.holdsAll(reopened, "b") != nil, "a batch in part")
+        try reopened.close()
+    }
+
     @Test func alwaysModeSyncsEveryBatch() throws {
         let dir = ScratchDirectory()
         let store = try StrataStore(directory: dir.store, options: smallOptions(sync: .always))
@@ -648,6 +741,82 @@ struct SlowSyncFileSystem: ForwardingFileSystem {
     func sync(_ fd: FileDescriptor) throws(SystemCallError) {
         Thread.sleep(forTimeInterval: delay)
         try base.sync(fd)
+    }
+}
+
+/// POSIX, but once armed the next fsync waits at a gate until the test
+/// opens it, then fails with `failure` if one is set (without syncing);
+/// writes made while it waits are counted.
+///
+/// `@unchecked Sendable`: the state is guarded by `condition`.
+final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendable {
+    let base: any FileSystem = POSIXFileSystem()
+    private let condition = NSCondition()
+    private var armed = false
+    private var holding = false
+    private var opened = false
+    private var failure: SystemCallError?
+    private var writesWhileHolding = 0
+
+    func arm(failingWith error: SystemCallError? = nil) {
+        condition.withLock {
+            armed = true
+            failure = error
+        }
+    }
+
+    /// Waits until a sync is held at the gate.
+    func waitUntilHolding(timeout: TimeInterval) -> Bool {
+        wait(timeout) { holding }
+    }
+
+    /// Waits until a write happened while a sync was held.
+    func waitForWritesWhileHolding(timeout: TimeInterval) -> Bool {
+        wait(timeout) { writesWhileHolding > 0 }
+    }
+
+    func release() {
+        condition.withLock {
+            opened = true
+            condition.broadcast()
+        }
+    }
+
+    private func wait(_ timeout: TimeInterval, until done: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !done() {
+            if !condition.wait(until: deadline) { return done() }
+        }
+        return true
+    }
+
+    func sync(_ fd: FileDescriptor) throws(SystemCallError) {
+        condition.lock()
+        guard armed else {
+            condition.unlock()
+            return try base.sync(fd)
+        }
+        armed = false
+        holding = true
+        condition.broadcast()
+        while !opened { condition.wait() }
+        holding = false
+        let failure = self.failure
+        condition.unlock()
+        if let failure { throw failure }
+        try base.sync(fd)
+    }
+
+    func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int {
+        condition.withLock {
+            if holding {
+                writesWhileHolding += 1
+                condition.broadcast()
+            }
+        }
+        return try base.write(fd, bytes, at: offset)
     }
 }
 

@@ -114,6 +114,7 @@ extension StrataStore {
         }
         closing = true
         while !queue.isEmpty { writers.wait() }
+        waitForLoggedGroupsApplied()
         writers.unlock()
         backgroundWork.wait()
         var firstError: StoreError?

@@ -88,6 +88,26 @@ public final class StrataStore: @unchecked Sendable {
     var flushInProgress = false
     /// True once `close()` started. Guarded by `writers`.
     var closing = false
+    /// The last sequence number applied to the memtable and the index.
+    /// Guarded by `writers`.
+    var appliedThrough: UInt64
+    /// Groups written to the log whose leaders have passed the lead on and
+    /// not yet finished: syncing them, waiting for their turn, applying
+    /// them. Guarded by `writers`.
+    var groupsInFlight = 0
+    /// The first sequence number of the first group whose sync failed: no
+    /// group from it on is applied or acknowledged. Guarded by `writers`.
+    var failedFrom: UInt64?
+    /// The active log's offset past the last group written to it, and past
+    /// the frames the last finished sync covered. Guarded by `writers`.
+    var logWrittenEnd: UInt64
+    var logSyncedEnd: UInt64 = 0
+    /// Whether a sync of the active log runs now (one at a time), and the
+    /// error of the one that failed. Guarded by `writers`.
+    var syncing = false
+    var syncFailure: StoreError?
+    /// Groups waiting for the sync under way to end. Guarded by `writers`.
+    var syncWaiters = 0
 
     // MARK: Owned by the write leader (one thread at a time; handed over under `writers`).
     /// The log being appended to (nil when read-only).
@@ -96,6 +116,10 @@ public final class StrataStore: @unchecked Sendable {
     var memtable: Memtable?
     /// The sequence number the next batch gets.
     var nextSequence: UInt64
+    /// The memtable bytes the groups logged into the active memtable take,
+    /// applied or not (its `used` counts only the applied ones, and is the
+    /// applying leader's to change).
+    var memtableReserved: Int
     /// A scratch buffer for frames.
     var frameBuffer: [UInt8] = []
     /// A scratch list of one batch's operations as appended to the memtable.
@@ -103,7 +127,7 @@ public final class StrataStore: @unchecked Sendable {
 
     // MARK: Changing the index.
     /// Held by whoever changes ``index`` outside the `state` lock — the
-    /// write leader applying a large batch to a copy (``commit(_:)``) — and
+    /// write leader applying a large batch to a copy (``apply(_:)``) — and
     /// by flushes and compactions around each change they make under it:
     /// so no change lands in the index between the copy and the swap that
     /// replaces it. Taken before `state`, after `installLock`.
@@ -182,6 +206,9 @@ public final class StrataStore: @unchecked Sendable {
         self.files = opened.files
         self.visibleSequence = opened.lastSequence
         self.nextSequence = opened.lastSequence + 1
+        self.appliedThrough = opened.lastSequence
+        self.memtableReserved = opened.memtable?.used ?? 0
+        self.logWrittenEnd = opened.log?.offset ?? 0
         self.nextFileNumber = opened.nextFileNumber
         self.manifest = opened.manifest
         self.liveSegments = opened.manifest.segments
