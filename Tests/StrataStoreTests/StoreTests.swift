@@ -732,6 +732,22 @@ import Testing
         }
         #expect(store.statistics.logSyncs == 40)
     }
+
+    /// Under `.always` a large batch, written while another's sync runs,
+    /// still gets a sync of its own (not the next one that covers it).
+    @Test func alwaysModeSyncsEveryLargeBatchToo() throws {
+        let dir = ScratchDirectory()
+        var options = smallOptions(sync: .always)
+        options.logSizeLimit = 4 << 20
+        options.fileSystem = SlowSyncFileSystem(delay: 0.003)
+        let store = try StrataStore(directory: dir.store, options: options)
+        onThreads(4) { w in
+            for i in 0..<5 { _ = try! store.write(Self.largeBatch("w\(w)-\(i)", count: 400)) }
+        }
+        #expect(store.statistics.logSyncs == 20)
+        #expect(store.statistics.keys == 20 * 400)
+        try store.close()
+    }
 }
 
 /// POSIX, with every fsync taking at least `delay` seconds.

@@ -168,7 +168,8 @@ extension StrataStore {
             if let syncFailure { return syncFailure }
             // A sync counts for the group if it started after the group
             // was written: it covered it (its target, the written end then).
-            if logSyncedEnd >= group.endOffset { return nil }
+            // Under `.always` only the group's own sync counts.
+            if logSyncedEnd >= group.endOffset && options.syncMode != .always { return nil }
             if syncing {
                 syncWaiters += 1
                 writers.wait()
