@@ -646,6 +646,38 @@ import Testing
         return found == count ? true : found == 0 ? false : nil
     }
 
+    /// A `.grouped` store on a ``GatedSyncFileSystem``, with room in its
+    /// log for the large batches below.
+    static func gatedStore(_ dir: ScratchDirectory) throws -> (StrataStore, GatedSyncFileSystem) {
+        let fs = GatedSyncFileSystem()
+        var options = smallOptions(sync: .grouped)
+        options.logSizeLimit = 4 << 20
+        options.fileSystem = fs
+        return (try StrataStore(directory: dir.store, options: options), fs)
+    }
+
+    /// Writes large batches "a", then "b" once A's sync is held at `fs`'s
+    /// gate (armed by the caller); opens the gate once B's log write has
+    /// landed (or 5 s have passed). Returns each write's outcome and whether
+    /// B's log write landed while A's sync was held.
+    static func writeTwoPastAHeldSync(_ store: StrataStore, _ fs: GatedSyncFileSystem) -> (outcomes: [String: Result<UInt64, StoreError>], overlapped: Bool) {
+        let outcomes = LockedBox<[String: Result<UInt64, StoreError>]>([:])
+        let done = DispatchGroup()
+        for name in ["a", "b"] {
+            done.enter()
+            Thread {
+                let outcome = Result { () throws(StoreError) -> UInt64 in try store.write(largeBatch(name)) }
+                outcomes.update { $0[name] = outcome }
+                done.leave()
+            }.start()
+            if name == "a" { #expect(fs.waitUntilHolding(timeout: 10), "A's sync never started") }
+        }
+        let overlapped = fs.waitForWritesWhileHolding(timeout: 5)
+        fs.release()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        return (outcomes.value, overlapped)
+    }
+
     ///     writer A (large batch)                 writer B (large batch)
     ///     log write; lead passed on
     ///     fdatasync ── held at the gate ──┐
@@ -655,28 +687,11 @@ import Testing
     ///     applied, returns 1                     synced, applied, returns 2
     @Test func aLargeGroupsSyncOverlapsTheNextGroupsLogWrite() throws {
         let dir = ScratchDirectory()
-        let fs = GatedSyncFileSystem()
-        var options = smallOptions(sync: .grouped)
-        options.logSizeLimit = 4 << 20
-        options.fileSystem = fs
-        let store = try StrataStore(directory: dir.store, options: options)
+        let (store, fs) = try Self.gatedStore(dir)
         fs.arm()
-        let sequences = LockedBox<[String: UInt64]>([:])
-        let done = DispatchGroup()
-        for name in ["a", "b"] {
-            done.enter()
-            Thread {
-                if let sequence = try? store.write(Self.largeBatch(name)) { sequences.update { $0[name] = sequence } }
-                done.leave()
-            }.start()
-            // B starts only once A's sync is held.
-            if name == "a" { #expect(fs.waitUntilHolding(timeout: 10), "A's sync never started") }
-        }
-        let overlapped = fs.waitForWritesWhileHolding(timeout: 5)
-        fs.release()
-        #expect(done.wait(timeout: .now() + 20) == .success)
+        let (outcomes, overlapped) = Self.writeTwoPastAHeldSync(store, fs)
         #expect(overlapped, "B's group waited for A's sync before it was written")
-        #expect(sequences.value == ["a": 1, "b": 2])
+        #expect(outcomes.mapValues { try? $0.get() } == ["a": 1, "b": 2])
         #expect(try Self.holdsAll(store, "a") == true && Self.holdsAll(store, "b") == true)
         try store.close()
         let reopened = try StrataStore(directory: dir.store, options: smallOptions())
@@ -692,29 +707,16 @@ import Testing
     ///     a later write: .storeFailed; reopened, each batch whole or absent
     @Test func aFailedSyncFailsTheGroupWrittenBehindIt() throws {
         let dir = ScratchDirectory()
-        let fs = GatedSyncFileSystem()
-        var options = smallOptions(sync: .grouped)
-        options.logSizeLimit = 4 << 20
-        options.fileSystem = fs
-        let store = try StrataStore(directory: dir.store, options: options)
+        let (store, fs) = try Self.gatedStore(dir)
         try store.put("before", "kept")
         fs.arm(failingWith: SystemCallError(call: "fdatasync", errno: EIO, path: nil))
-        let errors = LockedBox<[String: StoreError.Code]>([:])
-        let done = DispatchGroup()
-        for name in ["a", "b"] {
-            done.enter()
-            Thread {
-                do { _ = try store.write(Self.largeBatch(name)) } catch {
-                    errors.update { $0[name] = (error as? StoreError)?.code }
-                }
-                done.leave()
-            }.start()
-            if name == "a" { #expect(fs.waitUntilHolding(timeout: 10), "A's sync never started") }
+        let (outcomes, overlapped) = Self.writeTwoPastAHeldSync(store, fs)
+        #expect(overlapped)
+        let codes = outcomes.mapValues { outcome -> StoreError.Code? in
+            if case .failure(let error) = outcome { return error.code }
+            return nil
         }
-        #expect(fs.waitForWritesWhileHolding(timeout: 5))
-        fs.release()
-        #expect(done.wait(timeout: .now() + 20) == .success)
-        #expect(errors.value == ["a": .ioFailure, "b": .ioFailure])
+        #expect(codes == ["a": .ioFailure, "b": .ioFailure])
         #expect(try Self.holdsAll(store, "a") == false && Self.holdsAll(store, "b") == false, "a failed write became visible")
         #expect { try store.put("after", "refused") } throws: { ($0 as? StoreError)?.code == .storeFailed }
         try? store.close()

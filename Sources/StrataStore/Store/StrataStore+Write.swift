@@ -216,11 +216,13 @@ extension StrataStore {
     /// group's write then overlaps them. Below it, the leader keeps the lead
     /// until its group is applied, and writers that arrive meanwhile form
     /// the next group. Measured on the 2-core VM (`strata-bench engine
-    /// --fill-only DIR --durable`): four writers of batches of 1,000
-    /// records (about 120 KiB) went from 2.0–2.2 to 2.5–2.8 million
-    /// records/s passing it early, while sixteen writers of one record each
-    /// fell from 42,000 to 10,000 records/s (a group of a few records gains
-    /// nothing from overlap, and every hand-over wakes every waiter).
+    /// --fill-only DIR --durable`, builds interleaved): with every group
+    /// passing the lead on early, four writers of batches of 1,000 records
+    /// (about 120 KiB) ran at 2.46–2.85 million records/s (three runs),
+    /// where the build before ran at 1.98–2.30 (fourteen runs, one more at
+    /// 1.56), while sixteen writers of one record each fell from 42,000 to
+    /// 10,000 records/s (a group of a few records gains nothing from
+    /// overlap, and every hand-over wakes every waiter).
     static let pipelinedGroupBytes = 32 << 10
 
     /// The leader (or a flush's sentinel) leaves the head of the queue and
