@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -26,12 +27,15 @@ import Musl
 /// holding it.
 ///
 /// `@unchecked Sendable`: the only state is the mutex itself, which guards
-/// nothing but itself and is safe to use from any thread by construction; each
-/// owner documents which of its own properties the lock guards.
+/// nothing but itself and is safe to use from any thread by construction, and
+/// an atomic count of its waiters; each owner documents which of its own
+/// properties the lock guards.
 package final class Lock: @unchecked Sendable {
     /// Heap-allocated so it never moves: a pthread mutex must stay at the
     /// address it was initialised at, which a stored property does not promise.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// Threads blocked taking the lock (``hasWaiters``).
+    private let waiting = Atomic<Int>(0)
 
     package init() {
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -60,12 +64,24 @@ package final class Lock: @unchecked Sendable {
     /// keeps a typed `throws(E)` when the closure declares one.
     @inline(__always)
     package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        let rc = pthread_mutex_lock(mutex)
-        precondition(rc == 0, "pthread_mutex_lock failed (locked twice on one thread?): \(rc)")
+        if pthread_mutex_trylock(mutex) != 0 { lockWaiting() }
         defer {
             let rc = pthread_mutex_unlock(mutex)
             precondition(rc == 0, "pthread_mutex_unlock failed: \(rc)")
         }
         return try body()
+    }
+
+    /// Whether a thread is blocked taking the lock right now (as
+    /// ``ReadWriteLock/hasWaiters``).
+    package var hasWaiters: Bool { waiting.load(ordering: .relaxed) > 0 }
+
+    /// Takes the lock after a try failed, counted in ``hasWaiters`` meanwhile.
+    @inline(never)
+    private func lockWaiting() {
+        waiting.add(1, ordering: .relaxed)
+        let rc = pthread_mutex_lock(mutex)
+        waiting.subtract(1, ordering: .relaxed)
+        precondition(rc == 0, "pthread_mutex_lock failed (locked twice on one thread?): \(rc)")
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -20,11 +21,13 @@ import Musl
 /// state.withLock { index.insert(key, entry) }
 /// ```
 ///
-/// `@unchecked Sendable`: the only state is the rwlock itself; owners document
-/// what it guards. Not recursive: taking it again on the same thread deadlocks.
+/// `@unchecked Sendable`: the only state is the rwlock itself and an atomic
+/// count of its waiters; owners document what it guards. Not recursive: taking it again on the same thread deadlocks.
 package final class ReadWriteLock: @unchecked Sendable {
     /// Heap-allocated so it never moves (a pthread object must stay where it was initialised).
     private let rwlock: UnsafeMutablePointer<pthread_rwlock_t>
+    /// Threads blocked taking the lock, in either mode (``hasWaiters``).
+    private let waiting = Atomic<Int>(0)
 
     package init() {
         rwlock = .allocate(capacity: 1)
@@ -48,10 +51,24 @@ package final class ReadWriteLock: @unchecked Sendable {
     /// Runs `body` holding the lock exclusively.
     @inline(__always)
     package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        let rc = pthread_rwlock_wrlock(rwlock)
-        precondition(rc == 0, "pthread_rwlock_wrlock failed: \(rc)")
+        if pthread_rwlock_trywrlock(rwlock) != 0 { lockWaiting(reading: false) }
         defer { pthread_rwlock_unlock(rwlock) }
         return try body()
+    }
+
+    /// Whether a thread is blocked taking the lock right now: a holder that
+    /// releases it between steps of a long job and takes it straight back
+    /// would win it again before the woken waiter runs (a pthread lock is
+    /// not fair), so it pauses only when this says someone is there.
+    package var hasWaiters: Bool { waiting.load(ordering: .relaxed) > 0 }
+
+    /// Takes the lock after a try failed, counted in ``hasWaiters`` meanwhile.
+    @inline(never)
+    private func lockWaiting(reading: Bool) {
+        waiting.add(1, ordering: .relaxed)
+        let rc = reading ? pthread_rwlock_rdlock(rwlock) : pthread_rwlock_wrlock(rwlock)
+        waiting.subtract(1, ordering: .relaxed)
+        precondition(rc == 0, "pthread_rwlock_\(reading ? "rdlock" : "wrlock") failed: \(rc)")
     }
 
     /// Runs `body` holding the lock exclusively if it is free now; nil
@@ -65,8 +82,7 @@ package final class ReadWriteLock: @unchecked Sendable {
     /// Runs `body` holding the lock shared with other readers.
     @inline(__always)
     package func withReadLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        let rc = pthread_rwlock_rdlock(rwlock)
-        precondition(rc == 0, "pthread_rwlock_rdlock failed: \(rc)")
+        if pthread_rwlock_tryrdlock(rwlock) != 0 { lockWaiting(reading: true) }
         defer { pthread_rwlock_unlock(rwlock) }
         return try body()
     }

@@ -313,7 +313,7 @@ extension StrataStore {
                 } }
             }
             i = end
-            Self.letWaitersIn()
+            letWaitersIn()
         }
         // Leaves loaded in place from the checkpoint that the repointing
         // replaced are memory the index no longer needs.
