@@ -6,7 +6,8 @@
 // Dependency direction (one module per layer, as swift-nio does):
 //
 //     CLZ4, CStrataCRC32C,  C shims: liblz4, hardware CRC32C,
-//     CStrataScheduling     the thread's scheduler slice (sched_setattr)
+//     CStrataScheduling,    the thread's scheduler slice (sched_setattr),
+//     CStrataSystem         early writeback (sync_file_range)
 //             ↑
 //       StrataStore         the storage engine; knows nothing of objects
 //             ↑
@@ -48,6 +49,7 @@ let package = Package(
         ),
         .target(name: "CStrataCRC32C"),
         .target(name: "CStrataScheduling"),
+        .target(name: "CStrataSystem"),
         // SQLite, for strata-bench's side-by-side baseline only.
         .systemLibrary(
             name: "CSQLite",
@@ -66,7 +68,7 @@ let package = Package(
         ),
         .target(
             name: "StrataStore",
-            dependencies: ["CLZ4", "CStrataCRC32C", "CStrataScheduling"],
+            dependencies: ["CLZ4", "CStrataCRC32C", "CStrataScheduling", "CStrataSystem"],
             swiftSettings: strictSwift
         ),
         .target(

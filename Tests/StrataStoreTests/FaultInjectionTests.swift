@@ -168,4 +168,50 @@ import Testing
         ], maximumPerOperation: 80)
         print("fault injection (open paths): \(cases) cases")
     }
+
+    /// Writes 6 MiB in 60 batches of 100 records of 1 KiB under `sync`, with
+    /// room for all of it in one log, flushes and closes.
+    static func writeSixMebibytes(_ dir: String, _ fs: FaultInjectingFileSystem, sync: StoreOptions.SyncMode) throws {
+        var options = StoreOptions()
+        options.syncMode = sync
+        options.logSizeLimit = 16 << 20
+        options.fileSystem = fs
+        let store = try StrataStore(directory: dir, options: options)
+        for b in 0..<60 {
+            var batch = WriteBatch()
+            for j in 0..<100 { batch.put(bytes("k\(b)/\(j)"), Array(repeating: UInt8(truncatingIfNeeded: b &+ j), count: 1_024)) }
+            try store.write(batch)
+        }
+        try store.flush()
+        try store.close()
+    }
+
+    /// A log left to the OS starts the writeback of what it wrote as it goes,
+    /// and so does a segment; a failing start (a hint) fails no write and
+    /// loses nothing.
+    @Test func aFailingWritebackHintFailsNothing() throws {
+        let dir = ScratchDirectory(inMemory: true)
+        let fs = FaultInjectingFileSystem()
+        fs.injectAlways(.error(5 /* EIO */), on: .startWriteback)
+        try Self.writeSixMebibytes(dir.store, fs, sync: .none)
+        #expect(fs.callCount(.startWriteback, pathContains: ".wal") >= 1)
+        #expect(fs.callCount(.startWriteback, pathContains: ".seg") >= 1)
+        #expect(fs.injectedFaultCount >= 2)
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        defer { try? reopened.close() }
+        for b in [0, 31, 59] {
+            for j in [0, 99] {
+                #expect(try reopened.get(bytes("k\(b)/\(j)")) == Array(repeating: UInt8(truncatingIfNeeded: b &+ j), count: 1_024))
+            }
+        }
+    }
+
+    /// A durable log syncs each group itself: it starts no writeback of its own.
+    @Test func aDurableLogStartsNoWriteback() throws {
+        let dir = ScratchDirectory(inMemory: true)
+        let fs = FaultInjectingFileSystem()
+        try Self.writeSixMebibytes(dir.store, fs, sync: .grouped)
+        #expect(fs.callCount(.startWriteback, pathContains: ".wal") == 0)
+        #expect(fs.callCount(.sync, pathContains: ".wal") >= 60)
+    }
 }

@@ -90,6 +90,8 @@ final class MemoryFileSystem: FileSystem, @unchecked Sendable {
 
     func sync(_ fd: FileDescriptor) throws(SystemCallError) {}
 
+    func startWriteback(_ fd: FileDescriptor, offset: UInt64, length: UInt64) throws(SystemCallError) {}
+
     func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) {
         try lock.withLock { () throws(SystemCallError) in
             let path = try path(of: fd, "ftruncate")

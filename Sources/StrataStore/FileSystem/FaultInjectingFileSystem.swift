@@ -41,7 +41,7 @@ import Musl
 package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
     /// The calls a fault can be injected into, one per ``FileSystem`` requirement.
     package enum Operation: String, CaseIterable, Sendable {
-        case open, close, read, write, sync, truncate, size, lock, rename, remove
+        case open, close, read, write, sync, startWriteback, truncate, size, lock, rename, remove
         case makeDirectory, listDirectory, syncDirectory, status
 
         /// The syscall an injected failure names, as ``POSIXFileSystem`` would.
@@ -52,6 +52,7 @@ package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
             case .read: "pread"
             case .write: "pwrite"
             case .sync: "fdatasync"
+            case .startWriteback: "sync_file_range"
             case .truncate: "ftruncate"
             case .size: "fstat"
             case .lock: "flock"
@@ -256,6 +257,11 @@ package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
     package func sync(_ fd: FileDescriptor) throws(SystemCallError) {
         try check(.sync, fd)
         try base.sync(fd)
+    }
+
+    package func startWriteback(_ fd: FileDescriptor, offset: UInt64, length: UInt64) throws(SystemCallError) {
+        try check(.startWriteback, fd)
+        try base.startWriteback(fd, offset: offset, length: length)
     }
 
     package func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) {

@@ -26,6 +26,12 @@ package protocol FileSystem: Sendable {
     func write(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemCallError) -> Int
     /// `fdatasync(2)` (`F_FULLFSYNC` on Darwin): the file's data is durable when it returns.
     func sync(_ fd: FileDescriptor) throws(SystemCallError)
+    /// `sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`: starts writing the
+    /// range's dirty pages back and returns without waiting. It makes nothing
+    /// durable; it leaves a later ``sync(_:)`` less to write. A hint: callers
+    /// ignore its failure (a writeback error is still reported by that later
+    /// `sync`). Fails with `ENOSYS` where the call does not exist (Darwin).
+    func startWriteback(_ fd: FileDescriptor, offset: UInt64, length: UInt64) throws(SystemCallError)
     /// `ftruncate(2)`.
     func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError)
     /// `fstat(2)`'s size.

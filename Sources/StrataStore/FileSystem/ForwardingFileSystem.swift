@@ -25,6 +25,9 @@ extension ForwardingFileSystem {
         try base.write(fd, bytes, at: offset)
     }
     package func sync(_ fd: FileDescriptor) throws(SystemCallError) { try base.sync(fd) }
+    package func startWriteback(_ fd: FileDescriptor, offset: UInt64, length: UInt64) throws(SystemCallError) {
+        try base.startWriteback(fd, offset: offset, length: length)
+    }
     package func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) { try base.truncate(fd, to: size) }
     package func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 { try base.size(fd) }
     package func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) { try base.lockExclusive(fd) }

@@ -1,3 +1,4 @@
+import CStrataSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -83,6 +84,16 @@ package struct POSIXFileSystem: FileSystem {
         #else
         _ = try retryingEINTR("fdatasync", nil) { fdatasync(fd.rawValue) }
         #endif
+    }
+
+    /// `sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE` (through the C shim
+    /// `strata_start_writeback`, as Glibc's module leaves the call out):
+    /// queues the range's dirty pages for writeback. Fails with `ENOSYS` off
+    /// Linux, `EBADF`, `ESPIPE`, `EIO`.
+    package func startWriteback(_ fd: FileDescriptor, offset: UInt64, length: UInt64) throws(SystemCallError) {
+        let start = try fileOffset(offset, call: "sync_file_range")
+        let count = try fileOffset(length, call: "sync_file_range")
+        _ = try retryingEINTR("sync_file_range", nil) { strata_start_writeback(fd.rawValue, Int64(start), Int64(count)) }
     }
 
     /// `ftruncate(2)`: cuts or zero-extends the file to `size`. Fails with

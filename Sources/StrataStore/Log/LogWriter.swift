@@ -11,6 +11,14 @@ package final class LogWriter {
     /// Where the next frame goes: the end of the valid log.
     package private(set) var offset: UInt64
     private var closed = false
+    /// Whether this log's writes are left to the OS (`.none`): then it starts
+    /// their writeback as it goes (``append(_:)``).
+    private let startsWritebackEarly: Bool
+    /// Where the writeback last started ends.
+    private var writebackStart: UInt64 = 0
+
+    /// How much a log left to the OS writes between two starts of writeback.
+    static let writebackStep: UInt64 = 4 << 20
 
     /// Creates a new log file and writes its header. With `durable`, the file
     /// and its directory entry are fsynced before this returns, so that frames
@@ -23,6 +31,7 @@ package final class LogWriter {
         var salt = UInt32.random(in: 1...UInt32.max, using: &generator)
         if salt == 0 { salt = 1 }
         self.salt = salt
+        self.startsWritebackEarly = !durable
         let fd = try fileSystem.open(path, .createNew)
         self.fd = fd
         let header = LogFormat.encodeFileHeader(salt: salt, fileNumber: fileNumber)
@@ -44,9 +53,22 @@ package final class LogWriter {
     deinit { if !closed { try? fileSystem.close(fd) } }
 
     /// Writes `frames` (whole frames, encoded by ``LogFormat/appendFrame``) at the end of the log.
+    ///
+    /// A log that is not durable starts the writeback of every
+    /// ``writebackStep`` it writes (``FileSystem/startWriteback(_:offset:length:)``):
+    /// a rotation syncs the whole log, under every sync mode, before the next
+    /// one takes writes, and on this VM the sync of 64 MiB left to the OS
+    /// took the write leader 35 ms, with every writer waiting; with the pages
+    /// on their way as they are written, about 2 ms (strace, 2026-11-28).
     package func append(_ frames: [UInt8]) throws(SystemCallError) {
         try frames.withBytes { (b) throws(SystemCallError) in try fileSystem.writeAll(fd, b, at: offset, path: path) }
         offset += UInt64(frames.count)
+        if startsWritebackEarly && offset - writebackStart >= Self.writebackStep {
+            // A hint: if it fails, the rotation's sync does all the work, and
+            // reports any writeback error.
+            try? fileSystem.startWriteback(fd, offset: writebackStart, length: offset - writebackStart)
+            writebackStart = offset
+        }
     }
 
     /// Makes everything appended so far durable.

@@ -77,6 +77,9 @@ package final class SegmentWriter {
         try pending.withBytes { (bytes) throws(SystemCallError) in
             try fileSystem.writeAll(fd, bytes, at: fileOffset, path: path)
         }
+        // Its writeback starts now, so that `finish`'s sync has little left
+        // to write (a hint: that sync reports any writeback error).
+        try? fileSystem.startWriteback(fd, offset: fileOffset, length: UInt64(pending.count))
         fileOffset += UInt64(pending.count)
         pending.removeAll(keepingCapacity: true)
     }

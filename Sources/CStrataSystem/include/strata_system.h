@@ -1,0 +1,22 @@
+#ifndef STRATA_SYSTEM_H
+#define STRATA_SYSTEM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Starts writeback of the file's dirty pages in [offset, offset + length)
+/// without waiting for it: Linux's `sync_file_range(2)` with
+/// `SYNC_FILE_RANGE_WRITE`, which glibc declares only under _GNU_SOURCE.
+/// It makes nothing durable (no metadata, no device cache flush); a later
+/// `fdatasync(2)` still does that, with less left to write. Returns 0, or -1
+/// with `errno` set (ENOSYS where the call does not exist, as on Darwin).
+int strata_start_writeback(int fd, int64_t offset, int64_t length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
