@@ -2,7 +2,7 @@
 //
 // Every benchmark works on a store of its own in a fresh temporary directory,
 // with `syncMode = .none` (no fsync: the benchmarks measure the engine, not
-// the disk), 16-byte keys and 100-byte values. Building the store and the
+// the disk) but for the one durable write, 16-byte keys and 100-byte values. Building the store and the
 // inputs happens in `setup` or before `startMeasurement()`, never inside the
 // measured part.
 
@@ -39,6 +39,52 @@ let benchmarks: @Sendable () -> Void = {
         try writer.setUp { _ in }
     } teardown: {
         writer.destroy()
+    }
+
+    // The same with 16 random bytes for each key: each lands at a random
+    // place in the in-memory index (a descent to a random leaf), where the
+    // keys above mostly append at its right edge.
+    let randomWriter = StoreFixture()
+    Benchmark(
+        "write batch of 1000 random keys",
+        configuration: .init(maxIterations: 1_000)
+    ) { benchmark in
+        let store = try randomWriter.openStore()
+        var batch = WriteBatch()
+        for _ in 0 ..< Records.perBatch {
+            batch.put(Records.randomKey(&randomWriter.random), Records.value(randomWriter.nextRecord))
+            randomWriter.nextRecord += 1
+        }
+        benchmark.startMeasurement()
+        blackHole(try store.write(batch))
+        benchmark.stopMeasurement()
+    } setup: {
+        try randomWriter.setUp { _ in }
+    } teardown: {
+        randomWriter.destroy()
+    }
+
+    // One durable `write` of a 1,000-record batch (`.grouped`, one writer):
+    // the log frame, its `fdatasync`, memtable and index. Mostly the disk's
+    // sync; the rest is what the rows above measure.
+    let durableWriter = StoreFixture(syncMode: .grouped)
+    Benchmark(
+        "durable write batch of 1000",
+        configuration: .init(maxDuration: .seconds(5), maxIterations: 500)
+    ) { benchmark in
+        let store = try durableWriter.openStore()
+        var batch = WriteBatch()
+        for _ in 0 ..< Records.perBatch {
+            batch.put(Records.key(durableWriter.nextRecord), Records.value(durableWriter.nextRecord))
+            durableWriter.nextRecord += 1
+        }
+        benchmark.startMeasurement()
+        blackHole(try store.write(batch))
+        benchmark.stopMeasurement()
+    } setup: {
+        try durableWriter.setUp { _ in }
+    } teardown: {
+        durableWriter.destroy()
     }
 
     // One `flush()` of 10,000 new records per iteration (written before the
@@ -200,6 +246,11 @@ enum Records {
 
     static func value(_ i: Int) -> [UInt8] { valuePool[i % valuePool.count] }
 
+    /// 16 random bytes from `random`.
+    static func randomKey(_ random: inout SplitMix64) -> [UInt8] {
+        (0 ..< keySize).map { _ in UInt8.random(in: .min ... .max, using: &random) }
+    }
+
     private static let prefixHead = Array("bench/".utf8)
 
     private static let valuePool: [[UInt8]] = {
@@ -249,10 +300,21 @@ final class StoreFixture {
         return options
     }()
 
+    /// `options` with this fixture's sync mode (`.none` unless told).
+    private let storeOptions: StoreOptions
+
+    init(syncMode: StoreOptions.SyncMode = .none) {
+        var options = Self.options
+        options.syncMode = syncMode
+        storeOptions = options
+    }
+
     private var root: String?
     private var store: StrataStore?
     /// The next record number "write batch of 1000" writes.
     var nextRecord = 0
+    /// Where "write batch of 1000 random keys" takes its keys.
+    var random = SplitMix64(seed: 0x5EED)
     private var lookups: [[UInt8]] = []
     private var lookupCursor = 0
     private var prefixes: [[UInt8]] = []
@@ -287,7 +349,7 @@ final class StoreFixture {
         }
         root = String(cString: made)
         nextRecord = 0
-        store = try StrataStore(directory: directory, options: Self.options)
+        store = try StrataStore(directory: directory, options: storeOptions)
     }
 
     func openStore() throws -> StrataStore {
