@@ -252,8 +252,13 @@ import Testing
 }
 
 @Suite struct SegmentFormatTests {
-    /// Writes a segment of `count` records (every 7th a tombstone) and returns its directory.
+    /// Writes a segment of `count` records (every 7th a tombstone) and returns what the manifest would record.
     static func writeSegment(_ dir: ScratchDirectory, count: Int, valueSize: Int = 100) throws -> SegmentInfo {
+        try writtenSegment(dir, count: count, valueSize: valueSize).info
+    }
+
+    /// ``writeSegment(_:count:valueSize:)``, and the finished writer.
+    static func writtenSegment(_ dir: ScratchDirectory, count: Int, valueSize: Int = 100) throws -> (info: SegmentInfo, writer: SegmentWriter) {
         try FileManager.default.createDirectory(atPath: dir.store, withIntermediateDirectories: true)
         let writer = try SegmentWriter(fileSystem: POSIXFileSystem(), directory: dir.store, fileNumber: 9, blockSize: 4096)
         for i in 0..<count {
@@ -265,7 +270,7 @@ import Testing
                 }
             }
         }
-        return try writer.finish()
+        return (try writer.finish(), writer)
     }
 
     @Test func roundTripsThroughTheFooter() throws {
@@ -285,6 +290,27 @@ import Testing
             #expect(kind == (i % 7 == 0 ? .delete : .put))
             if kind == .put { #expect(value == Array(repeating: UInt8(i % 251), count: 100)) }
         }
+    }
+
+    /// A flush opens the segment it wrote with its writer's block table,
+    /// which leads to every record as the footer does; a file that no longer
+    /// has the size written (cut short here) is refused as corrupt.
+    @Test func aFinishedWriterOpensItsSegmentWithoutTheFooter() throws {
+        let dir = ScratchDirectory()
+        let (info, writer) = try Self.writtenSegment(dir, count: 2000)
+        let fromFooter = try SegmentReader.open(fileSystem: POSIXFileSystem(), directory: dir.store, fileNumber: 9)
+        let reader = try writer.openFinished()
+        #expect(reader.blocks == fromFooter.reader.blocks && reader.info == info)
+        for i in [0, 1, 1234, 1999] {
+            let e = fromFooter.keys.entries[i]
+            let block = try reader.readBlock(e.location.block)
+            let key = block.withRecord(Int(e.location.slot)) { Array($0.key) }
+            #expect(key == bytes(String(format: "k%06d", i)))
+        }
+        let path = dir.store + "/" + SegmentFormat.fileName(9)
+        writeFileBytes(path, Array(readFileBytes(path).dropLast(1)))
+        let error = #expect(throws: StoreError.self) { try writer.openFinished() }
+        #expect(error?.code == .corruption)
     }
 
     @Test func aDamagedFooterFallsBackToScanningTheBlocks() throws {

@@ -214,4 +214,22 @@ import Testing
         #expect(fs.callCount(.startWriteback, pathContains: ".wal") == 0)
         #expect(fs.callCount(.sync, pathContains: ".wal") >= 60)
     }
+
+    /// A flush opens the segment it wrote with its writer's block table: it
+    /// reads nothing of it back (an open from the footer made five reads
+    /// here: header, trailer and the footer with every key).
+    @Test func aFlushReadsNothingOfItsSegmentBack() throws {
+        let dir = ScratchDirectory(inMemory: true)
+        let fs = FaultInjectingFileSystem()
+        var options = smallOptions()
+        options.fileSystem = fs
+        options.logSizeLimit = 16 << 20
+        let store = try StrataStore(directory: dir.store, options: options)
+        defer { try? store.close() }
+        for i in 0..<2_000 { try store.put("key\(i)", "value \(i)") }
+        try store.flush()
+        #expect(fs.callCount(.write, pathContains: ".seg") >= 1)
+        #expect(fs.callCount(.read, pathContains: ".seg") == 0)
+        #expect(try string(store.get(bytes("key1234"))) == "value 1234")
+    }
 }

@@ -103,6 +103,29 @@ package final class SegmentReader: @unchecked Sendable {
         }
     }
 
+    /// Opens a segment this process just wrote and fsynced, with the block
+    /// table its writer kept (``SegmentWriter/openFinished()``): nothing is
+    /// read; the file must have `info.fileSize` bytes.
+    static func open(fileSystem: any FileSystem, directory: String, written info: SegmentInfo,
+                     blocks: [SegmentFormat.BlockHandle]) throws(StoreError) -> SegmentReader {
+        let path = directory + "/" + SegmentFormat.fileName(info.fileNumber)
+        let fd: FileDescriptor
+        do throws(SystemCallError) { fd = try fileSystem.open(path, .readOnly) } catch {
+            throw StoreError(.ioFailure, "cannot open segment", path: path, errno: error.errno, cause: error)
+        }
+        let size: UInt64
+        do throws(SystemCallError) { size = try fileSystem.size(fd) } catch {
+            try? fileSystem.close(fd)
+            throw StoreError(.ioFailure, "cannot read segment", path: path, errno: error.errno, cause: error)
+        }
+        guard size == info.fileSize else {
+            try? fileSystem.close(fd)
+            throw StoreError(.corruption, "segment \(SegmentFormat.fileName(info.fileNumber)) is \(size) bytes but \(info.fileSize) were written",
+                             path: path, offset: min(size, info.fileSize))
+        }
+        return SegmentReader(info: info, path: path, blocks: blocks, fileSystem: fileSystem, fd: fd)
+    }
+
     /// Opens a segment whose block table the index checkpoint kept, without
     /// reading its footer: the file must have `info.fileSize` bytes, a good
     /// header, and exactly `trailer` as its trailer (the footer's checksum,

@@ -245,7 +245,7 @@ extension StrataStore {
         // compaction's snapshot; the entries the two repoint are disjoint, and
         // holding it would make flushes (and so writers) wait out this repoint.
         do throws(StoreError) {
-            try install(outputs: infos, replacing: inputs, readers: readers, repoint: repoint, keyArena: keyArena)
+            try install(outputs: infos, written: outputs, replacing: inputs, readers: readers, repoint: repoint, keyArena: keyArena)
         } catch {
             // The switch failed or came before a failure: memory and disk may
             // disagree, so the store refuses writes (set outside the locks, as
@@ -268,7 +268,9 @@ extension StrataStore {
     }
 
     /// Switches the manifest, repoints the index and retires the inputs.
-    private func install(outputs infos: [SegmentInfo], replacing inputs: [UInt32], readers: [SegmentReader],
+    /// `written`: the outputs' writers, which open them without reading
+    /// their footers back.
+    private func install(outputs infos: [SegmentInfo], written: [SegmentWriter], replacing inputs: [UInt32], readers: [SegmentReader],
                          repoint: [(key: Range<Int>, sequence: UInt64, old: IndexEntry, output: Int, block: UInt32)],
                          keyArena: [UInt8]) throws(StoreError) {
         let inputSet = Set(inputs)
@@ -289,9 +291,9 @@ extension StrataStore {
         // failing to open one leaves memory and disk apart, so the store fails
         // (reopening reads the new manifest).
         var outputReaders: [SegmentReader] = []
-        for info in infos {
+        for (info, written) in zip(infos, written) {
             do throws(StoreError) {
-                let reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: info.fileNumber, expectedSize: info.fileSize).reader
+                let reader = try written.openFinished()
                 outputReaders.append(reader)
                 state.withLock { files[info.fileNumber] = .segment(reader) }
             } catch {

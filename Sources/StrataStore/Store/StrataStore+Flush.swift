@@ -112,6 +112,7 @@ extension StrataStore {
 
         var number: UInt32 = 0  // a segment's number, taken only when there is one to write
         var info: SegmentInfo? = nil
+        var written: SegmentWriter? = nil  // the new segment's, once finished
         var placed: [(offset: UInt32, block: UInt32)] = []
         placed.reserveCapacity(puts.count)
         if !puts.isEmpty || !tombstones.isEmpty {
@@ -137,6 +138,7 @@ extension StrataStore {
                     if takePut { placed.append((offset, location.packed)); p += 1 } else { t += 1 }
                 }
                 info = try writer.finish()
+                written = writer
                 try fileSystem.syncDirectory(directory)
             } catch {
                 writer.abandon()
@@ -145,13 +147,14 @@ extension StrataStore {
         }
 
         try installLock.withLock { () throws(StoreError) in
-            try install(segment: info, number: number, placed: placed, from: frozen, nextLogNumber: nextLogNumber)
+            try install(segment: info, written: written, number: number, placed: placed, from: frozen, nextLogNumber: nextLogNumber)
         }
         removeObsoleteLogs(below: nextLogNumber)
     }
 
-    /// Steps 2 to 4 of a flush, under `installLock`.
-    private func install(segment info: SegmentInfo?, number: UInt32, placed: [(offset: UInt32, block: UInt32)], from frozen: Memtable, nextLogNumber: UInt32) throws(StoreError) {
+    /// Steps 2 to 4 of a flush, under `installLock`. `written`: the new
+    /// segment's writer, which opens it without reading its footer back.
+    private func install(segment info: SegmentInfo?, written: SegmentWriter?, number: UInt32, placed: [(offset: UInt32, block: UInt32)], from frozen: Memtable, nextLogNumber: UInt32) throws(StoreError) {
         // 2. The manifest switch.
         var reader: SegmentReader? = nil
         try manifestLock.withLock { () throws(StoreError) in
@@ -166,8 +169,8 @@ extension StrataStore {
             manifest = next
             state.withLock { liveSegments = next.segments }
         }
-        if let info {
-            reader = try SegmentReader.open(fileSystem: fileSystem, directory: directory, fileNumber: number, expectedSize: info.fileSize).reader
+        if let written {
+            reader = try written.openFinished()
         }
 
         // 3. Repoint the index.
