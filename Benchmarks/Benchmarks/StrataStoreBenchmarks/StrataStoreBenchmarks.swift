@@ -21,71 +21,20 @@ let benchmarks: @Sendable () -> Void = {
     // One `write` of a 1,000-record batch per iteration, every batch with
     // new keys, into one store that keeps growing for the whole run (its
     // memtable is flushed to segments in the background as the log fills).
-    let writer = StoreFixture()
-    Benchmark(
-        "write batch of 1000",
-        configuration: .init(maxIterations: 1_000)
-    ) { benchmark in
-        let store = try writer.openStore()
-        var batch = WriteBatch()
-        for _ in 0 ..< Records.perBatch {
-            batch.put(Records.key(writer.nextRecord), Records.value(writer.nextRecord))
-            writer.nextRecord += 1
-        }
-        benchmark.startMeasurement()
-        blackHole(try store.write(batch))
-        benchmark.stopMeasurement()
-    } setup: {
-        try writer.setUp { _ in }
-    } teardown: {
-        writer.destroy()
-    }
+    writeBatchBenchmark("write batch of 1000", configuration: .init(maxIterations: 1_000),
+                        fixture: StoreFixture()) { Records.key($0.nextRecord) }
 
     // The same with 16 random bytes for each key: each lands at a random
     // place in the in-memory index (a descent to a random leaf), where the
     // keys above mostly append at its right edge.
-    let randomWriter = StoreFixture()
-    Benchmark(
-        "write batch of 1000 random keys",
-        configuration: .init(maxIterations: 1_000)
-    ) { benchmark in
-        let store = try randomWriter.openStore()
-        var batch = WriteBatch()
-        for _ in 0 ..< Records.perBatch {
-            batch.put(Records.randomKey(&randomWriter.random), Records.value(randomWriter.nextRecord))
-            randomWriter.nextRecord += 1
-        }
-        benchmark.startMeasurement()
-        blackHole(try store.write(batch))
-        benchmark.stopMeasurement()
-    } setup: {
-        try randomWriter.setUp { _ in }
-    } teardown: {
-        randomWriter.destroy()
-    }
+    writeBatchBenchmark("write batch of 1000 random keys", configuration: .init(maxIterations: 1_000),
+                        fixture: StoreFixture()) { Records.randomKey(&$0.random) }
 
     // One durable `write` of a 1,000-record batch (`.grouped`, one writer):
     // the log frame, its `fdatasync`, memtable and index. Mostly the disk's
     // sync; the rest is what the rows above measure.
-    let durableWriter = StoreFixture(syncMode: .grouped)
-    Benchmark(
-        "durable write batch of 1000",
-        configuration: .init(maxDuration: .seconds(5), maxIterations: 500)
-    ) { benchmark in
-        let store = try durableWriter.openStore()
-        var batch = WriteBatch()
-        for _ in 0 ..< Records.perBatch {
-            batch.put(Records.key(durableWriter.nextRecord), Records.value(durableWriter.nextRecord))
-            durableWriter.nextRecord += 1
-        }
-        benchmark.startMeasurement()
-        blackHole(try store.write(batch))
-        benchmark.stopMeasurement()
-    } setup: {
-        try durableWriter.setUp { _ in }
-    } teardown: {
-        durableWriter.destroy()
-    }
+    writeBatchBenchmark("durable write batch of 1000", configuration: .init(maxDuration: .seconds(5), maxIterations: 500),
+                        fixture: StoreFixture(syncMode: .grouped)) { Records.key($0.nextRecord) }
 
     // One `flush()` of 10,000 new records per iteration (written before the
     // measurement, in batches of 1,000) into one store that keeps growing:
@@ -209,6 +158,29 @@ let benchmarks: @Sendable () -> Void = {
         }
     } teardown: {
         opener.destroy()
+    }
+}
+
+/// A benchmark of one `write` of a 1,000-record batch per iteration into
+/// `fixture`'s store, which keeps growing for the whole run; `key` gives each
+/// record's key (the record's number is `fixture.nextRecord`). Building the
+/// batch is not measured.
+func writeBatchBenchmark(_ name: String, configuration: Benchmark.Configuration, fixture: StoreFixture,
+                         key: @escaping (StoreFixture) -> [UInt8]) {
+    Benchmark(name, configuration: configuration) { benchmark in
+        let store = try fixture.openStore()
+        var batch = WriteBatch()
+        for _ in 0 ..< Records.perBatch {
+            batch.put(key(fixture), Records.value(fixture.nextRecord))
+            fixture.nextRecord += 1
+        }
+        benchmark.startMeasurement()
+        blackHole(try store.write(batch))
+        benchmark.stopMeasurement()
+    } setup: {
+        try fixture.setUp { _ in }
+    } teardown: {
+        fixture.destroy()
     }
 }
 
