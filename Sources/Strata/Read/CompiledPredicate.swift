@@ -23,6 +23,10 @@ indirect enum ValueTest: Sendable {
     case or(ValueTest, ValueTest)
     case not(ValueTest)
     case compare(Operand, Comparison, Operand)
+    /// One of a set of constants (`keys.contains($0.sku)`): a hash lookup
+    /// per object, however long the list, where a chain of `||`
+    /// equalities would cost one comparison per constant.
+    case isIn(Operand, Set<PropertyValue>)
     /// A string that starts with the prefix, Character by Character
     /// (`$0.name.starts(with: "So")`): Swift's answer, canonical equivalence included.
     case startsWith(Operand, String)
@@ -66,7 +70,7 @@ indirect enum ValueTest: Sendable {
         case .and(let a, let b), .or(let a, let b):
             return [a.highestPropertyIndex, b.highestPropertyIndex].compactMap { $0 }.max()
         case .not(let a): return a.highestPropertyIndex
-        case .startsWith(let operand, _):
+        case .startsWith(let operand, _), .isIn(let operand, _):
             if case .property(let index, _) = operand { return index }
             return nil
         case .related(let relationship, _, _, _), .relatedIn(let relationship, _, _):
@@ -90,6 +94,8 @@ indirect enum ValueTest: Sendable {
             return Self.holds(lhs.value(in: values), comparison, rhs.value(in: values))
         case .startsWith(let operand, let prefix):
             return Self.starts(operand.value(in: values), with: prefix)
+        case .isIn(let operand, let constants):
+            return constants.contains(operand.value(in: values))
         case .relatedIn(let relationship, let targets, let whenNil):
             return Self.names(values[relationship], of: targets, whenNil: whenNil)
         case .related:
@@ -242,12 +248,15 @@ extension PredicateExpressions.Comparison: ValueTestConvertible {
 }
 
 extension PredicateExpressions.SequenceContains: ValueTestConvertible {
-    /// `[a, b, c].contains($0.x)`: `$0.x == a || $0.x == b || $0.x == c`, for
-    /// a constant collection of attribute values.
+    /// `[a, b, c].contains($0.x)`, for a constant collection of attribute
+    /// values: whether `$0.x` equals one of them, as a set lookup. (Set
+    /// membership is `==`, as `contains` is: a NaN is in no set, and
+    /// strings compare by canonical equivalence.)
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
         guard let constants = (sequence as? any ConstantSequence)?.propertyValues(),
               let element = (element as? any OperandConvertible)?.operand(compiler) else { return nil }
-        return ValueTest.any(constants.map { .compare(element, .equal, .constant($0)) }[...])
+        if case .constant(let value) = element { return .constant(constants.contains(value)) }
+        return .isIn(element, Set(constants))
     }
 }
 

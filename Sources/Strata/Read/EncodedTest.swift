@@ -25,6 +25,10 @@ indirect enum EncodedTest {
     /// constant; anything else that starts with a string, decoded.
     case startsWithConstant(index: Int, null: PropertyValue, Constant)
     case startsWith(ValueTest.Operand, String)
+    /// Property `index` (a stored null reading as `null`) in a set of constants.
+    case isIn(index: Int, null: PropertyValue, Set<PropertyValue>)
+    /// Anything else in a set of constants, decoded.
+    case operandIsIn(ValueTest.Operand, Set<PropertyValue>)
     /// A to-one relationship naming one of `targets` (see ``ValueTest/relatedIn``).
     case relatedIn(index: Int, targets: Set<ObjectID>, whenNil: Bool)
 
@@ -63,6 +67,10 @@ indirect enum EncodedTest {
             self = .startsWithConstant(index: index, null: null, Constant(.string(prefix)))
         case .startsWith(let operand, let prefix):
             self = .startsWith(operand, prefix)
+        case .isIn(.property(let index, let null), let constants):
+            self = .isIn(index: index, null: null, constants)
+        case .isIn(let operand, let constants):
+            self = .operandIsIn(operand, constants)
         case .relatedIn(let relationship, let targets, let whenNil):
             self = .relatedIn(index: relationship, targets: targets, whenNil: whenNil)
         case .related:
@@ -93,6 +101,12 @@ indirect enum EncodedTest {
             return Self.starts(index, null, prefix, raw, fields, entity)
         case .startsWith(let operand, let prefix):
             return Self.value(operand, raw, fields, entity).map { ValueTest.starts($0, with: prefix) }
+        case .isIn(let index, let null, let constants):
+            guard let value = RecordCoding.value(at: fields[index], in: raw, property: index, of: entity) else { return nil }
+            if case .null = value { return constants.contains(null) }
+            return constants.contains(value)
+        case .operandIsIn(let operand, let constants):
+            return Self.value(operand, raw, fields, entity).map { constants.contains($0) }
         case .relatedIn(let index, let targets, let whenNil):
             return RecordCoding.value(at: fields[index], in: raw, property: index, of: entity).map {
                 ValueTest.names($0, of: targets, whenNil: whenNil)

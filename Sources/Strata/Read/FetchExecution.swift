@@ -386,7 +386,7 @@ extension ManagedObjectContext {
                 targets.insert(match.objectID)
             }
             return .relatedIn(relationship: relationship, targets: targets, whenNil: whenNil)
-        case .constant, .compare, .startsWith, .relatedIn:
+        case .constant, .compare, .startsWith, .isIn, .relatedIn:
             return test
         }
     }

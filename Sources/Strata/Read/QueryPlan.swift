@@ -85,7 +85,15 @@ enum QueryPlanner {
                 best = candidate
             }
         }
-        return best?.plan ?? .scan(entity)
+        if let best { return best.plan }
+        // Say why an index that leads with a tested attribute went unused.
+        if let long = terms.first(where: { term in
+            term.constants.count > maxPrefixes && entity.indexedProperties.contains { $0.first == term.property }
+        }) {
+            return QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false,
+                             description: "SCAN \(entity.name) (an IN list of \(long.constants.count) values on \(entity.properties[long.property].name) is over the \(maxPrefixes) an index read takes)")
+        }
+        return .scan(entity)
     }
 
     /// `onlyTerms` turns false when a conjunct is not such a term.
@@ -107,6 +115,10 @@ enum QueryPlanner {
             }
         case .startsWith(.property(let index, let null), let prefix):
             terms.append(Term(property: index, null: null, prefix: prefix))
+        case .isIn(.property(let index, let null), let constants):
+            // `IN`: one term, its constants in a stable order (the plan's
+            // ranges are sorted by their encodings anyway).
+            terms.append(Term(property: index, null: null, equalToAnyOf: Array(constants)))
         default:
             onlyTerms = false
         }
@@ -210,8 +222,13 @@ enum QueryPlanner {
     }
 
     /// At most this many key prefixes (alternatives of the equal
-    /// attributes, multiplied): each is a seek.
-    static let maxPrefixes = 1024
+    /// attributes, multiplied): each is a seek of the in-memory index, so a
+    /// seek per value of an `IN` list costs what a lookup of that value
+    /// does. A plan holds the attributes equal while their product stays
+    /// within it; an `IN` list on the leading attribute longer than this
+    /// leaves the fetch to a scan, and ``QueryPlanner/plan(_:entity:)``
+    /// says so in the plan's description.
+    static let maxPrefixes = 1 << 20
 
     /// Whether the index can serve `term`: constants of the attribute's own
     /// type (or nil, for equality), and no NaN (which equals nothing).
