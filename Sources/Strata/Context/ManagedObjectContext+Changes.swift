@@ -198,6 +198,7 @@ extension ManagedObjectContext {
     }
 
     func noteChange(_ object: ManagedObject) {
+        pendingKeys.noteChanged(object.objectID)
         changeGeneration &+= 1
         object.changeStamp = changeGeneration
         guard !object.flags.contains(.pendingNotification) else {

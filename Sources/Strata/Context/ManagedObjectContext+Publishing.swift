@@ -71,6 +71,7 @@ extension ManagedObjectContext {
     /// through ``noteChange(_:)`` (a save's outcome, a refresh, a merge).
     @inline(__always)
     func markUnpublished(_ id: ObjectID) {
+        pendingKeys.noteChanged(id)
         if publishes.load(ordering: .relaxed) { unpublished.append(id) }
     }
 

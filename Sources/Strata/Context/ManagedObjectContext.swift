@@ -84,6 +84,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// Bumped by every change; each object records the value of its last
     /// change (`changeStamp`), so a save can tell what changed while it wrote.
     @exclusivity(unchecked) var changeGeneration: UInt64 = 0
+    /// The inserts and updates by the attributes that lead indexes, for
+    /// fetches an index answers (see ``PendingKeyIndex``).
+    @exclusivity(unchecked) var pendingKeys = PendingKeyIndex()
     /// Objects inserted and deleted again before a save: gone, but a
     /// reference to one must still fail validation.
     var discardedInserts: Set<ObjectID> = []
@@ -97,10 +100,15 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// at a cost that stays proportional to what the context fetches.
     @exclusivity(unchecked) var heldFetched: [ObjectID] = []
     @exclusivity(unchecked) var fetchedSinceHeldChecked = 0
-    /// The store's change-log sequence when the registry last held no
-    /// loaded object: every object registered since was loaded no earlier
-    /// (see ``possiblyStaleObjects(of:source:)``).
+    /// The store's change-log sequence up to which its changes are sorted
+    /// into ``storeStaleObjects``: the sequence when the registry last held
+    /// no loaded object, or the last change sorted since. Every object
+    /// registered after a change was loaded no earlier than it.
     @exclusivity(unchecked) var staleFloor: UInt64 = 0
+    /// Registered objects a store change since they were loaded left with
+    /// values other than the source's, found from the changes up to
+    /// ``staleFloor`` (see ``possiblyStaleObjects(of:source:updatedAmong:)``).
+    @exclusivity(unchecked) var storeStaleObjects: Set<ObjectID> = []
     /// Objects changed since the last objects-did-change notification.
     @exclusivity(unchecked) var pendingChanges: [ManagedObject] = []
     /// IDs refreshed or invalidated by merges since the last notification.

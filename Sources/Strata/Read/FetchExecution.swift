@@ -120,7 +120,10 @@ extension ManagedObjectContext {
         takeHeldChildSaves()  // a fetch sees this context's pending inserts as objects
         if concurrencyType == .confinement { releaseUnreferencedFetched() }
         // Holding nothing, nothing held can be older than what is read next.
-        if registry.isEmpty { staleFloor = persistentStoreCoordinator.changeLog.current }
+        if registry.isEmpty {
+            staleFloor = persistentStoreCoordinator.changeLog.current
+            storeStaleObjects.removeAll()
+        }
     }
 
     /// The matches, sorted by the request's descriptors and cut to its page.
@@ -285,6 +288,11 @@ extension ManagedObjectContext {
                 try judgeUnregistered(id, row)
             }
         }
+        // This context's inserts and updates that the plan's index would
+        // select were they stored: looked up by key, not judged one by one.
+        let pendingByKey = includesPending && checksRegistry ? plan.leading.map { leading in
+            pendingKeys.changedObjects(of: entity, property: leading.property, keys: leading.encodings, in: self)
+        } : nil
         if includesPending && plan.indexNumber != nil && checksRegistry {
             // An object held here may match on its own values (a change, or
             // a snapshot older than the source, SEMANTICS.md line 10) where
@@ -294,15 +302,21 @@ extension ManagedObjectContext {
                 guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { return }
                 if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try body(.registered(object), nil) }
             }
-            if let candidates = possiblyStaleObjects(of: entity, source: source) {
+            if let candidates = possiblyStaleObjects(of: entity, source: source, updatedAmong: pendingByKey) {
                 for id in candidates where !visited.contains(id) { try judge(registry[id]!) }
             } else {
                 for (id, object) in registry where id.entity === entity && !visited.contains(id) { try judge(object) }
             }
         }
         if includesPending {
-            for object in inserted.values where object.entity === entity {
-                if try evaluation.matches(object) { try body(.registered(object), nil) }
+            if let pendingByKey {
+                for object in pendingByKey where object.flags.contains(.inserted) {
+                    if try evaluation.matches(object) { try body(.registered(object), nil) }
+                }
+            } else {
+                for object in inserted.values where object.entity === entity {
+                    if try evaluation.matches(object) { try body(.registered(object), nil) }
+                }
             }
         }
     }
@@ -401,13 +415,44 @@ extension ManagedObjectContext {
     /// there, holds the source's values: an index selects it exactly when
     /// its values match. O(the changes), not O(the registry): a block of
     /// find-or-create lookups registers an object per lookup.
-    func possiblyStaleObjects(of entity: EntityDescription, source: SourceView) -> Set<ObjectID>? {
-        guard let stored = persistentStoreCoordinator.changeLog.changes(since: staleFloor) else { return nil }
+    ///
+    /// `updatedAmong`, when given, holds every object updated here that
+    /// could match (``PendingKeyIndex``): only those are listed of this
+    /// context's own updates.
+    func possiblyStaleObjects(of entity: EntityDescription, source: SourceView, updatedAmong: [ManagedObject]? = nil) -> Set<ObjectID>? {
+        guard sortStoreChanges(source: source) else { return nil }
         var ids: Set<ObjectID> = []
-        for id in stored where id.entity === entity && registry[id] != nil { ids.insert(id) }
+        for id in storeStaleObjects where id.entity === entity && registry[id] != nil { ids.insert(id) }
         for id in source.changedObjects(of: entity) where registry[id] != nil { ids.insert(id) }
-        for id in updated.keys where id.entity === entity { ids.insert(id) }
+        if let updatedAmong {
+            for object in updatedAmong where updated[object.objectID] != nil { ids.insert(object.objectID) }
+        } else {
+            for id in updated.keys where id.entity === entity { ids.insert(id) }
+        }
         return ids
+    }
+
+    /// Sorts the store's changes since ``staleFloor`` into
+    /// ``storeStaleObjects``, each change once: a registered object the
+    /// change left holding other values than the source's. One that holds
+    /// the source's values — above all what this context saved itself,
+    /// which its saves' store writes then record — is as good as loaded
+    /// now, and a fault loads the present state when used. So a long block
+    /// (an import that saves batch after batch) pays for each store change
+    /// once, not at every fetch. False when which changes were made is
+    /// unknown (every registered object may be stale).
+    private func sortStoreChanges(source: SourceView) -> Bool {
+        guard let (stored, through) = persistentStoreCoordinator.changeLog.changes(since: staleFloor) else { return false }
+        for id in stored where !storeStaleObjects.contains(id) {
+            guard let object = registry[id], !object.flags.contains(.fault) else { continue }
+            if object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]),
+               let current = try? source.snapshot(for: id), current.values == object.values {
+                continue
+            }
+            storeStaleObjects.insert(id)
+        }
+        staleFloor = through
+        return true
     }
 }
 

@@ -21,6 +21,15 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// reads index entries and no record.
     let isExact: Bool
     public let description: String
+    /// When the ranges hold the index's first attribute equal to one of
+    /// some values: that attribute and the values' encodings. Pending
+    /// objects are looked up by them (``PendingKeyIndex``).
+    var leading: LeadingEquality? = nil
+
+    struct LeadingEquality {
+        let property: Int
+        let encodings: Set<[UInt8]>
+    }
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {
         QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false, description: "SCAN \(entity.name)")
@@ -159,10 +168,12 @@ enum QueryPlanner {
         var score = 0
         var position = 0
         var startsWithUsed = false
+        var leading: QueryPlan.LeadingEquality?
         while position < properties.count, let term = terms.first(where: { $0.property == properties[position] && $0.comparison == .equal && usable($0, entity) }) {
             let alternatives = encodings(equalTo: term)
             guard prefixes.count * alternatives.count <= maxPrefixes else { break }
             prefixes = prefixes.flatMap { p in alternatives.map { p + $0 } }
+            if position == 0 { leading = QueryPlan.LeadingEquality(property: term.property, encodings: Set(alternatives)) }
             let name = entity.properties[term.property].name
             used.append(term.constants.count == 1 ? "\(name) = ?" : "\(name) IN (\(term.constants.count) values)")
             score += 2
@@ -217,7 +228,7 @@ enum QueryPlanner {
         let description = "SEARCH \(entity.name) USING INDEX \(index) (" + used.joined(separator: " AND ") + ")"
         // Every term expressed by the ranges, nothing else asked: exact.
         let isExact = onlyTerms && used.count == terms.count && !startsWithUsed
-        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description),
+        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description, leading: leading),
                 position, prefixes.count)
     }
 

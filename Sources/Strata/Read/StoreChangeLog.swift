@@ -52,11 +52,12 @@ final class StoreChangeLog: @unchecked Sendable {
         }
     }
 
-    /// Every ID changed after sequence `since`; nil when that is unknown
-    /// (an unknown change, or entries since dropped).
-    func changes(since: UInt64) -> [ObjectID]? {
+    /// Every ID changed after sequence `since`, and the sequence they run
+    /// through; nil when that is unknown (an unknown change, or entries
+    /// since dropped).
+    func changes(since: UInt64) -> (ids: [ObjectID], through: UInt64)? {
         lock.withLock {
-            guard since < sequence else { return [] }
+            guard since < sequence else { return ([], since) }
             guard let first = entries.first, first.sequence <= since + 1 else { return nil }
             var ids: [ObjectID] = []
             for entry in entries.reversed() {
@@ -64,7 +65,7 @@ final class StoreChangeLog: @unchecked Sendable {
                 guard let changed = entry.ids else { return nil }
                 ids.append(contentsOf: changed)
             }
-            return ids
+            return (ids, sequence)
         }
     }
 }
