@@ -129,7 +129,7 @@ extension Recipe {
         case .related, .relatedIn: true
         case .and(let a, let b), .or(let a, let b): followsRelationship(a) || followsRelationship(b)
         case .not(let a): followsRelationship(a)
-        case .constant, .compare, .startsWith: false
+        case .constant, .compare, .startsWith, .isIn: false
         }
     }
 

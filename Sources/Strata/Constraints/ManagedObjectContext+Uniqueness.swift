@@ -82,6 +82,8 @@ extension ManagedObjectContext {
         }
         redirectOneWayReferences(merged)
         persistentStoreCoordinator.recordAliases(merged)
+        // A merge that gave an object back what it held changed nothing.
+        dropUnchangedUpdates()
         processPendingChanges()
     }
 

@@ -33,6 +33,7 @@ extension ManagedObjectContext {
     @discardableResult
     func saveReportingChanges() throws(StrataError) -> ObjectChanges? {
         checkQueue()
+        dropUnchangedUpdates()
         processPendingChangesInWindow()
         guard hasChanges else { return nil }
         NotificationCenter.default.post(name: Self.willSave, object: self)
@@ -68,6 +69,9 @@ extension ManagedObjectContext {
                 guard let objectWins = mergePolicy.upsertObjectWins else { throw error }
                 upsertRounds += 1
                 try mergeConflictingInserts(error, objectWins: objectWins)
+                // Every new object merged into one that already held its
+                // values (a re-import of unchanged data): nothing is left to write.
+                guard hasChanges else { return nil }
                 continue
             }
             postObjectsDidChange(pending)
@@ -151,6 +155,23 @@ extension ManagedObjectContext {
     }
 
     // MARK: Building the change set
+
+    /// Makes clean again every updated object whose values are all as last
+    /// saved or fetched (set back, or set to what they held, or merged
+    /// into with what they had): it is no change, so a save writes nothing
+    /// for it and does not check it for conflicts, as Core Data writes
+    /// nothing for an object without changed values. O(the updates).
+    func dropUnchangedUpdates() {
+        var unchanged: [ObjectID] = []
+        for (id, object) in updated {
+            if let committed = object.committed, !object.flags.contains(.fault), object.values == committed { unchanged.append(id) }
+        }
+        for id in unchanged {
+            guard let object = updated.removeValue(forKey: id) else { continue }
+            object.flags.remove(.dirty)
+            markUnpublished(id)
+        }
+    }
 
     func buildChangeSet() throws(StrataError) -> ChangeSet {
         var failures: [ValidationFailure] = []
