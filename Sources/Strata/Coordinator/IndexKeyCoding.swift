@@ -107,16 +107,28 @@ enum IndexKeyCoding {
     /// The string's UTF-8 in canonical composition; ASCII is its own.
     static func canonicalUTF8(_ s: String) -> [UInt8] {
         var s = s
-        let isASCII = s.withUTF8 { utf8 in utf8.allSatisfy { $0 < 0x80 } }
-        return Array((isASCII ? s : s.precomposedStringWithCanonicalMapping).utf8)
+        let composed = s.withUTF8 { utf8 in isComposed(utf8) }
+        return Array((composed ? s : s.precomposedStringWithCanonicalMapping).utf8)
     }
 
-    /// `canonicalUTF8(s)`, escaped: ASCII (the common case) straight from
-    /// the string's own storage, without a copy.
+    /// Whether UTF-8 is in canonical composition as it stands because
+    /// every scalar is below U+0300 (ASCII, Latin-1, Latin Extended-A and
+    /// -B): none of those decomposes under composition or combines with
+    /// what precedes it, so composition leaves such text alone. Foundation's
+    /// composition, which the rest needs, costs microseconds a string
+    /// (most of a lookup by a key with an accent in it).
+    @inline(__always)
+    static func isComposed(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Below U+0300: one byte, or a two-byte sequence led by C2…CB.
+        utf8.allSatisfy { $0 < 0xC0 || ($0 >= 0xC2 && $0 <= 0xCB) }
+    }
+
+    /// `canonicalUTF8(s)`, escaped: a string already composed (ASCII, the
+    /// common case, among them) straight from its own storage, without a copy.
     private static func appendString(_ s: String, to key: inout [UInt8]) {
         var s = s
         let appended = s.withUTF8 { utf8 -> Bool in
-            guard utf8.allSatisfy({ $0 < 0x80 }) else { return false }
+            guard isComposed(utf8) else { return false }
             appendEscaped(utf8, to: &key)
             return true
         }

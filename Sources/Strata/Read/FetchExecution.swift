@@ -253,8 +253,17 @@ extension ManagedObjectContext {
         let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
         // An object this context does not hold, judged where its values lie
         // (reading only what the test reads) when the predicate translated.
+        // A stored record an exact plan's index selected matches by itself
+        // (``QueryPlan/isExact``): an `IN` of many keys reads each once.
+        let trustsIndex = plan.isExact
         @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
-            let passes = if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
+            let passes = if trustsIndex, case .stored = row {
+                true
+            } else if let compiled {
+                try row.passes(compiled, fields: &fields)
+            } else {
+                try evaluation.matches(id, row)
+            }
             if passes { try body(.unregistered(id, rows == .kept ? row.kept() : nil), rows == .lent ? row : nil) }
         }
         // A count or a fetch of IDs through an exact plan reads entries, not records.

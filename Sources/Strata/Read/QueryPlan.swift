@@ -20,7 +20,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// only the terms the ranges express. A count, or a fetch of IDs, then
     /// reads index entries and no record.
     let isExact: Bool
-    public let description: String
+    /// What ``description`` says, kept in parts and put into words only
+    /// when asked: a lookup plans a fetch every time it runs.
+    let text: Text
+    public var description: String { text.description }
     /// When the ranges hold the index's first attribute equal to one of
     /// some values: that attribute and the values' encodings. Pending
     /// objects are looked up by them (``PendingKeyIndex``).
@@ -32,7 +35,46 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     }
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {
-        QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false, description: "SCAN \(entity.name)")
+        QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false, text: .scan(entity))
+    }
+
+    /// A plan's description, in parts.
+    indirect enum Text: Sendable, CustomStringConvertible {
+        case scan(EntityDescription)
+        case literal(String)
+        /// `SEARCH entity USING INDEX (…) (terms)`.
+        case search(EntityDescription, IndexDescription, [UsedTerm])
+        case suffixed(Text, String)
+
+        var description: String {
+            switch self {
+            case .scan(let entity): "SCAN \(entity.name)"
+            case .literal(let text): text
+            case .search(let entity, let index, let used):
+                "SEARCH \(entity.name) USING INDEX \(index) (" + used.map { $0.text(entity) }.joined(separator: " AND ") + ")"
+            case .suffixed(let text, let suffix): text.description + suffix
+            }
+        }
+    }
+
+    /// A term a plan's ranges express.
+    struct UsedTerm: Sendable {
+        enum Form: Sendable { case equal, inList(Int), startsWith, greater, greaterOrEqual, less, lessOrEqual }
+        let property: Int
+        let form: Form
+
+        func text(_ entity: EntityDescription) -> String {
+            let name = entity.properties[property].name
+            switch form {
+            case .equal: return "\(name) = ?"
+            case .inList(let count): return "\(name) IN (\(count) values)"
+            case .startsWith: return "\(name) STARTS WITH ?"
+            case .greater: return "\(name) > ?"
+            case .greaterOrEqual: return "\(name) >= ?"
+            case .less: return "\(name) < ?"
+            case .lessOrEqual: return "\(name) <= ?"
+            }
+        }
     }
 }
 
@@ -99,8 +141,8 @@ enum QueryPlanner {
         if let long = terms.first(where: { term in
             term.constants.count > maxPrefixes && entity.indexedProperties.contains { $0.first == term.property }
         }) {
-            return QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false,
-                             description: "SCAN \(entity.name) (an IN list of \(long.constants.count) values on \(entity.properties[long.property].name) is over the \(maxPrefixes) an index read takes)")
+            return QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false, text: .literal(
+                "SCAN \(entity.name) (an IN list of \(long.constants.count) values on \(entity.properties[long.property].name) is over the \(maxPrefixes) an index read takes)"))
         }
         return .scan(entity)
     }
@@ -164,7 +206,7 @@ enum QueryPlanner {
         // Each equal attribute may hold its constant, or be null where a
         // stored null reads as that constant: a set of key prefixes.
         var prefixes: [[UInt8]] = [prefix]
-        var used: [String] = []
+        var used: [QueryPlan.UsedTerm] = []
         var score = 0
         var position = 0
         var startsWithUsed = false
@@ -174,8 +216,7 @@ enum QueryPlanner {
             guard prefixes.count * alternatives.count <= maxPrefixes else { break }
             prefixes = prefixes.flatMap { p in alternatives.map { p + $0 } }
             if position == 0 { leading = QueryPlan.LeadingEquality(property: term.property, encodings: Set(alternatives)) }
-            let name = entity.properties[term.property].name
-            used.append(term.constants.count == 1 ? "\(name) = ?" : "\(name) IN (\(term.constants.count) values)")
+            used.append(QueryPlan.UsedTerm(property: term.property, form: term.constants.count == 1 ? .equal : .inList(term.constants.count)))
             score += 2
             position += 1
         }
@@ -189,7 +230,7 @@ enum QueryPlanner {
                 // The entries whose string starts with the prefix's bytes: a
                 // superset (a Character may go on past the prefix's end, as
                 // "q" + U+0301 does past "q"), so the plan is not exact.
-                used.append("\(entity.properties[property].name) STARTS WITH ?")
+                used.append(QueryPlan.UsedTerm(property: property, form: .startsWith))
                 score += 1
                 startsWithUsed = true
                 for p in prefixes {
@@ -201,9 +242,8 @@ enum QueryPlanner {
                     ranges.append(KeyRange(prefix: bytes))
                 }
             } else if lower != nil || upper != nil {
-                let name = entity.properties[property].name
-                if let lower { used.append("\(name) \(lower.comparison == .greater ? ">" : ">=") ?") }
-                if let upper { used.append("\(name) \(upper.comparison == .less ? "<" : "<=") ?") }
+                if let lower { used.append(QueryPlan.UsedTerm(property: property, form: lower.comparison == .greater ? .greater : .greaterOrEqual)) }
+                if let upper { used.append(QueryPlan.UsedTerm(property: property, form: upper.comparison == .less ? .less : .lessOrEqual)) }
                 score += 1
                 // Stored nulls read as a value that may itself be in range.
                 let nullsMatch = [lower, upper].allSatisfy { term in term.map { ValueTest.holds($0.null, $0.comparison!, $0.constant) } ?? true }
@@ -225,10 +265,9 @@ enum QueryPlanner {
         if ranges.isEmpty { ranges = prefixes.map { KeyRange(prefix: $0) } }
         ranges.sort { $0.start.lexicographicallyPrecedes($1.start) }
         let index = entity.indexes[number]
-        let description = "SEARCH \(entity.name) USING INDEX \(index) (" + used.joined(separator: " AND ") + ")"
         // Every term expressed by the ranges, nothing else asked: exact.
         let isExact = onlyTerms && used.count == terms.count && !startsWithUsed
-        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, description: description, leading: leading),
+        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, text: .search(entity, index, used), leading: leading),
                 position, prefixes.count)
     }
 
@@ -263,6 +302,9 @@ enum QueryPlanner {
     /// The encodings a stored value equal to one of the term's constants can
     /// have, ascending, each once.
     private static func encodings(equalTo term: Term) -> [[UInt8]] {
+        if term.constants.count == 1, case let constant = term.constants[0], constant != .null, !ValueTest.holds(term.null, .equal, constant) {
+            return [encoding(of: constant)]
+        }
         var result: Set<[UInt8]> = []
         for constant in term.constants {
             if case .null = constant {
@@ -290,7 +332,7 @@ extension QueryPlanner {
         let index = entity.indexes[number]
         guard let test else {
             return QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number))],
-                             isExact: true, description: "SCAN \(entity.name) USING INDEX \(index)")
+                             isExact: true, text: .literal("SCAN \(entity.name) USING INDEX \(index)"))
         }
         var terms: [Term] = []
         var onlyTerms = true
@@ -310,7 +352,7 @@ extension QueryPlanner {
             guard leading.count == grouped.count, Set(leading) == grouped,
                   let plan = exactPlan(test, entity: entity, index: number) else { continue }
             return QueryPlan(index: plan.index, indexNumber: plan.indexNumber, ranges: plan.ranges, isExact: true,
-                             description: plan.description + " FOR GROUP BY")
+                             text: .suffixed(plan.text, " FOR GROUP BY"))
         }
         return nil
     }
@@ -336,10 +378,10 @@ extension QueryPlanner {
                 guard shaped.heldEqual >= k, shaped.prefixes == 1, shaped.score > (best?.score ?? -1) else { continue }
                 let plan = shaped.plan
                 best = (shaped.score, QueryPlan(index: index, indexNumber: number, ranges: plan.ranges, isExact: plan.isExact,
-                                                description: plan.description + " ORDER BY \(name)"))
+                                                text: .suffixed(plan.text, " ORDER BY \(name)")))
             } else if k == 0, best == nil {
                 best = (0, QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number))],
-                                     isExact: test == nil, description: "SCAN \(entity.name) USING INDEX \(index) ORDER BY \(name)"))
+                                     isExact: test == nil, text: .literal("SCAN \(entity.name) USING INDEX \(index) ORDER BY \(name)")))
             }
         }
         return best?.plan
