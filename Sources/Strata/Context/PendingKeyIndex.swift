@@ -1,3 +1,5 @@
+internal import StrataStore
+
 /// A context's changed objects — its inserts and its updates — by the
 /// value of an attribute that leads one of their entity's indexes, so that
 /// a fetch an index answers finds the pending objects that may match
@@ -41,10 +43,11 @@ struct PendingKeyIndex {
     }
 
     /// The objects of `entity` inserted or updated in `context` whose
-    /// attribute `property` encodes as one of `keys`, each once. Their
-    /// values are the context's own, as a fetch with pending changes sees them.
+    /// attribute `property` encodes as one of `keys` (ascending, each
+    /// once), each once. Their values are the context's own, as a fetch
+    /// with pending changes sees them.
     mutating func changedObjects(
-        of entity: EntityDescription, property: Int, keys: Set<[UInt8]>, in context: ManagedObjectContext
+        of entity: EntityDescription, property: Int, keys: [[UInt8]], in context: ManagedObjectContext
     ) -> [ManagedObject] {
         if context.inserted.isEmpty && context.updated.isEmpty {
             tables = [:]
@@ -69,9 +72,22 @@ struct PendingKeyIndex {
         if keys.count <= table.byKey.count {
             for key in keys { if let ids = table.byKey[key] { add(ids) } }
         } else {
-            for (key, ids) in table.byKey where keys.contains(key) { add(ids) }
+            // Fewer keys pending than asked for: each pending key sought among the asked.
+            for (key, ids) in table.byKey where Self.contains(keys, key) { add(ids) }
         }
         return found
+    }
+
+    /// Whether sorted `keys` holds `key` (binary search).
+    private static func contains(_ keys: [[UInt8]], _ key: [UInt8]) -> Bool {
+        var low = 0, high = keys.count
+        while low < high {
+            let middle = (low + high) / 2
+            let order = compareArrays(keys[middle], key)
+            if order == 0 { return true }
+            if order < 0 { low = middle + 1 } else { high = middle }
+        }
+        return false
     }
 
     /// The object under `id` when it is among the context's inserts or updates.

@@ -1,3 +1,5 @@
+internal import StrataStore
+
 /// How a fetch reads the store: every record of the entity, or the entries
 /// of one index within key ranges (SQLite's `EXPLAIN QUERY PLAN`).
 ///
@@ -31,7 +33,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 
     struct LeadingEquality {
         let property: Int
-        let encodings: Set<[UInt8]>
+        /// Ascending, each once.
+        let encodings: [[UInt8]]
     }
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {
@@ -215,7 +218,7 @@ enum QueryPlanner {
             let alternatives = encodings(equalTo: term)
             guard prefixes.count * alternatives.count <= maxPrefixes else { break }
             prefixes = prefixes.flatMap { p in alternatives.map { p + $0 } }
-            if position == 0 { leading = QueryPlan.LeadingEquality(property: term.property, encodings: Set(alternatives)) }
+            if position == 0 { leading = QueryPlan.LeadingEquality(property: term.property, encodings: alternatives) }
             used.append(QueryPlan.UsedTerm(property: term.property, form: term.constants.count == 1 ? .equal : .inList(term.constants.count)))
             score += 2
             position += 1
@@ -263,7 +266,11 @@ enum QueryPlanner {
         }
         guard score > 0 else { return nil }
         if ranges.isEmpty { ranges = prefixes.map { KeyRange(prefix: $0) } }
-        ranges.sort { $0.start.lexicographicallyPrecedes($1.start) }
+        // Built in order when one attribute's alternatives (sorted) are
+        // appended to one prefix: an `IN` of many values is not sorted twice.
+        if !ranges.indices.dropFirst().allSatisfy({ compareArrays(ranges[$0 - 1].start, ranges[$0].start) < 0 }) {
+            ranges.sort { $0.start.lexicographicallyPrecedes($1.start) }
+        }
         let index = entity.indexes[number]
         // Every term expressed by the ranges, nothing else asked: exact.
         let isExact = onlyTerms && used.count == terms.count && !startsWithUsed
@@ -305,16 +312,27 @@ enum QueryPlanner {
         if term.constants.count == 1, case let constant = term.constants[0], constant != .null, !ValueTest.holds(term.null, .equal, constant) {
             return [encoding(of: constant)]
         }
-        var result: Set<[UInt8]> = []
+        var result: [[UInt8]] = []
+        result.reserveCapacity(term.constants.count + 1)
+        var nullEncoded = false
         for constant in term.constants {
             if case .null = constant {
-                result.insert([0])
+                nullEncoded = true
                 continue
             }
-            result.insert(encoding(of: constant))
-            if ValueTest.holds(term.null, .equal, constant) { result.insert([0]) }
+            result.append(encoding(of: constant))
+            if !nullEncoded && ValueTest.holds(term.null, .equal, constant) { nullEncoded = true }
         }
-        return result.sorted { $0.lexicographicallyPrecedes($1) }
+        if nullEncoded { result.append([0]) }
+        result.sort { compareArrays($0, $1) < 0 }
+        // Each once: equal encodings are neighbours now.
+        var unique = 0
+        for i in result.indices where unique == 0 || result[i] != result[unique - 1] {
+            result.swapAt(unique, i)
+            unique += 1
+        }
+        result.removeLast(result.count - unique)
+        return result
     }
 
     private static func encoding(of value: PropertyValue) -> [UInt8] {

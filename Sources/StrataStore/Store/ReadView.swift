@@ -191,8 +191,9 @@ public struct KeyValue: Sendable, Hashable {
     }
 }
 
+/// ``compareBytes(_:_:)`` of two arrays.
 @inline(__always)
-func compareArrays(_ a: [UInt8], _ b: [UInt8]) -> Int {
+package func compareArrays(_ a: [UInt8], _ b: [UInt8]) -> Int {
     a.withUnsafeBytes { x in b.withUnsafeBytes { y in compareBytes(x, y) } }
 }
 
