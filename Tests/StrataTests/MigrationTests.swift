@@ -523,7 +523,7 @@ extension MigrationTests {
         }
         let entity = v2.entity(named: "Note")!
         let plan = QueryPlan(index: entity.indexes[0], indexNumber: 0, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: 0))],
-                             isExact: false, description: "")
+                             isExact: false, text: .literal(""))
         var seen = 0
         try coordinator.forEachStored(of: entity, in: plan) { _ in seen += 1 }
         #expect(seen == 4)

@@ -84,6 +84,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// Bumped by every change; each object records the value of its last
     /// change (`changeStamp`), so a save can tell what changed while it wrote.
     @exclusivity(unchecked) var changeGeneration: UInt64 = 0
+    /// How many objects this context's fetches have judged against their
+    /// predicates: what a fetch costs, counted rather than timed (tests pin
+    /// that a lookup's cost does not grow with what is pending).
+    @exclusivity(unchecked) var judgedObjects = 0
     /// The inserts and updates by the attributes that lead indexes, for
     /// fetches an index answers (see ``PendingKeyIndex``).
     @exclusivity(unchecked) var pendingKeys = PendingKeyIndex()

@@ -142,23 +142,52 @@ final class LogRecordStore: RecordStore {
 final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     private let lock = Lock()
     private var records: [[UInt8]: [UInt8]] = [:]  // guarded by `lock`
+    /// The keys of `records` in order, sorted when first read after a
+    /// write (nil until then): a read of a few ranges — a lookup, an `IN`
+    /// of thousands of keys — seeks them, rather than testing every key
+    /// against every range. Guarded by `lock`.
+    private var sortedKeys: [[UInt8]]?
 
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? { lock.withLock { records[key] } }
 
+    /// One state for a whole read: the records and their keys in order.
+    private func readView() -> ([[UInt8]: [UInt8]], [[UInt8]]) {
+        lock.withLock {
+            if sortedKeys == nil { sortedKeys = records.keys.sorted { compareArrays($0, $1) < 0 } }
+            return (records, sortedKeys!)
+        }
+    }
+
+    /// The position of the first key of `keys` not below `start`.
+    private static func lowerBound(_ start: [UInt8], in keys: [[UInt8]]) -> Int {
+        var low = 0, high = keys.count
+        while low < high {
+            let middle = (low + high) / 2
+            if compareArrays(keys[middle], start) < 0 { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
-        let matching = lock.withLock { records.filter { $0.key.starts(with: prefix) } }
-        for (key, value) in matching.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
-            try key.withBytes { (k) throws(StrataError) in try value.withBytes { (v) throws(StrataError) in try body(k, v) } }
+        let (view, keys) = readView()
+        var i = Self.lowerBound(prefix, in: keys)
+        while i < keys.count, keys[i].starts(with: prefix) {
+            let key = keys[i]
+            try key.withBytes { (k) throws(StrataError) in try view[key]!.withBytes { (v) throws(StrataError) in try body(k, v) } }
+            i += 1
         }
     }
 
     func forEachKey(
         in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
-        let view = lock.withLock { records }  // one state for the whole call
-        let keys = view.keys.filter { key in ranges.contains { $0.contains(key) } }.sorted { $0.lexicographicallyPrecedes($1) }
-        for key in keys {
-            guard try key.withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return }
+        let (view, keys) = readView()
+        for range in ranges {
+            var i = Self.lowerBound(range.start, in: keys)
+            while i < keys.count, range.end.map({ compareArrays(keys[i], $0) < 0 }) ?? true {
+                guard try keys[i].withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return }
+                i += 1
+            }
         }
     }
 
@@ -169,7 +198,10 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
                 operations.append((Array(op.key), op.kind == .put ? Array(op.value) : nil))
             }
         }
-        lock.withLock { for (key, value) in operations { records[key] = value } }
+        lock.withLock {
+            for (key, value) in operations { records[key] = value }
+            sortedKeys = nil
+        }
     }
 
     func close() throws(StrataError) {}

@@ -256,13 +256,18 @@ extension ManagedObjectContext {
         // A stored record an exact plan's index selected matches by itself
         // (``QueryPlan/isExact``): an `IN` of many keys reads each once.
         let trustsIndex = plan.isExact
+        // What this fetch judged outside `evaluation`, for ``judgedObjects``.
+        var judged = 0
+        defer { judgedObjects &+= judged &+ evaluation.judged }
         @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
-            let passes = if trustsIndex, case .stored = row {
-                true
+            let passes: Bool
+            if trustsIndex, case .stored = row {
+                passes = true
             } else if let compiled {
-                try row.passes(compiled, fields: &fields)
+                judged &+= 1
+                passes = try row.passes(compiled, fields: &fields)
             } else {
-                try evaluation.matches(id, row)
+                passes = try evaluation.matches(id, row)
             }
             if passes { try body(.unregistered(id, rows == .kept ? row.kept() : nil), rows == .lent ? row : nil) }
         }
@@ -346,6 +351,8 @@ struct PredicateEvaluation<Result: ManagedObject> {
     private let context: ManagedObjectContext
     private var scratch: Result?
     private var fields: RecordCoding.FieldOffsets
+    /// How many objects it judged.
+    private(set) var judged = 0
 
     /// `test`, when given, stands for `predicate` (a test with no predicate
     /// behind it: a relationship's targets, ``ManagedObjectContext/resolvingRelations(_:)``).
@@ -360,6 +367,7 @@ struct PredicateEvaluation<Result: ManagedObject> {
 
     /// An object registered in the context, filled (not a fault).
     mutating func matches(_ object: ManagedObject) throws(StrataError) -> Bool {
+        judged &+= 1
         if let compiled { return compiled.test.evaluate(object.values) }
         guard let predicate else { return true }
         return try evaluate(predicate, unsafeDowncast(object, to: Result.self))
@@ -367,6 +375,7 @@ struct PredicateEvaluation<Result: ManagedObject> {
 
     /// An object as the source has it: judged on its stored values.
     mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
+        judged &+= 1
         if let compiled { return try row.passes(compiled, fields: &fields) }
         guard let predicate else { return true }
         let object: Result

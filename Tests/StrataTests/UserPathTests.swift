@@ -1,0 +1,257 @@
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import StrataStore
+import Testing
+
+/// The paths an app's import walks, pinned by what they cost rather than
+/// how long they take: a lookup judges what may match, not what is
+/// pending; an `IN` of thousands of keys reads the index; data that did
+/// not change writes nothing.
+@Suite struct UserPathTests {
+    static func uniqueNameModel() -> ManagedObjectModel {
+        makeModel(recipeIndexes: [IndexDescription("servings")], recipeUniqueness: [["name"]])
+    }
+
+    /// How many objects `body`'s fetches in `context` judged.
+    static func judged(in context: ManagedObjectContext, _ body: () throws -> Void) rethrows -> Int {
+        let before = context.judgedObjects
+        try body()
+        return context.judgedObjects - before
+    }
+
+    // MARK: Lookups with changes pending
+
+    /// Find-or-create in a loop: each lookup by a unique key judges at most
+    /// the one object with that key, whether 10 or 2,000 new objects are
+    /// pending in the context, whether the key is stored or pending, and
+    /// after pending objects change their keys (found by the new key, not
+    /// the old). Without the pending-key index every lookup judged every
+    /// pending insert.
+    @Test func aLookupJudgesWhatMayMatchNotWhatIsPending() throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        _ = try seedNumberedRecipes(coordinator, count: 100, name: { "stored \($0)" })
+        for pending in [10, 2_000] {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            try context.performAndWait {
+                var made: [Recipe] = []
+                for i in 0..<pending {
+                    let name = "new \(i)"
+                    let judged = try Self.judged(in: context) {
+                        let found = try Recipe.findOrCreate(where: #Predicate { $0.name == name }, in: context) { $0.name = name }
+                        made.append(found)
+                    }
+                    #expect(judged <= 1, "lookup \(i) of \(pending) judged \(judged)")
+                }
+                #expect(made.count == pending && context.insertedObjects.count == pending)
+                // Stored and pending keys, each found once, judging one object.
+                for name in ["stored 7", "new 3", "new \(pending - 1)"] {
+                    var found: [Recipe] = []
+                    let judged = try Self.judged(in: context) { found = try Recipe.all(in: context, where: #Predicate { $0.name == name }) }
+                    #expect(found.count == 1 && found.first?.name == name)
+                    #expect(judged <= 1, "\(name): judged \(judged) with \(pending) pending")
+                }
+                // Renamed after the lookups: found by its new name only.
+                made[3].name = "renamed"
+                let renamed = "renamed", old = "new 3"
+                #expect(try Recipe.all(in: context, where: #Predicate { $0.name == renamed }).map(\.objectID) == [made[3].objectID])
+                #expect(try Recipe.all(in: context, where: #Predicate { $0.name == old }).isEmpty)
+                // A stored object changed here: found by its new values, not by its stored ones.
+                let stored = try #require(try Recipe.first(in: context, where: #Predicate { $0.name == "stored 8" }))
+                stored.name = "changed"
+                let changed = "changed", storedName = "stored 8"
+                #expect(try Recipe.all(in: context, where: #Predicate { $0.name == changed }).map(\.objectID) == [stored.objectID])
+                #expect(try Recipe.all(in: context, where: #Predicate { $0.name == storedName }).isEmpty)
+                // Deleted: found no more.
+                context.delete(made[4])
+                let deleted = "new 4"
+                #expect(try Recipe.all(in: context, where: #Predicate { $0.name == deleted }).isEmpty)
+            }
+        }
+    }
+
+    /// One long block that saves batch after batch (an import's
+    /// `performAndWait`): each lookup still judges at most one object, as
+    /// the store's changes are sorted once each, not at every fetch; and
+    /// an object registered here that another context changed in the store
+    /// is judged by its own values (SEMANTICS.md line 10): found by its
+    /// old name, not by the new one.
+    @Test func aLongBlockOfSavesKeepsLookupsCheap() throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        _ = try seedNumberedRecipes(coordinator, count: 10, name: { "stored \($0)" })
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let importer = ManagedObjectContext(.privateQueue, parent: writer)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try importer.performAndWait {
+            let held = try #require(try Recipe.first(in: importer, where: #Predicate { $0.name == "stored 1" }))
+            #expect(held.name == "stored 1")  // filled now, before the store changes
+            try other.performAndWait {
+                let theirs = try #require(try Recipe.first(in: other, where: #Predicate { $0.name == "stored 1" }))
+                theirs.name = "renamed elsewhere"
+                try other.save()
+            }
+            for batch in 0..<20 {
+                for i in 0..<100 {
+                    let name = "b\(batch) r\(i)"
+                    // Half the keys stored by the first batch.
+                    let key = i % 2 == 0 && batch > 0 ? "b0 r\(i)" : name
+                    let judged = try Self.judged(in: importer) {
+                        _ = try Recipe.findOrCreate(where: #Predicate { $0.name == key }, in: importer) { $0.name = key }
+                    }
+                    #expect(judged <= 2, "batch \(batch), lookup \(i): judged \(judged)")
+                }
+                try importer.save()
+                try writer.performAndWait { try writer.save() }
+            }
+            let oldName = "stored 1", newName = "renamed elsewhere"
+            #expect(try Recipe.all(in: importer, where: #Predicate { $0.name == oldName }).map(\.objectID) == [held.objectID])
+            #expect(try Recipe.all(in: importer, where: #Predicate { $0.name == newName }).isEmpty)
+        }
+        let count = try other.performAndWait { try Recipe.count(in: other) }
+        #expect(count == 10 + 100 + 19 * 50)
+    }
+
+    // MARK: IN
+
+    /// An `IN` of 5,000 keys reads the index — one seek a key — and judges
+    /// nothing it reads (the plan is exact); it finds pending objects by
+    /// key too. (Over 1,024 values it used to scan every record, and test
+    /// each against a chain of 5,000 equalities; the in-memory store tested
+    /// every key against every range, 170 s here.)
+    @Test func anInOfThousandsOfKeysReadsTheIndex() throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        _ = try seedNumberedRecipes(coordinator, count: 20_000)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait {
+            let pending = Recipe(context: context)
+            pending.name = "pending"
+            var names = (0..<5_000).map { "R\($0 * 4)" } + ["pending", "absent"]
+            names.shuffle()
+            let keys = names
+            let request = FetchRequest<Recipe>(predicate: #Predicate { keys.contains($0.name) })
+            #expect(try context.explain(request).description == "SEARCH Recipe USING INDEX UNIQUE (name) (name IN (5002 values))")
+            var found: [Recipe] = []
+            let judged = try Self.judged(in: context) { found = try context.fetch(request) }
+            #expect(Set(found.map(\.name)) == Set(names).subtracting(["absent"]))
+            #expect(judged <= 1, "judged \(judged)")
+            // Not exact with a further condition: each candidate is judged, and only those.
+            let more = FetchRequest<Recipe>(predicate: #Predicate { keys.contains($0.name) && $0.servings < 8_000 })
+            let judgedMore = try Self.judged(in: context) { found = try context.fetch(more) }
+            #expect(found.count == 2_001)
+            #expect(judgedMore <= 5_001, "judged \(judgedMore)")
+        }
+    }
+
+    /// `[…].contains($0.x)` is a set lookup with Swift's answers: canonically
+    /// equivalent strings are equal, a NaN is in no list, a nil in a list
+    /// matches an optional attribute's nil.
+    @Test func inAnswersAsContainsDoes() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeIndexes: [IndexDescription("name"), IndexDescription("rating")]))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait {
+            for (name, rating, notes) in [("Caf\u{E9}", 1.0, "a"), ("Soup", Double.nan, nil), ("Stew", 0.0, "b")] as [(String, Double, String?)] {
+                let r = Recipe(context: context)
+                r.name = name
+                r.rating = rating
+                r.notes = notes
+            }
+            try context.save()
+            for pendingToo in [false, true] {
+                if pendingToo {
+                    let r = Recipe(context: context)
+                    r.name = "Cafe\u{301}"
+                    r.rating = -0.0
+                }
+                let names = ["Cafe\u{301}"], ratings = [Double.nan, 0.0], notes: [String?] = [nil, "a"]
+                let byName = try Recipe.all(in: context, where: #Predicate { names.contains($0.name) })
+                #expect(byName.count == (pendingToo ? 2 : 1) && byName.allSatisfy { $0.name == "Caf\u{E9}" })
+                let byRating = try Recipe.all(in: context, where: #Predicate { ratings.contains($0.rating) })
+                #expect(Set(byRating.map(\.name)) == (pendingToo ? ["Stew", "Cafe\u{301}"] : ["Stew"]))
+                let byNotes = try Recipe.all(in: context, where: #Predicate { notes.contains($0.notes) })
+                #expect(byNotes.count == (pendingToo ? 3 : 2) && byNotes.contains { $0.name == "Soup" })
+            }
+        }
+    }
+
+    // MARK: Writing nothing when nothing changed
+
+    /// Setting a property to the value it holds is no change; setting it
+    /// away and back is an update until the save, which then writes
+    /// nothing (no store batch) and leaves the context clean.
+    @Test func aValueSetBackWritesNothing() throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        _ = try seedNumberedRecipes(coordinator, count: 3)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait {
+            let recipe = try #require(try Recipe.first(in: context, where: #Predicate { $0.name == "R1" }))
+            recipe.name = "R1"
+            recipe.servings = 1
+            #expect(!context.hasChanges)
+            recipe.servings = 5
+            recipe.servings = 1
+            #expect(context.hasChanges && context.updatedObjects.count == 1)
+            let batches = coordinator.changeLog.current
+            try context.save()
+            #expect(coordinator.changeLog.current == batches, "a save of nothing wrote a batch")
+            #expect(!context.hasChanges)
+            // A real change still saves.
+            recipe.servings = 9
+            try context.save()
+            #expect(coordinator.changeLog.current == batches + 1)
+        }
+    }
+
+    /// A re-import of unchanged records through an upsert (new objects, a
+    /// uniqueness constraint, an object-trump policy), with to-many
+    /// relationships to objects that are upserted too: the new objects
+    /// merge into the stored ones, which end as they were, so the save
+    /// writes no batch. Before, the merge's union with targets merged away
+    /// a moment later left every object looking changed.
+    @Test func anUnchangedUpsertWritesNothing() throws {
+        let directory = TemporaryDirectory()
+        let model = makeModel(recipeUniqueness: [["name"]], authorUniqueness: [["name"]])
+        let coordinator = try makeCoordinator(directory, model: model)
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        func importRecords(_ context: ManagedObjectContext) throws {
+            context.mergePolicy = .mergeByPropertyObjectTrump
+            var authors: [String: Author] = [:]
+            for i in 0..<50 {
+                let recipe = Recipe(context: context)
+                recipe.name = "R\(i)"
+                recipe.servings = i
+                let name = "A\(i % 5)"
+                let author = authors[name] ?? Author(context: context)
+                author.name = name
+                authors[name] = author
+                recipe.author = author
+            }
+        }
+        try writer.performAndWait {
+            try importRecords(writer)
+            try writer.save()
+        }
+        for parent in [true, false] {
+            let batches = coordinator.changeLog.current
+            if parent {
+                // Through a child, as an app's background import does.
+                let child = ManagedObjectContext(.privateQueue, parent: writer)
+                try child.performAndWait {
+                    try importRecords(child)
+                    try child.save()
+                }
+            } else {
+                try writer.performAndWait { try importRecords(writer) }
+            }
+            try writer.performAndWait {
+                try writer.save()
+                #expect(!writer.hasChanges)
+            }
+            #expect(coordinator.changeLog.current == batches, "the unchanged re-import wrote a batch")
+        }
+        try writer.performAndWait {
+            #expect(try Recipe.count(in: writer) == 50 && Author.count(in: writer) == 5)
+            let authored = try Author.all(in: writer).map { $0.recipes.count }
+            #expect(authored == [10, 10, 10, 10, 10])
+        }
+    }
+}
