@@ -255,3 +255,39 @@ import Testing
         }
     }
 }
+
+/// A server makes a context per request: one that ends leaves nothing
+/// behind in its parent or in the coordinator, read-only or not, and the
+/// first save after many reads finds nothing to clean up.
+@Suite struct RequestContextTests {
+    @Test func contextsThatEndLeaveNothingBehind() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeUniqueness: [["name"]]))
+        _ = try seedNumberedRecipes(coordinator, count: 10)
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let attachedBefore = coordinator.rootContextCount
+        for i in 0..<2_000 {
+            // A read-only request, a writing one, and one attached to the coordinator.
+            let reader = ManagedObjectContext(.privateQueue, parent: writer)
+            let count = try reader.performAndWait { try Recipe.count(in: reader) }
+            #expect(count >= 10)
+            if i % 10 == 0 {
+                let saver = ManagedObjectContext(.privateQueue, parent: writer)
+                try saver.performAndWait {
+                    Recipe(context: saver).name = "request \(i)"
+                    try saver.save()
+                }
+                let attached = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+                attached.performAndWait { _ = attached.hasChanges }
+            }
+        }
+        #expect(writer.childCount == 0)
+        #expect(coordinator.rootContextCount == attachedBefore)
+        // A live child is still there, and merges still reach it.
+        let live = ManagedObjectContext(.privateQueue, parent: writer)
+        live.automaticallyMergesChangesFromParent = true
+        #expect(writer.childCount == 1 && writer.mergingChildren(excluding: nil).count == 1)
+        try writer.performAndWait { try writer.save() }
+        let saved = try writer.performAndWait { try Recipe.count(in: writer) }
+        #expect(saved == 10 + 200)
+    }
+}

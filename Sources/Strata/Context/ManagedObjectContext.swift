@@ -238,7 +238,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     static let longWorkObjects = 4_096
 
     let relationsLock = Lock()
-    private var _children: [WeakContext] = []
+    /// By serial: a child leaves when it ends (its `deinit`), so a server
+    /// that makes a context per request keeps nothing per request here.
+    private var _children: [UInt64: WeakContext] = [:]
     private var _mergesFromParent = false
 
     /// Creates a context attached to `coordinator`: its saves go to the store.
@@ -274,7 +276,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
         link.unmanaged = .passUnretained(self)
-        parent.relationsLock.withLock { parent._children.append(WeakContext(self)) }
+        let serial = serial
+        parent.relationsLock.withLock { parent._children[serial] = WeakContext(self) }
         parent.publishes.store(true, ordering: .relaxed)
         parent.publication.childAdded()
     }
@@ -282,6 +285,12 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     deinit {
         // Objects that outlive the context now see no context.
         link.unmanaged = nil
+        let serial = serial
+        if let parent {
+            parent.relationsLock.withLock { _ = parent._children.removeValue(forKey: serial) }
+        } else {
+            persistentStoreCoordinator.unregister(serial: serial)
+        }
     }
 
     private static func binding(_ type: ConcurrencyType, serial: UInt64, name: String) -> (DispatchQueue?, pthread_t?) {
@@ -304,15 +313,15 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         set { relationsLock.withLock { _mergesFromParent = newValue } }
     }
 
+    /// How many children are alive (tests pin that ended ones leave nothing behind).
+    var childCount: Int { relationsLock.withLock { _children.count } }
+
     /// The live children that merge automatically, other than `excluded`.
     func mergingChildren(excluding excluded: ManagedObjectContext?) -> [ManagedObjectContext] {
-        relationsLock.withLock {
-            _children.removeAll { $0.context == nil }
-            return _children.compactMap { weak in
-                guard let child = weak.context, child !== excluded, child.automaticallyMergesChangesFromParent else { return nil }
-                return child
-            }
-        }
+        // Every reference taken under the lock is kept past it: a child
+        // let go of there would end there, and its `deinit` takes the lock.
+        let children = relationsLock.withLock { _children.sorted { $0.key < $1.key }.compactMap { $0.value.context } }
+        return children.filter { $0 !== excluded && $0.automaticallyMergesChangesFromParent }
     }
 
     // MARK: Versions and keys

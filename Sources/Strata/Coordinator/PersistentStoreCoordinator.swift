@@ -36,7 +36,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var store: (any RecordStore)?   // guarded by `lock`
     private var nextKeys: [UInt64]           // guarded by `lock`
     private var persistedKeys: [UInt64]      // guarded by `lock`
-    private var rootContexts: [WeakContext] = []  // guarded by `lock`
+    /// By serial; a context leaves when it ends (``unregister(serial:)``).
+    private var rootContexts: [UInt64: WeakContext] = [:]  // guarded by `lock`
     private var _storeIdentifier: UUID?      // guarded by `lock`
     /// The store's schema generations (see ``StoredSchemas``).
     var schemas: StoredSchemas?              // guarded by `lock`
@@ -213,11 +214,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     // MARK: For contexts
 
     func register(_ context: ManagedObjectContext) {
-        lock.withLock {
-            rootContexts.removeAll { $0.context == nil }
-            rootContexts.append(WeakContext(context))
-        }
+        lock.withLock { rootContexts[context.serial] = WeakContext(context) }
     }
+
+    /// A context attached to this coordinator ended.
+    func unregister(serial: UInt64) {
+        lock.withLock { _ = rootContexts.removeValue(forKey: serial) }
+    }
+
+    /// How many contexts attached to this coordinator are alive (tests pin
+    /// that ended ones leave nothing behind).
+    var rootContextCount: Int { lock.withLock { rootContexts.count } }
 
     /// `count` primary keys of `entity` that no one else will ever get.
     func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) -> Range<UInt64> {
@@ -435,12 +442,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             return (outcome, payload)
         }
-        let listeners = lock.withLock {
-            rootContexts.compactMap { weak -> ManagedObjectContext? in
-                guard let other = weak.context, other !== context, other.automaticallyMergesChangesFromParent else { return nil }
-                return other
-            }
-        }
+        // Every reference taken under the lock is kept past it: a context
+        // let go of there would end there, and its `deinit` takes the lock.
+        let attached = lock.withLock { rootContexts.sorted { $0.key < $1.key }.compactMap { $0.value.context } }
+        let listeners = attached.filter { $0 !== context && $0.automaticallyMergesChangesFromParent }
         for listener in listeners {
             listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
         }
