@@ -91,4 +91,6 @@ final class LockedBox<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
     func set(_ newValue: Value) { lock.withLock { value = newValue } }
     func get() -> Value { lock.withLock { value } }
+    /// Changes the value in place, under the lock, and returns what `body` does.
+    func update<T>(_ body: (inout Value) -> T) -> T { lock.withLock { body(&value) } }
 }

@@ -1,0 +1,203 @@
+import ArgumentParser
+import CSQLite
+import Foundation
+import Strata
+
+/// `strata-bench server`: what a server built on Strata holds and writes
+/// over a long run, in-process. A store of catalogue products
+/// (``CatalogueData``) behind the ready-made container with a private view
+/// context (as the README advises for servers); several tasks at once make
+/// a fresh background context per request — a GET by SKU, or a PUT that
+/// changes a product and saves it to disk before answering — and the
+/// process's resident memory is read after the first 100,000 requests and
+/// at the end. Then durable one-object writes from many tasks at once,
+/// beside SQLite's one transaction per write with the same durability.
+struct ServerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "server",
+        abstract: "A request loop (a context per request, GET/PUT mix) for memory over a long run; durable one-object writes from many tasks, beside SQLite."
+    )
+
+    @Option(help: "Products in the store.") var products = 100_000
+    @Option(help: "Requests in the loop.") var requests = 1_000_000
+    @Option(help: "Tasks running requests at once.") var tasks = 4
+    @Option(help: "Percent of requests that are PUTs (a durable save each).") var putPercent = 5
+    @Option(help: "Durable one-object writes in the write test.") var writes = 20_000
+    @Option(help: "Tasks writing at once in the write test.") var writers = 32
+    @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+    @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
+
+    func run() throws {
+        let work = try WorkDirectory(store, scenario: "server")
+        defer { work.cleanUp() }
+        let data = CatalogueData()
+        let model = try makeCatalogueModel()
+        let path = work.path + "/store"
+        progress("server: \(products) products ...")
+        do {
+            let container = try PersistentContainer(name: "Server", model: model, directory: path, viewContext: .privateQueue)
+            let importer = CatalogueImporter(style: .dictionary, container: container)
+            try importer.run((0..<products).map { data.record($0) }, batchSize: 10_000)
+            try container.close()
+        }
+        let skus = (0..<products).map { data.record($0).sku }
+        let container = try PersistentContainer(name: "Server", model: model, directory: path, viewContext: .privateQueue)
+        let loop = try Self.requestLoop(container, skus: skus, requests: requests, tasks: max(1, tasks), putPercent: putPercent)
+        progress("server: durable writes from \(writers) tasks ...")
+        let strataWrites = try Self.durableWrites(container, count: writes, writers: max(1, writers))
+        try container.close()
+        var sqliteWrites: Double?
+        if !noSQLite {
+            sqliteWrites = try Self.sqliteDurableWrites(path: work.path + "/writes.sqlite", count: writes, writers: max(1, writers))
+        }
+        var out = "strata-bench server — \(products) products, \(requests) requests from \(tasks) tasks "
+        out += "(\(100 - putPercent)% GET by SKU, \(putPercent)% PUT saved to disk), a fresh background context per request; "
+        out += ISO8601DateFormatter().string(from: Date()) + "\n\n"
+        var table = Table(["", "figure"])
+        table.add("requests/s", thousands(loop.requestsPerSecond))
+        table.add("RSS after the first 100,000 requests", fixed(loop.residentAfterFirst, 1) + " MiB")
+        table.add("RSS after all \(requests)", fixed(loop.residentAtEnd, 1) + " MiB")
+        table.add("growth after the first 100,000", fixed((loop.residentAtEnd / loop.residentAfterFirst - 1) * 100, 1) + "%")
+        table.add("durable one-object writes/s, \(writers) tasks (Strata)", thousands(strataWrites))
+        if let sqliteWrites {
+            table.add("durable one-object writes/s, \(writers) tasks (SQLite)", thousands(sqliteWrites))
+            table.add("Strata / SQLite", fixed(strataWrites / sqliteWrites, 2) + "x")
+        }
+        out += table.render()
+        print(out)
+    }
+
+    struct LoopFigures {
+        var requestsPerSecond: Double
+        var residentAfterFirst: Double
+        var residentAtEnd: Double
+    }
+
+    /// `requests` requests from `tasks` threads, each in a fresh background
+    /// context (a child of the writer): a GET fetches a product by SKU and
+    /// reads it; a PUT changes its stock, saves, and saves the writer (so
+    /// it is on disk before the request ends).
+    static func requestLoop(_ container: PersistentContainer, skus: [String], requests: Int, tasks: Int, putPercent: Int) throws -> LoopFigures {
+        let next = LockedBox(0)
+        let failure = LockedBox<(any Error)?>(nil)
+        let firstMark = min(100_000, requests)
+        let residentAfterFirst = LockedBox(0.0)
+        let group = DispatchGroup()
+        let started = DispatchTime.now().uptimeNanoseconds
+        for task in 0..<tasks {
+            group.enter()
+            let thread = Thread {
+                defer { group.leave() }
+                var random = SplitMix(seed: UInt64(task) + 99)
+                while true {
+                    let n = next.update { $0 += 1; return $0 }
+                    if n > requests || failure.get() != nil { return }
+                    if n == firstMark { residentAfterFirst.set(ProcessFigures.memory().resident) }
+                    let sku = skus[Int(random.next() % UInt64(skus.count))]
+                    let isPut = Int(random.next() % 100) < putPercent
+                    let context = container.newBackgroundContext(childOfWriter: true)
+                    do {
+                        try context.performAndWait { () throws in
+                            guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
+                                throw CatalogueFailure("\(sku) not found")
+                            }
+                            _ = product.title
+                            if isPut {
+                                product.stock += 1
+                                try context.save()
+                            }
+                        }
+                        if isPut {
+                            let writer = container.writerContext
+                            try writer.performAndWait { () throws(StrataError) in try writer.save() }
+                        }
+                    } catch {
+                        failure.set(error)
+                    }
+                }
+            }
+            thread.start()
+        }
+        group.wait()
+        if let error = failure.get() { throw error }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        return LoopFigures(requestsPerSecond: Double(requests) / elapsed, residentAfterFirst: residentAfterFirst.get(),
+                           residentAtEnd: ProcessFigures.memory().resident)
+    }
+
+    /// Writes per second: `writers` threads each insert one product per
+    /// request in a fresh child of the writer, save it, and save the writer
+    /// (durable before the request ends), `count` writes in all.
+    static func durableWrites(_ container: PersistentContainer, count: Int, writers: Int) throws -> Double {
+        let next = LockedBox(0)
+        let failure = LockedBox<(any Error)?>(nil)
+        let group = DispatchGroup()
+        let elapsed = seconds {
+            for _ in 0..<writers {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    while true {
+                        let n = next.update { $0 += 1; return $0 }
+                        if n > count || failure.get() != nil { return }
+                        let context = container.newBackgroundContext(childOfWriter: true)
+                        do {
+                            try context.performAndWait { () throws(StrataError) in
+                                let product = CatalogueProduct(context: context)
+                                product.sku = "written \(n)"
+                                product.title = "a product written by a request"
+                                product.price = 9.99
+                                product.stock = 0
+                                try context.save()
+                            }
+                            let writer = container.writerContext
+                            try writer.performAndWait { () throws(StrataError) in try writer.save() }
+                        } catch {
+                            failure.set(error)
+                        }
+                    }
+                }.start()
+            }
+            group.wait()
+        }
+        if let error = failure.get() { throw error }
+        return Double(count) / elapsed
+    }
+
+    /// SQLite's rate for the same: a connection per thread, one
+    /// transaction per insert (WAL, `synchronous=FULL`).
+    static func sqliteDurableWrites(path: String, count: Int, writers: Int) throws -> Double {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        _ = try SQLiteCatalogue(path: path)  // the schema
+        let next = LockedBox(0)
+        let failure = LockedBox<String?>(nil)
+        let group = DispatchGroup()
+        let elapsed = seconds {
+            for _ in 0..<writers {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    var db: OpaquePointer?
+                    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else { failure.set("open"); return }
+                    defer { sqlite3_close(db) }
+                    sqlite3_busy_timeout(db, 60_000)
+                    sqlite3_exec(db, "PRAGMA synchronous=FULL", nil, nil, nil)
+                    var insert: OpaquePointer?
+                    sqlite3_prepare_v2(db, "INSERT INTO product (sku, title, price, stock) VALUES (?, 'a product written by a request', 9.99, 0)", -1, &insert, nil)
+                    defer { sqlite3_finalize(insert) }
+                    while true {
+                        let n = next.update { $0 += 1; return $0 }
+                        if n > count || failure.get() != nil { return }
+                        sqlite3_bind_text(insert, 1, "written \(n)", -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+                        let rc = sqlite3_step(insert)
+                        sqlite3_reset(insert)
+                        if rc != SQLITE_DONE { failure.set(String(cString: sqlite3_errmsg(db))) }
+                    }
+                }.start()
+            }
+            group.wait()
+        }
+        if let error = failure.get() { throw CatalogueFailure("SQLite: \(error)") }
+        return Double(count) / elapsed
+    }
+}
