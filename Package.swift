@@ -79,7 +79,7 @@ let package = Package(
         .executableTarget(
             name: "strata-bench",
             dependencies: [
-                "Strata", "StrataStore", "CSQLite", "CLMDB", "CLevelDB",
+                "Strata", "StrataStore", "CSQLite", "CLMDB", "CLevelDB", "CStrataSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],

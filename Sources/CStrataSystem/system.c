@@ -7,11 +7,23 @@
 
 #if defined(__linux__)
 #include <fcntl.h>
+#include <malloc.h>
+
+int64_t strata_heap_bytes_in_use(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 info = mallinfo2();
+    return (int64_t)(info.uordblks + info.hblkhd);
+#else
+    return -1;
+#endif
+}
 
 int strata_start_writeback(int fd, int64_t offset, int64_t length) {
     return sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
 }
 #else
+int64_t strata_heap_bytes_in_use(void) { return -1; }
+
 int strata_start_writeback(int fd, int64_t offset, int64_t length) {
     (void)fd; (void)offset; (void)length;
     errno = ENOSYS;

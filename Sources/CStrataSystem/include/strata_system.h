@@ -15,6 +15,11 @@ extern "C" {
 /// with `errno` set (ENOSYS where the call does not exist, as on Darwin).
 int strata_start_writeback(int fd, int64_t offset, int64_t length);
 
+/// The bytes the C heap has handed out and not taken back (glibc's
+/// `mallinfo2`: `uordblks + hblkhd`), for measuring what a structure really
+/// holds; -1 where it cannot be known.
+int64_t strata_heap_bytes_in_use(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CSQLite
+import CStrataSystem
 import Foundation
 import Strata
 
@@ -41,6 +42,7 @@ struct ServerCommand: ParsableCommand {
             try container.close()
         }
         let skus = (0..<products).map { data.record($0).sku }
+        let cache = try Self.rowCacheProbe(model: model, path: path)
         let container = try PersistentContainer(name: "Server", model: model, directory: path, viewContext: .privateQueue)
         let loop = try Self.requestLoop(container, skus: skus, requests: requests, tasks: max(1, tasks), putPercent: putPercent)
         progress("server: durable writes from \(writers) tasks ...")
@@ -58,6 +60,9 @@ struct ServerCommand: ParsableCommand {
         table.add("RSS after the first 100,000 requests", fixed(loop.residentAfterFirst, 1) + " MiB")
         table.add("RSS after all \(requests)", fixed(loop.residentAtEnd, 1) + " MiB")
         table.add("growth after the first 100,000", fixed((loop.residentAtEnd / loop.residentAfterFirst - 1) * 100, 1) + "%")
+        table.add("row cache after a fetch of every product: entries", thousands(Double(cache.entries)))
+        table.add("row cache: bytes it counts", fixed(Double(cache.counted) / 1_048_576, 1) + " MiB")
+        table.add("row cache: heap it holds (mallinfo2)", cache.heap < 0 ? "-" : fixed(Double(cache.heap) / 1_048_576, 1) + " MiB")
         table.add("durable one-object writes/s, \(writers) tasks (Strata)", thousands(strataWrites))
         if let sqliteWrites {
             table.add("durable one-object writes/s, \(writers) tasks (SQLite)", thousands(sqliteWrites))
@@ -65,6 +70,26 @@ struct ServerCommand: ParsableCommand {
         }
         out += table.render()
         print(out)
+    }
+
+    /// What the row cache holds after a fetch of every product as faults:
+    /// its entries, the bytes its budget counts, and the heap they really
+    /// take (the block cache warmed by a scan first, so the difference is
+    /// the row cache's).
+    static func rowCacheProbe(model: ManagedObjectModel, path: String) throws -> (entries: Int, counted: Int, heap: Int) {
+        let container = try PersistentContainer(name: "Server", model: model, directory: path, viewContext: .privateQueue,
+                                                rowCacheBudget: 1 << 30)
+        let context = container.newBackgroundContext(childOfWriter: true)
+        try context.performAndWait { () throws(StrataError) in
+            _ = try context.count(for: FetchRequest<CatalogueProduct>(predicate: #Predicate { $0.stock >= 0 }))
+        }
+        let before = strata_heap_bytes_in_use()
+        let fetched = try context.performAndWait { () throws(StrataError) in try context.fetch(FetchRequest<CatalogueProduct>()).count }
+        let after = strata_heap_bytes_in_use()
+        let statistics = container.coordinator.rowCacheStatistics
+        try container.close()
+        guard statistics.entries == fetched else { throw CatalogueFailure("row cache: \(statistics.entries) entries for \(fetched) fetched") }
+        return (statistics.entries, statistics.bytes, before < 0 ? -1 : Int(after - before))
     }
 
     struct LoopFigures {
