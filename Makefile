@@ -54,13 +54,16 @@ test-tsan: deps
 # The main job: strata-bench in release mode — main-queue stalls per stack
 # layout beside SQLite (the default scenario), then reads (a lookup among
 # 1,000,000 objects from background contexts, beside SQLite), find-or-create
-# and upserts under a uniqueness constraint (beside SQLite), the object
-# graph's and the engine's figures; see README.
+# and upserts under a uniqueness constraint (beside SQLite), an app's
+# catalogue import in five styles and a server's request loop (beside
+# SQLite), the object graph's and the engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
 	$(SWIFT) run -c release strata-bench reads
 	$(SWIFT) run -c release strata-bench lookup
 	$(SWIFT) run -c release strata-bench upsert
+	$(SWIFT) run -c release strata-bench import
+	$(SWIFT) run -c release strata-bench server
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine
