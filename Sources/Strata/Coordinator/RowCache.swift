@@ -88,9 +88,13 @@ struct RowCache {
     }
 
     /// The table entry, the snapshot and its values array, and each value's
-    /// payload beyond what fits inline.
+    /// payload beyond what fits inline. The fixed part counts what an
+    /// entry costs around its values as the heap sees it: the table's
+    /// bucket at its load factor, the insertion-order pair, the array's
+    /// header and the allocator's own (`strata-bench server` compares the
+    /// count with the heap).
     static func estimatedBytes(of snapshot: Snapshot) -> Int {
-        var size = 96 + snapshot.values.count * MemoryLayout<PropertyValue>.stride
+        var size = 256 + snapshot.values.count * MemoryLayout<PropertyValue>.stride
         for value in snapshot.values {
             switch value {
             case .string(let s): size += s.utf8.count > 15 ? 32 + s.utf8.count : 0
