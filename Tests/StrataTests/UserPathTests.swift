@@ -70,6 +70,39 @@ import Testing
         }
     }
 
+    /// A lookup in a child whose parent holds 2,000 unsaved inserts and
+    /// some updates (a writer that took in an import and has not saved it)
+    /// judges at most the objects with the key, not the parent's changes:
+    /// the parent's published copy is looked up by key. It still sees the
+    /// parent's inserts, updates (by their new values) and deletions.
+    @Test func aLookupInAChildJudgesWhatMayMatchAboveIt() throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        _ = try seedNumberedRecipes(coordinator, count: 100, name: { "stored \($0)" })
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        try parent.performAndWait {
+            for i in 0..<2_000 { Recipe(context: parent).name = "pending \(i)" }
+            let renamed = try #require(try Recipe.first(in: parent, where: #Predicate { $0.name == "stored 5" }))
+            renamed.name = "renamed above"
+            let deleted = try #require(try Recipe.first(in: parent, where: #Predicate { $0.name == "stored 6" }))
+            parent.delete(deleted)
+        }
+        try child.performAndWait {
+            for (name, expected) in [("pending 7", 1), ("pending 1999", 1), ("stored 9", 1), ("renamed above", 1),
+                                     ("stored 5", 0), ("stored 6", 0), ("absent", 0)] {
+                var found: [Recipe] = []
+                let judged = try Self.judged(in: child) { found = try Recipe.all(in: child, where: #Predicate { $0.name == name }) }
+                #expect(found.count == expected, "\(name)")
+                #expect(judged <= 1, "\(name): judged \(judged) with 2,000 pending in the parent")
+            }
+            let names = (0..<1_500).map { "pending \($0 * 2)" }
+            var count = 0
+            let judged = try Self.judged(in: child) { count = try child.count(for: FetchRequest<Recipe>(predicate: #Predicate { names.contains($0.name) })) }
+            #expect(count == 1_000)
+            #expect(judged <= 1_010, "judged \(judged)")
+        }
+    }
+
     /// One long block that saves batch after batch (an import's
     /// `performAndWait`): each lookup still judges at most one object, as
     /// the store's changes are sorted once each, not at every fetch; and

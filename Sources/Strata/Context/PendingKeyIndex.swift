@@ -43,12 +43,13 @@ struct PendingKeyIndex {
     }
 
     /// The objects of `entity` inserted or updated in `context` whose
-    /// attribute `property` encodes as one of `keys` (ascending, each
-    /// once), each once. Their values are the context's own, as a fetch
-    /// with pending changes sees them.
+    /// attribute `leading.property` encodes as one of `leading`'s keys,
+    /// each once. Their values are the context's own, as a fetch with
+    /// pending changes sees them.
     mutating func changedObjects(
-        of entity: EntityDescription, property: Int, keys: [[UInt8]], in context: ManagedObjectContext
+        of entity: EntityDescription, _ leading: QueryPlan.LeadingEquality, in context: ManagedObjectContext
     ) -> [ManagedObject] {
+        let property = leading.property, keys = leading.encodings
         if context.inserted.isEmpty && context.updated.isEmpty {
             tables = [:]
             dirty = []
@@ -73,21 +74,9 @@ struct PendingKeyIndex {
             for key in keys { if let ids = table.byKey[key] { add(ids) } }
         } else {
             // Fewer keys pending than asked for: each pending key sought among the asked.
-            for (key, ids) in table.byKey where Self.contains(keys, key) { add(ids) }
+            for (key, ids) in table.byKey where leading.contains(key) { add(ids) }
         }
         return found
-    }
-
-    /// Whether sorted `keys` holds `key` (binary search).
-    private static func contains(_ keys: [[UInt8]], _ key: [UInt8]) -> Bool {
-        var low = 0, high = keys.count
-        while low < high {
-            let middle = (low + high) / 2
-            let order = compareArrays(keys[middle], key)
-            if order == 0 { return true }
-            if order < 0 { low = middle + 1 } else { high = middle }
-        }
-        return false
     }
 
     /// The object under `id` when it is among the context's inserts or updates.

@@ -305,7 +305,7 @@ extension ManagedObjectContext {
         // This context's inserts and updates that the plan's index would
         // select were they stored: looked up by key, not judged one by one.
         let pendingByKey = includesPending && checksRegistry ? plan.leading.map { leading in
-            pendingKeys.changedObjects(of: entity, property: leading.property, keys: leading.encodings, in: self)
+            pendingKeys.changedObjects(of: entity, leading, in: self)
         } : nil
         if includesPending && plan.indexNumber != nil && checksRegistry {
             // An object held here may match on its own values (a change, or
@@ -441,7 +441,7 @@ extension ManagedObjectContext {
         guard sortStoreChanges(source: source) else { return nil }
         var ids: Set<ObjectID> = []
         for id in storeStaleObjects where id.entity === entity && registry[id] != nil { ids.insert(id) }
-        for id in source.changedObjects(of: entity) where registry[id] != nil { ids.insert(id) }
+        for id in source.changedObjects(of: entity, registeredIn: registry) { ids.insert(id) }
         if let updatedAmong {
             for object in updatedAmong where updated[object.objectID] != nil { ids.insert(object.objectID) }
         } else {

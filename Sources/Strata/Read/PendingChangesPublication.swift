@@ -23,6 +23,55 @@ struct PublishedChanges: Sendable {
     /// The last recorded child save (``DeferredChildSaves/Entry/sequence``)
     /// taken in by the time of this copy: later ones are newer than it.
     var takenInThrough: UInt64 = 0
+    /// `objects` by the key of an attribute, built by the first reader that
+    /// asks (one per copy: a copy never changes once published).
+    let keys = PublishedKeys()
+}
+
+/// A published copy's objects by the index key of one attribute of one
+/// entity (``IndexKeyCoding/appendValue(_:to:)`` of their values there),
+/// so that a child's indexed fetch finds the objects a level above changed
+/// that may match without visiting all of them: built once per copy, by
+/// the first fetch that needs it, O(the copy), on the reader's thread;
+/// every later fetch over the same copy costs O(its keys).
+///
+/// `@unchecked Sendable`: `tables` is guarded by `lock`, a leaf lock;
+/// a built table is never changed.
+final class PublishedKeys: @unchecked Sendable {
+    private struct Slot: Hashable {
+        let entity: ObjectIdentifier
+        let property: Int
+    }
+
+    private let lock = Lock()
+    private var tables: [Slot: [[UInt8]: [ObjectID]]] = [:]  // guarded by `lock`
+
+    /// The IDs among `objects` of `entity` inserted or updated with values
+    /// whose attribute `property` encodes as one of `keys`.
+    func ids(
+        in objects: [ObjectID: PendingState], entity: EntityDescription, property: Int, keys: [[UInt8]], _ body: (ObjectID) -> Void
+    ) {
+        let slot = Slot(entity: ObjectIdentifier(entity), property: property)
+        let table = lock.withLock { tables[slot] } ?? build(objects, entity, property, slot)
+        for key in keys { table[key]?.forEach(body) }
+    }
+
+    private func build(_ objects: [ObjectID: PendingState], _ entity: EntityDescription, _ property: Int, _ slot: Slot) -> [[UInt8]: [ObjectID]] {
+        var table: [[UInt8]: [ObjectID]] = [:]
+        for (id, state) in objects where id.entity === entity {
+            switch state {
+            case .inserted(let snapshot), .updated(let snapshot):
+                var key: [UInt8] = []
+                IndexKeyCoding.appendValue(snapshot.values[property], to: &key)
+                table[key, default: []].append(id)
+            case .removed:
+                break
+            }
+        }
+        // Another reader may have built it meanwhile: the same table either way.
+        lock.withLock { tables[slot] = table }
+        return table
+    }
 }
 
 /// The copy of its pending changes a parent context publishes for its

@@ -35,6 +35,18 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         let property: Int
         /// Ascending, each once.
         let encodings: [[UInt8]]
+
+        /// Whether `key` is one of ``encodings`` (a binary search).
+        func contains(_ key: [UInt8]) -> Bool {
+            var low = 0, high = encodings.count
+            while low < high {
+                let middle = (low + high) / 2
+                let order = compareArrays(encodings[middle], key)
+                if order == 0 { return true }
+                if order < 0 { low = middle + 1 } else { high = middle }
+            }
+            return false
+        }
     }
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {

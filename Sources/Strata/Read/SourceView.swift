@@ -35,6 +35,30 @@ struct SourceView {
             return state
         }
 
+        /// The IDs this level inserted or changed with values whose
+        /// attribute `leading.property` encodes as one of its keys: through
+        /// the published copy's key table, and each recorded child save's
+        /// objects.
+        func forEachID(of entity: EntityDescription, _ leading: QueryPlan.LeadingEquality, _ body: (ObjectID) -> Void) {
+            let property = leading.property
+            published.keys.ids(in: published.objects, entity: entity, property: property, keys: leading.encodings, body)
+            for entry in deferred {
+                entry.forEachState({ $0 === entity }) { id, state in
+                    switch state {
+                    case .inserted(let snapshot), .updated(let snapshot):
+                        var key: [UInt8] = []
+                        IndexKeyCoding.appendValue(snapshot.values[property], to: &key)
+                        if leading.contains(key) { body(id) }
+                    case .removed:
+                        break
+                    }
+                }
+            }
+        }
+
+        /// How many objects this level changed, of every entity.
+        var changeCount: Int { published.objects.count + deferred.reduce(0) { $0 + $1.changes.inserted.count + $1.changes.updated.count + $1.changes.deleted.count } }
+
         /// `earlier` followed by `later` at one level: an object inserted
         /// here stays inserted whatever values it takes after.
         static func fold(_ earlier: PendingState?, _ later: PendingState) -> PendingState {
@@ -108,6 +132,29 @@ struct SourceView {
         overlay { $0 === entity }.keys
     }
 
+    /// The objects of `registered` (a context's registry) that a level
+    /// above the store changed, inserted or deleted, of `entity`: the
+    /// smaller side is walked — the levels' changes, or the registry with a
+    /// look-up at each level — so a context holding few objects pays
+    /// little for a parent holding a large import.
+    func changedObjects(of entity: EntityDescription, registeredIn registered: [ObjectID: ManagedObject]) -> [ObjectID] {
+        guard !layers.isEmpty else { return [] }
+        if layers.reduce(0, { $0 + $1.changeCount }) <= registered.count {
+            return changedObjects(of: entity).filter { registered[$0] != nil }
+        }
+        return registered.keys.filter { id in id.entity === entity && layers.contains { $0.state(of: id) != nil } }
+    }
+
+    /// What the levels above the store say of `id`, the nearest first
+    /// (as ``overlay(_:)`` has it); nil when none changed it.
+    func overlay(of id: ObjectID) -> Overlay? {
+        var result: Overlay?
+        for layer in layers {
+            if let state = layer.state(of: id) { result = result ?? Overlay(); result!.add(state) }
+        }
+        return result
+    }
+
     /// What the levels above the store say of one object (see ``snapshot(for:)``).
     struct Overlay {
         /// The nearest level's values, when a level changed or inserted it.
@@ -150,6 +197,10 @@ struct SourceView {
         of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false,
         _ body: (ObjectID, SourceRow) throws(StrataError) -> Void
     ) throws(StrataError) {
+        if let leading = plan.leading, !layers.isEmpty {
+            try forEach(of: entity, plan: plan, leading: leading, leavingRecordsUnread: leavingRecordsUnread, body)
+            return
+        }
         let overlay = overlay { $0 === entity }
         func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
             if plan.indexNumber == nil {
@@ -176,6 +227,45 @@ struct SourceView {
                 try body(id, .pending(above.values!))
             } else if above.exists == nil, plan.indexNumber != nil, !seen.contains(id), let values = above.values,
                       try coordinator.snapshot(for: id) != nil {
+                // Changed above, stored outside the index's ranges: it
+                // exists, and its changed values may match.
+                try body(id, .pending(values))
+            }
+        }
+    }
+
+    /// ``forEach(of:plan:leavingRecordsUnread:_:)`` for a plan that holds
+    /// the index's first attribute equal to some values, without laying
+    /// every change of the levels above over the store: each stored object
+    /// the index selects is looked up at each level, and of the objects the
+    /// levels changed only those whose values there have one of the
+    /// plan's keys are visited (``PublishedKeys``) — O(the matches and the
+    /// levels' recorded child saves), not O(the levels' changes).
+    private func forEach(
+        of entity: EntityDescription, plan: QueryPlan, leading: QueryPlan.LeadingEquality, leavingRecordsUnread: Bool,
+        _ body: (ObjectID, SourceRow) throws(StrataError) -> Void
+    ) throws(StrataError) {
+        var seen: Set<ObjectID> = []
+        func decide(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
+            guard let above = overlay(of: id) else { return try body(id, row) }
+            seen.insert(id)
+            // Inserted or deleted above: decided there, and listed below.
+            if above.exists == nil { try body(id, above.values.map { .pending($0) } ?? row) }
+        }
+        if leavingRecordsUnread && plan.isExact {
+            try coordinator.forEachIndexed(of: entity, in: plan) { id throws(StrataError) in try decide(id, .indexed) }
+        } else {
+            try coordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) in try decide(record.id, .stored(record)) }
+        }
+        var candidates: Set<ObjectID> = []
+        for layer in layers {
+            layer.forEachID(of: entity, leading) { candidates.insert($0) }
+        }
+        for id in candidates where !seen.contains(id) {
+            guard let above = overlay(of: id), let values = above.values else { continue }
+            if above.exists == true {
+                try body(id, .pending(values))
+            } else if above.exists == nil, try coordinator.snapshot(for: id) != nil {
                 // Changed above, stored outside the index's ranges: it
                 // exists, and its changed values may match.
                 try body(id, .pending(values))
