@@ -53,7 +53,7 @@ struct CatalogueData {
     let categoryNames: [String]
 
     init(categoryCount: Int = 2_000) {
-        var random = SplitMix(seed: 0xCA7A_1061)
+        var random = SplitMix64(seed: 0xCA7A_1061)
         categoryNames = (0..<categoryCount).map { n in
             let words = (0..<(1 + Int(random.next() % 3))).map { _ in Self.words[Int(random.next() % UInt64(Self.words.count))] }
             return words.joined(separator: " ").capitalized + " \(n)"
@@ -63,7 +63,7 @@ struct CatalogueData {
     /// Record `n` (its key is unique to `n`); `revision` changes its stock
     /// and price, as a later feed of the same product would.
     func record(_ n: Int, revision: Int = 0) -> CatalogueRecord {
-        var random = SplitMix(seed: UInt64(n) &* 0x9E37_79B9_7F4A_7C15 &+ 17)
+        var random = SplitMix64(seed: UInt64(n) &* 0x9E37_79B9_7F4A_7C15 &+ 17)
         // Lengths: geometric, so most keys are short and a few are long.
         var tail = 0
         while tail < 110 && random.next() % 4 != 0 { tail += 1 + Int(random.next() % 6) }
@@ -90,19 +90,6 @@ struct CatalogueData {
         "cotton", "glass", "lamp", "chair", "kettle", "cable", "adapter", "bottle", "jacket", "boots", "tent", "drill",
         "charger", "speaker", "mug", "pan", "knife", "shelf", "rug", "pillow", "desk", "case", "band", "watch",
     ]
-}
-
-/// A small, fast, seeded generator (SplitMix64): the same data on every machine.
-struct SplitMix: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// What the process holds and has written, from /proc (Linux; zeros elsewhere).

@@ -59,14 +59,7 @@ final class CatalogueImporter {
     private func importBatch(_ batch: ArraySlice<CatalogueRecord>) throws {
         switch style {
         case .dictionary:
-            for record in batch {
-                let product = products[record.sku] ?? {
-                    let made = CatalogueProduct(context: context)
-                    products[record.sku] = made
-                    return made
-                }()
-                apply(record, to: product, categories: record.categories.map { categoryFromDictionary($0) })
-            }
+            applyThroughDictionaries(batch)
         case .upsert:
             // New objects throughout; a batch makes each category once.
             var made: [String: CatalogueCategory] = [:]
@@ -92,14 +85,7 @@ final class CatalogueImporter {
             for category in try context.fetch(FetchRequest<CatalogueCategory>(predicate: #Predicate { names.contains($0.name) })) {
                 categories[category.name] = category
             }
-            for record in batch {
-                let product = products[record.sku] ?? {
-                    let made = CatalogueProduct(context: context)
-                    products[record.sku] = made
-                    return made
-                }()
-                apply(record, to: product, categories: record.categories.map { categoryFromDictionary($0) })
-            }
+            applyThroughDictionaries(batch)
         case .findOrCreate:
             for record in batch {
                 let sku = record.sku
@@ -109,6 +95,19 @@ final class CatalogueImporter {
                 }
                 apply(record, to: product, categories: found)
             }
+        }
+    }
+
+    /// Each record applied to the product the dictionary holds for its
+    /// SKU, or a new one (kept there too), with its categories likewise.
+    private func applyThroughDictionaries(_ batch: ArraySlice<CatalogueRecord>) {
+        for record in batch {
+            let product = products[record.sku] ?? {
+                let made = CatalogueProduct(context: context)
+                products[record.sku] = made
+                return made
+            }()
+            apply(record, to: product, categories: record.categories.map { categoryFromDictionary($0) })
         }
     }
 

@@ -142,7 +142,7 @@ struct ImportCommand: ParsableCommand {
     /// one: 30% new records (n..<n + 0.3n) among 70% stored ones changed
     /// (a revision of a sample of 0.7n), shuffled together.
     static func feeds(_ data: CatalogueData, records n: Int) -> (first: [CatalogueRecord], mixed: [CatalogueRecord]) {
-        var random = SplitMix(seed: 11)
+        var random = SplitMix64(seed: 11)
         var order = Array(0..<n)
         order.shuffle(using: &random)
         let first = order.map { data.record($0) }
@@ -153,7 +153,7 @@ struct ImportCommand: ParsableCommand {
 
     /// `count` distinct numbers of 0..<n.
     static func sample(_ count: Int, of n: Int, seed: UInt64) -> [Int] {
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         var all = Array(0..<n)
         all.shuffle(using: &random)
         return Array(all.prefix(count))

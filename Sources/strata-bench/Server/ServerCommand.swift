@@ -103,49 +103,28 @@ struct ServerCommand: ParsableCommand {
     /// reads it; a PUT changes its stock, saves, and saves the writer (so
     /// it is on disk before the request ends).
     static func requestLoop(_ container: PersistentContainer, skus: [String], requests: Int, tasks: Int, putPercent: Int) throws -> LoopFigures {
-        let next = LockedBox(0)
-        let failure = LockedBox<(any Error)?>(nil)
         let firstMark = min(100_000, requests)
         let residentAfterFirst = LockedBox(0.0)
-        let group = DispatchGroup()
-        let started = DispatchTime.now().uptimeNanoseconds
-        for task in 0..<tasks {
-            group.enter()
-            let thread = Thread {
-                defer { group.leave() }
-                var random = SplitMix(seed: UInt64(task) + 99)
-                while true {
-                    let n = next.update { $0 += 1; return $0 }
-                    if n > requests || failure.get() != nil { return }
-                    if n == firstMark { residentAfterFirst.set(ProcessFigures.memory().resident) }
-                    let sku = skus[Int(random.next() % UInt64(skus.count))]
-                    let isPut = Int(random.next() % 100) < putPercent
-                    let context = container.newBackgroundContext(childOfWriter: true)
-                    do {
-                        try context.performAndWait { () throws in
-                            guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
-                                throw CatalogueFailure("\(sku) not found")
-                            }
-                            _ = product.title
-                            if isPut {
-                                product.stock += 1
-                                try context.save()
-                            }
-                        }
-                        if isPut {
-                            let writer = container.writerContext
-                            try writer.performAndWait { () throws(StrataError) in try writer.save() }
-                        }
-                    } catch {
-                        failure.set(error)
+        let elapsed = try onThreads(tasks, items: requests) { task in
+            var random = SplitMix64(seed: UInt64(task) + 99)
+            return { n in
+                if n == firstMark { residentAfterFirst.set(ProcessFigures.memory().resident) }
+                let sku = skus[Int(random.next() % UInt64(skus.count))]
+                let isPut = Int(random.next() % 100) < putPercent
+                let context = container.newBackgroundContext(childOfWriter: true)
+                try context.performAndWait { () throws in
+                    guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
+                        throw CatalogueFailure("\(sku) not found")
+                    }
+                    _ = product.title
+                    if isPut {
+                        product.stock += 1
+                        try context.save()
                     }
                 }
+                if isPut { try saveWriter(of: container) }
             }
-            thread.start()
         }
-        group.wait()
-        if let error = failure.get() { throw error }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return LoopFigures(requestsPerSecond: Double(requests) / elapsed, residentAfterFirst: residentAfterFirst.get(),
                            residentAtEnd: ProcessFigures.memory().resident)
     }
@@ -154,39 +133,26 @@ struct ServerCommand: ParsableCommand {
     /// request in a fresh child of the writer, save it, and save the writer
     /// (durable before the request ends), `count` writes in all.
     static func durableWrites(_ container: PersistentContainer, count: Int, writers: Int) throws -> Double {
-        let next = LockedBox(0)
-        let failure = LockedBox<(any Error)?>(nil)
-        let group = DispatchGroup()
-        let elapsed = seconds {
-            for _ in 0..<writers {
-                group.enter()
-                Thread {
-                    defer { group.leave() }
-                    while true {
-                        let n = next.update { $0 += 1; return $0 }
-                        if n > count || failure.get() != nil { return }
-                        let context = container.newBackgroundContext(childOfWriter: true)
-                        do {
-                            try context.performAndWait { () throws(StrataError) in
-                                let product = CatalogueProduct(context: context)
-                                product.sku = "written \(n)"
-                                product.title = "a product written by a request"
-                                product.price = 9.99
-                                product.stock = 0
-                                try context.save()
-                            }
-                            let writer = container.writerContext
-                            try writer.performAndWait { () throws(StrataError) in try writer.save() }
-                        } catch {
-                            failure.set(error)
-                        }
-                    }
-                }.start()
+        let elapsed = try onThreads(writers, items: count) { _ in
+            { n in
+                let context = container.newBackgroundContext(childOfWriter: true)
+                try context.performAndWait { () throws(StrataError) in
+                    let product = CatalogueProduct(context: context)
+                    product.sku = "written \(n)"
+                    product.title = "a product written by a request"
+                    product.price = 9.99
+                    product.stock = 0
+                    try context.save()
+                }
+                try saveWriter(of: container)
             }
-            group.wait()
         }
-        if let error = failure.get() { throw error }
         return Double(count) / elapsed
+    }
+
+    private static func saveWriter(of container: PersistentContainer) throws {
+        let writer = container.writerContext
+        try writer.performAndWait { () throws(StrataError) in try writer.save() }
     }
 
     /// SQLite's rate for the same: a connection per thread, one
@@ -194,35 +160,71 @@ struct ServerCommand: ParsableCommand {
     static func sqliteDurableWrites(path: String, count: Int, writers: Int) throws -> Double {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         _ = try SQLiteCatalogue(path: path)  // the schema
+        let elapsed = try onThreads(writers, items: count) { _ in
+            let connection = try InsertConnection(path: path)
+            return { n in try connection.insert(sku: "written \(n)") }
+        }
+        return Double(count) / elapsed
+    }
+
+    /// One SQLite connection of the write test, with its insert prepared.
+    private final class InsertConnection {
+        private var db: OpaquePointer?
+        private var statement: OpaquePointer?
+
+        init(path: String) throws {
+            guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else { throw CatalogueFailure("SQLite: open \(path)") }
+            sqlite3_busy_timeout(db, 60_000)
+            sqlite3_exec(db, "PRAGMA synchronous=FULL", nil, nil, nil)
+            let sql = "INSERT INTO product (sku, title, price, stock) VALUES (?, 'a product written by a request', 9.99, 0)"
+            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw failure() }
+        }
+
+        deinit {
+            sqlite3_finalize(statement)
+            sqlite3_close(db)
+        }
+
+        func insert(sku: String) throws {
+            sqlite3_bind_text(statement, 1, sku, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            let rc = sqlite3_step(statement)
+            sqlite3_reset(statement)
+            guard rc == SQLITE_DONE else { throw failure() }
+        }
+
+        private func failure() -> CatalogueFailure { CatalogueFailure("SQLite: " + String(cString: sqlite3_errmsg(db))) }
+    }
+
+    /// Runs items 1…`items` on `threads` threads of their own, each taking
+    /// the next number: `worker(thread)` is made on each thread and called
+    /// with each number it takes. The first error stops every thread and is
+    /// thrown. Returns the seconds it took.
+    static func onThreads(
+        _ threads: Int, items: Int, _ worker: @escaping @Sendable (Int) throws -> (Int) throws -> Void
+    ) throws -> Double {
         let next = LockedBox(0)
-        let failure = LockedBox<String?>(nil)
+        let failure = LockedBox<(any Error)?>(nil)
         let group = DispatchGroup()
         let elapsed = seconds {
-            for _ in 0..<writers {
+            for thread in 0..<threads {
                 group.enter()
                 Thread {
                     defer { group.leave() }
-                    var db: OpaquePointer?
-                    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else { failure.set("open"); return }
-                    defer { sqlite3_close(db) }
-                    sqlite3_busy_timeout(db, 60_000)
-                    sqlite3_exec(db, "PRAGMA synchronous=FULL", nil, nil, nil)
-                    var insert: OpaquePointer?
-                    sqlite3_prepare_v2(db, "INSERT INTO product (sku, title, price, stock) VALUES (?, 'a product written by a request', 9.99, 0)", -1, &insert, nil)
-                    defer { sqlite3_finalize(insert) }
-                    while true {
-                        let n = next.update { $0 += 1; return $0 }
-                        if n > count || failure.get() != nil { return }
-                        sqlite3_bind_text(insert, 1, "written \(n)", -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
-                        let rc = sqlite3_step(insert)
-                        sqlite3_reset(insert)
-                        if rc != SQLITE_DONE { failure.set(String(cString: sqlite3_errmsg(db))) }
+                    do {
+                        let work = try worker(thread)
+                        while true {
+                            let n = next.update { $0 += 1; return $0 }
+                            if n > items || failure.get() != nil { return }
+                            try work(n)
+                        }
+                    } catch {
+                        failure.set(error)
                     }
                 }.start()
             }
             group.wait()
         }
-        if let error = failure.get() { throw CatalogueFailure("SQLite: \(error)") }
-        return Double(count) / elapsed
+        if let error = failure.get() { throw error }
+        return elapsed
     }
 }
