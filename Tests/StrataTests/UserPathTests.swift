@@ -144,6 +144,43 @@ import Testing
         #expect(count == 10 + 100 + 19 * 50)
     }
 
+    /// A fetch with a limit and no sort order stops reading once it has
+    /// offset + limit matches — through an index or a scan, for a fetch,
+    /// a count or IDs — where it read every match before (MagicalRecord's
+    /// `MR_findFirstByAttribute` on a common value).
+    @Test func aLimitWithoutAnOrderStopsAtItsPage() throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        _ = try seedNumberedRecipes(coordinator, count: 2_000)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait {
+            // Through the index on servings (not exact: each candidate is judged), and by a scan.
+            let common = #Predicate<Recipe> { $0.servings >= 1_000 && $0.rating >= 0 }
+            let scanned = #Predicate<Recipe> { $0.rating >= 0 }
+            for predicate in [common, scanned] {
+                var found: Recipe?
+                let judged = try Self.judged(in: context) { found = try Recipe.first(in: context, where: predicate) }
+                #expect(found != nil && judged == 1, "judged \(judged)")
+                var request = FetchRequest<Recipe>(predicate: predicate)
+                request.fetchOffset = 2
+                request.fetchLimit = 3
+                var page: [Recipe] = []
+                let judgedPage = try Self.judged(in: context) { page = try context.fetch(request) }
+                #expect(page.count == 3 && judgedPage == 5, "judged \(judgedPage)")
+                var count = 0
+                let judgedCount = try Self.judged(in: context) { count = try context.count(for: request) }
+                #expect(count == 3 && judgedCount == 5, "judged \(judgedCount)")
+                #expect(try context.fetchObjectIDs(request).count == 3)
+            }
+            // Changes here still count: the first match is one as this context sees it.
+            for recipe in try Recipe.all(in: context, where: #Predicate { $0.servings >= 1_000 && $0.servings < 1_990 }) {
+                recipe.servings = 0
+            }
+            let found = try #require(try Recipe.first(in: context, where: common))
+            #expect(found.servings >= 1_990)
+            #expect(try Recipe.all(in: context, where: common).count == 10)
+        }
+    }
+
     // MARK: IN
 
     /// An `IN` of 5,000 keys reads the index — one seek a key — and judges

@@ -282,13 +282,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// the row cache alone: a scan touches far more rows than anyone will
     /// use again.
     func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
+        try forEachStored(of: entity) { (record) throws(StrataError) -> Bool in
+            try body(record)
+            return true
+        }
+    }
+
+    /// ``forEachStored(of:_:)`` until `body` returns false.
+    func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
         let store = try currentStore()
         let prefix = RecordCoding.prefix(of: entity)
-        try store.forEach(prefix: prefix) { key, value throws(StrataError) in
+        try store.forEachWhile(prefix: prefix) { (key, value) throws(StrataError) -> Bool in
             guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix) else {
                 throw StrataError(.corruptRecord, "a key of \(entity.name) does not decode under the model")
             }
-            try body(BorrowedRecord(id: ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false), bytes: value))
+            return try body(BorrowedRecord(id: ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false), bytes: value))
         }
     }
 
@@ -321,8 +329,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// in the plan's index within its ranges, in index order, reading no
     /// record (for an exact plan: each is a match).
     func forEachIndexed(of entity: EntityDescription, in plan: QueryPlan, _ body: (ObjectID) throws(StrataError) -> Void) throws(StrataError) {
-        try forEachEntry(of: entity, in: plan) { entry, primaryKey throws(StrataError) in
-            try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+        try forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in
+            try body(id)
+            return true
+        }
+    }
+
+    /// ``forEachIndexed(of:in:_:)`` until `body` returns false.
+    func forEachIndexed(of entity: EntityDescription, in plan: QueryPlan, _ body: (ObjectID) throws(StrataError) -> Bool) throws(StrataError) {
+        let store = try currentStore()
+        try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) -> Bool in
+            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
+                throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
+            }
+            return try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
         }
     }
 

@@ -5,8 +5,8 @@ internal import StrataStore
 protocol RecordStore: AnyObject, Sendable {
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]?
     /// Calls `body` with each record whose key starts with `prefix`, in key
-    /// order, lending key and value for the call.
-    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError)
+    /// order, lending key and value for the call, until it returns false.
+    func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError)
     /// Calls `body` with each key in `ranges` (ascending and disjoint), in
     /// order, and a lookup of any other key at the same read view, until
     /// `body` returns false.
@@ -24,6 +24,17 @@ protocol RecordStore: AnyObject, Sendable {
     /// write records of the new schema generation into durable segments
     /// while the history naming it is still in an unsynced log.
     func makeDurable() throws(StrataError)
+}
+
+extension RecordStore {
+    /// Calls `body` with each record whose key starts with `prefix`, in key
+    /// order, lending key and value for the call.
+    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
+        try forEachWhile(prefix: prefix) { (key, value) throws(StrataError) -> Bool in
+            try body(key, value)
+            return true
+        }
+    }
 }
 
 /// Keys from `start` (inclusive) to `end` (exclusive; nil: no end).
@@ -69,12 +80,9 @@ final class LogRecordStore: RecordStore {
         do throws(StoreError) { return try engine.get(key) } catch { throw StrataError.storage(error) }
     }
 
-    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
+    func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError) {
         try Self.scanning {
-            try engine.readView().forEachBorrowed(from: prefix, to: endOfPrefix(prefix)) { key, value in
-                try body(key, value)
-                return true
-            }
+            try engine.readView().forEachBorrowed(from: prefix, to: endOfPrefix(prefix)) { key, value in try body(key, value) }
         }
     }
 
@@ -168,12 +176,12 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
         return low
     }
 
-    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
+    func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError) {
         let (view, keys) = readView()
         var i = Self.lowerBound(prefix, in: keys)
         while i < keys.count, keys[i].starts(with: prefix) {
             let key = keys[i]
-            try key.withBytes { (k) throws(StrataError) in try view[key]!.withBytes { (v) throws(StrataError) in try body(k, v) } }
+            guard try key.withBytes({ (k) throws(StrataError) in try view[key]!.withBytes { (v) throws(StrataError) in try body(k, v) } }) else { return }
             i += 1
         }
     }

@@ -30,26 +30,26 @@ final class MigratedRecordStore: RecordStore {
         return try current(value, storedKey: storedKey)
     }
 
-    func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
+    func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError) {
         var keyCopy: [UInt8] = [], upgraded: [UInt8] = [], offsets: [Int] = []
         let renumbers = schemas.renumbers(keysStartingWith: prefix)
-        try base.forEach(prefix: stored(prefix)) { key, value throws(StrataError) in
+        try base.forEachWhile(prefix: stored(prefix)) { (key, value) throws(StrataError) -> Bool in
             let upgrade = schemas.upgrade(forRecord: value, storedKey: key)
             if let upgrade, !upgrade.upgrade(value, into: &upgraded, offsets: &offsets) { throw upgrade.malformed }
-            func lend(_ key: UnsafeRawBufferPointer) throws(StrataError) {
+            func lend(_ key: UnsafeRawBufferPointer) throws(StrataError) -> Bool {
                 if upgrade != nil {
-                    try upgraded.withBytes { (raw) throws(StrataError) in try body(key, raw) }
+                    return try upgraded.withBytes { (raw) throws(StrataError) in try body(key, raw) }
                 } else {
-                    try body(key, value)
+                    return try body(key, value)
                 }
             }
             if renumbers {
                 keyCopy.removeAll(keepingCapacity: true)
                 keyCopy.append(contentsOf: key)
                 schemas.translate(&keyCopy, toStored: false)
-                try keyCopy.withBytes { (k) throws(StrataError) in try lend(k) }
+                return try keyCopy.withBytes { (k) throws(StrataError) in try lend(k) }
             } else {
-                try lend(key)
+                return try lend(key)
             }
         }
     }

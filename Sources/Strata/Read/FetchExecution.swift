@@ -93,7 +93,7 @@ extension ManagedObjectContext {
     public func count<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> Int {
         beginRead()
         var count = 0
-        try forEachMatch(of: request, rows: .none) { _, _ in count += 1 }
+        try forEachMatch(of: request, rows: .none, stopAfter: request.pageEnd) { _, _ in count += 1 }
         count = max(0, count - request.fetchOffset)
         return request.fetchLimit > 0 ? min(count, request.fetchLimit) : count
     }
@@ -131,7 +131,9 @@ extension ManagedObjectContext {
         if keepingRows, let plan = try orderedPlan(for: request), let page = try firstInOrder(of: request, plan: plan) {
             return page
         }
-        var matches = try self.matches(of: request, keepingRows: keepingRows)
+        // Without an order, any offset + limit matches are the page: the
+        // store is read no further once they are found.
+        var matches = try self.matches(of: request, keepingRows: keepingRows, stopAfter: request.sortDescriptors.isEmpty ? request.pageEnd : .max)
         if !request.sortDescriptors.isEmpty {
             matches = try sorted(matches, by: request.sortDescriptors)
         }
@@ -202,9 +204,9 @@ extension ManagedObjectContext {
     /// off by the source's; one not registered here by the source's, on a
     /// scratch object (``PredicateEvaluation``) — it is materialized only if
     /// the caller wants objects.
-    func matches<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> [FetchMatch] {
+    func matches<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool, stopAfter: Int = .max) throws(StrataError) -> [FetchMatch] {
         var matches: [FetchMatch] = []
-        try forEachMatch(of: request, rows: keepingRows ? .kept : .none) { match, _ in matches.append(match) }
+        try forEachMatch(of: request, rows: keepingRows ? .kept : .none, stopAfter: stopAfter) { match, _ in matches.append(match) }
         return matches
     }
 
@@ -214,7 +216,7 @@ extension ManagedObjectContext {
         var ids: [ObjectID] = []
         var skip = request.fetchOffset
         let limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
-        try forEachMatch(of: request, rows: .none) { match, _ in
+        try forEachMatch(of: request, rows: .none, stopAfter: request.pageEnd) { match, _ in
             if skip > 0 { skip -= 1; return }
             if ids.count < limit { ids.append(match.objectID) }
         }
@@ -235,7 +237,8 @@ extension ManagedObjectContext {
     /// for one this context does not hold under ``RowUse/lent``, its row.
     /// `test`, when given, stands for the request's predicate.
     func forEachMatch<Result: ManagedObject>(
-        of request: FetchRequest<Result>, rows: RowUse, test: ValueTest? = nil, _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
+        of request: FetchRequest<Result>, rows: RowUse, test: ValueTest? = nil, stopAfter: Int = .max,
+        _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
     ) throws(StrataError) {
         let entity = try request.entity(in: model)
         let includesPending = request.includesPendingChanges
@@ -259,6 +262,12 @@ extension ManagedObjectContext {
         // What this fetch judged outside `evaluation`, for ``judgedObjects``.
         var judged = 0
         defer { judgedObjects &+= judged &+ evaluation.judged }
+        // Matches handed to `body`: past `stopAfter`, nothing more is read.
+        var delivered = 0
+        func deliver(_ match: FetchMatch, _ row: SourceRow?) throws(StrataError) {
+            try body(match, row)
+            delivered &+= 1
+        }
         @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
             let passes: Bool
             if trustsIndex, case .stored = row {
@@ -269,11 +278,11 @@ extension ManagedObjectContext {
             } else {
                 passes = try evaluation.matches(id, row)
             }
-            if passes { try body(.unregistered(id, rows == .kept ? row.kept() : nil), rows == .lent ? row : nil) }
+            if passes { try deliver(.unregistered(id, rows == .kept ? row.kept() : nil), rows == .lent ? row : nil) }
         }
         // A count or a fetch of IDs through an exact plan reads entries, not records.
         let unread = rows == .none && plan.isExact
-        try source.forEach(of: entity, plan: plan, leavingRecordsUnread: unread) { id, row throws(StrataError) in
+        func visit(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
             if !checksRegistry {
                 try judgeUnregistered(id, row)
             } else if let object = registry[id] {
@@ -285,7 +294,7 @@ extension ManagedObjectContext {
                 if object.flags.contains(.fault) {
                     // A fault holds the source's values, which the entry matched.
                     if case .indexed = row {
-                        if !object.flags.contains(.invalidated) { try body(.registered(object), nil) }
+                        if !object.flags.contains(.invalidated) { try deliver(.registered(object), nil) }
                         return
                     }
                     fill(object, try row.snapshot())
@@ -293,15 +302,21 @@ extension ManagedObjectContext {
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {
                     if object.flags.contains(.deleted) { return }
-                    if try evaluation.matches(object) { try body(.registered(object), nil) }
+                    if try evaluation.matches(object) { try deliver(.registered(object), nil) }
                 } else if try evaluation.matches(id, row) {
                     // Judged, and read, by the source's values.
-                    try body(.registered(object), rows == .lent ? row : nil)
+                    try deliver(.registered(object), rows == .lent ? row : nil)
                 }
             } else if !discardedInserts.contains(id) {
                 try judgeUnregistered(id, row)
             }
         }
+        try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread) { (id, row) throws(StrataError) -> Bool in
+            try visit(id, row)
+            return delivered < stopAfter
+        }
+        // A fetch with a limit and no order has its page: nothing else is judged.
+        guard delivered < stopAfter else { return }
         // This context's inserts and updates that the plan's index would
         // select were they stored: looked up by key, not judged one by one.
         let pendingByKey = includesPending && checksRegistry ? plan.leading.map { leading in
@@ -314,22 +329,22 @@ extension ManagedObjectContext {
             // It must still exist in the source, as a scan would have met it.
             func judge(_ object: ManagedObject) throws(StrataError) {
                 guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { return }
-                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try body(.registered(object), nil) }
+                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try deliver(.registered(object), nil) }
             }
             if let candidates = possiblyStaleObjects(of: entity, source: source, updatedAmong: pendingByKey) {
-                for id in candidates where !visited.contains(id) { try judge(registry[id]!) }
+                for id in candidates where !visited.contains(id) && delivered < stopAfter { try judge(registry[id]!) }
             } else {
-                for (id, object) in registry where id.entity === entity && !visited.contains(id) { try judge(object) }
+                for (id, object) in registry where id.entity === entity && !visited.contains(id) && delivered < stopAfter { try judge(object) }
             }
         }
         if includesPending {
             if let pendingByKey {
-                for object in pendingByKey where object.flags.contains(.inserted) {
-                    if try evaluation.matches(object) { try body(.registered(object), nil) }
+                for object in pendingByKey where object.flags.contains(.inserted) && delivered < stopAfter {
+                    if try evaluation.matches(object) { try deliver(.registered(object), nil) }
                 }
             } else {
-                for object in inserted.values where object.entity === entity {
-                    if try evaluation.matches(object) { try body(.registered(object), nil) }
+                for object in inserted.values where object.entity === entity && delivered < stopAfter {
+                    if try evaluation.matches(object) { try deliver(.registered(object), nil) }
                 }
             }
         }

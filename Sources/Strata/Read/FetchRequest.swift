@@ -49,6 +49,10 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
         self.sortDescriptors = sortDescriptors
     }
 
+    /// How many matches make the page, in whatever order: offset + limit,
+    /// or all of them without a limit.
+    var pageEnd: Int { fetchLimit > 0 ? fetchOffset + fetchLimit : .max }
+
     func entity(in model: ManagedObjectModel) throws(StrataError) -> EntityDescription {
         let entity: EntityDescription?
         if let entityName { entity = model.entity(named: entityName) } else { entity = model.entity(for: Result.self) }

@@ -197,18 +197,31 @@ struct SourceView {
         of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false,
         _ body: (ObjectID, SourceRow) throws(StrataError) -> Void
     ) throws(StrataError) {
+        try forEachWhile(of: entity, plan: plan, leavingRecordsUnread: leavingRecordsUnread) { (id, row) throws(StrataError) -> Bool in
+            try body(id, row)
+            return true
+        }
+    }
+
+    /// ``forEach(of:plan:leavingRecordsUnread:_:)`` until `body` returns
+    /// false: the store is read no further (a fetch with a limit has its page).
+    func forEachWhile(
+        of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false,
+        _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
+    ) throws(StrataError) {
         if let leading = plan.leading, !layers.isEmpty {
-            try forEach(of: entity, plan: plan, leading: leading, leavingRecordsUnread: leavingRecordsUnread, body)
+            try forEachWhile(of: entity, plan: plan, leading: leading, leavingRecordsUnread: leavingRecordsUnread, body)
             return
         }
         let overlay = overlay { $0 === entity }
-        func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Void) throws(StrataError) {
+        var going = true
+        func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Bool) throws(StrataError) {
             if plan.indexNumber == nil {
-                try coordinator.forEachStored(of: entity) { record throws(StrataError) in try each(record.id, .stored(record)) }
+                try coordinator.forEachStored(of: entity) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
             } else if leavingRecordsUnread && plan.isExact {
-                try coordinator.forEachIndexed(of: entity, in: plan) { id throws(StrataError) in try each(id, .indexed) }
+                try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try each(id, .indexed) }
             } else {
-                try coordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) in try each(record.id, .stored(record)) }
+                try coordinator.forEachStored(of: entity, in: plan) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
             }
         }
         if overlay.isEmpty {
@@ -216,59 +229,69 @@ struct SourceView {
             return
         }
         var seen: Set<ObjectID> = []
-        try stored { id, row throws(StrataError) in
-            guard let above = overlay[id] else { return try body(id, row) }
+        try stored { (id, row) throws(StrataError) -> Bool in
+            guard let above = overlay[id] else {
+                going = try body(id, row)
+                return going
+            }
             seen.insert(id)
             // Decided above the store: listed after the scan.
-            if above.exists == nil { try body(id, above.values.map { .pending($0) } ?? row) }
+            if above.exists == nil { going = try body(id, above.values.map { .pending($0) } ?? row) }
+            return going
         }
-        for (id, above) in overlay {
+        for (id, above) in overlay where going {
             if above.exists == true {
-                try body(id, .pending(above.values!))
+                going = try body(id, .pending(above.values!))
             } else if above.exists == nil, plan.indexNumber != nil, !seen.contains(id), let values = above.values,
                       try coordinator.snapshot(for: id) != nil {
                 // Changed above, stored outside the index's ranges: it
                 // exists, and its changed values may match.
-                try body(id, .pending(values))
+                going = try body(id, .pending(values))
             }
         }
     }
 
-    /// ``forEach(of:plan:leavingRecordsUnread:_:)`` for a plan that holds
-    /// the index's first attribute equal to some values, without laying
-    /// every change of the levels above over the store: each stored object
-    /// the index selects is looked up at each level, and of the objects the
-    /// levels changed only those whose values there have one of the
-    /// plan's keys are visited (``PublishedKeys``) — O(the matches and the
-    /// levels' recorded child saves), not O(the levels' changes).
-    private func forEach(
+    /// ``forEachWhile(of:plan:leavingRecordsUnread:_:)`` for a plan that
+    /// holds the index's first attribute equal to some values, without
+    /// laying every change of the levels above over the store: each stored
+    /// object the index selects is looked up at each level, and of the
+    /// objects the levels changed only those whose values there have one of
+    /// the plan's keys are visited (``PublishedKeys``) — O(the matches and
+    /// the levels' recorded child saves), not O(the levels' changes).
+    private func forEachWhile(
         of entity: EntityDescription, plan: QueryPlan, leading: QueryPlan.LeadingEquality, leavingRecordsUnread: Bool,
-        _ body: (ObjectID, SourceRow) throws(StrataError) -> Void
+        _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
     ) throws(StrataError) {
         var seen: Set<ObjectID> = []
-        func decide(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
-            guard let above = overlay(of: id) else { return try body(id, row) }
+        var going = true
+        func decide(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
+            guard let above = overlay(of: id) else {
+                going = try body(id, row)
+                return going
+            }
             seen.insert(id)
             // Inserted or deleted above: decided there, and listed below.
-            if above.exists == nil { try body(id, above.values.map { .pending($0) } ?? row) }
+            if above.exists == nil { going = try body(id, above.values.map { .pending($0) } ?? row) }
+            return going
         }
         if leavingRecordsUnread && plan.isExact {
-            try coordinator.forEachIndexed(of: entity, in: plan) { id throws(StrataError) in try decide(id, .indexed) }
+            try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try decide(id, .indexed) }
         } else {
-            try coordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) in try decide(record.id, .stored(record)) }
+            try coordinator.forEachStored(of: entity, in: plan) { (record) throws(StrataError) -> Bool in try decide(record.id, .stored(record)) }
         }
+        guard going else { return }
         var candidates: Set<ObjectID> = []
         for layer in layers {
             layer.forEachID(of: entity, leading) { candidates.insert($0) }
         }
-        for id in candidates where !seen.contains(id) {
+        for id in candidates where going && !seen.contains(id) {
             guard let above = overlay(of: id), let values = above.values else { continue }
             if above.exists == true {
-                try body(id, .pending(values))
+                going = try body(id, .pending(values))
             } else if above.exists == nil, try coordinator.snapshot(for: id) != nil {
                 // Changed above, stored outside the index's ranges: it
                 // exists, and its changed values may match.
-                try body(id, .pending(values))
+                going = try body(id, .pending(values))
             }
         }
     }
