@@ -1,6 +1,6 @@
 # Strata's commands. On a fresh machine: `make bench` runs the main job,
 # `make test` runs the tests. Both install liblz4-dev first when it is missing
-# (a fresh machine has only the runtime library; see ../shared/NOTES.md), and
+# (a fresh machine has only the runtime library), and
 # the headers of strata-bench's peers: SQLite, LMDB and LevelDB.
 
 SWIFT ?= swift

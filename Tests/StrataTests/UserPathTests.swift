@@ -187,7 +187,7 @@ import Testing
     /// nothing it reads (the plan is exact); it finds pending objects by
     /// key too. (Over 1,024 values it used to scan every record, and test
     /// each against a chain of 5,000 equalities; the in-memory store tested
-    /// every key against every range, 170 s here.)
+    /// every key against every range.)
     @Test func anInOfThousandsOfKeysReadsTheIndex() throws {
         let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
         _ = try seedNumberedRecipes(coordinator, count: 20_000)

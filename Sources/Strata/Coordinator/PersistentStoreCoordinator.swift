@@ -314,10 +314,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
         let store = try currentStore()
         try store.forEachKey(in: plan.ranges) { entry, get throws(StrataError) -> Bool in
-            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
-                throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
-            }
-            let id = ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
+            let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan), isTemporary: false)
             guard let bytes = try get(RecordCoding.key(id)) else {
                 throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
             }
@@ -337,12 +334,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// ``forEachIndexed(of:in:_:)`` until `body` returns false.
     func forEachIndexed(of entity: EntityDescription, in plan: QueryPlan, _ body: (ObjectID) throws(StrataError) -> Bool) throws(StrataError) {
-        let store = try currentStore()
-        try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) -> Bool in
-            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
-                throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
-            }
-            return try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+        try forEachEntryWhile(of: entity, in: plan) { _, primaryKey throws(StrataError) -> Bool in
+            try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
         }
     }
 
@@ -352,14 +345,29 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func forEachEntry(
         of entity: EntityDescription, in plan: QueryPlan, _ body: (UnsafeRawBufferPointer, UInt64) throws(StrataError) -> Void
     ) throws(StrataError) {
-        let store = try currentStore()
-        try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) in
-            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
-                throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
-            }
+        try forEachEntryWhile(of: entity, in: plan) { entry, primaryKey throws(StrataError) -> Bool in
             try body(entry, primaryKey)
             return true
         }
+    }
+
+    /// The reads above that need no record: each entry of the plan's
+    /// ranges with the primary key it ends with, until `body` returns false.
+    private func forEachEntryWhile(
+        of entity: EntityDescription, in plan: QueryPlan, _ body: (UnsafeRawBufferPointer, UInt64) throws(StrataError) -> Bool
+    ) throws(StrataError) {
+        let store = try currentStore()
+        try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) -> Bool in
+            try body(entry, try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan))
+        }
+    }
+
+    /// The primary key an entry of the plan's index ends with.
+    private static func primaryKey(ofEntry entry: UnsafeRawBufferPointer, entity: EntityDescription, plan: QueryPlan) throws(StrataError) -> UInt64 {
+        guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
+            throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
+        }
+        return primaryKey
     }
 
     /// Writes a save of an attached context as one atomic batch, after
