@@ -104,15 +104,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// at a cost that stays proportional to what the context fetches.
     @exclusivity(unchecked) var heldFetched: [ObjectID] = []
     @exclusivity(unchecked) var fetchedSinceHeldChecked = 0
-    /// The store's change-log sequence up to which its changes are sorted
-    /// into ``storeStaleObjects``: the sequence when the registry last held
-    /// no loaded object, or the last change sorted since. Every object
-    /// registered after a change was loaded no earlier than it.
-    @exclusivity(unchecked) var staleFloor: UInt64 = 0
-    /// Registered objects a store change since they were loaded left with
-    /// values other than the source's, found from the changes up to
-    /// ``staleFloor`` (see ``possiblyStaleObjects(of:source:updatedAmong:)``).
-    @exclusivity(unchecked) var storeStaleObjects: Set<ObjectID> = []
+    /// Which registered objects the store's changes left stale, sorted up
+    /// to which change (see ``StaleObjects``).
+    @exclusivity(unchecked) var stale = StaleObjects()
     /// Objects changed since the last objects-did-change notification.
     @exclusivity(unchecked) var pendingChanges: [ManagedObject] = []
     /// IDs refreshed or invalidated by merges since the last notification.
@@ -357,6 +351,23 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         let fresh = persistentStoreCoordinator.reservePrimaryKeys(for: entity, count: size)
         reservedKeys[index] = fresh.dropFirst()
         return fresh.lowerBound
+    }
+}
+
+/// The registered objects a store change since they were loaded left with
+/// values other than the source's (`objects`), found from the store's
+/// changes up to sequence `floor`: the sequence when the registry last held
+/// no loaded object, or the last change sorted since. Every object
+/// registered after a change was loaded no earlier than it (see
+/// ``ManagedObjectContext/possiblyStaleObjects(of:source:updatedAmong:)``).
+struct StaleObjects {
+    var floor: UInt64 = 0
+    var objects: Set<ObjectID> = []
+
+    /// Nothing registered: nothing can be older than what is read after `sequence`.
+    mutating func restart(at sequence: UInt64) {
+        floor = sequence
+        objects.removeAll()
     }
 }
 

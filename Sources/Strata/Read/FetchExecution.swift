@@ -120,10 +120,7 @@ extension ManagedObjectContext {
         takeHeldChildSaves()  // a fetch sees this context's pending inserts as objects
         if concurrencyType == .confinement { releaseUnreferencedFetched() }
         // Holding nothing, nothing held can be older than what is read next.
-        if registry.isEmpty {
-            staleFloor = persistentStoreCoordinator.changeLog.current
-            storeStaleObjects.removeAll()
-        }
+        if registry.isEmpty { stale.restart(at: persistentStoreCoordinator.changeLog.current) }
     }
 
     /// The matches, sorted by the request's descriptors and cut to its page.
@@ -455,7 +452,7 @@ extension ManagedObjectContext {
     func possiblyStaleObjects(of entity: EntityDescription, source: SourceView, updatedAmong: [ManagedObject]? = nil) -> Set<ObjectID>? {
         guard sortStoreChanges(source: source) else { return nil }
         var ids: Set<ObjectID> = []
-        for id in storeStaleObjects where id.entity === entity && registry[id] != nil { ids.insert(id) }
+        for id in stale.objects where id.entity === entity && registry[id] != nil { ids.insert(id) }
         for id in source.changedObjects(of: entity, registeredIn: registry) { ids.insert(id) }
         if let updatedAmong {
             for object in updatedAmong where updated[object.objectID] != nil { ids.insert(object.objectID) }
@@ -465,8 +462,8 @@ extension ManagedObjectContext {
         return ids
     }
 
-    /// Sorts the store's changes since ``staleFloor`` into
-    /// ``storeStaleObjects``, each change once: a registered object the
+    /// Sorts the store's changes since ``stale`` was last sorted into it,
+    /// each change once: a registered object the
     /// change left holding other values than the source's. One that holds
     /// the source's values — above all what this context saved itself,
     /// which its saves' store writes then record — is as good as loaded
@@ -475,16 +472,16 @@ extension ManagedObjectContext {
     /// once, not at every fetch. False when which changes were made is
     /// unknown (every registered object may be stale).
     private func sortStoreChanges(source: SourceView) -> Bool {
-        guard let (stored, through) = persistentStoreCoordinator.changeLog.changes(since: staleFloor) else { return false }
-        for id in stored where !storeStaleObjects.contains(id) {
+        guard let (stored, through) = persistentStoreCoordinator.changeLog.changes(since: stale.floor) else { return false }
+        for id in stored where !stale.objects.contains(id) {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
             if object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]),
                let current = try? source.snapshot(for: id), current.values == object.values {
                 continue
             }
-            storeStaleObjects.insert(id)
+            stale.objects.insert(id)
         }
-        staleFloor = through
+        stale.floor = through
         return true
     }
 }
