@@ -314,8 +314,10 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     func mergingChildren(excluding excluded: ManagedObjectContext?) -> [ManagedObjectContext] {
         // Every reference taken under the lock is kept past it: a child
         // let go of there would end there, and its `deinit` takes the lock.
-        let children = relationsLock.withLock { _children.sorted { $0.key < $1.key }.compactMap { $0.value.context } }
-        return children.filter { $0 !== excluded && $0.automaticallyMergesChangesFromParent }
+        // Sorted outside the lock, and only those that merge: every child's
+        // creation and end takes the lock, and a server has many alive.
+        let children = relationsLock.withLock { _children.compactMap { serial, child in child.context.map { (serial, $0) } } }
+        return children.filter { $0.1 !== excluded && $0.1.automaticallyMergesChangesFromParent }.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     // MARK: Versions and keys

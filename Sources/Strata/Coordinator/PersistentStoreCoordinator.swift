@@ -472,8 +472,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         // Every reference taken under the lock is kept past it: a context
         // let go of there would end there, and its `deinit` takes the lock.
-        let attached = lock.withLock { rootContexts.sorted { $0.key < $1.key }.compactMap { $0.value.context } }
-        let listeners = attached.filter { $0 !== context && $0.automaticallyMergesChangesFromParent }
+        let attached = lock.withLock { rootContexts.compactMap { serial, root in root.context.map { (serial, $0) } } }
+        let listeners = attached.filter { $0.1 !== context && $0.1.automaticallyMergesChangesFromParent }.sorted { $0.0 < $1.0 }.map(\.1)
         for listener in listeners {
             listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
         }

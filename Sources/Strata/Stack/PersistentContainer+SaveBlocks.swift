@@ -30,7 +30,7 @@ extension PersistentContainer {
     ) {
         let context = newBackgroundContext(childOfWriter: true)
         context.perform {
-            let result = Self.runSaveBlock(block, in: context, writer: self.writerContext)
+            let result = Self.runSaveBlock(block, in: context, writerSaves: self.writerSaves)
             guard let completion else { return }
             // No main queue to run on in a container made for servers and tools.
             let queue: DispatchQueue = self.viewContext.concurrencyType == .mainQueue ? .main : self.completionQueue
@@ -44,12 +44,12 @@ extension PersistentContainer {
     public func saveAndWait(_ block: (ManagedObjectContext) throws -> Void) throws(StrataError) -> BlockSaveResult {
         let context = newBackgroundContext(childOfWriter: true)
         return try context.performAndWait { () throws(StrataError) -> BlockSaveResult in
-            try Self.runSaveBlock(block, in: context, writer: writerContext).get()
+            try Self.runSaveBlock(block, in: context, writerSaves: writerSaves).get()
         }
     }
 
     private static func runSaveBlock(
-        _ block: (ManagedObjectContext) throws -> Void, in context: ManagedObjectContext, writer: ManagedObjectContext
+        _ block: (ManagedObjectContext) throws -> Void, in context: ManagedObjectContext, writerSaves: WriterSaveGroups
     ) -> Result<BlockSaveResult, StrataError> {
         do {
             try block(context)
@@ -60,7 +60,7 @@ extension PersistentContainer {
         }
         do throws(StrataError) {
             guard let saved = try context.saveReportingChanges() else { return .success(.nothingToSave) }
-            try writer.performAndWait { () throws(StrataError) in try writer.save() }
+            try writerSaves.saveDurably()
             return .success(.saved(saved))
         } catch {
             return .failure(error)

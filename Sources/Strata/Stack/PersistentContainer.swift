@@ -50,6 +50,9 @@ public final class PersistentContainer: Sendable {
     /// serial queue (in order; it gets a thread even while Dispatch's
     /// shared pool is busy, as a queue of one's own does).
     let completionQueue: DispatchQueue
+    /// Callers that wait for the writer's changes to reach disk share its
+    /// saves (``WriterSaveGroups``).
+    let writerSaves: WriterSaveGroups
 
     /// Opens (or creates) the store in `directory` (the log store), or an
     /// in-memory store when `directory` is nil; `viewContext` chooses the
@@ -77,6 +80,7 @@ public final class PersistentContainer: Sendable {
         viewContext = ManagedObjectContext(queue == .main ? .mainQueue : .privateQueue, parent: writerContext, name: "\(name).view")
         viewContext.automaticallyMergesChangesFromParent = true
         completionQueue = DispatchQueue(label: "strata.container.\(name).completions")
+        writerSaves = WriterSaveGroups(writer: writerContext)
     }
 
     /// A new `.privateQueue` context for background work: a child of
@@ -134,11 +138,12 @@ public final class PersistentContainer: Sendable {
     }
 
     /// ``save(wait:completion:)`` with `wait`, throwing: returns once
-    /// everything the view context and the writer hold is on disk.
+    /// everything the view context and the writer hold is on disk. Callers
+    /// on many threads at once share the writer's saves (one fsync for all
+    /// whose changes reached it while the save before was being written).
     public func saveAndWait() throws(StrataError) {
         try viewContext.performAndWait { () throws(StrataError) in try viewContext.save() }
-        let writer = writerContext
-        try writer.performAndWait { () throws(StrataError) in try writer.save() }
+        try writerSaves.saveDurably()
     }
 
     /// Saves everything and closes the store (waits for pending writer work).

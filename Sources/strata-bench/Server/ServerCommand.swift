@@ -46,7 +46,11 @@ struct ServerCommand: ParsableCommand {
         let container = try PersistentContainer(name: "Server", model: model, directory: path, viewContext: .privateQueue)
         let loop = try Self.requestLoop(container, skus: skus, requests: requests, tasks: max(1, tasks), putPercent: putPercent)
         progress("server: durable writes from \(writers) tasks ...")
+        let before = container.coordinator.storeStatistics
         let strataWrites = try Self.durableWrites(container, count: writes, writers: max(1, writers))
+        let after = container.coordinator.storeStatistics
+        let syncs = (after?.logSyncs ?? 0) - (before?.logSyncs ?? 0)
+        let batches = (after?.batchesWritten ?? 0) - (before?.batchesWritten ?? 0)
         try container.close()
         var sqliteWrites: Double?
         if !noSQLite {
@@ -64,6 +68,8 @@ struct ServerCommand: ParsableCommand {
         table.add("row cache: bytes it counts", fixed(Double(cache.counted) / 1_048_576, 1) + " MiB")
         table.add("row cache: heap it holds (mallinfo2)", cache.heap < 0 ? "-" : fixed(Double(cache.heap) / 1_048_576, 1) + " MiB")
         table.add("durable one-object writes/s, \(writers) tasks (Strata)", thousands(strataWrites))
+        table.add("log batches, syncs per write (Strata)",
+                  fixed(Double(batches) / Double(max(1, writes)), 2) + ", " + fixed(Double(syncs) / Double(max(1, writes)), 2))
         if let sqliteWrites {
             table.add("durable one-object writes/s, \(writers) tasks (SQLite)", thousands(sqliteWrites))
             table.add("Strata / SQLite", fixed(strataWrites / sqliteWrites, 2) + "x")
@@ -100,8 +106,8 @@ struct ServerCommand: ParsableCommand {
 
     /// `requests` requests from `tasks` threads, each in a fresh background
     /// context (a child of the writer): a GET fetches a product by SKU and
-    /// reads it; a PUT changes its stock, saves, and saves the writer (so
-    /// it is on disk before the request ends).
+    /// reads it; a PUT changes its stock in a block save
+    /// (`container.saveAndWait { … }`: on disk before the request ends).
     static func requestLoop(_ container: PersistentContainer, skus: [String], requests: Int, tasks: Int, putPercent: Int) throws -> LoopFigures {
         let firstMark = min(100_000, requests)
         let residentAfterFirst = LockedBox(0.0)
@@ -111,18 +117,23 @@ struct ServerCommand: ParsableCommand {
                 if n == firstMark { residentAfterFirst.set(ProcessFigures.memory().resident) }
                 let sku = skus[Int(random.next() % UInt64(skus.count))]
                 let isPut = Int(random.next() % 100) < putPercent
+                if isPut {
+                    // A write: saved through to disk before the request ends.
+                    try container.saveAndWait { context in
+                        guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
+                            throw CatalogueFailure("\(sku) not found")
+                        }
+                        product.stock += 1
+                    }
+                    return
+                }
                 let context = container.newBackgroundContext(childOfWriter: true)
                 try context.performAndWait { () throws in
                     guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
                         throw CatalogueFailure("\(sku) not found")
                     }
                     _ = product.title
-                    if isPut {
-                        product.stock += 1
-                        try context.save()
-                    }
                 }
-                if isPut { try saveWriter(of: container) }
             }
         }
         return LoopFigures(requestsPerSecond: Double(requests) / elapsed, residentAfterFirst: residentAfterFirst.get(),
@@ -130,29 +141,22 @@ struct ServerCommand: ParsableCommand {
     }
 
     /// Writes per second: `writers` threads each insert one product per
-    /// request in a fresh child of the writer, save it, and save the writer
-    /// (durable before the request ends), `count` writes in all.
+    /// request in a block save (`container.saveAndWait { … }`: a fresh
+    /// child of the writer, on disk before the request ends), `count`
+    /// writes in all.
     static func durableWrites(_ container: PersistentContainer, count: Int, writers: Int) throws -> Double {
         let elapsed = try onThreads(writers, items: count) { _ in
             { n in
-                let context = container.newBackgroundContext(childOfWriter: true)
-                try context.performAndWait { () throws(StrataError) in
+                try container.saveAndWait { context in
                     let product = CatalogueProduct(context: context)
                     product.sku = "written \(n)"
                     product.title = "a product written by a request"
                     product.price = 9.99
                     product.stock = 0
-                    try context.save()
                 }
-                try saveWriter(of: container)
             }
         }
         return Double(count) / elapsed
-    }
-
-    private static func saveWriter(of container: PersistentContainer) throws {
-        let writer = container.writerContext
-        try writer.performAndWait { () throws(StrataError) in try writer.save() }
     }
 
     /// SQLite's rate for the same: a connection per thread, one

@@ -1,0 +1,110 @@
+import Dispatch
+import Foundation
+import StrataStore
+import Testing
+@testable import Strata
+
+/// Block saves from many threads share the writer's saves
+/// (``WriterSaveGroups``): a caller waits for the first save that begins
+/// after its changes reached the writer, and returns only once that save
+/// is on disk — or throws its error.
+@Suite("Writer save groups")
+struct WriterSaveGroupTests {
+    /// A container whose fsyncs can be held shut (and failed), and the
+    /// block saves running against it, a thread each.
+    struct GatedContainer {
+        let directory = TemporaryDirectory("savegroups")
+        let files = GatedSyncFileSystem()
+        let container: PersistentContainer
+
+        init() throws {
+            var options = StoreOptions()
+            options.syncMode = .always
+            options.fileSystem = files
+            container = try PersistentContainer(
+                name: "Groups", model: makeModel(), directory: directory.path + "/store", options: options, viewContext: .privateQueue)
+        }
+
+        /// `container.saveAndWait { insert a recipe named name }` on a
+        /// thread of its own; `done` is signalled when it returns, with its
+        /// error (if any) in `failure`.
+        func blockSave(_ name: String, _ done: DispatchSemaphore, _ failure: LockedError) {
+            let container = container
+            Thread {
+                do {
+                    try container.saveAndWait { context in
+                        let recipe = Recipe(context: context)
+                        recipe.name = name
+                    }
+                } catch { failure.set(error) }
+                done.signal()
+            }.start()
+        }
+
+        /// Waits (up to 10 s) until `count` callers are inside the writer's save groups.
+        func waitForCallers(_ count: Int) -> Bool {
+            let deadline = Date().addingTimeInterval(10)
+            while container.writerSaves.callersForTesting < count {
+                if Date() > deadline { return false }
+                usleep(1_000)
+            }
+            return true
+        }
+
+        /// The recipes' names in the store, read by a context of its own.
+        func storedNames() throws -> [String] {
+            let reader = ManagedObjectContext(.privateQueue, coordinator: container.coordinator, name: "reader")
+            return try reader.performAndWait { try reader.fetch(FetchRequest<Recipe>()).map(\.name).sorted() }
+        }
+    }
+
+    ///     A                          B, C, D                    disk
+    ///     saveAndWait: writer save
+    ///       write, fsync ──────────────────────────────────────▶ held
+    ///                                hand over (guests), join
+    ///                                the next save; wait
+    ///     fsync released ◀─────────────────────────────────────
+    ///     A returns                  one of them saves all three:
+    ///                                write, fsync ────────────▶ held
+    ///                                (none of them has returned)
+    ///                                fsync ends (or fails) ◀───
+    ///                                all three return (or all throw)
+    @Test("Block saves that reach the writer while it syncs share its next save, and return only once it is stored (or throw its error)",
+          arguments: [false, true])
+    func callersJoiningDuringASyncShareTheNextSave(failing: Bool) throws {
+        let gated = try GatedContainer()
+        let before = try #require(gated.container.coordinator.storeStatistics)
+        gated.files.arm()
+        let doneA = DispatchSemaphore(value: 0), doneOthers = DispatchSemaphore(value: 0)
+        let failureA = LockedError()
+        gated.blockSave("A", doneA, failureA)
+        #expect(gated.files.entered.wait(timeout: .now() + 10) == .success, "A's save never reached its fsync")
+        let failures = ["B", "C", "D"].map { name in
+            let failure = LockedError()
+            gated.blockSave(name, doneOthers, failure)
+            return failure
+        }
+        #expect(gated.waitForCallers(4), "B, C and D never joined a save")
+        gated.files.arm(failing: failing)  // the next fsync: the save B, C and D joined
+
+        gated.files.gate.signal()
+        #expect(doneA.wait(timeout: .now() + 10) == .success)
+        #expect(failureA.error == nil)
+        #expect(gated.files.entered.wait(timeout: .now() + 10) == .success, "the group's save never reached its fsync")
+        #expect(doneOthers.wait(timeout: .now() + 0.2) == .timedOut, "a caller returned before its save's fsync ended")
+        gated.files.gate.signal()
+        for _ in 0..<3 { #expect(doneOthers.wait(timeout: .now() + 10) == .success) }
+        if failing {
+            for failure in failures {
+                let error = try #require(failure.error as? StrataError, "a caller of the failed save was acknowledged")
+                #expect("\(error)".contains("sync"), "\(error)")
+            }
+            #expect(try gated.storedNames() == ["A"])
+        } else {
+            for failure in failures { #expect(failure.error == nil, "\(failure.error.map { "\($0)" } ?? "")") }
+            let after = try #require(gated.container.coordinator.storeStatistics)
+            #expect(after.batchesWritten - before.batchesWritten == 2, "A's save and one for B, C and D")
+            #expect(try gated.storedNames() == ["A", "B", "C", "D"])
+        }
+    }
+}
