@@ -21,7 +21,17 @@ int64_t strata_heap_bytes_in_use(void) {
 int strata_start_writeback(int fd, int64_t offset, int64_t length) {
     return sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
 }
+
+int strata_release_free_heap(void) {
+#if defined(__GLIBC__)
+    return malloc_trim(0);
 #else
+    return 0;
+#endif
+}
+#else
+int strata_release_free_heap(void) { return 0; }
+
 int64_t strata_heap_bytes_in_use(void) { return -1; }
 
 int strata_start_writeback(int fd, int64_t offset, int64_t length) {

@@ -162,6 +162,19 @@ extension DictionaryFetchTests {
             let rows = try context.fetch(request)
             #expect(rows.map { $0.value("name", as: String.self)! } == ["R2", "R1", "R0"])
             #expect(rows.map { $0.value("count(ingredients)", as: Int.self)! } == [3, 1, 0])
+            // Read by the property as requested, with no key to guess; a
+            // key the row does not have is an error naming the ones it has.
+            #expect(rows.map { $0.value(.count(of: "ingredients"), as: Int.self)! } == [3, 1, 0])
+            #expect(try rows.map { try $0.require(.count(of: "ingredients"), as: Int.self)! } == [3, 1, 0])
+            #expect(rows[0][.count(of: "ingredients")] == .integer(3))
+            #expect(try rows[2].require("notes", as: String.self) == nil)
+            #expect(throws: StrataError.self) { try rows[0].require("count", as: Int.self) }
+            do throws(StrataError) {
+                _ = try rows[0].require("count", as: Int.self)
+            } catch {
+                #expect(error.code == .invalidArgument && "\(error)".contains("\"count(ingredients)\""), "\(error)")
+            }
+            #expect(throws: StrataError.self) { try rows[0].require("name", as: Int.self) }
             #expect(rows.map { $0["notes"]! } == [.string("n2"), .string("n1"), .null])
             #expect(context.registeredObjects.isEmpty)
             // Pending changes count: a new ingredient here, unsaved.

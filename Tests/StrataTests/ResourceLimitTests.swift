@@ -53,11 +53,11 @@ import Glibc
         } else {
             // A log write fails at once; a flush only once the log is full.
             for s in (acknowledged + 1)...(acknowledged + 400) {
-                do throws(StrataError) {
+                do {
                     try container.saveAndWait { context in try Workload.applySave(s, in: context) }
                     acknowledged = s
                 } catch {
-                    failure = error
+                    failure = error as? StrataError
                     break
                 }
             }
@@ -112,6 +112,24 @@ import Glibc
             guard let error = error as? StrataError, error.code == .storage else { return false }
             let text = "\(error)"
             return text.contains("Read-only file system") && text.contains(store)
+        }
+    }
+
+    /// A store another container holds open: a typed error that says so
+    /// once — the engine's message is not repeated as its own cause.
+    @Test func aLockedStoreSaysSoOnce() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        let first = try PersistentContainer(name: "First", model: Workload.makeModel(), directory: store, options: Workload.options())
+        defer { try? first.close() }
+        do {
+            _ = try PersistentContainer(name: "Second", model: Workload.makeModel(), directory: store, options: Workload.options())
+            Issue.record("a second open of a held store succeeded")
+        } catch {
+            #expect(error.code == .storage, "\(error)")
+            let text = "\(error)"
+            #expect(text.components(separatedBy: "is locked").count == 2, "\(text)")
+            #expect(text.contains(store) && text.contains("StoreError.locked"), "\(text)")
         }
     }
 

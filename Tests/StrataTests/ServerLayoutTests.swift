@@ -42,7 +42,7 @@ import Testing
                 }
                 try container.saveAndWait()
                 let completed = DispatchSemaphore(value: 0)
-                let result = ConcurrencyTestBox<Result<BlockSaveResult, StrataError>?>(nil)
+                let result = ConcurrencyTestBox<Result<BlockSaveResult, any Error>?>(nil)
                 container.save { context in
                     let r = Recipe(context: context); r.name = "block"
                 } completion: { outcome in

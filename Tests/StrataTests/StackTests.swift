@@ -193,7 +193,7 @@ private func batches(_ container: PersistentContainer) -> Int {
         let blockOnMain = Box<Bool?>(nil)
         let blockContext = Box<ManagedObjectContext.ConcurrencyType?>(nil)
         let completionOnMain = Box<Bool?>(nil)
-        let result = Box<Result<BlockSaveResult, StrataError>?>(nil)
+        let result = Box<Result<BlockSaveResult, any Error>?>(nil)
         container.save { context in
             blockOnMain.value = onMainQueue()
             blockContext.value = context.concurrencyType
@@ -221,12 +221,12 @@ private func batches(_ container: PersistentContainer) -> Int {
     @Test("Line 18: a block with no changes, and a failing block, still complete")
     func saveBlockWithoutChangesAndWithErrors() async throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
-        let empty = Box<Result<BlockSaveResult, StrataError>?>(nil)
+        let empty = Box<Result<BlockSaveResult, any Error>?>(nil)
         container.save { _ in } completion: { empty.value = $0 }
         #expect(await eventually(10) { empty.value != nil })
         #expect(empty.value.flatMap { try? $0.get() } == .nothingToSave)
 
-        let failed = Box<Result<BlockSaveResult, StrataError>?>(nil)
+        let failed = Box<Result<BlockSaveResult, any Error>?>(nil)
         container.save { context in
             _ = Recipe(context: context)  // `name` is required and unset
         } completion: { failed.value = $0 }
@@ -235,7 +235,7 @@ private func batches(_ container: PersistentContainer) -> Int {
             Issue.record("expected a failure, got \(String(describing: failed.value))")
             return
         }
-        #expect(error.code == .validationFailed)
+        #expect((error as? StrataError)?.code == .validationFailed, "\(error)")
         let fresh = ManagedObjectContext(.privateQueue, coordinator: container.coordinator)
         #expect(try fresh.performAndWait { try fresh.count(for: FetchRequest<Recipe>()) } == 0)
     }

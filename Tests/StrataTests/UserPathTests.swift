@@ -66,6 +66,21 @@ import Testing
                 context.delete(made[4])
                 let deleted = "new 4"
                 #expect(try Recipe.all(in: context, where: #Predicate { $0.name == deleted }).isEmpty)
+                // Changed here and found by its key, then deleted from the
+                // store by another context: found no more, by a lookup with
+                // a limit (which a change here fills without reading the
+                // store) or without.
+                let doomedName = "stored \(pending % 97)"
+                let doomed = try #require(try Recipe.first(in: context, where: #Predicate { $0.name == doomedName }))
+                doomed.rating = 7
+                #expect(try Recipe.first(in: context, where: #Predicate { $0.name == doomedName })?.objectID == doomed.objectID)
+                let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+                try other.performAndWait {
+                    other.delete(try #require(try Recipe.first(in: other, where: #Predicate { $0.name == doomedName })))
+                    try other.save()
+                }
+                #expect(try Recipe.first(in: context, where: #Predicate { $0.name == doomedName }) == nil)
+                #expect(try Recipe.all(in: context, where: #Predicate { $0.name == doomedName }).isEmpty)
             }
         }
     }
@@ -359,5 +374,25 @@ import Testing
         try writer.performAndWait { try writer.save() }
         let saved = try writer.performAndWait { try Recipe.count(in: writer) }
         #expect(saved == 10 + 200)
+    }
+
+    // MARK: Memory
+
+    /// A block that fetched more objects than ``FreedObjects/threshold``
+    /// and let go of them hands the heap's free pages back to the system,
+    /// off the context's queue (glibc otherwise keeps them in the worker
+    /// thread's arena, resident).
+    @Test func lettingGoOfManyObjectsHandsFreePagesBack() throws {
+        let coordinator = try makeCoordinator()
+        let count = FreedObjects.threshold + 1_000
+        _ = try seedNumberedRecipes(coordinator, count: count)
+        FreedObjects.settleForTesting()
+        let before = FreedObjects.releasesForTesting
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        #expect(try context.performAndWait { try context.fetch(FetchRequest<Recipe>()).count } == count)
+        #expect(context.performAndWait { context.registeredObjects.count } == 0)
+        let deadline = Date().addingTimeInterval(10)
+        while FreedObjects.releasesForTesting == before && Date() < deadline { usleep(1_000) }
+        #expect(FreedObjects.releasesForTesting > before, "the objects were let go of; free pages were not handed back")
     }
 }

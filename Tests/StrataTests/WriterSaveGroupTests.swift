@@ -8,7 +8,7 @@ import Testing
 /// (``WriterSaveGroups``): a caller waits for the first save that begins
 /// after its changes reached the writer, and returns only once that save
 /// is on disk — or throws its error.
-@Suite("Writer save groups")
+@Suite("Writer save groups", .serialized)
 struct WriterSaveGroupTests {
     /// A container whose fsyncs can be held shut (and failed), and the
     /// block saves running against it, a thread each.
@@ -41,6 +41,21 @@ struct WriterSaveGroupTests {
             }.start()
         }
 
+        /// `container.write { insert a recipe named name }` in a task of
+        /// its own, suspended while it waits; as ``blockSave(_:_:_:)``.
+        func asyncWrite(_ name: String, _ done: DispatchSemaphore, _ failure: LockedError) {
+            let container = container
+            Task.detached {
+                do {
+                    try await container.write { context in
+                        let recipe = Recipe(context: context)
+                        recipe.name = name
+                    }
+                } catch { failure.set(error) }
+                done.signal()
+            }
+        }
+
         /// Waits (up to 10 s) until `count` callers are inside the writer's save groups.
         func waitForCallers(_ count: Int) -> Bool {
             let deadline = Date().addingTimeInterval(10)
@@ -69,9 +84,14 @@ struct WriterSaveGroupTests {
     ///                                (none of them has returned)
     ///                                fsync ends (or fails) ◀───
     ///                                all three return (or all throw)
-    @Test("Block saves that reach the writer while it syncs share its next save, and return only once it is stored (or throw its error)",
-          arguments: [false, true])
-    func callersJoiningDuringASyncShareTheNextSave(failing: Bool) throws {
+    /// With `suspending`, B, C and D are tasks that `await container.write`:
+    /// their save then runs in a block on the writer's queue, and none of
+    /// them holds a thread while it waits. (This test's own thread, one of
+    /// Swift's cooperative pool, blocks while it waits for them; they need
+    /// another: the suite runs one test at a time, as `make test` runs all.)
+    @Test("Saves that reach the writer while it syncs share its next save, and return only once it is stored (or throw its error)",
+          arguments: [false, true], [false, true])
+    func callersJoiningDuringASyncShareTheNextSave(failing: Bool, suspending: Bool) throws {
         let gated = try GatedContainer()
         let before = try #require(gated.container.coordinator.storeStatistics)
         gated.files.arm()
@@ -81,7 +101,11 @@ struct WriterSaveGroupTests {
         #expect(gated.files.entered.wait(timeout: .now() + 10) == .success, "A's save never reached its fsync")
         let failures = ["B", "C", "D"].map { name in
             let failure = LockedError()
-            gated.blockSave(name, doneOthers, failure)
+            if suspending {
+                gated.asyncWrite(name, doneOthers, failure)
+            } else {
+                gated.blockSave(name, doneOthers, failure)
+            }
             return failure
         }
         #expect(gated.waitForCallers(4), "B, C and D never joined a save")
@@ -106,5 +130,37 @@ struct WriterSaveGroupTests {
             #expect(after.batchesWritten - before.batchesWritten == 2, "A's save and one for B, C and D")
             #expect(try gated.storedNames() == ["A", "B", "C", "D"])
         }
+    }
+
+    /// `try await container.save()`: the view context's changes are on
+    /// disk when it returns (a fresh coordinator reads them).
+    @Test func anAwaitedContainerSaveIsDurable() async throws {
+        let directory = TemporaryDirectory("awaitedsave")
+        let container = try PersistentContainer(name: "Awaited", model: makeModel(), directory: directory.path + "/store", viewContext: .privateQueue)
+        let view = container.viewContext
+        try await view.perform { () throws(StrataError) in
+            let soup = Recipe(context: view)
+            soup.name = "Soup"
+        }
+        try await container.save()
+        let reader = ManagedObjectContext(.privateQueue, coordinator: container.coordinator, name: "reader")
+        #expect(try reader.performAndWait { try reader.fetch(FetchRequest<Recipe>()).map(\.name) } == ["Soup"])
+        // Tasks writing at once: every write acknowledged is stored.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<32 {
+                group.addTask {
+                    try await container.write { context in
+                        let recipe = Recipe(context: context)
+                        recipe.name = "written \(i)"
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try container.close()
+        let reopened = try PersistentContainer(name: "Awaited", model: makeModel(), directory: directory.path + "/store", viewContext: .privateQueue)
+        let fresh = reopened.newBackgroundContext()
+        #expect(try fresh.performAndWait { try fresh.count(for: FetchRequest<Recipe>()) } == 33)
+        try reopened.close()
     }
 }

@@ -20,6 +20,13 @@ int strata_start_writeback(int fd, int64_t offset, int64_t length);
 /// holds; -1 where it cannot be known.
 int64_t strata_heap_bytes_in_use(void);
 
+/// Hands the C heap's free pages back to the system (glibc's
+/// `malloc_trim(0)`, every arena): memory freed on worker threads stays in
+/// their arenas otherwise, resident, until those threads allocate it again.
+/// Returns 1 when it released memory, 0 when it did not or cannot (other
+/// C libraries).
+int strata_release_free_heap(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,6 +46,7 @@ extension ManagedObjectContext {
     private func release(_ lists: [[ObjectID]], keepingHeldIn held: inout [ObjectID]) {
         // Other contexts free the objects here, as they go.
         let released = concurrencyType == .mainQueue ? ReleasedObjects() : nil
+        var releasedCount = 0
         for ids in lists {
             for id in ids {
                 guard let position = registry.index(forKey: id) else { continue }
@@ -58,6 +59,7 @@ extension ManagedObjectContext {
                 let object = registry.remove(at: position).value
                 object.context = nil
                 released?.objects.append(object)
+                releasedCount += 1
             }
         }
         // A table sized for everything once fetched would keep its memory
@@ -71,7 +73,13 @@ extension ManagedObjectContext {
         // Emptied there, not here: whoever lets go of the box last, the
         // objects are freed on the queue.
         if let released, !released.objects.isEmpty {
-            ReleasedObjects.queue.async { BackgroundScheduling.run { released.objects.removeAll() } }
+            let releasedCount = releasedCount
+            ReleasedObjects.queue.async {
+                BackgroundScheduling.run { released.objects.removeAll() }
+                FreedObjects.note(releasedCount)
+            }
+        } else {
+            FreedObjects.note(releasedCount)
         }
     }
 }

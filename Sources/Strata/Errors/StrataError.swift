@@ -95,7 +95,12 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         for conflict in conflicts { text += "\n  - \(conflict)" }
         for conflict in constraintConflicts { text += "\n  - \(conflict)" }
         for difference in modelDifferences { text += "\n  - \(difference)" }
-        if let cause { text += " [cause: \(cause)]" }
+        if let store = cause as? StoreError, store.message == message {
+            // Raised by the engine and passed on as it was: its message once.
+            text += " [StoreError.\(store.code)]" + store.details
+        } else if let cause {
+            text += " [cause: \(cause)]"
+        }
         return text
     }
 }

@@ -308,17 +308,36 @@ extension ManagedObjectContext {
                 try judgeUnregistered(id, row)
             }
         }
+        // This context's inserts and updates that the plan's index would
+        // select were they stored: looked up by key, not judged one by one.
+        let pendingByKey = includesPending && checksRegistry ? plan.leading.map { leading in
+            pendingKeys.changedObjects(of: entity, leading, in: self)
+        } : nil
+        // A page with no order that this context's own changes fill is
+        // theirs: the source is not read (a find-or-create that meets an
+        // object it made or changed a moment ago). Otherwise they are judged
+        // again below, in their turn.
+        if stopAfter < .max, plan.indexNumber != nil, let pendingByKey {
+            var page: [ManagedObject] = []
+            for object in pendingByKey where page.count < stopAfter {
+                if object.flags.contains(.inserted) {
+                    if try evaluation.matches(object) { page.append(object) }
+                } else if object.flags.isDisjoint(with: [.fault, .deleted, .invalidated]),
+                          try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil {
+                    page.append(object)
+                }
+            }
+            if page.count == stopAfter {
+                for object in page { try deliver(.registered(object), nil) }
+                return
+            }
+        }
         try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread) { (id, row) throws(StrataError) -> Bool in
             try visit(id, row)
             return delivered < stopAfter
         }
         // A fetch with a limit and no order has its page: nothing else is judged.
         guard delivered < stopAfter else { return }
-        // This context's inserts and updates that the plan's index would
-        // select were they stored: looked up by key, not judged one by one.
-        let pendingByKey = includesPending && checksRegistry ? plan.leading.map { leading in
-            pendingKeys.changedObjects(of: entity, leading, in: self)
-        } : nil
         if includesPending && plan.indexNumber != nil && checksRegistry {
             // An object held here may match on its own values (a change, or
             // a snapshot older than the source, SEMANTICS.md line 10) where

@@ -146,6 +146,21 @@ public final class PersistentContainer: Sendable {
         try writerSaves.saveDurably()
     }
 
+    /// Saves the view context into the writer and the writer to disk, and
+    /// returns once it is durable — suspending, never blocking a thread
+    /// (a server's request handler, a task): the view context's save runs
+    /// on its queue, the writer's on the writer's. Callers at once share
+    /// the writer's saves, as with ``saveAndWait()``.
+    ///
+    /// ```swift
+    /// try await container.save()   // the view context's changes are on disk
+    /// ```
+    public func save() async throws(StrataError) {
+        let view = viewContext
+        try await view.perform { () throws(StrataError) in try view.save() }
+        try await writerSaves.saveDurablyAsync()
+    }
+
     /// Saves everything and closes the store (waits for pending writer work).
     public func close() throws(StrataError) {
         try saveAndWait()

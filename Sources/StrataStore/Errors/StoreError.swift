@@ -94,7 +94,15 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        var text = "StoreError.\(code): \(message)"
+        "StoreError.\(code): \(message)" + details
+    }
+
+    /// What the description says besides the message: the file, the
+    /// `errno`, the cause (bracketed, each with a leading space). An error
+    /// that wraps this one with the same message shows these alone, so the
+    /// message is said once.
+    package var details: String {
+        var text = ""
         if let path { text += " [file: \(path)" + (offset.map { " @ offset \($0)" } ?? "") + "]" }
         if let errno { text += " [errno \(errno): \(String(cString: strerror(errno)))]" }
         if let cause { text += " [cause: \(cause)]" }

@@ -71,7 +71,7 @@ extension StrataStore {
     func scheduleCompactionIfNeeded() {
         guard options.automaticCompaction, !options.readOnly else { return }
         let candidates: [UInt32] = manifestLock.withLock {
-            guard !compactionScheduled else { return [] }
+            guard !compactionScheduled, compactsInBackground else { return [] }
             let inputs = state.withLock {
                 manifest.segments.compactMap { info -> UInt32? in
                     guard case .segment(let s)? = files[info.fileNumber], info.recordCount > 0 else { return nil }

@@ -101,10 +101,18 @@ extension StrataStore {
     /// and releases the store's lock. Further calls throw `.closed`; read views
     /// taken before stay readable. Calling it twice is harmless.
     public func close() throws(StoreError) {
+        try close(flushingLog: true)
+    }
+
+    /// `close()`; from `deinit` without the flush, whose work on the flush
+    /// queue would hold the store past its end (the next open replays the
+    /// log instead).
+    func close(flushingLog: Bool) throws(StoreError) {
+        manifestLock.withLock { compactsInBackground = false }
         // Best effort: a flush that fails leaves the log as it is (it is
         // retired only once its segment is in the manifest), and the open
         // replays it as before.
-        if !options.readOnly, state.withReadLock({ !isClosed && counters.memtableBytes >= options.flushOnCloseThreshold }) {
+        if flushingLog, !options.readOnly, state.withReadLock({ !isClosed && counters.memtableBytes >= options.flushOnCloseThreshold }) {
             try? flush()
         }
         writers.lock()

@@ -150,6 +150,10 @@ public final class StrataStore: @unchecked Sendable {
     var manifest: Manifest
     /// Set while a compaction runs or is queued. Guarded by `manifestLock`.
     var compactionScheduled = false
+    /// Cleared when `close()` begins: no compaction is queued after it (one
+    /// would outlive the close, and hold a store that ends). Guarded by
+    /// `manifestLock`.
+    var compactsInBackground = true
     /// The last error a background compaction hit (compaction failures before
     /// its manifest switch leave the store intact). Guarded by `manifestLock`.
     var lastCompactionError: StoreError?
@@ -220,7 +224,7 @@ public final class StrataStore: @unchecked Sendable {
     }
 
     deinit {
-        if !isClosed { try? close() }
+        if !isClosed { try? close(flushingLog: false) }
     }
 
     /// Hands out a new file number; none past ``Recovery/lastFileNumber``

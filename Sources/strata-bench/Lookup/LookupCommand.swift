@@ -55,6 +55,8 @@ struct LookupCommand: ParsableCommand {
         var indexedPlan = ""
         var sqliteIndexedMs: [Double] = []
         var memory: MemoryFigures?
+        /// A query process of its own over the indexed store.
+        var queryProcess: QueryMemoryCommand.Figures?
     }
 
     /// A fetch by name through an index.
@@ -201,6 +203,8 @@ struct LookupCommand: ParsableCommand {
             if !noSQLite {
                 for _ in 0..<rounds { report.sqliteIndexedMs.append(try SQLiteLookup.indexedQuery(name: target, path: sqlitePath)) }
             }
+            progress("lookup: a query process's memory ...")
+            report.queryProcess = try QueryMemoryCommand.inChildProcess(store: work.path + "/indexed", objects: objects)
             progress("lookup: memory of a whole-entity fetch ...")
             report.memory = try Self.measureMemory(model: model, path: path, objects: objects)
             report.backgroundScheduling = BackgroundScheduling.state
@@ -329,6 +333,13 @@ struct LookupCommand: ParsableCommand {
             figures.add("  row cache then (budget)", fixed(m.rowCacheMB, 1) + " MB (" + fixed(m.rowCacheBudgetMB, 0) + " MB)")
             figures.add("a block fetching every object filled, keeping none: registered after it", thousands(Double(m.registeredAfterBlock)))
             figures.add("  resident memory above the baseline then (no reset)", fixed(m.afterBlockMB, 1) + " MB")
+        }
+        if let q = report.queryProcess {
+            figures.add("a query process after a mixed run (\(q.queries) queries, \(fixed(q.seconds, 1)) s): RSS", fixed(q.residentMB, 1) + " MB")
+            figures.add("  RSS with freed memory handed back (malloc_trim)", fixed(q.residentTrimmedMB, 1) + " MB")
+            figures.add("  row cache budget + block cache budget + index", fixed(q.rowCacheBudgetMB, 0) + " + " + fixed(q.blockCacheBudgetMB, 0) + " + "
+                        + fixed(q.indexMB, 1) + " MB (row cache holds " + fixed(q.rowCacheMB, 1) + ")")
+            figures.add("  RSS against twice that (the bound)", fixed(q.residentMB / q.boundMB, 2) + "x of " + fixed(q.boundMB, 0) + " MB")
         }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); "
             + "a 1 ms timer on the main thread during each fetch\n\n" + table.render() + indexedText + "\n\n" + figures.render()

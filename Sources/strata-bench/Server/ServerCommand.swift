@@ -51,6 +51,8 @@ struct ServerCommand: ParsableCommand {
         let after = container.coordinator.storeStatistics
         let syncs = (after?.logSyncs ?? 0) - (before?.logSyncs ?? 0)
         let batches = (after?.batchesWritten ?? 0) - (before?.batchesWritten ?? 0)
+        progress("server: durable writes from \(writers) awaiting tasks ...")
+        let awaitedWrites = try Self.awaitedWrites(container, count: writes, writers: max(1, writers))
         try container.close()
         var sqliteWrites: Double?
         if !noSQLite {
@@ -61,15 +63,18 @@ struct ServerCommand: ParsableCommand {
         out += ISO8601DateFormatter().string(from: Date()) + "\n\n"
         var table = Table(["", "figure"])
         table.add("requests/s", thousands(loop.requestsPerSecond))
+        table.add("PUTs retried after a merge conflict", thousands(Double(loop.retried)))
         table.add("RSS after the first 100,000 requests", fixed(loop.residentAfterFirst, 1) + " MiB")
         table.add("RSS after all \(requests)", fixed(loop.residentAtEnd, 1) + " MiB")
         table.add("growth after the first 100,000", fixed((loop.residentAtEnd / loop.residentAfterFirst - 1) * 100, 1) + "%")
+        table.add("  of it the store's memtable (the PUTs since, not yet in a segment)", fixed(loop.memtableAtEnd - loop.memtableAfterFirst, 1) + " MiB")
         table.add("row cache after a fetch of every product: entries", thousands(Double(cache.entries)))
         table.add("row cache: bytes it counts", fixed(Double(cache.counted) / 1_048_576, 1) + " MiB")
         table.add("row cache: heap it holds (mallinfo2)", cache.heap < 0 ? "-" : fixed(Double(cache.heap) / 1_048_576, 1) + " MiB")
         table.add("durable one-object writes/s, \(writers) tasks (Strata)", thousands(strataWrites))
         table.add("log batches, syncs per write (Strata)",
                   fixed(Double(batches) / Double(max(1, writes)), 2) + ", " + fixed(Double(syncs) / Double(max(1, writes)), 2))
+        table.add("durable one-object writes/s, \(writers) tasks awaiting container.write (Strata)", thousands(awaitedWrites))
         if let sqliteWrites {
             table.add("durable one-object writes/s, \(writers) tasks (SQLite)", thousands(sqliteWrites))
             table.add("Strata / SQLite", fixed(strataWrites / sqliteWrites, 2) + "x")
@@ -102,6 +107,12 @@ struct ServerCommand: ParsableCommand {
         var requestsPerSecond: Double
         var residentAfterFirst: Double
         var residentAtEnd: Double
+        /// The store's memtables (the PUTs not yet written out to a
+        /// segment, bounded by the log's size limit), in MiB.
+        var memtableAfterFirst: Double
+        var memtableAtEnd: Double
+        /// PUTs retried after a merge conflict (another request changed the product first).
+        var retried: Int
     }
 
     /// `requests` requests from `tasks` threads, each in a fresh background
@@ -111,21 +122,35 @@ struct ServerCommand: ParsableCommand {
     static func requestLoop(_ container: PersistentContainer, skus: [String], requests: Int, tasks: Int, putPercent: Int) throws -> LoopFigures {
         let firstMark = min(100_000, requests)
         let residentAfterFirst = LockedBox(0.0)
+        let memtableAfterFirst = LockedBox(0.0)
+        let retried = LockedBox(0)
+        @Sendable func memtable() -> Double { Double(container.coordinator.storeStatistics?.memtableBytes ?? 0) / 1_048_576 }
         let elapsed = try onThreads(tasks, items: requests) { task in
             var random = SplitMix64(seed: UInt64(task) + 99)
             return { n in
-                if n == firstMark { residentAfterFirst.set(ProcessFigures.memory().resident) }
+                if n == firstMark {
+                    residentAfterFirst.set(ProcessFigures.memory().resident)
+                    memtableAfterFirst.set(memtable())
+                }
                 let sku = skus[Int(random.next() % UInt64(skus.count))]
                 let isPut = Int(random.next() % 100) < putPercent
                 if isPut {
-                    // A write: saved through to disk before the request ends.
-                    try container.saveAndWait { context in
-                        guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
-                            throw CatalogueFailure("\(sku) not found")
+                    // A write: saved through to disk before the request ends;
+                    // when another request changed the product since this one
+                    // read it, read it again and retry, as a server would.
+                    for attempt in 1... {
+                        do {
+                            try container.saveAndWait { context in
+                                guard let product = try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) else {
+                                    throw CatalogueFailure("\(sku) not found")
+                                }
+                                product.stock += 1
+                            }
+                            return
+                        } catch let error as StrataError where error.code == .mergeConflict && attempt < 10 {
+                            retried.update { $0 += 1 }
                         }
-                        product.stock += 1
                     }
-                    return
                 }
                 let context = container.newBackgroundContext(childOfWriter: true)
                 try context.performAndWait { () throws in
@@ -137,7 +162,8 @@ struct ServerCommand: ParsableCommand {
             }
         }
         return LoopFigures(requestsPerSecond: Double(requests) / elapsed, residentAfterFirst: residentAfterFirst.get(),
-                           residentAtEnd: ProcessFigures.memory().resident)
+                           residentAtEnd: ProcessFigures.memory().resident, memtableAfterFirst: memtableAfterFirst.get(), memtableAtEnd: memtable(),
+                           retried: retried.get())
     }
 
     /// Writes per second: `writers` threads each insert one product per
@@ -157,6 +183,44 @@ struct ServerCommand: ParsableCommand {
             }
         }
         return Double(count) / elapsed
+    }
+
+    /// Writes per second: `writers` tasks each insert one product per
+    /// request with `try await container.write { … }` (suspended while the
+    /// save is made durable: no thread waits), `count` writes in all.
+    static func awaitedWrites(_ container: PersistentContainer, count: Int, writers: Int) throws -> Double {
+        let next = LockedBox(0)
+        let outcome = LockedBox<Result<Double, any Error>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached {
+            let started = DispatchTime.now().uptimeNanoseconds
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<writers {
+                        group.addTask {
+                            while true {
+                                let n = next.update { $0 += 1; return $0 }
+                                if n > count { return }
+                                try await container.write { context in
+                                    let product = CatalogueProduct(context: context)
+                                    product.sku = "awaited \(n)"
+                                    product.title = "a product written by a request"
+                                    product.price = 9.99
+                                    product.stock = 0
+                                }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                outcome.set(.success(Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9))
+            } catch {
+                outcome.set(.failure(error))
+            }
+            finished.signal()
+        }
+        finished.wait()
+        return Double(count) / (try outcome.get()!.get())
     }
 
     /// SQLite's rate for the same: a connection per thread, one
