@@ -312,12 +312,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
 
     /// The live children that merge automatically, other than `excluded`.
     func mergingChildren(excluding excluded: ManagedObjectContext?) -> [ManagedObjectContext] {
-        // Every reference taken under the lock is kept past it: a child
-        // let go of there would end there, and its `deinit` takes the lock.
-        // Sorted outside the lock, and only those that merge: every child's
-        // creation and end takes the lock, and a server has many alive.
-        let children = relationsLock.withLock { _children.compactMap { serial, child in child.context.map { (serial, $0) } } }
-        return children.filter { $0.1 !== excluded && $0.1.automaticallyMergesChangesFromParent }.sorted { $0.0 < $1.0 }.map(\.1)
+        WeakContext.merging(relationsLock.withLock { WeakContext.alive(in: _children) }, excluding: excluded)
     }
 
     // MARK: Versions and keys
@@ -377,4 +372,19 @@ struct StaleObjects {
 struct WeakContext {
     weak var context: ManagedObjectContext?
     init(_ context: ManagedObjectContext) { self.context = context }
+
+    /// The contexts of `list` still alive, as strong references with their
+    /// serials: taken under the list's lock, and let go of after it (a
+    /// context let go of under the lock would end there, and its `deinit`
+    /// takes the lock).
+    static func alive(in list: [UInt64: WeakContext]) -> [(UInt64, ManagedObjectContext)] {
+        list.compactMap { serial, weak in weak.context.map { (serial, $0) } }
+    }
+
+    /// Of `alive`, the contexts other than `excluded` that merge changes
+    /// automatically, in serial order: sorted outside the lock, as every
+    /// context's creation and end takes it, and a server has many alive.
+    static func merging(_ alive: [(UInt64, ManagedObjectContext)], excluding excluded: ManagedObjectContext?) -> [ManagedObjectContext] {
+        alive.filter { $0.1 !== excluded && $0.1.automaticallyMergesChangesFromParent }.sorted { $0.0 < $1.0 }.map(\.1)
+    }
 }

@@ -470,10 +470,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             return (outcome, payload)
         }
-        // Every reference taken under the lock is kept past it: a context
-        // let go of there would end there, and its `deinit` takes the lock.
-        let attached = lock.withLock { rootContexts.compactMap { serial, root in root.context.map { (serial, $0) } } }
-        let listeners = attached.filter { $0.1 !== context && $0.1.automaticallyMergesChangesFromParent }.sorted { $0.0 < $1.0 }.map(\.1)
+        let listeners = WeakContext.merging(lock.withLock { WeakContext.alive(in: rootContexts) }, excluding: context)
         for listener in listeners {
             listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
         }

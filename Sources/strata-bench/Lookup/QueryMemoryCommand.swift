@@ -50,8 +50,8 @@ struct QueryMemoryCommand: ParsableCommand {
                 queries += 1
             }
             // An IN of 10,000 names, a page in name order, a count over a
-            // scan, a filter over a scan, every object as faults with each
-            // name read: each in a context of its own, let go after.
+            // scan and a filter over a scan in one context; then every
+            // object as faults with each name read, in another.
             let names = (0..<10_000).map { _ in randomName() }
             let context = container.newBackgroundContext(childOfWriter: true)
             try context.performAndWait {

@@ -173,13 +173,7 @@ struct ServerCommand: ParsableCommand {
     static func durableWrites(_ container: PersistentContainer, count: Int, writers: Int) throws -> Double {
         let elapsed = try onThreads(writers, items: count) { _ in
             { n in
-                try container.saveAndWait { context in
-                    let product = CatalogueProduct(context: context)
-                    product.sku = "written \(n)"
-                    product.title = "a product written by a request"
-                    product.price = 9.99
-                    product.stock = 0
-                }
+                try container.saveAndWait { context in insertWrittenProduct(sku: "written \(n)", in: context) }
             }
         }
         return Double(count) / elapsed
@@ -201,13 +195,7 @@ struct ServerCommand: ParsableCommand {
                             while true {
                                 let n = next.update { $0 += 1; return $0 }
                                 if n > count { return }
-                                try await container.write { context in
-                                    let product = CatalogueProduct(context: context)
-                                    product.sku = "awaited \(n)"
-                                    product.title = "a product written by a request"
-                                    product.price = 9.99
-                                    product.stock = 0
-                                }
+                                try await container.write { context in insertWrittenProduct(sku: "awaited \(n)", in: context) }
                             }
                         }
                     }
@@ -221,6 +209,15 @@ struct ServerCommand: ParsableCommand {
         }
         finished.wait()
         return Double(count) / (try outcome.get()!.get())
+    }
+
+    /// The one product a write request inserts (as SQLite's insert below).
+    private static func insertWrittenProduct(sku: String, in context: ManagedObjectContext) {
+        let product = CatalogueProduct(context: context)
+        product.sku = sku
+        product.title = "a product written by a request"
+        product.price = 9.99
+        product.stock = 0
     }
 
     /// SQLite's rate for the same: a connection per thread, one
