@@ -34,6 +34,16 @@ private func contents(_ index: KeyIndex, from start: [UInt8]? = nil) -> [([UInt8
     return result
 }
 
+/// Every (key, entry) of the index below `end`, last first, through forEachDescending.
+private func descendingContents(_ index: KeyIndex, before end: [UInt8]? = nil) -> [([UInt8], IndexEntry)] {
+    var result: [([UInt8], IndexEntry)] = []
+    index.forEachDescending(before: end) { key, entry in
+        result.append((Array(key), entry))
+        return true
+    }
+    return result
+}
+
 /// Every (key, entry) of the index, in order, through a Cursor.
 private func cursorContents(_ index: KeyIndex, from start: [UInt8]? = nil) -> [([UInt8], IndexEntry)] {
     var cursor = index.makeCursor(from: start)
@@ -272,7 +282,16 @@ struct KeyIndexTests {
                     Issue.record("seed \(seed) step \(step): ordered contents disagree with the model")
                     return
                 }
+                guard sameContents(descendingContents(index), want.reversed()) else {
+                    Issue.record("seed \(seed) step \(step): descending contents disagree with the model")
+                    return
+                }
                 let start = universe[Int(rng.next() % UInt64(universe.count))]
+                let wantBefore = want.filter { $0.0.lexicographicallyPrecedes(start) }.reversed()
+                guard sameContents(descendingContents(index, before: start), Array(wantBefore)) else {
+                    Issue.record("seed \(seed) step \(step): descending contents before a key disagree with the model")
+                    return
+                }
                 let wantFrom = sorted(model, from: start)
                 guard sameContents(contents(index, from: start), wantFrom),
                       sameContents(cursorContents(index, from: start), wantFrom) else {

@@ -583,6 +583,18 @@ import Testing
             return keys.count < 1000
         }
         #expect(keys == (0..<500).map { "k\($0)" }.filter { $0 >= "k1" && $0 < "k2" }.sorted())
+        var backwards: [String] = []
+        view.forEachKeyDescending(from: bytes("k1"), to: bytes("k2")) { key in
+            backwards.append(String(decoding: key, as: UTF8.self))
+            return true
+        }
+        #expect(backwards == keys.reversed())
+        var lastThree: [String] = []
+        store.readView().forEachKeyDescending(from: bytes("k")) { key in
+            lastThree.append(String(decoding: key, as: UTF8.self))
+            return lastThree.count < 3
+        }
+        #expect(lastThree == ["k499", "k498", "k497"])  // k0…k99 are deleted
         var stopped = 0
         store.readView().forEachKey(from: bytes("k")) { _ in stopped += 1; return stopped < 3 }
         #expect(stopped == 3)

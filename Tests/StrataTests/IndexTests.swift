@@ -192,6 +192,41 @@ import Testing
         }
     }
 
+    /// A sort the index cannot give is done in memory, over every match, and
+    /// a predicate that does not translate is evaluated by Foundation on
+    /// every object: `explain` says both, where a user reads a plan.
+    @Test func explainSaysWhatIsSortedInMemoryAndWhatFoundationEvaluates() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeIndexes: Self.indexes))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        func request(_ predicate: Predicate<Recipe>? = nil, _ order: [SortDescriptor<Recipe>], limit: Int = 0) -> FetchRequest<Recipe> {
+            var request = FetchRequest<Recipe>(predicate: predicate, sortBy: order)
+            request.fetchLimit = limit
+            return request
+        }
+        let cases: [(FetchRequest<Recipe>, String)] = [
+            (request(nil, [SortDescriptor(\.servings, order: .reverse)], limit: 20),
+             "SCAN Recipe USING INDEX (servings, rating) ORDER BY servings DESC"),
+            (request(#Predicate { $0.name.starts(with: "S") }, [SortDescriptor(\.name)], limit: 20),
+             "SEARCH Recipe USING INDEX (name) (name STARTS WITH ?) ORDER BY name"),
+            (request(#Predicate { $0.servings == 4 }, [SortDescriptor(\.rating, order: .reverse)], limit: 5),
+             "SEARCH Recipe USING INDEX (servings, rating) (servings = ?) ORDER BY rating DESC"),
+            // Without a limit every match is read anyway: sorted in memory.
+            (request(nil, [SortDescriptor(\.servings)]), "SCAN Recipe, THEN SORT IN MEMORY BY servings"),
+            (request(nil, [SortDescriptor(\.rating), SortDescriptor(\.name, order: .reverse)], limit: 20),
+             "SCAN Recipe, THEN SORT IN MEMORY BY rating, name DESC"),
+            // A comparator that is not Swift's `<` orders otherwise than the index.
+            (request(nil, [SortDescriptor(\.name, comparator: .lexical)], limit: 20), "SCAN Recipe, THEN SORT IN MEMORY BY name"),
+            (request(#Predicate { $0.name.contains("ou") }, []),
+             "SCAN Recipe (the predicate is evaluated by Foundation on each object)"),
+            (request(#Predicate { $0.name.contains("ou") }, [SortDescriptor(\.created)], limit: 3),
+             "SCAN Recipe (the predicate is evaluated by Foundation on each object), THEN SORT IN MEMORY BY created"),
+        ]
+        for (request, expected) in cases {
+            let plan = try context.explain(request).description
+            #expect(plan == expected)
+        }
+    }
+
     /// The differential test: every indexed fetch, in every context of a
     /// stack with pending changes at each level, finds exactly what the
     /// same predicate finds by a scan (made unplannable with `|| false`),
@@ -262,37 +297,75 @@ import Testing
                             #expect(try context.count(for: a) == expected.count)
                         }
                     }
-                    // Sorted by an indexed attribute with a limit: the index
-                    // read in order and left early gives the values a sort
-                    // of every match gives (ties in any order).
-                    let firsts: [(Predicate<Recipe>?, SortDescriptor<Recipe>, Int, Int)] = [
-                        (nil, SortDescriptor(\.created), 3, 0),
-                        (#Predicate { $0.servings > servings }, SortDescriptor(\.created), 4, 1),
-                        (#Predicate { $0.servings >= servings && $0.name != name }, SortDescriptor(\.servings), 5, 0),
-                        (#Predicate { $0.servings == servings }, SortDescriptor(\.servings), 2, 2),
+                    // Sorted by an indexed attribute with a limit, either
+                    // way: the index read in order (or from its end) and
+                    // left early gives the values a sort of every match
+                    // gives (ties in any order). Names sort as Swift's `<`
+                    // does: "Ré" and "Re" + U+0301 are one value.
+                    let firsts: [(Predicate<Recipe>?, SortDescriptor<Recipe>, Int, Int, SortKey)] = [
+                        (nil, SortDescriptor(\.created), 3, 0, .created),
+                        (#Predicate { $0.servings > servings }, SortDescriptor(\.created), 4, 1, .created),
+                        (#Predicate { $0.servings >= servings && $0.name != name }, SortDescriptor(\.servings), 5, 0, .servings),
+                        (#Predicate { $0.servings == servings }, SortDescriptor(\.servings), 2, 2, .servings),
+                        (nil, SortDescriptor(\.created, order: .reverse), 3, 0, .created),
+                        (#Predicate { $0.servings > servings }, SortDescriptor(\.created, order: .reverse), 4, 1, .created),
+                        (#Predicate { $0.servings == servings }, SortDescriptor(\.servings, order: .reverse), 3, 0, .servings),
+                        (#Predicate { $0.servings == servings }, SortDescriptor(\.rating, order: .reverse), 3, 0, .rating),
+                        (#Predicate { $0.servings >= servings }, SortDescriptor(\.servings, order: .reverse), 3, 1, .servings),
+                        (nil, SortDescriptor(\.name), 4, 0, .name),
+                        (nil, SortDescriptor(\.name, order: .reverse), 3, 1, .name),
+                        (#Predicate { $0.name.starts(with: "S") }, SortDescriptor(\.name), 2, 0, .name),
+                        (#Predicate { $0.name.starts(with: "R") }, SortDescriptor(\.name, order: .reverse), 2, 0, .name),
+                        (#Predicate { $0.name > name }, SortDescriptor(\.name), 3, 1, .name),
                     ]
-                    for (i, (predicate, order, limit, offset)) in firsts.enumerated() {
+                    for (i, (predicate, order, limit, offset, sortKey)) in firsts.enumerated() {
                         var a = FetchRequest<Recipe>(predicate: predicate, sortBy: [order])
                         a.fetchLimit = limit
                         a.fetchOffset = offset
+                        let descending = order.order == .reverse
                         let plan = try context.explain(a).description
-                        #expect(plan.hasSuffix("ORDER BY \(i < 2 ? "created" : "servings")"), "\(plan)")
+                        #expect(plan.hasSuffix("ORDER BY \(sortKey)" + (descending ? " DESC" : "")), "\(plan)")
                         if context === fresh { context.reset() }
                         let found = try context.fetch(a)
                         let all = try context.fetch(FetchRequest<Recipe>(predicate: predicate, sortBy: [order]))
                         let expected = Array(all.dropFirst(offset).prefix(limit))
-                        let key: (Recipe) -> Double = { i < 2 ? $0.created.timeIntervalSinceReferenceDate : Double($0.servings) }
+                        let key = sortKey.value
                         #expect(found.map(key) == expected.map(key), "seed \(seed), step \(step), \(context.name), first \(i)")
-                        // Ties with the page's last value may differ; everything before it may not.
-                        let last = expected.last.map(key) ?? 0
-                        #expect(Set(found.filter { key($0) < last }.map(\.objectID)) == Set(expected.filter { key($0) < last }.map(\.objectID)),
-                                "seed \(seed), step \(step), \(context.name), first \(i)")
+                        // Ties with the page's last value may differ, and after an
+                        // offset ties with its first; everything between may not.
+                        if let first = expected.first.map(key), let last = expected.last.map(key) {
+                            let within: (Recipe) -> Bool = { object in
+                                let value = key(object)
+                                let (low, high) = descending ? (last, first) : (first, last)
+                                return value < high && value > low || (offset == 0 && value == first && value != last)
+                            }
+                            #expect(Set(found.filter(within).map(\.objectID)) == Set(expected.filter(within).map(\.objectID)),
+                                    "seed \(seed), step \(step), \(context.name), first \(i)")
+                        }
                         #expect(try context.fetchObjectIDs(a).count == expected.count)
                     }
                 }
             }
         }
     }
+
+    /// The attribute an ordered read in ``indexedFetchesAnswerAsScansDo()`` sorts by.
+    enum SortKey: String, CustomStringConvertible {
+        case created, servings, rating, name
+        var description: String { rawValue }
+
+        /// The value sorted by, compared as the sort compares it.
+        var value: (Recipe) -> SortValue {
+            switch self {
+            case .created: { .number($0.created.timeIntervalSinceReferenceDate) }
+            case .servings: { .number(Double($0.servings)) }
+            case .rating: { .number($0.rating) }
+            case .name: { .text($0.name) }
+            }
+        }
+    }
+
+    enum SortValue: Comparable { case number(Double), text(String) }
 
     /// A child holds an object loaded before its source changed it (line
     /// 10): a scan judges the held values, so the index path must too,

@@ -301,8 +301,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Calls `body` with every stored object of `entity` whose entry in the
-    /// plan's index lies in its ranges, in index order, at one read view:
-    /// the entries and the records they name are read from the same state.
+    /// plan's index lies in its ranges, in index order (last first for a
+    /// descending plan), at one read view: the entries and the records they
+    /// name are read from the same state.
     func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
         try forEachStored(of: entity, in: plan) { record throws(StrataError) -> Bool in
             try body(record)
@@ -313,7 +314,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// ``forEachStored(of:in:_:)`` until `body` returns false.
     func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
         let store = try currentStore()
-        try store.forEachKey(in: plan.ranges) { entry, get throws(StrataError) -> Bool in
+        try store.forEachKey(in: plan.ranges, descending: plan.isDescending) { entry, get throws(StrataError) -> Bool in
             let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan), isTemporary: false)
             guard let bytes = try get(RecordCoding.key(id)) else {
                 throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
@@ -357,7 +358,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         of entity: EntityDescription, in plan: QueryPlan, _ body: (UnsafeRawBufferPointer, UInt64) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let store = try currentStore()
-        try store.forEachKey(in: plan.ranges) { entry, _ throws(StrataError) -> Bool in
+        try store.forEachKey(in: plan.ranges, descending: plan.isDescending) { entry, _ throws(StrataError) -> Bool in
             try body(entry, try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan))
         }
     }

@@ -8,10 +8,11 @@ protocol RecordStore: AnyObject, Sendable {
     /// order, lending key and value for the call, until it returns false.
     func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError)
     /// Calls `body` with each key in `ranges` (ascending and disjoint), in
-    /// order, and a lookup of any other key at the same read view, until
-    /// `body` returns false.
+    /// order — last first when `descending` — and a lookup of any other key
+    /// at the same read view, until `body` returns false.
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+        in ranges: [KeyRange], descending: Bool,
+        _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError)
     /// Applies `batch` atomically (and durably, for the log store).
     func write(_ batch: WriteBatch) throws(StrataError)
@@ -27,6 +28,13 @@ protocol RecordStore: AnyObject, Sendable {
 }
 
 extension RecordStore {
+    /// ``forEachKey(in:descending:_:)`` in ascending order.
+    func forEachKey(
+        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+    ) throws(StrataError) {
+        try forEachKey(in: ranges, descending: false, body)
+    }
+
     /// Calls `body` with each record whose key starts with `prefix`, in key
     /// order, lending key and value for the call.
     func forEach(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Void) throws(StrataError) {
@@ -87,7 +95,8 @@ final class LogRecordStore: RecordStore {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+        in ranges: [KeyRange], descending: Bool,
+        _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let view = engine.readView()
         func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
@@ -95,11 +104,20 @@ final class LogRecordStore: RecordStore {
         }
         try Self.scanning {
             var going = true
-            for range in ranges where going {
-                // Index entries carry their meaning in the key: no value is read.
-                try view.forEachKey(from: range.start, to: range.end) { key in
-                    going = try body(key, get)
-                    return going
+            // Index entries carry their meaning in the key: no value is read.
+            if descending {
+                for range in ranges.reversed() where going {
+                    try view.forEachKeyDescending(from: range.start, to: range.end) { key in
+                        going = try body(key, get)
+                        return going
+                    }
+                }
+            } else {
+                for range in ranges where going {
+                    try view.forEachKey(from: range.start, to: range.end) { key in
+                        going = try body(key, get)
+                        return going
+                    }
                 }
             }
         }
@@ -187,14 +205,16 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+        in ranges: [KeyRange], descending: Bool,
+        _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let (view, keys) = readView()
-        for range in ranges {
-            var i = Self.lowerBound(range.start, in: keys)
-            while i < keys.count, range.end.map({ compareArrays(keys[i], $0) < 0 }) ?? true {
+        for range in descending ? ranges.reversed() : ranges {
+            let first = Self.lowerBound(range.start, in: keys)
+            let end = range.end.map { Self.lowerBound($0, in: keys) } ?? keys.count
+            guard first < end else { continue }
+            for i in descending ? Array((first..<end).reversed()) : Array(first..<end) {
                 guard try keys[i].withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return }
-                i += 1
             }
         }
     }

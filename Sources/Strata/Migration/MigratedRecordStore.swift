@@ -55,7 +55,8 @@ final class MigratedRecordStore: RecordStore {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+        in ranges: [KeyRange], descending: Bool,
+        _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let storedRanges = ranges.map { range -> KeyRange in
             let start = stored(range.start)
@@ -73,7 +74,9 @@ final class MigratedRecordStore: RecordStore {
             guard let tag = range.start.first, let end = range.end, end.first == tag || end == [tag &+ 1] else { return schemas.renumbers }
             return schemas.renumbers(keysStartingWith: range.start)
         }
-        try base.forEachKey(in: storedRanges) { key, get throws(StrataError) -> Bool in
+        // A plan's ranges lie in one index, whose keys share the entity
+        // number renumbering rewrites: the stored keys keep their order.
+        try base.forEachKey(in: storedRanges, descending: descending) { key, get throws(StrataError) -> Bool in
             try withoutActuallyEscaping(get) { (get) throws(StrataError) -> Bool in
                 let currentGet = { (key: [UInt8]) throws(StrataError) -> [UInt8]? in
                     let storedKey = self.stored(key)

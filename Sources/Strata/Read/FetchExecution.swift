@@ -99,7 +99,11 @@ extension ManagedObjectContext {
     }
 
     /// How a fetch of `request` reads the store: which index, within which
-    /// bounds, or a scan of every record (see ``QueryPlan``).
+    /// bounds, or a scan of every record (see ``QueryPlan``); whether its
+    /// predicate is evaluated by Foundation on each candidate (it does not
+    /// translate, so no index can serve it); and whether its matches are
+    /// sorted in memory (`THEN SORT IN MEMORY`) or read in order from an
+    /// index (`ORDER BY`).
     ///
     /// ```swift
     /// let plan = try context.explain(FetchRequest<Item>(predicate: #Predicate { $0.remoteID == 42 }))
@@ -108,7 +112,17 @@ extension ManagedObjectContext {
     public func explain<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> QueryPlan {
         if let ordered = try orderedPlan(for: request) { return ordered }
         let entity = try request.entity(in: model)
-        return QueryPlanner.plan(request.predicate.flatMap { ValueTest.compile($0, entity: entity) }, entity: entity)
+        let test = request.predicate.flatMap { ValueTest.compile($0, entity: entity) }
+        var plan = QueryPlanner.plan(test, entity: entity)
+        if request.predicate != nil && test == nil { plan = plan.saying(" (the predicate is evaluated by Foundation on each object)") }
+        if !request.sortDescriptors.isEmpty {
+            let names = request.sortDescriptors.map { descriptor in
+                let name = descriptor.keyPath.flatMap { PropertyProbe.property(read: $0, entity: entity) }.map { entity.properties[$0.index].name }
+                return (name ?? "a comparator") + (descriptor.order == .reverse ? " DESC" : "")
+            }
+            plan = plan.saying(", THEN SORT IN MEMORY BY " + names.joined(separator: ", "))
+        }
+        return plan
     }
 
     // MARK: Internal
@@ -509,19 +523,25 @@ extension ManagedObjectContext {
 
 extension ManagedObjectContext {
     /// The plan that reads an index in the order of the request's sort
-    /// descriptor (``QueryPlanner/ordered(_:entity:by:)``): for a request
-    /// with a limit, one ascending descriptor on a non-optional integer or
-    /// date attribute (whose index order is Swift's), and a predicate that
-    /// translates, if any. Nil otherwise.
+    /// descriptor (``QueryPlanner/ordered(_:entity:by:descending:)``): for a
+    /// request with a limit, one descriptor, either way, on a non-optional
+    /// attribute whose index order is the descriptor's — an integer, a
+    /// double or a date (a NaN, which no order places, lands at one
+    /// end), or a string compared as Swift's `<` does (the descriptor
+    /// has no string comparator: a localized one orders otherwise) — and a
+    /// predicate that translates, if any. Nil otherwise.
     func orderedPlan<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> QueryPlan? {
         guard request.fetchLimit > 0, request.includesPendingChanges, request.sortDescriptors.count == 1 else { return nil }
         let descriptor = request.sortDescriptors[0]
-        guard descriptor.order == .forward, let keyPath = descriptor.keyPath else { return nil }
+        guard let keyPath = descriptor.keyPath else { return nil }
         let entity = try request.entity(in: model)
         guard let read = PropertyProbe.property(read: keyPath, entity: entity),
               case .attribute(let attribute) = entity.properties[read.index], !attribute.isOptional else { return nil }
         switch attribute.type {
-        case .integer16, .integer32, .integer64, .date: break
+        case .integer16, .integer32, .integer64, .double, .date: break
+        // The index holds a string's canonical composition in UTF-8, whose
+        // byte order is the order of its Unicode scalars: Swift's.
+        case .string where descriptor.stringComparator == nil: break
         default: return nil
         }
         var test: ValueTest?
@@ -529,7 +549,7 @@ extension ManagedObjectContext {
             guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
             test = compiled
         }
-        return QueryPlanner.ordered(test, entity: entity, by: read.index)
+        return QueryPlanner.ordered(test, entity: entity, by: read.index, descending: descriptor.order == .reverse)
     }
 
     /// The request's page, reading `plan`'s index in sort order and stopping
@@ -575,7 +595,8 @@ extension ManagedObjectContext {
             return fromStream < wanted
         }
         try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation, includesPending: true) { matches.append($0) }
-        var page = try sorted(matches, by: request.sortDescriptors)[...]
+        // The stream alone is in order already (ties in the index's order).
+        var page = matches.count == fromStream ? matches[...] : try sorted(matches, by: request.sortDescriptors)[...]
         if request.fetchOffset > 0 { page = page.dropFirst(request.fetchOffset) }
         return page.prefix(request.fetchLimit)
     }

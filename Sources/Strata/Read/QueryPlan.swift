@@ -26,6 +26,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// when asked: a lookup plans a fetch every time it runs.
     let text: Text
     public var description: String { text.description }
+    /// Whether the ranges are read last entry first: a fetch sorted in
+    /// descending order of an indexed attribute.
+    var isDescending = false
     /// When the ranges hold the index's first attribute equal to one of
     /// some values: that attribute and the values' encodings. Pending
     /// objects are looked up by them (``PendingKeyIndex``).
@@ -47,6 +50,12 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
             }
             return false
         }
+    }
+
+    /// This plan, with `suffix` added to what it says.
+    func saying(_ suffix: String) -> QueryPlan {
+        QueryPlan(index: index, indexNumber: indexNumber, ranges: ranges, isExact: isExact, text: .suffixed(text, suffix),
+                  isDescending: isDescending, leading: leading)
     }
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {
@@ -389,15 +398,16 @@ extension QueryPlanner {
 
     /// A plan whose index yields the candidates of `test` in ascending
     /// order of attribute `property` (then by the index's later attributes
-    /// and the primary key): an index that has the attribute after the
-    /// leading attributes the predicate holds equal, in one key prefix. Nil
-    /// when no index does. A fetch sorted by the attribute, with a limit,
-    /// then reads the first entries and stops.
-    static func ordered(_ test: ValueTest?, entity: EntityDescription, by property: Int) -> QueryPlan? {
+    /// and the primary key), or in descending order when `descending`: an
+    /// index that has the attribute after the leading attributes the
+    /// predicate holds equal, in one key prefix. Nil when no index does. A
+    /// fetch sorted by the attribute, with a limit, then reads the first
+    /// entries and stops.
+    static func ordered(_ test: ValueTest?, entity: EntityDescription, by property: Int, descending: Bool = false) -> QueryPlan? {
         var terms: [Term] = []
         var onlyTerms = true
         if let test { collect(test, into: &terms, onlyTerms: &onlyTerms) }
-        let name = entity.properties[property].name
+        let name = entity.properties[property].name + (descending ? " DESC" : "")
         var best: (score: Int, plan: QueryPlan)?
         for number in entity.indexes.indices {
             guard let k = entity.indexedProperties[number].firstIndex(of: property) else { continue }
@@ -414,6 +424,8 @@ extension QueryPlanner {
                                      isExact: test == nil, text: .literal("SCAN \(entity.name) USING INDEX \(index) ORDER BY \(name)")))
             }
         }
-        return best?.plan
+        guard var plan = best?.plan else { return nil }
+        plan.isDescending = descending
+        return plan
     }
 }

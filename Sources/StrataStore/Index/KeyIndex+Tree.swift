@@ -228,6 +228,34 @@ extension KeyIndex {
         return true
     }
 
+    /// Visits keys < end below `node` in descending order; false when
+    /// `body` stopped. A child covers the keys from its separator to the
+    /// next one's, so the keys below `end` are in the child `end` would go
+    /// to and those before it.
+    static func forEachDescending(
+        _ node: NodeView, before end: UnsafeRawBufferPointer?,
+        _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool
+    ) rethrows -> Bool {
+        if node.isLeaf {
+            var j = end.map { node.lowerBound($0.baseAddress!, $0.count).index } ?? node.count
+            let keys = node.keysBase
+            while j > 0 {
+                j -= 1
+                let s = node.start(j)
+                if try !body(UnsafeRawBufferPointer(start: keys + s, count: node.end(j) - s), node.entry(j)) {
+                    return false
+                }
+            }
+            return true
+        }
+        guard node.count > 0 else { return true }
+        let last = end.map { node.childIndex($0.baseAddress!, $0.count) } ?? node.count - 1
+        for c in stride(from: last, through: 0, by: -1) where try !forEachDescending(node.child(c), before: c == last ? end : nil, body) {
+            return false
+        }
+        return true
+    }
+
     // MARK: Self-check (for tests)
 
     /// Walks the whole tree and stops the process if a structural rule is

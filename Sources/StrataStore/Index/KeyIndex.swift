@@ -201,6 +201,19 @@ package struct KeyIndex: Sendable {
         }
     }
 
+    /// Visits keys < `end` (all keys when nil) in descending order until
+    /// `body` returns false. The key buffer is valid only during the call.
+    package func forEachDescending(before end: [UInt8]?, _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool) rethrows {
+        guard let root else { return }
+        try withExtendedLifetime(root) {
+            if let end, !end.isEmpty {
+                try end.withUnsafeBytes { _ = try Self.forEachDescending(NodeView(root.node), before: $0, body) }
+            } else {
+                _ = try Self.forEachDescending(NodeView(root.node), before: nil, body)
+            }
+        }
+    }
+
     /// A lazy ascending iterator from the first key >= `start` (all keys when
     /// nil). It holds this snapshot's root, so it keeps working, over this
     /// snapshot, whatever happens to the index afterwards.

@@ -125,6 +125,27 @@ public struct ReadView: Sendable {
         }
     }
 
+    /// ``forEachKey(from:to:_:)`` backwards: each key from `start`
+    /// (inclusive) to `end` (exclusive; nil: to the last key), last first,
+    /// until `body` returns false. "The 20 largest" of an index reads 20
+    /// entries from its end.
+    ///
+    /// ```swift
+    /// var newest: [[UInt8]] = []
+    /// view.forEachKeyDescending(from: Array("i/".utf8), to: Array("i0".utf8)) { key in
+    ///     newest.append(Array(key))
+    ///     return newest.count < 20
+    /// }
+    /// ```
+    public func forEachKeyDescending(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) rethrows {
+        try start.withUnsafeBytes { startBytes in
+            try index.forEachDescending(before: end) { key, _ in
+                if compareBytes(key, startBytes) < 0 { return false }
+                return try body(key)
+            }
+        }
+    }
+
     /// The keys and values whose keys start with `prefix`, in order.
     public func scan(prefix: [UInt8], limit: Int = .max) throws -> [KeyValue] {
         try scan(from: prefix, to: Self.end(ofPrefix: prefix), limit: limit)
