@@ -63,6 +63,7 @@ bench: deps
 	$(SWIFT) run -c release strata-bench lookup
 	$(SWIFT) run -c release strata-bench upsert
 	$(SWIFT) run -c release strata-bench import
+	$(SWIFT) run -c release strata-bench pages
 	$(SWIFT) run -c release strata-bench server
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph

@@ -291,4 +291,24 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             #expect(titles.allSatisfy { title in queries.keys.contains { $0.hasPrefix(title) } }, "\(queries.keys.sorted())")
         }
     }
+
+    /// `pages` over a few thousand lines of the mirrors: every page is read
+    /// in index order (no sort in memory) and was checked against SQLite's
+    /// by the bench itself (a wrong page fails the command).
+    @Test func pagesJSON() throws {
+        let dir = scratch("pages")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try runBench(["pages", "--objects", "5000", "--repeats", "3", "--json", dir + "/pages.json"])
+        #expect(run.status == 0)
+        let p = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/pages.json"))), "pages")
+        #expect(try number(p["objects"], "objects") == 5000)
+        let pages = try #require(p["pages"] as? [[String: Any]], "missing pages")
+        #expect(pages.count == 7)
+        for page in pages {
+            let plan = try #require(page["plan"] as? String)
+            #expect(plan.contains("USING INDEX") && plan.contains("ORDER BY") && !plan.contains("IN MEMORY"), "\(plan)")
+            #expect(try number(page["strataMs"], "strataMs") > 0)
+            #expect(try number(page["sqliteMs"], "sqliteMs") > 0)
+        }
+    }
 }

@@ -926,6 +926,42 @@ final class GatedSyncFileSystem: ForwardingFileSystem, @unchecked Sendable {
         try store.close()
     }
 
+    /// An open its caller does not want (Strata refusing a model) closes
+    /// with `closeUntouched()`: every file as it was, byte for byte — the
+    /// log the open started is gone, no checkpoint is written. Once
+    /// something was written, it closes as `close()` does.
+    @Test func anUnwantedOpenLeavesTheDirectoryAsItFoundIt() throws {
+        let dir = ScratchDirectory()
+        func contents() throws -> [String: [UInt8]] {
+            var files: [String: [UInt8]] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: dir.store) {
+                files[name] = Array(try Data(contentsOf: URL(fileURLWithPath: dir.store + "/" + name)))
+            }
+            return files
+        }
+        do {
+            let store = try StrataStore(directory: dir.store, options: smallOptions())
+            for i in 0..<300 { try store.put("k\(i)", "v\(i)") }
+            try store.flush()                        // a segment, and
+            for i in 0..<10 { try store.put("u\(i)", "w\(i)") }
+            try store.close()                        // batches left in a log
+        }
+        let before = try contents()
+        #expect(before.keys.contains { $0.hasSuffix(".wal") })
+        for _ in 0..<3 { try StrataStore(directory: dir.store, options: smallOptions()).closeUntouched() }
+        #expect(try contents() == before)
+        // Written to: closed as close() does, the write kept.
+        let written = try StrataStore(directory: dir.store, options: smallOptions())
+        try written.put("new", "value")
+        try written.closeUntouched()
+        #expect(try contents() != before)
+        let reopened = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect(try reopened.string("new") == "value")
+        #expect(try reopened.string("u9") == "w9")
+        #expect(try reopened.string("k299") == "v299")
+        try reopened.close()
+    }
+
     @Test func opensWithoutWritesDoNotPileUpLogs() throws {
         let dir = ScratchDirectory()
         do {

@@ -52,8 +52,9 @@ func makeTracedModel() -> ManagedObjectModel {
     ///     writer.performAndWait { look } ─────▶ sees N1…N3, made here
     @Test("Rule 10: an idle parent takes a child's new objects in on its own queue")
     func idleParentTakesInsertsOnItsQueue() throws {
+        let model = makeTracedModel()  // its check of TracedNote makes one copy
         CopyThreads.shared.reset()
-        let stack = try GatedWriterStack(model: makeTracedModel())
+        let stack = try GatedWriterStack(model: model)
         let writer = stack.writer, child = stack.child
         let (ids, childThread) = try child.performAndWait { () throws -> ([ObjectID], pthread_t) in
             let notes = (1...3).map { i -> TracedNote in
@@ -82,8 +83,9 @@ func makeTracedModel() -> ManagedObjectModel {
     ///     save() returns; the block sees B as unsaved
     @Test("Rule 10: a parked writer takes a child's new objects in when its write returns")
     func parkedWriterTakesInsertsAfterItsWrite() throws {
+        let model = makeTracedModel()  // its check of TracedNote makes one copy
         CopyThreads.shared.reset()
-        let stack = try GatedWriterStack(model: makeTracedModel())
+        let stack = try GatedWriterStack(model: model)
         let writer = stack.writer, child = stack.child
         writer.performAndWait {
             let a = TracedNote(context: writer)

@@ -18,7 +18,9 @@ private struct SeedStack {
     let importer: ManagedObjectContext
 
     init() throws {
-        coordinator = PersistentStoreCoordinator(model: makeTracedModel())
+        let model = makeTracedModel()
+        CopyThreads.shared.reset()  // the model's check of TracedNote made one copy
+        coordinator = PersistentStoreCoordinator(model: model)
         try coordinator.addPersistentStore(.log, directory: directory.path + "/store")
         writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
         main = ManagedObjectContext(.mainQueue, parent: writer, name: "main")

@@ -229,7 +229,7 @@ import Testing
             try reopened.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions(), migrationPlan: plan)
             let context = ManagedObjectContext(.privateQueue, coordinator: reopened)
             let views = try context.performAndWait { () throws in
-                try context.fetch(FetchRequest<MNote>()).map { $0.value(forKey: "views") as? String }
+                try context.fetch(FetchRequest<ManagedObject>(entityName: "Note")).map { $0.value(forKey: "views") as? String }
             }
             #expect(views.count == Self.count && views.allSatisfy { $0?.hasPrefix("seen ") == true }, "call \(call) (migrated before: \(migrated))")
             try reopened.close()

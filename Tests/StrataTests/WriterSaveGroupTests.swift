@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import StrataStore
+import Synchronization
 import Testing
 @testable import Strata
 
@@ -162,5 +163,52 @@ struct WriterSaveGroupTests {
         let fresh = reopened.newBackgroundContext()
         #expect(try fresh.performAndWait { try fresh.count(for: FetchRequest<Recipe>()) } == 33)
         try reopened.close()
+    }
+
+    /// Two writes of one object, forced to interleave: the second reads
+    /// the recipe, the first saves it meanwhile, the second's save is
+    /// refused (mergeConflict). With `retryingConflicts` the second block
+    /// runs again on a fresh context and both increments land; without,
+    /// the conflict comes back to the caller and only the first does.
+    ///
+    ///     write (B)                         saveAndWait (A)
+    ///     read servings: 0
+    ///     ───────────────────────────────▶  servings 0 → 1, saved to disk
+    ///     servings 0 → 1, save: conflict
+    ///     (retry) read servings: 1
+    ///     servings 1 → 2, saved to disk
+    @Test(arguments: [true, false])
+    func aConflictingWriteRunsAgainWhenAskedTo(retrying: Bool) async throws {
+        let setup = try GatedContainer()
+        let container = setup.container
+        try container.saveAndWait { context in
+            let recipe = Recipe(context: context)
+            recipe.name = "Soup"
+            recipe.servings = 0
+        }
+        let attempts = Mutex(0)
+        @Sendable func increment(_ context: ManagedObjectContext) throws {
+            let soup = try #require(try Recipe.first(in: context, where: #Predicate { $0.name == "Soup" }))
+            let first = attempts.withLock { $0 += 1; return $0 == 1 }
+            let read = soup.servings
+            if first {
+                // Another request saves the same recipe after this one read it.
+                try container.saveAndWait { other in
+                    try #require(try Recipe.first(in: other, where: #Predicate { $0.name == "Soup" })).servings += 1
+                }
+            }
+            soup.servings = read + 1
+        }
+        do {
+            try await container.write(retryingConflicts: retrying ? 3 : 0, increment)
+            #expect(retrying, "without retries the write must be refused")
+        } catch let error as StrataError {
+            #expect(!retrying && error.code == .mergeConflict, "\(error)")
+        }
+        #expect(attempts.withLock { $0 } == (retrying ? 2 : 1))
+        let reader = ManagedObjectContext(.privateQueue, coordinator: container.coordinator, name: "reader")
+        let stored = try reader.performAndWait { try reader.fetch(FetchRequest<Recipe>()).map(\.servings) }
+        #expect(stored == [retrying ? 2 : 1])
+        try container.close()
     }
 }

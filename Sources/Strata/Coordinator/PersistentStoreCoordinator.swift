@@ -155,7 +155,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     _storeIdentifier = identifier
                 }
             } catch {
-                try? newStore.close()
+                // A refused model, a store a newer model migrated: the
+                // directory is left as it was (a migration that wrote before
+                // failing leaves the store at the old model, closed as usual).
+                if let logStore = newStore as? LogRecordStore { try? logStore.closeUntouched() } else { try? newStore.close() }
                 throw error
             }
         }

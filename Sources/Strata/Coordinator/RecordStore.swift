@@ -145,6 +145,12 @@ final class LogRecordStore: RecordStore {
         do throws(StoreError) { try engine.close() } catch { throw StrataError.storage(error) }
     }
 
+    /// Closes the store, leaving its directory as the open found it when
+    /// nothing was written since (``StrataStore/closeUntouched()``).
+    func closeUntouched() throws(StrataError) {
+        do throws(StoreError) { try engine.closeUntouched() } catch { throw StrataError.storage(error) }
+    }
+
     var statistics: StoreStatistics? { engine.statistics }
 
     func makeDurable() throws(StrataError) {

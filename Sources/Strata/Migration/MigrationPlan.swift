@@ -1,10 +1,14 @@
 public import StrataStore
 
 /// One version of an app's model, named: what a ``MigrationPlan`` lists.
+/// An older version names no classes: today's `Note` declares today's
+/// properties, which the model checks against each entity that names it
+/// (``ManagedObjectModel/init(entities:)``); a migration reads an older
+/// version's values through ``MigratingObject``.
 ///
 /// ```swift
 /// let v1 = try ModelVersion("1", entities: [
-///     EntityDescription(name: "Note", managedObjectClass: Note.self, properties: [.attribute("views", .string)]),
+///     EntityDescription(name: "Note", properties: [.attribute("views", .string)]),
 /// ])
 /// ```
 public struct ModelVersion: Sendable {

@@ -34,7 +34,19 @@ public final class ManagedObjectModel: Sendable {
 
     /// Checks and resolves `entities`: names are unique, every relationship's
     /// destination exists, inverses exist and point back, defaults have the
-    /// attribute's type. Throws ``StrataError/Code/invalidModel`` otherwise.
+    /// attribute's type, and each entity's class agrees with it — every
+    /// `@Attribute` and `@Relationship` key is a property of the entity, of
+    /// that kind, and the property's Swift type holds its values (an
+    /// attribute's type and optionality; a relationship's direction and its
+    /// destination's class). Throws ``StrataError/Code/invalidModel``
+    /// otherwise, naming the class, the property and both types. To read a
+    /// class's declarations it makes one instance of it, inserted nowhere
+    /// (``ManagedObject/init(entity:insertInto:)`` with no context).
+    ///
+    /// An older version of a model, kept for a ``MigrationPlan``, that no
+    /// longer agrees with today's classes names no class
+    /// (`managedObjectClass` left out): a migration reads its values
+    /// through ``MigratingObject``.
     public init(entities: [EntityDescription]) throws(StrataError) {
         let sorted = entities.sorted { $0.name < $1.name }
         guard sorted.count <= Int(UInt16.max) else { throw StrataError(.invalidModel, "too many entities") }
@@ -96,6 +108,7 @@ public final class ManagedObjectModel: Sendable {
             resolvedAll.append(.init(index: UInt16(i), destinations: destinations, inverses: inverses, initialValues: initial))
         }
         for (entity, resolved) in zip(sorted, resolvedAll) { entity.resolve(resolved) }
+        for entity in sorted { try DeclaredProperties.check(entity) }
         var byClass: [ObjectIdentifier: EntityDescription] = [:]
         var ambiguous: Set<ObjectIdentifier> = []
         for entity in sorted where entity.managedObjectClass != ManagedObject.self {

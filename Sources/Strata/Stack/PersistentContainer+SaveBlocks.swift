@@ -43,11 +43,32 @@ extension PersistentContainer {
     /// The blocking form of ``save(_:completion:)``: returns once the block's
     /// changes are on disk, or throws — the block's own error as itself, a
     /// failed save's as a ``StrataError``. Do not call it on the writer's queue.
+    ///
+    /// With `retryingConflicts`, a save refused because another context
+    /// saved one of the same objects since this block read it
+    /// (``StrataError/Code/mergeConflict``) runs the block again, that many
+    /// times at most, on a fresh context that reads the objects as they are
+    /// now: the block must be safe to run again (it changes objects and
+    /// nothing outside them).
+    ///
+    /// ```swift
+    /// try container.saveAndWait(retryingConflicts: 5) { context in
+    ///     let note = try Note.first(in: context, where: #Predicate { $0.id == id })
+    ///     note?.views += 1
+    /// }
+    /// ```
     @discardableResult
-    public func saveAndWait(_ block: (ManagedObjectContext) throws -> Void) throws -> BlockSaveResult {
-        let context = newBackgroundContext(childOfWriter: true)
-        return try context.performAndWait { () throws -> BlockSaveResult in
-            try Self.runSaveBlock(block, in: context, writerSaves: writerSaves).get()
+    public func saveAndWait(retryingConflicts retries: Int = 0, _ block: (ManagedObjectContext) throws -> Void) throws -> BlockSaveResult {
+        var attempt = 0
+        while true {
+            let context = newBackgroundContext(childOfWriter: true)
+            do {
+                return try context.performAndWait { () throws -> BlockSaveResult in
+                    try Self.runSaveBlock(block, in: context, writerSaves: writerSaves).get()
+                }
+            } catch let error as StrataError where error.code == .mergeConflict && attempt < retries {
+                attempt += 1
+            }
         }
     }
 
@@ -63,22 +84,44 @@ extension PersistentContainer {
     /// in the writer, which writes them with its next save, as after any
     /// failed save of the writer.
     ///
+    /// Two requests that edit the same object: the second save into the
+    /// writer is refused with ``StrataError/Code/mergeConflict`` (the merge
+    /// policy of the container's background contexts is
+    /// ``MergePolicy/error``). With `retryingConflicts`, the block runs
+    /// again, that many times at most, on a fresh context that reads the
+    /// object as the first request left it — so the block must be safe to
+    /// run again: it changes objects and nothing outside them.
+    ///
     /// ```swift
     /// let count = try await container.write { context in
     ///     let soup = Recipe(context: context)
     ///     soup.name = "Soup"
     ///     return try Recipe.count(in: context)
     /// }
+    /// try await container.write(retryingConflicts: 5) { context in
+    ///     try Note.first(in: context, where: #Predicate { $0.id == id })?.views += 1
+    /// }
     /// ```
-    public func write<T: Sendable>(_ block: @escaping @Sendable (ManagedObjectContext) throws -> T) async throws -> T {
-        let context = newBackgroundContext(childOfWriter: true)
-        let value = try await context.perform { () throws -> T in
-            let value = try block(context)
-            try context.save()
+    public func write<T: Sendable>(
+        retryingConflicts retries: Int = 0, _ block: @escaping @Sendable (ManagedObjectContext) throws -> T
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            let context = newBackgroundContext(childOfWriter: true)
+            let value: T
+            do {
+                value = try await context.perform { () throws -> T in
+                    let value = try block(context)
+                    try context.save()
+                    return value
+                }
+            } catch let error as StrataError where error.code == .mergeConflict && attempt < retries {
+                attempt += 1
+                continue
+            }
+            try await writerSaves.saveDurablyAsync()
             return value
         }
-        try await writerSaves.saveDurablyAsync()
-        return value
     }
 
     private static func runSaveBlock(

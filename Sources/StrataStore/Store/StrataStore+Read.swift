@@ -104,10 +104,29 @@ extension StrataStore {
         try close(flushingLog: true)
     }
 
+    /// Closes the store, and when nothing was written to it since it opened
+    /// — no batch, no flush, no compaction — also takes back what the open
+    /// added: the empty log it started is removed and no index checkpoint
+    /// is written, so the directory is as the open found it (but for the
+    /// leftovers of a crash the open cleared away: a torn last write, files
+    /// no manifest names). For an open its caller turns out not to want:
+    /// Strata refusing a model the store cannot be migrated to.
+    ///
+    /// ```swift
+    /// let store = try StrataStore(directory: path)
+    /// guard try storedModelFits(store) else {
+    ///     try store.closeUntouched()   // the directory as it was
+    ///     throw refusal
+    /// }
+    /// ```
+    public func closeUntouched() throws(StoreError) {
+        try close(flushingLog: false, removingAnUnwrittenLog: true)
+    }
+
     /// `close()`; from `deinit` without the flush, whose work on the flush
     /// queue would hold the store past its end (the next open replays the
     /// log instead).
-    func close(flushingLog: Bool) throws(StoreError) {
+    func close(flushingLog: Bool, removingAnUnwrittenLog: Bool = false) throws(StoreError) {
         manifestLock.withLock { compactsInBackground = false }
         // Best effort: a flush that fails leaves the log as it is (it is
         // retired only once its segment is in the manifest), and the open
@@ -126,6 +145,12 @@ extension StrataStore {
         writers.unlock()
         backgroundWork.wait()
         var firstError: StoreError?
+        // Writes, flushes and compactions have all ended: `log` and the
+        // manifest are as the last of them left them.
+        var unwritten = false
+        if removingAnUnwrittenLog, let log, let opened = openedLog, log.fileNumber == opened.number, log.offset == opened.end {
+            unwritten = manifestLock.withLock { manifest == openedManifest }
+        }
         if let log {
             do throws(SystemCallError) {
                 if writers.withLock({ failure }) == nil { try log.sync() }
@@ -133,8 +158,18 @@ extension StrataStore {
             } catch {
                 firstError = StoreError(.ioFailure, "cannot sync the log on close", path: log.path, errno: error.errno, cause: error)
             }
+            // The batches the open replayed into its memtable are in the
+            // logs before this one, which the next open replays as this one did.
+            if unwritten && firstError == nil {
+                do throws(SystemCallError) {
+                    try fileSystem.remove(log.path)
+                    try fileSystem.syncDirectory(directory)
+                } catch {
+                    firstError = StoreError(.ioFailure, "cannot remove the log an unwanted open started", path: log.path, errno: error.errno, cause: error)
+                }
+            }
         }
-        if firstError == nil { saveIndexCheckpointIfDue() }
+        if firstError == nil && !unwritten { saveIndexCheckpointIfDue() }
         state.withLock {
             isClosed = true
             index = KeyIndex()

@@ -148,6 +148,10 @@ public final class StrataStore: @unchecked Sendable {
     let manifestLock = Lock()
     /// The manifest as last written. Guarded by `manifestLock`.
     var manifest: Manifest
+    /// The manifest, and the log and its length, as the open left them:
+    /// what ``closeUntouched()`` compares with to know nothing was written.
+    let openedManifest: Manifest
+    let openedLog: (number: UInt32, end: UInt64)?
     /// Set while a compaction runs or is queued. Guarded by `manifestLock`.
     var compactionScheduled = false
     /// Cleared when `close()` begins: no compaction is queued after it (one
@@ -215,6 +219,8 @@ public final class StrataStore: @unchecked Sendable {
         self.logWrittenEnd = opened.log?.offset ?? 0
         self.nextFileNumber = opened.nextFileNumber
         self.manifest = opened.manifest
+        self.openedManifest = opened.manifest
+        self.openedLog = opened.log.map { ($0.fileNumber, $0.offset) }
         self.liveSegments = opened.manifest.segments
         self.log = opened.log
         self.memtable = opened.memtable

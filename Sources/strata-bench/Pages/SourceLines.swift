@@ -26,7 +26,7 @@ func makeSourceLineModel() throws -> ManagedObjectModel {
 /// empty lines left out, in the order the repositories and their files
 /// come — skewed as code is (a closing brace is one line in eight; most
 /// lines start with one of a few keywords) — each with how often its text
-/// occurs in the whole corpus.
+/// occurs among the repositories read (those the lines asked for come from).
 struct SourceLineCorpus {
     struct Line: Sendable {
         var text: String
@@ -56,6 +56,7 @@ struct SourceLineCorpus {
                 // Stored as the index and SQLite compare it: composed.
                 all.append((String(trimmed).precomposedStringWithCanonicalMapping, name))
             }
+            if all.count >= count { break }
         }
         guard all.count >= count else {
             throw ValidationError("the mirrors under \(root) hold \(all.count) lines of Swift; ask for at most that many (--objects)")
