@@ -334,17 +334,19 @@ extension PredicateExpressions.Variable: PredicateVariable {
 
 extension ValueTest {
     fileprivate static func comparing(_ lhs: Any, _ comparison: Comparison, _ rhs: Any, _ compiler: PredicateCompiler) -> ValueTest? {
-        // An attribute of the object a to-one relationship names, against a constant.
-        if let related = (lhs as? any RelatedOperandConvertible)?.relatedOperand(compiler),
-           case .constant(let value)? = (rhs as? any OperandConvertible)?.operand(compiler) {
-            return through(related, comparison, value)
+        let left = lhs as? any OperandConvertible, right = rhs as? any OperandConvertible
+        guard let left, let right else {
+            // An attribute of the object a to-one relationship names (an
+            // optional chain, no operand of its own), against a constant.
+            if let related = (lhs as? any RelatedOperandConvertible)?.relatedOperand(compiler), case .constant(let value)? = right?.operand(compiler) {
+                return through(related, comparison, value)
+            }
+            if let related = (rhs as? any RelatedOperandConvertible)?.relatedOperand(compiler), case .constant(let value)? = left?.operand(compiler) {
+                return through(related, comparison.mirrored, value)
+            }
+            return nil
         }
-        if let related = (rhs as? any RelatedOperandConvertible)?.relatedOperand(compiler),
-           case .constant(let value)? = (lhs as? any OperandConvertible)?.operand(compiler) {
-            return through(related, comparison.mirrored, value)
-        }
-        guard let a = (lhs as? any OperandConvertible)?.operand(compiler),
-              let b = (rhs as? any OperandConvertible)?.operand(compiler) else { return nil }
+        guard let a = left.operand(compiler), let b = right.operand(compiler) else { return nil }
         // An order between two optionals, or between values of different
         // kinds, is not something this translation vouches for.
         if comparison != .equal && comparison != .notEqual {
