@@ -219,7 +219,8 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
             let first = Self.lowerBound(range.start, in: keys)
             let end = range.end.map { Self.lowerBound($0, in: keys) } ?? keys.count
             guard first < end else { continue }
-            for i in descending ? Array((first..<end).reversed()) : Array(first..<end) {
+            for n in 0..<(end - first) {
+                let i = descending ? end - 1 - n : first + n
                 guard try keys[i].withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return }
             }
         }
