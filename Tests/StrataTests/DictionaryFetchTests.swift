@@ -150,6 +150,56 @@ extension DictionaryFetchTests {
         }
     }
 
+    /// A name → ID map from a dictionary fetch (Core Data's `objectID`
+    /// expression): each row's ID is the object's, whether the row was read
+    /// from the store, from a parent's unsaved insert, or from this
+    /// context's own change; nothing is registered to build it.
+    @Test func objectIDColumnMapsKeysToObjectsWithoutRegisteringThem() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory())
+        try Self.seedKitchen(coordinator)
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let r3 = try parent.performAndWait { () throws in
+            let recipe = Recipe(context: parent)
+            recipe.name = "R3"
+            return recipe.objectID
+        }
+        let context = ManagedObjectContext(.privateQueue, parent: parent)
+        try context.performAndWait { () throws in
+            let request = DictionaryFetchRequest<Recipe>(propertiesToFetch: ["name", .objectID()])
+            var rows = try context.fetch(request)
+            #expect(context.registeredObjects.isEmpty)
+            var ids = Dictionary(uniqueKeysWithValues: rows.map { ($0.value("name", as: String.self)!, $0.objectID()!) })
+            #expect(ids.keys.sorted() == ["R0", "R1", "R2", "R3"])
+            #expect(ids["R3"] == r3 && r3.isTemporaryID)
+            for (name, id) in ids {
+                let object = context.object(with: id) as! Recipe
+                #expect(object.name == name)
+            }
+            // This context's own changes: a rename and a new recipe.
+            (context.object(with: ids["R0"]!) as! Recipe).name = "R0'"
+            let r4 = Recipe(context: context)
+            r4.name = "R4"
+            rows = try context.fetch(request)
+            ids = Dictionary(uniqueKeysWithValues: rows.map { ($0.value("name", as: String.self)!, $0.objectID()!) })
+            #expect(ids.keys.sorted() == ["R0'", "R1", "R2", "R3", "R4"])
+            #expect(ids["R4"] == r4.objectID)
+            // Under its own key, and read as the column it is.
+            let keyed = try context.fetch(DictionaryFetchRequest<Recipe>(propertiesToFetch: [.objectID(as: "id")]))
+            #expect(Set(keyed.compactMap { $0.objectID("id") }) == Set(ids.values))
+            #expect(keyed[0].objectID() == nil && keyed[0].objectID("name") == nil)
+            // Per object: not with groups or aggregates.
+            for bad in [DictionaryFetchRequest<Recipe>(propertiesToFetch: [.objectID(), .count()]),
+                        DictionaryFetchRequest<Recipe>(propertiesToFetch: ["servings", .objectID()], groupBy: ["servings"])] {
+                do throws(StrataError) {
+                    _ = try context.fetch(bad)
+                    Issue.record("a grouped objectID column was accepted")
+                } catch {
+                    #expect(error.code == .invalidArgument && error.message.contains("per object"), "\(error)")
+                }
+            }
+        }
+    }
+
     /// A row per object, with a to-many relationship's count read from the
     /// record: the context registers nothing, not the recipes, not their ingredients.
     @Test func perObjectRowsCountRelationshipsWithoutObjects() throws {

@@ -4,7 +4,7 @@ struct DictionaryPlan {
     struct Column {
         let key: String
         let function: FetchedProperty.Function
-        /// The property read; nil for a count of objects.
+        /// The property read; nil for a count of objects and for the object's ID.
         let property: Int?
         /// For a grouped value: its position in the group key.
         let groupPosition: Int?
@@ -70,6 +70,8 @@ struct DictionaryPlan {
                 guard let type, [.integer16, .integer32, .integer64, .double, .string, .date].contains(type) else {
                     throw invalid("\(column.function) needs an integer, double, string or date attribute, not \(column.property!)")
                 }
+            case .objectID:
+                guard !isGrouped else { throw invalid("\(column.key) (an object's ID) is per object: not with grouping or aggregates") }
             case .relationshipCount:
                 guard isToMany(index!) else { throw invalid("count(of:) needs a to-many relationship, not \(column.property!)") }
                 guard !isGrouped else { throw invalid("count(of: \(column.property!)) is per object: not with grouping or aggregates") }

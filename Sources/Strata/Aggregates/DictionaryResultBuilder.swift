@@ -39,10 +39,10 @@ final class DictionaryResultBuilder {
             var row: [PropertyValue] = []
             row.reserveCapacity(plan.columns.count)
             for column in plan.columns {
-                if column.function == .relationshipCount {
-                    row.append(.integer(Int64(try match.relationshipCount(column.property!))))
-                } else {
-                    row.append(try match.value(column.property!))
+                switch column.function {
+                case .relationshipCount: row.append(.integer(Int64(try match.relationshipCount(column.property!))))
+                case .objectID: row.append(.object(match.id))
+                default: row.append(try match.value(column.property!))
                 }
             }
             rows.append(row)
@@ -52,7 +52,7 @@ final class DictionaryResultBuilder {
         let g = group(for: scratchKey)
         for (c, column) in plan.columns.enumerated() {
             switch column.function {
-            case .value, .relationshipCount:
+            case .value, .relationshipCount, .objectID:
                 continue
             case .count:
                 groupStates[g][c].objects += 1
@@ -128,15 +128,15 @@ final class DictionaryResultBuilder {
         var page = table[...]
         if request.fetchOffset > 0 { page = page.dropFirst(request.fetchOffset) }
         if request.fetchLimit > 0 { page = page.prefix(request.fetchLimit) }
-        let keys = plan.columns.map(\.key)
-        return page.map { row in DictionaryResult(Dictionary(uniqueKeysWithValues: zip(keys, row))) }
+        let columns = DictionaryResult.Columns(plan.columns.map(\.key))
+        return page.map { row in DictionaryResult(columns: columns, row: row) }
     }
 
     private func value(of c: Int, group g: Int) -> PropertyValue {
         let column = plan.columns[c]
         let state = groupStates[g][c]
         switch column.function {
-        case .value, .relationshipCount:
+        case .value, .relationshipCount, .objectID:
             return groupKeys[g][column.groupPosition!]
         case .count:
             return .integer(Int64(state.objects))
@@ -157,6 +157,8 @@ final class DictionaryResultBuilder {
 
 /// A match's values, wherever they lie.
 protocol MatchValues {
+    /// The matched object's ID.
+    var id: ObjectID { get }
     func value(_ property: Int) throws(StrataError) -> PropertyValue
     /// How many objects to-many relationship `property` holds.
     func relationshipCount(_ property: Int) throws(StrataError) -> Int
@@ -164,6 +166,7 @@ protocol MatchValues {
 
 /// The values of an object held in a context, or of a snapshot.
 struct DecodedValues: MatchValues {
+    let id: ObjectID
     let values: [PropertyValue]
 
     func value(_ property: Int) -> PropertyValue { values[property] }

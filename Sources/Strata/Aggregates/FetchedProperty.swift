@@ -1,7 +1,7 @@
 /// One column of a ``DictionaryFetchRequest``'s results: an attribute's
 /// value, or a function of a group of objects (count, sum, minimum,
 /// maximum, average), or the number of objects a to-many relationship
-/// holds.
+/// holds, or the object's ID.
 ///
 /// ```swift
 /// var request = DictionaryFetchRequest<Recipe>(
@@ -17,7 +17,7 @@
 /// pass over nil values; ``count(as:)`` counts objects.
 public struct FetchedProperty: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
     enum Function: Sendable, Hashable {
-        case value, count, sum, minimum, maximum, average, relationshipCount
+        case value, count, sum, minimum, maximum, average, relationshipCount, objectID
     }
 
     let function: Function
@@ -77,10 +77,24 @@ public struct FetchedProperty: Sendable, Hashable, CustomStringConvertible, Expr
         FetchedProperty(function: .relationshipCount, property: relationship, key: key ?? "count(\(relationship))")
     }
 
+    /// Each object's ID (Core Data's `objectID` expression), as
+    /// ``PropertyValue/object(_:)``: a key → ID map without registering an
+    /// object. A per-object column: not in a request that groups or
+    /// aggregates. An object inserted and not yet saved has a temporary ID
+    /// (``ObjectID/isTemporaryID``), as ``ManagedObject/objectID`` does.
+    ///
+    /// ```swift
+    /// let rows = try context.fetch(DictionaryFetchRequest<Item>(propertiesToFetch: ["sku", .objectID()]))
+    /// let ids = Dictionary(uniqueKeysWithValues: rows.map { ($0.value("sku", as: String.self)!, $0.objectID()!) })
+    /// ```
+    public static func objectID(as key: String = "objectID") -> FetchedProperty {
+        FetchedProperty(function: .objectID, property: nil, key: key)
+    }
+
     /// Whether the column is computed over a group of objects.
     var isAggregate: Bool {
         switch function {
-        case .value, .relationshipCount: false
+        case .value, .relationshipCount, .objectID: false
         case .count, .sum, .minimum, .maximum, .average: true
         }
     }

@@ -38,12 +38,12 @@ extension ManagedObjectContext {
                     }
                     try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
                 case .pending(let snapshot):
-                    try builder.add(DecodedValues(values: snapshot.values))
+                    try builder.add(DecodedValues(id: match.objectID, values: snapshot.values))
                 case .indexed:
                     preconditionFailure("Strata: a dictionary fetch reads every record")
                 }
             } else if case .registered(let object) = match {
-                try builder.add(DecodedValues(values: object.values))
+                try builder.add(DecodedValues(id: object.objectID, values: object.values))
             } else {
                 preconditionFailure("Strata: a dictionary fetch is lent every row it reads")
             }
@@ -139,8 +139,8 @@ extension ManagedObjectContext {
         try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation,
                                  includesPending: request.includesPendingChanges) { match throws(StrataError) in
             switch match {
-            case .registered(let object): try builder.add(DecodedValues(values: object.values))
-            case .unregistered(_, let row): try builder.add(DecodedValues(values: try row!.snapshot().values))
+            case .registered(let object): try builder.add(DecodedValues(id: object.objectID, values: object.values))
+            case .unregistered(let id, let row): try builder.add(DecodedValues(id: id, values: try row!.snapshot().values))
             }
         }
         return true

@@ -52,6 +52,12 @@ struct ImportCommand: ParsableCommand {
         var singleLookupsMs: Double?
         var sqliteInFetchMs: Double?
         var sqliteSingleLookupsMs: Double?
+        /// The sku → object ID map of every product: a dictionary fetch of
+        /// `sku` and the object's ID, a fetch of the objects, SQLite.
+        var idMapRowsMs: Double?
+        var idMapObjectsMs: Double?
+        var sqliteIDMapMs: Double?
+        var idMapCount: Int?
         var peakResidentMiB: Double = 0
     }
 
@@ -99,6 +105,7 @@ struct ImportCommand: ParsableCommand {
             if style == .inFetch || (style == chosen.last && report.updatePassSeconds == nil) {
                 report.updatePassSeconds = try seconds { try importer.updateStock(updateKeys, batchSize: batch) }
                 (report.inFetchMs, report.singleLookupsMs) = try Self.lookups(updateKeys, in: container)
+                (report.idMapRowsMs, report.idMapObjectsMs, report.idMapCount) = try Self.idMaps(in: container)
             }
             run.residentMiB = ProcessFigures.memory().resident
             try container.close()
@@ -130,6 +137,9 @@ struct ImportCommand: ParsableCommand {
             report.sqliteSingleLookupsMs = try seconds {
                 for sku in updateKeys where !sqlite.lookUp(sku) { throw CatalogueFailure("SQLite: \(sku) not found") }
             } * 1000
+            var map: [String: Int64] = [:]
+            report.sqliteIDMapMs = try seconds { map = try sqlite.idMap() } * 1000
+            guard map.count == counts.products else { throw CatalogueFailure("SQLite id map: \(map.count) of \(counts.products)") }
             run.residentMiB = ProcessFigures.memory().resident
             report.runs.append(run)
         }
@@ -180,6 +190,31 @@ struct ImportCommand: ParsableCommand {
         return (inFetch, singles)
     }
 
+    /// Milliseconds to build the sku → object ID map of every product, each
+    /// in a fresh background context: from a dictionary fetch of the sku and
+    /// the object's ID (no object registered), and from a fetch of the
+    /// objects; and how many products it holds.
+    static func idMaps(in container: PersistentContainer) throws -> (Double, Double, Int) {
+        var fromRows: [String: ObjectID] = [:]
+        let rowsContext = container.newBackgroundContext(childOfWriter: true)
+        let rowsMs = try rowsContext.performAndWait { () throws in
+            try seconds {
+                for row in try rowsContext.fetch(DictionaryFetchRequest<CatalogueProduct>(propertiesToFetch: ["sku", .objectID()])) {
+                    fromRows[row.value("sku", as: String.self)!] = row.objectID()!
+                }
+            } * 1000
+        }
+        var fromObjects: [String: ObjectID] = [:]
+        let objectsContext = container.newBackgroundContext(childOfWriter: true)
+        let objectsMs = try objectsContext.performAndWait { () throws in
+            try seconds {
+                for product in try objectsContext.fetch(FetchRequest<CatalogueProduct>()) { fromObjects[product.sku] = product.objectID }
+            } * 1000
+        }
+        guard fromRows == fromObjects else { throw CatalogueFailure("the id map from rows differs from the one from objects") }
+        return (rowsMs, objectsMs, fromRows.count)
+    }
+
     static func render(_ report: Report) -> String {
         var out = "strata-bench import — \(report.records) products (\(report.records * 3 / 10) more in the mixed import), \(report.categories) categories, "
         out += "batches of \(report.batch), each saved to disk; \(report.date)\n\n"
@@ -209,6 +244,11 @@ struct ImportCommand: ParsableCommand {
         out += "IN fetch of \(report.keys) keys: \(report.inFetchMs.map { fixed($0, 1) } ?? "-") ms; \(report.keys) single lookups: "
         out += "\(report.singleLookupsMs.map { fixed($0, 1) } ?? "-") ms (a tenth: \(report.singleLookupsMs.map { fixed($0 / 10, 1) } ?? "-") ms); "
         out += "SQLite IN \(report.sqliteInFetchMs.map { fixed($0, 1) } ?? "-") ms, single lookups \(report.sqliteSingleLookupsMs.map { fixed($0, 1) } ?? "-") ms\n"
+        if let count = report.idMapCount {
+            out += "sku → ID map of \(count) products: dictionary fetch [sku, objectID] \(report.idMapRowsMs.map { fixed($0, 1) } ?? "-") ms; "
+            out += "fetch of the objects \(report.idMapObjectsMs.map { fixed($0, 1) } ?? "-") ms; "
+            out += "SQLite SELECT id, sku \(report.sqliteIDMapMs.map { fixed($0, 1) } ?? "-") ms\n"
+        }
         out += "peak RSS \(fixed(report.peakResidentMiB, 0)) MiB\n"
         return out
     }

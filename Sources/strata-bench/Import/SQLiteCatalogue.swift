@@ -101,6 +101,17 @@ final class SQLiteCatalogue {
         return rows
     }
 
+    /// The sku → id map of every product (`SELECT id, sku FROM product`).
+    func idMap() throws -> [String: Int64] {
+        let statement = try Self.prepare(db!, "SELECT id, sku FROM product")
+        defer { sqlite3_finalize(statement) }
+        var map: [String: Int64] = [:]
+        while sqlite3_step(statement) == SQLITE_ROW {
+            map[String(cString: sqlite3_column_text(statement, 1))] = sqlite3_column_int64(statement, 0)
+        }
+        return map
+    }
+
     /// One lookup by key through a prepared statement; whether it found a row.
     func lookUp(_ sku: String) -> Bool {
         bind(selectBySKU, 1, sku)
