@@ -265,9 +265,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// scan's older snapshots out.
     var rowCacheEpoch: UInt64 { cacheLock.withLock { rowCache.epoch } }
 
-    /// Whether the row cache is below its budget: a fetch fills it only
-    /// while it is, never evicting for a scan.
-    var rowCacheHasRoom: Bool { cacheLock.withLock { rowCache.bytes < rowCache.budget } }
+    /// Whether a fetch should offer the row cache `id`'s row: the cache is
+    /// below its budget (a fetch fills it only while it is, never evicting
+    /// for a scan) and does not hold the row already (saves keep what it
+    /// holds current, so decoding the row again would only replace it).
+    func rowCacheWants(_ id: ObjectID) -> Bool {
+        cacheLock.withLock { rowCache.bytes < rowCache.budget && !rowCache.contains(id) }
+    }
 
     /// Caches a snapshot a fetch read from the store, unless a save came in
     /// since `epoch` or it does not fit without dropping another.

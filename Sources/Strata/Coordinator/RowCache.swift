@@ -32,6 +32,8 @@ struct RowCache {
 
     subscript(id: ObjectID) -> Snapshot? { entries[id]?.snapshot }
 
+    func contains(_ id: ObjectID) -> Bool { entries.index(forKey: id) != nil }
+
     /// Caches `snapshot`, dropping the oldest entries if that passes the budget.
     mutating func insert(_ snapshot: Snapshot, for id: ObjectID) {
         let size = Self.estimatedBytes(of: snapshot)

@@ -48,7 +48,7 @@ extension ManagedObjectContext {
                 guard let row = kept else { preconditionFailure("rows are kept for fetch") }
                 if request.returnsObjectsAsFaults {
                     // Filled from the row cache when first used, if it had room.
-                    if case .stored(let record) = row, persistentStoreCoordinator.rowCacheHasRoom {
+                    if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
                         persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
                     }
                     objects.append(unsafeDowncast(registeredOrFault(for: id, fetched: true), to: Result.self))
