@@ -14,10 +14,13 @@
 //          Strata           the object graph: model, contexts, coordinator
 //             ↑
 //  strata-bench, strata-dump   thin executables over the libraries
+//       StrataMacros           @Entity, its own product: swift-syntax is
+//                              built only by those who use it
 //       strata-fuzz            the libFuzzer harness (Fuzz/)
 //
 // strata-bench alone links SQLite, LMDB and LevelDB (CSQLite, CLMDB,
 // CLevelDB), the peers it measures Strata beside.
+import CompilerPluginSupport
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
@@ -32,14 +35,17 @@ let package = Package(
     products: [
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataStore", targets: ["StrataStore"]),
+        .library(name: "StrataMacros", targets: ["StrataMacros"]),
         .executable(name: "strata-bench", targets: ["strata-bench"]),
         .executable(name: "strata-dump", targets: ["strata-dump"]),
     ],
     dependencies: [
-        // For the command-line tools only; the libraries depend on nothing.
+        // For the command-line tools only; Strata and StrataStore depend on nothing.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // strata-bench's latency histograms.
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // @Entity (StrataMacros) only.
+        .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
     ],
     targets: [
         .systemLibrary(
@@ -74,6 +80,21 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: ["StrataStore"],
+            swiftSettings: strictSwift
+        ),
+        // @Entity and its markers: the declarations, and the compiler plugin
+        // that expands them.
+        .macro(
+            name: "StrataMacrosPlugin",
+            dependencies: [
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .target(
+            name: "StrataMacros",
+            dependencies: ["Strata", "StrataMacrosPlugin"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -149,6 +170,14 @@ let package = Package(
             ],
             // Stores made by earlier builds, read by FixtureStoreTests from the source tree.
             exclude: ["FixtureStores"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "StrataMacrosTests",
+            dependencies: [
+                "StrataMacros", "StrataMacrosPlugin", "StrataStore",
+                .product(name: "SwiftSyntaxMacrosTestSupport", package: "swift-syntax"),
+            ],
             swiftSettings: strictSwift
         ),
         .testTarget(

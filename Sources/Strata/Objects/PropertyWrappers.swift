@@ -77,6 +77,12 @@ public struct Attribute<Value: AttributeValueConvertible> {
     public let key: String
     public init(_ key: String) { self.key = key }
 
+    /// A property declared with an initial value (`var visits: Int = 0`
+    /// under `@Entity`): the value is the attribute's default in the model
+    /// (``AttributeDescription/defaultValue``), which a new object starts
+    /// with; the wrapper itself keeps only the key.
+    public init(wrappedValue: Value, _ key: String) { self.key = key }
+
     @available(*, unavailable, message: "@Attribute is only for properties of ManagedObject subclasses")
     public var wrappedValue: Value {
         get { fatalError("unavailable") }
@@ -144,6 +150,10 @@ extension Set: RelationshipValueConvertible where Element: ManagedObject {
 public struct Relationship<Value: RelationshipValueConvertible> {
     public let key: String
     public init(_ key: String) { self.key = key }
+
+    /// A relationship declared with an initial value (`var tags: Set<Tag> = []`):
+    /// a new object's relationships start empty whatever it is.
+    public init(wrappedValue: Value, _ key: String) { self.key = key }
 
     @available(*, unavailable, message: "@Relationship is only for properties of ManagedObject subclasses")
     public var wrappedValue: Value {

@@ -1,0 +1,297 @@
+import SwiftDiagnostics
+import SwiftSyntax
+import SwiftSyntaxBuilder
+import SwiftSyntaxMacros
+
+/// `@Entity`: a managed object class's stored properties as its entity.
+///
+/// Three roles, each reading the same ``EntityDeclaration``: the member
+/// attribute role puts `@Strata.Attribute("name")` or
+/// `@Strata.Relationship("name")` on each stored property (the wrappers
+/// that read and write the object's values); the member role adds
+/// `static var entityDescription`; the extension role conforms the class
+/// to `EntityDeclaring`.
+struct EntityMacro: MemberAttributeMacro, MemberMacro, ExtensionMacro {
+    static func expansion(
+        of node: AttributeSyntax, attachedTo declaration: some DeclGroupSyntax,
+        providingAttributesFor member: some DeclSyntaxProtocol, in context: some MacroExpansionContext
+    ) throws -> [AttributeSyntax] {
+        // A property it cannot map is reported once, by the member role.
+        guard declaration.is(ClassDeclSyntax.self), let variable = member.as(VariableDeclSyntax.self),
+              let property = try? StoredProperty(variable), property.needsWrapper else { return [] }
+        switch property.kind {
+        case .attribute: return ["@Strata.Attribute(\(literal: property.key))"]
+        case .toOne, .toMany: return ["@Strata.Relationship(\(literal: property.key))"]
+        }
+    }
+
+    static func expansion(
+        of node: AttributeSyntax, providingMembersOf declaration: some DeclGroupSyntax,
+        conformingTo protocols: [TypeSyntax], in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        let entity = try EntityDeclaration(node, declaration) { variable, error in
+            context.diagnose(Diagnostic(node: variable, message: error))
+        }
+        return [entity.descriptionProperty]
+    }
+
+    static func expansion(
+        of node: AttributeSyntax, attachedTo declaration: some DeclGroupSyntax, providingExtensionsOf type: some TypeSyntaxProtocol,
+        conformingTo protocols: [TypeSyntax], in context: some MacroExpansionContext
+    ) throws -> [ExtensionDeclSyntax] {
+        guard declaration.is(ClassDeclSyntax.self) else { return [] }
+        return [try ExtensionDeclSyntax("extension \(type.trimmed): Strata.EntityDeclaring {}")]
+    }
+}
+
+/// `@Related`, `@Renamed` and `@Transient`: read by `@Entity`, expanding to nothing.
+struct MarkerMacro: PeerMacro {
+    static func expansion(
+        of node: AttributeSyntax, providingPeersOf declaration: some DeclSyntaxProtocol, in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        guard let variable = declaration.as(VariableDeclSyntax.self), variable.bindingSpecifier.tokenKind == .keyword(.var) else {
+            throw EntityMacroError("@\(node.attributeName.trimmedDescription) belongs on a stored var of an @Entity class")
+        }
+        return []
+    }
+}
+
+/// A mistake in an `@Entity` class, reported where it is: what is wrong and what to write.
+struct EntityMacroError: Error, CustomStringConvertible, DiagnosticMessage {
+    let description: String
+    init(_ description: String) { self.description = description }
+
+    var message: String { description }
+    var diagnosticID: MessageID { MessageID(domain: "StrataMacros", id: "Entity") }
+    var severity: DiagnosticSeverity { .error }
+}
+
+/// The class `@Entity` is attached to, as an entity.
+struct EntityDeclaration {
+    let className: String
+    let isPublic: Bool
+    let name: ExprSyntax
+    let indexes: ExprSyntax?
+    let uniquenessConstraints: ExprSyntax?
+    let renamedFrom: ExprSyntax?
+    let properties: [StoredProperty]
+
+    /// `report` hears each stored property that cannot be mapped, which is left out.
+    init(_ node: AttributeSyntax, _ declaration: some DeclGroupSyntax, report: (VariableDeclSyntax, EntityMacroError) -> Void) throws {
+        guard let classDecl = declaration.as(ClassDeclSyntax.self) else {
+            throw EntityMacroError("@Entity applies to a class that inherits from ManagedObject")
+        }
+        className = classDecl.name.text
+        isPublic = classDecl.modifiers.contains { [.keyword(.public), .keyword(.open)].contains($0.name.tokenKind) }
+        let arguments = node.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
+        func argument(_ label: String) -> ExprSyntax? { arguments.first { $0.label?.text == label }?.expression }
+        name = argument("name") ?? "\(literal: className)"
+        indexes = argument("indexes")
+        uniquenessConstraints = argument("uniquenessConstraints")
+        renamedFrom = argument("renamedFrom")
+        var properties: [StoredProperty] = []
+        var keys: Set<String> = []
+        for member in classDecl.memberBlock.members {
+            guard let variable = member.decl.as(VariableDeclSyntax.self) else { continue }
+            do {
+                guard let property = try StoredProperty(variable) else { continue }
+                guard keys.insert(property.key).inserted else { throw EntityMacroError("two properties of \(className) are stored as \(property.key)") }
+                properties.append(property)
+            } catch let error as EntityMacroError {
+                report(variable, error)
+            }
+        }
+        self.properties = properties
+    }
+
+    /// `static var entityDescription`: a new `EntityDescription` per call.
+    var descriptionProperty: DeclSyntax {
+        let list = properties.map { "            \($0.descriptionExpression)," }.joined(separator: "\n")
+        var extra = ""
+        let ownIndexes = properties.filter(\.isIndexed).map { "[\"\($0.key)\"]" }
+        let ownConstraints = properties.filter(\.isUnique).map { "[\"\($0.key)\"]" }
+        if indexes != nil || !ownIndexes.isEmpty {
+            let declared = ownIndexes.isEmpty ? "" : " + [\(ownIndexes.joined(separator: ", "))]"
+            extra += ",\n        indexes: (\(indexes?.trimmedDescription ?? "[]") as [[String]]\(declared)).map { Strata.IndexDescription($0) }"
+        }
+        if uniquenessConstraints != nil || !ownConstraints.isEmpty {
+            let declared = ownConstraints.isEmpty ? "" : " + [\(ownConstraints.joined(separator: ", "))]"
+            extra += ",\n        uniquenessConstraints: \(uniquenessConstraints?.trimmedDescription ?? "[]") as [[String]]\(declared)"
+        }
+        if let renamedFrom { extra += ",\n        renamedFrom: \(renamedFrom.trimmed)" }
+        return """
+            \(raw: isPublic ? "public " : "")static var entityDescription: Strata.EntityDescription {
+                Strata.EntityDescription(
+                    name: \(name.trimmed), managedObjectClass: \(raw: className).self,
+                    properties: [
+            \(raw: list)
+                    ]\(raw: extra))
+            }
+            """
+    }
+}
+
+/// A stored property of an `@Entity` class, as a property of its entity.
+struct StoredProperty {
+    enum Kind {
+        case attribute(type: String, optional: Bool)
+        /// The destination entity's name: the class's, or `@Related(destination:)`.
+        case toOne(destination: ExprSyntax)
+        case toMany(destination: ExprSyntax)
+    }
+
+    let key: String
+    let kind: Kind
+    /// False when the property already carries `@Attribute` or `@Relationship`.
+    let needsWrapper: Bool
+    let swiftType: TypeSyntax
+    let initialValue: ExprSyntax?
+    let renamedFrom: ExprSyntax?
+    let inverse: ExprSyntax?
+    let deleteRule: ExprSyntax?
+    /// `@Unique`, `@Indexed`: a constraint or an index on this attribute alone.
+    let isUnique: Bool
+    let isIndexed: Bool
+
+    /// Nil for what is not stored in the model: a computed, static, lazy
+    /// or `@Transient` property. Throws for a stored one `@Entity` cannot
+    /// map, saying what to write instead.
+    init?(_ variable: VariableDeclSyntax) throws {
+        let modifiers = variable.modifiers.map(\.name.tokenKind)
+        if modifiers.contains(.keyword(.static)) || modifiers.contains(.keyword(.class)) || modifiers.contains(.keyword(.lazy)) { return nil }
+        let attributes = variable.attributes.compactMap { $0.as(AttributeSyntax.self) }
+        func attribute(_ name: String) -> AttributeSyntax? {
+            attributes.first { $0.attributeName.trimmedDescription == name || $0.attributeName.trimmedDescription == "Strata.\(name)" || $0.attributeName.trimmedDescription == "StrataMacros.\(name)" }
+        }
+        if attribute("Transient") != nil { return nil }
+        guard variable.bindings.count == 1, let binding = variable.bindings.first else {
+            throw EntityMacroError("declare one property per var in an @Entity class")
+        }
+        if let accessors = binding.accessorBlock {
+            // Computed (`get`/`set` or a getter body): not stored.
+            if case .getter = accessors.accessors { return nil }
+            if case .accessors(let list) = accessors.accessors,
+               list.contains(where: { [.keyword(.get), .keyword(.set), .keyword(._read), .keyword(._modify)].contains($0.accessorSpecifier.tokenKind) }) {
+                return nil
+            }
+        }
+        guard let name = binding.pattern.as(IdentifierPatternSyntax.self)?.identifier.text else {
+            throw EntityMacroError("@Entity stores properties with a plain name, not \(binding.pattern.trimmedDescription)")
+        }
+        if Self.reservedNames.contains(name) {
+            throw EntityMacroError("""
+                \(name) is a member of ManagedObject: name the Swift property otherwise and keep \(name) as the model's name, \
+                @Attribute("\(name)") var \(name)Value: …
+                """)
+        }
+        guard variable.bindingSpecifier.tokenKind == .keyword(.var) else {
+            throw EntityMacroError("\(name) is a let: an @Entity class stores vars (mark it @Transient to keep it out of the model)")
+        }
+        guard let type = binding.typeAnnotation?.type else {
+            throw EntityMacroError("\(name) needs a type annotation (var \(name): String) for @Entity to map it")
+        }
+        swiftType = type.trimmed
+        initialValue = binding.initializer?.value.trimmed
+
+        var key = name
+        var explicit = false
+        for wrapper in ["Attribute", "Relationship"] {
+            if let existing = attribute(wrapper) {
+                guard let first = existing.arguments?.as(LabeledExprListSyntax.self)?.first,
+                      let literal = first.expression.as(StringLiteralExprSyntax.self),
+                      let text = literal.representedLiteralValue else {
+                    throw EntityMacroError("@\(wrapper) on \(name) needs its key as a string literal")
+                }
+                key = text
+                explicit = true
+            }
+        }
+        self.key = key
+        needsWrapper = !explicit
+        renamedFrom = attribute("Renamed")?.arguments?.as(LabeledExprListSyntax.self)?.first?.expression
+        isUnique = attribute("Unique") != nil
+        isIndexed = attribute("Indexed") != nil
+        let related = attribute("Related")?.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
+        inverse = (related.first { $0.label?.text == "inverse" }?.expression).map { expression in
+            // `\Tag.bookmarks` names the inverse `bookmarks`.
+            guard let keyPath = expression.as(KeyPathExprSyntax.self),
+                  let last = keyPath.components.last?.component.as(KeyPathPropertyComponentSyntax.self) else { return expression }
+            return "\(literal: last.declName.baseName.text)"
+        }
+        deleteRule = related.first { $0.label?.text == "deleteRule" }?.expression
+        let destinationName = related.first { $0.label?.text == "destination" }?.expression
+
+        let (base, optional) = Self.unwrapped(type)
+        if let attributeType = Self.attributeTypes[Self.lastName(of: base) ?? ""] {
+            kind = .attribute(type: attributeType, optional: optional)
+            if attribute("Related") != nil { throw EntityMacroError("\(name) is an attribute: @Related is for relationships") }
+        } else if isUnique || isIndexed {
+            throw EntityMacroError("\(name) is not an attribute: @Unique and @Indexed are for attributes")
+        } else if !optional, let identifier = base.as(IdentifierTypeSyntax.self), identifier.name.text == "Set",
+                  let element = Self.typeArgument(of: identifier), let destination = Self.lastName(of: element) {
+            kind = .toMany(destination: destinationName ?? "\(literal: destination)")
+        } else if optional, let destination = Self.lastName(of: base) {
+            kind = .toOne(destination: destinationName ?? "\(literal: destination)")
+        } else {
+            throw EntityMacroError("""
+                @Entity cannot store \(name): \(type.trimmedDescription) is neither an attribute type \
+                (String, Int, Int16, Int32, Int64, Double, Bool, Date, Data, UUID, or one of those optional) \
+                nor a relationship (Set<T> or T? of a ManagedObject subclass T); mark it @Transient to keep it out of the model
+                """)
+        }
+    }
+
+    /// The property's `PropertyDescription` expression.
+    var descriptionExpression: String {
+        var renamed = ""
+        if let renamedFrom { renamed = ", renamedFrom: \(renamedFrom.trimmedDescription)" }
+        let inverseText = inverse?.trimmedDescription ?? "nil"
+        let rule = deleteRule.map { ", deleteRule: \($0.trimmedDescription)" } ?? ""
+        switch kind {
+        case .attribute(let type, let optional):
+            var text = ".attribute(\"\(key)\", .\(type)"
+            if optional { text += ", optional: true" }
+            if let initialValue, initialValue.as(NilLiteralExprSyntax.self) == nil {
+                text += ", defaultValue: (\(initialValue.trimmedDescription) as \(swiftType.trimmedDescription)).propertyValue"
+            }
+            return text + renamed + ")"
+        case .toOne(let destination):
+            return ".toOne(\"\(key)\", \(destination.trimmedDescription), inverse: \(inverseText)\(rule)\(renamed))"
+        case .toMany(let destination):
+            return ".toMany(\"\(key)\", \(destination.trimmedDescription), inverse: \(inverseText)\(rule)\(renamed))"
+        }
+    }
+
+    /// ManagedObject's own public members, which a subclass cannot declare again.
+    static let reservedNames: Set<String> = [
+        "entity", "objectID", "managedObjectContext", "description", "hashValue",
+        "hasChanges", "isDeleted", "isFault", "isInserted", "isUpdated",
+    ]
+
+    static let attributeTypes: [String: String] = [
+        "String": "string", "Int": "integer64", "Int64": "integer64", "Int32": "integer32", "Int16": "integer16",
+        "Double": "double", "Bool": "bool", "Date": "date", "Data": "binaryData", "UUID": "uuid",
+    ]
+
+    /// The type without one level of optionality (`T?`, `Optional<T>`), and whether it had one.
+    static func unwrapped(_ type: TypeSyntax) -> (TypeSyntax, Bool) {
+        if let optional = type.as(OptionalTypeSyntax.self) { return (optional.wrappedType, true) }
+        if let identifier = type.as(IdentifierTypeSyntax.self), identifier.name.text == "Optional", let wrapped = typeArgument(of: identifier) {
+            return (wrapped, true)
+        }
+        return (type, false)
+    }
+
+    /// The first generic argument of `identifier` (`T` of `Set<T>`), when it is a type.
+    static func typeArgument(of identifier: IdentifierTypeSyntax) -> TypeSyntax? {
+        guard let argument = identifier.genericArgumentClause?.arguments.first?.argument, case .type(let type) = argument else { return nil }
+        return type
+    }
+
+    /// `Date` of `Date` or `Foundation.Date`; nil for other kinds of type.
+    static func lastName(of type: TypeSyntax) -> String? {
+        if let identifier = type.as(IdentifierTypeSyntax.self), identifier.genericArgumentClause == nil { return identifier.name.text }
+        if let member = type.as(MemberTypeSyntax.self), member.genericArgumentClause == nil { return member.name.text }
+        return nil
+    }
+}
