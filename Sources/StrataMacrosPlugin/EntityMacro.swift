@@ -19,9 +19,11 @@ struct EntityMacro: MemberAttributeMacro, MemberMacro, ExtensionMacro {
         // A property it cannot map is reported once, by the member role.
         guard declaration.is(ClassDeclSyntax.self), let variable = member.as(VariableDeclSyntax.self),
               let property = try? StoredProperty(variable), property.needsWrapper else { return [] }
+        // With an initial value, the wrapper's init that takes it: the model holds it as the default.
+        let label = property.initialValue == nil ? "" : "modelDefault: "
         switch property.kind {
-        case .attribute: return ["@Strata.Attribute(\(literal: property.key))"]
-        case .toOne, .toMany: return ["@Strata.Relationship(\(literal: property.key))"]
+        case .attribute: return ["@Strata.Attribute(\(raw: label)\(literal: property.key))"]
+        case .toOne, .toMany: return ["@Strata.Relationship(\(raw: label)\(literal: property.key))"]
         }
     }
 
@@ -204,6 +206,12 @@ struct StoredProperty {
                 }
                 key = text
                 explicit = true
+                if initialValue != nil && first.label?.text != "modelDefault" {
+                    throw EntityMacroError("""
+                        \(name) has an initial value, which is the model's default: write @\(wrapper)(modelDefault: "\(text)"), \
+                        or leave the wrapper to @Entity
+                        """)
+                }
             }
         }
         self.key = key
@@ -223,11 +231,17 @@ struct StoredProperty {
 
         let (base, optional) = Self.unwrapped(type)
         if let attributeType = Self.attributeTypes[Self.lastName(of: base) ?? ""] {
-            kind = .attribute(type: attributeType, optional: optional)
             if attribute("Related") != nil { throw EntityMacroError("\(name) is an attribute: @Related is for relationships") }
-        } else if isUnique || isIndexed {
-            throw EntityMacroError("\(name) is not an attribute: @Unique and @Indexed are for attributes")
-        } else if !optional, let identifier = base.as(IdentifierTypeSyntax.self), identifier.name.text == "Set",
+            kind = .attribute(type: attributeType, optional: optional)
+            return
+        }
+        if isUnique || isIndexed { throw EntityMacroError("\(name) is not an attribute: @Unique and @Indexed are for attributes") }
+        // A relationship starts empty: an initial value can only say so.
+        if let initialValue, initialValue.as(NilLiteralExprSyntax.self) == nil,
+           initialValue.as(ArrayExprSyntax.self).map({ !$0.elements.isEmpty }) ?? true {
+            throw EntityMacroError("\(name) is a relationship, which starts empty in every new object: remove = \(initialValue.trimmedDescription)")
+        }
+        if !optional, let identifier = base.as(IdentifierTypeSyntax.self), identifier.name.text == "Set",
                   let element = Self.typeArgument(of: identifier), let destination = Self.lastName(of: element) {
             kind = .toMany(destination: destinationName ?? "\(literal: destination)")
         } else if optional, let destination = Self.lastName(of: base) {

@@ -30,7 +30,7 @@ final class EntityExpansionTests: XCTestCase {
             public final class Bookmark: ManagedObject {
                 @Strata.Attribute("url")
                 var url: String
-                @Strata.Attribute("visits")
+                @Strata.Attribute(modelDefault: "visits")
                 var visits: Int = 0
                 @Strata.Attribute("note")
                 var note: Foundation.Date?
@@ -142,6 +142,9 @@ final class EntityExpansionTests: XCTestCase {
             ("var description: String", "description is a member of ManagedObject: name the Swift property otherwise and keep description "
                 + "as the model's name, @Attribute(\"description\") var descriptionValue: …"),
             ("@Unique var owner: Person?", "owner is not an attribute: @Unique and @Indexed are for attributes"),
+            ("var tags: Set<Tag> = [first]", "tags is a relationship, which starts empty in every new object: remove = [first]"),
+            ("@Attribute(\"n\") var count: Int = 1", "count has an initial value, which is the model's default: "
+                + "write @Attribute(modelDefault: \"n\"), or leave the wrapper to @Entity"),
         ]
         for (source, message) in cases {
             // Reported on the property; the entity leaves it out.

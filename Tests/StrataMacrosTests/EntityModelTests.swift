@@ -29,8 +29,8 @@ final class Tag: ManagedObject {
 
 @Entity
 final class Folder: ManagedObject {
-    var name: String
-    @Related(inverse: "folder", deleteRule: .cascade) var bookmarks: Set<Bookmark>
+    @Attribute(modelDefault: "title") var name: String = "Untitled"
+    @Related(inverse: "folder", deleteRule: .cascade) var bookmarks: Set<Bookmark> = []
 }
 
 // The README's first example, as it is written there.
@@ -91,7 +91,10 @@ final class NotebookV2: ManagedObject {
         // An explicit key is kept; the Swift name is not the model's.
         #expect(Tag.entityDescription.properties == [.attribute("name", .string), .toMany("bookmarks", "Bookmark", inverse: "tags")])
         #expect(Tag.entityDescription.indexes == [IndexDescription(["name"], isUnique: true)])
-        #expect(Folder.entityDescription.properties.last == .toMany("bookmarks", "Bookmark", inverse: "folder", deleteRule: .cascade))
+        #expect(Folder.entityDescription.properties == [
+            .attribute("title", .string, defaultValue: .string("Untitled")),
+            .toMany("bookmarks", "Bookmark", inverse: "folder", deleteRule: .cascade),
+        ])
         #expect(NoteV2.entityDescription.name == "Note")
         #expect(NoteV2.entityDescription.properties.first == .attribute("heading", .string, renamedFrom: "title"))
         // A new description each time: two models may use the class.
@@ -114,6 +117,7 @@ final class NotebookV2: ManagedObject {
                 let swift = Tag(context: context)
                 swift.label = "swift"
                 let folder = Folder(context: context)
+                #expect(folder.name == "Untitled" && folder.bookmarks.isEmpty)
                 folder.name = "Reading"
                 for i in 0..<5 {
                     let bookmark = Bookmark(context: context)

@@ -77,11 +77,13 @@ public struct Attribute<Value: AttributeValueConvertible> {
     public let key: String
     public init(_ key: String) { self.key = key }
 
-    /// A property declared with an initial value (`var visits: Int = 0`
-    /// under `@Entity`): the value is the attribute's default in the model
-    /// (``AttributeDescription/defaultValue``), which a new object starts
-    /// with; the wrapper itself keeps only the key.
-    public init(wrappedValue: Value, _ key: String) { self.key = key }
+    /// A property declared with an initial value under `@Entity`
+    /// (`var visits: Int = 0`), which makes that value the attribute's
+    /// default in the model (``AttributeDescription/defaultValue``): a new
+    /// object starts with it from there, so the wrapper keeps only the key.
+    /// Written by the macro; by hand, `@Attribute("visits") var visits: Int = 0`
+    /// does not compile (the default belongs in the `EntityDescription`).
+    public init(wrappedValue: Value, modelDefault key: String) { self.key = key }
 
     @available(*, unavailable, message: "@Attribute is only for properties of ManagedObject subclasses")
     public var wrappedValue: Value {
@@ -151,9 +153,10 @@ public struct Relationship<Value: RelationshipValueConvertible> {
     public let key: String
     public init(_ key: String) { self.key = key }
 
-    /// A relationship declared with an initial value (`var tags: Set<Tag> = []`):
-    /// a new object's relationships start empty whatever it is.
-    public init(wrappedValue: Value, _ key: String) { self.key = key }
+    /// A relationship declared empty under `@Entity` (`var tags: Set<Tag> = []`,
+    /// `var folder: Folder? = nil`), as every new object's relationships start.
+    /// Written by the macro, which accepts no other initial value.
+    public init(wrappedValue: Value, modelDefault key: String) { self.key = key }
 
     @available(*, unavailable, message: "@Relationship is only for properties of ManagedObject subclasses")
     public var wrappedValue: Value {
