@@ -35,6 +35,9 @@ extension ManagedObjectContext {
     /// ``FetchRequest/returnsObjectsAsFaults`` is off.
     public func fetch<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> [Result] {
         beginRead()
+        #if DEBUG
+        if request.fetchBatchSize > 0 { BatchSizeWarning.printOnce(for: Result.self) }
+        #endif
         // Before the scan: a save after it must keep the scan's rows out of the cache.
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         let page = try orderedPage(of: request, keepingRows: true)

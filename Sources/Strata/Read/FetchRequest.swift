@@ -40,7 +40,12 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// they are.
     public var returnsObjectsAsFaults = true
     /// For ``ManagedObjectContext/fetchResults(_:)``: how many objects are
-    /// filled together when one of them is first used (0: 20).
+    /// filled together when one of them is first used (0: 20) — Core
+    /// Data's batched fetch, whose result holds IDs until it is walked.
+    /// ``ManagedObjectContext/fetch(_:)`` returns an array, which cannot
+    /// wait: it registers every match at once whatever this says, and in a
+    /// debug build prints a warning (once) that sends the caller to
+    /// `fetchResults`.
     public var fetchBatchSize = 0
 
     public init(entityName: String? = nil, predicate: Predicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = []) {
