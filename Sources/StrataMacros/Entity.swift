@@ -34,9 +34,11 @@
 /// index of its own; `@Renamed(from:)` the name a property had in an earlier model version
 /// (a migration carries its values over); `@Transient` leaves a property out
 /// of the model. A property that already has `@Attribute("key")` or
-/// `@Relationship("key")` keeps that key. An initial value is the
+/// `@Relationship("key")` keeps that key (with an initial value, write
+/// `@Attribute(modelDefault: "key")`). An initial value is the
 /// attribute's default in the model, evaluated once when the model is
-/// built: a constant, as Core Data's defaults are.
+/// built: a constant, as Core Data's defaults are. A relationship starts
+/// empty: its initial value, if any, is `[]` or `nil`.
 ///
 /// - Parameters:
 ///   - name: The entity's name; the class's name when nil.

@@ -46,7 +46,7 @@ struct EntityMacro: MemberAttributeMacro, MemberMacro, ExtensionMacro {
     }
 }
 
-/// `@Related`, `@Renamed` and `@Transient`: read by `@Entity`, expanding to nothing.
+/// `@Related`, `@Renamed`, `@Unique`, `@Indexed` and `@Transient`: read by `@Entity`, expanding to nothing.
 struct MarkerMacro: PeerMacro {
     static func expansion(
         of node: AttributeSyntax, providingPeersOf declaration: some DeclSyntaxProtocol, in context: some MacroExpansionContext
