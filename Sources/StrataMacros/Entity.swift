@@ -40,6 +40,12 @@
 /// built: a constant, as Core Data's defaults are. A relationship starts
 /// empty: its initial value, if any, is `[]` or `nil`.
 ///
+/// An `@Entity` class inherits from `ManagedObject` directly (Strata has no
+/// entity inheritance), is declared at file or type scope (a local class
+/// cannot take the extension), and keeps its `let`s and `@Transient` vars
+/// to itself. An initial value that is not a constant (`Date()`, `UUID()`)
+/// draws a warning: every new object would start with the one value.
+///
 /// - Parameters:
 ///   - name: The entity's name; the class's name when nil.
 ///   - indexes: The attributes of each index, in order.
@@ -67,7 +73,10 @@ public macro Related(inverse: String? = nil, deleteRule: DeleteRule = .nullify, 
 
 /// `@Related` with the inverse as a key path of the destination class
 /// (`\Tag.bookmarks`), which the compiler checks: a misspelt inverse does
-/// not build.
+/// not build. Write it on one side of a pair only (the other names its
+/// inverse with a string): two key paths at each other are a circular
+/// reference the compiler refuses. The key path names the Swift property,
+/// which is the model's name unless that property has a key of its own.
 ///
 /// ```swift
 /// @Related(inverse: \Tag.bookmarks) var tags: Set<Tag>

@@ -51,8 +51,8 @@ struct MarkerMacro: PeerMacro {
     static func expansion(
         of node: AttributeSyntax, providingPeersOf declaration: some DeclSyntaxProtocol, in context: some MacroExpansionContext
     ) throws -> [DeclSyntax] {
-        guard let variable = declaration.as(VariableDeclSyntax.self), variable.bindingSpecifier.tokenKind == .keyword(.var) else {
-            throw EntityMacroError("@\(node.attributeName.trimmedDescription) belongs on a stored var of an @Entity class")
+        guard declaration.is(VariableDeclSyntax.self) else {
+            throw EntityMacroError("@\(node.attributeName.trimmedDescription) belongs on a stored property of an @Entity class")
         }
         return []
     }
@@ -61,17 +61,21 @@ struct MarkerMacro: PeerMacro {
 /// A mistake in an `@Entity` class, reported where it is: what is wrong and what to write.
 struct EntityMacroError: Error, CustomStringConvertible, DiagnosticMessage {
     let description: String
-    init(_ description: String) { self.description = description }
+    let severity: DiagnosticSeverity
+    init(_ description: String, severity: DiagnosticSeverity = .error) {
+        self.description = description
+        self.severity = severity
+    }
 
     var message: String { description }
     var diagnosticID: MessageID { MessageID(domain: "StrataMacros", id: "Entity") }
-    var severity: DiagnosticSeverity { .error }
 }
 
 /// The class `@Entity` is attached to, as an entity.
 struct EntityDeclaration {
     let className: String
-    let isPublic: Bool
+    /// `public ` or `package ` (with the space) when the class is, else empty.
+    let access: String
     let name: ExprSyntax
     let indexes: ExprSyntax?
     let uniquenessConstraints: ExprSyntax?
@@ -83,10 +87,15 @@ struct EntityDeclaration {
         guard let classDecl = declaration.as(ClassDeclSyntax.self) else {
             throw EntityMacroError("@Entity applies to a class that inherits from ManagedObject")
         }
-        className = classDecl.name.text
-        isPublic = classDecl.modifiers.contains { [.keyword(.public), .keyword(.open)].contains($0.name.tokenKind) }
+        className = classDecl.name.identifier?.name ?? classDecl.name.text
+        let modifiers = classDecl.modifiers.map(\.name.tokenKind)
+        access = modifiers.contains(.keyword(.public)) || modifiers.contains(.keyword(.open)) ? "public "
+            : modifiers.contains(.keyword(.package)) ? "package " : ""
         let arguments = node.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
-        func argument(_ label: String) -> ExprSyntax? { arguments.first { $0.label?.text == label }?.expression }
+        // An argument written as `nil` is the default, as if absent.
+        func argument(_ label: String) -> ExprSyntax? {
+            arguments.first { $0.label?.text == label && !$0.expression.is(NilLiteralExprSyntax.self) }?.expression
+        }
         name = argument("name") ?? "\(literal: className)"
         indexes = argument("indexes")
         uniquenessConstraints = argument("uniquenessConstraints")
@@ -94,9 +103,22 @@ struct EntityDeclaration {
         var properties: [StoredProperty] = []
         var keys: Set<String> = []
         for member in classDecl.memberBlock.members {
+            if let conditional = member.decl.as(IfConfigDeclSyntax.self) {
+                // The member attribute role would wrap what is inside; the model cannot follow a condition.
+                for clause in conditional.clauses {
+                    guard case .decls(let members)? = clause.elements else { continue }
+                    for inner in members {
+                        if let variable = inner.decl.as(VariableDeclSyntax.self), (try? StoredProperty(variable)) != nil {
+                            report(variable, EntityMacroError("@Entity cannot store a property declared inside #if: move it out, or mark it @Transient"))
+                        }
+                    }
+                }
+                continue
+            }
             guard let variable = member.decl.as(VariableDeclSyntax.self) else { continue }
             do {
                 guard let property = try StoredProperty(variable) else { continue }
+                if let warning = property.defaultWarning { report(variable, warning) }
                 guard keys.insert(property.key).inserted else { throw EntityMacroError("two properties of \(className) are stored as \(property.key)") }
                 properties.append(property)
             } catch let error as EntityMacroError {
@@ -110,8 +132,8 @@ struct EntityDeclaration {
     var descriptionProperty: DeclSyntax {
         let list = properties.map { "            \($0.descriptionExpression)," }.joined(separator: "\n")
         var extra = ""
-        let ownIndexes = properties.filter(\.isIndexed).map { "[\"\($0.key)\"]" }
-        let ownConstraints = properties.filter(\.isUnique).map { "[\"\($0.key)\"]" }
+        let ownIndexes = properties.filter(\.isIndexed).map { "[\($0.keyLiteral)]" }
+        let ownConstraints = properties.filter(\.isUnique).map { "[\($0.keyLiteral)]" }
         if indexes != nil || !ownIndexes.isEmpty {
             let declared = ownIndexes.isEmpty ? "" : " + [\(ownIndexes.joined(separator: ", "))]"
             extra += ",\n        indexes: (\(indexes?.trimmedDescription ?? "[]") as [[String]]\(declared)).map { Strata.IndexDescription($0) }"
@@ -122,7 +144,7 @@ struct EntityDeclaration {
         }
         if let renamedFrom { extra += ",\n        renamedFrom: \(renamedFrom.trimmed)" }
         return """
-            \(raw: isPublic ? "public " : "")static var entityDescription: Strata.EntityDescription {
+            \(raw: access)static var entityDescription: Strata.EntityDescription {
                 Strata.EntityDescription(
                     name: \(name.trimmed), managedObjectClass: \(raw: className).self,
                     properties: [
@@ -154,6 +176,17 @@ struct StoredProperty {
     /// `@Unique`, `@Indexed`: a constraint or an index on this attribute alone.
     let isUnique: Bool
     let isIndexed: Bool
+    /// A warning for an initial value that is not a constant (see ``isConstant(_:)``).
+    var defaultWarning: EntityMacroError? {
+        guard case .attribute = kind, let initialValue, !Self.isConstant(initialValue) else { return nil }
+        return EntityMacroError("""
+            the initial value of \(key) is the model's default, evaluated once when the model is built: \
+            every new object starts with that same value (set a per-object value after creating the object)
+            """, severity: .warning)
+    }
+
+    /// The key as a string literal in generated code, escaped.
+    var keyLiteral: String { StringLiteralExprSyntax(content: key).description }
 
     /// Nil for what is not stored in the model: a computed, static, lazy
     /// or `@Transient` property. Throws for a stored one `@Entity` cannot
@@ -166,6 +199,8 @@ struct StoredProperty {
             attributes.first { $0.attributeName.trimmedDescription == name || $0.attributeName.trimmedDescription == "Strata.\(name)" || $0.attributeName.trimmedDescription == "StrataMacros.\(name)" }
         }
         if attribute("Transient") != nil { return nil }
+        // A let is the object's own, never the model's.
+        if variable.bindingSpecifier.tokenKind == .keyword(.let) { return nil }
         guard variable.bindings.count == 1, let binding = variable.bindings.first else {
             throw EntityMacroError("declare one property per var in an @Entity class")
         }
@@ -177,7 +212,7 @@ struct StoredProperty {
                 return nil
             }
         }
-        guard let name = binding.pattern.as(IdentifierPatternSyntax.self)?.identifier.text else {
+        guard let token = binding.pattern.as(IdentifierPatternSyntax.self)?.identifier, case let name = token.identifier?.name ?? token.text else {
             throw EntityMacroError("@Entity stores properties with a plain name, not \(binding.pattern.trimmedDescription)")
         }
         if Self.reservedNames.contains(name) {
@@ -186,8 +221,8 @@ struct StoredProperty {
                 @Attribute("\(name)") var \(name)Value: …
                 """)
         }
-        guard variable.bindingSpecifier.tokenKind == .keyword(.var) else {
-            throw EntityMacroError("\(name) is a let: an @Entity class stores vars (mark it @Transient to keep it out of the model)")
+        if modifiers.contains(.keyword(.weak)) || modifiers.contains(.keyword(.unowned)) {
+            throw EntityMacroError("\(name) is weak or unowned: a relationship is held by the context, not by the object; drop the modifier")
         }
         guard let type = binding.typeAnnotation?.type else {
             throw EntityMacroError("\(name) needs a type annotation (var \(name): String) for @Entity to map it")
@@ -220,11 +255,14 @@ struct StoredProperty {
         isUnique = attribute("Unique") != nil
         isIndexed = attribute("Indexed") != nil
         let related = attribute("Related")?.arguments?.as(LabeledExprListSyntax.self).map(Array.init) ?? []
-        inverse = (related.first { $0.label?.text == "inverse" }?.expression).map { expression in
+        inverse = try (related.first { $0.label?.text == "inverse" }?.expression).map { (expression) throws(EntityMacroError) -> ExprSyntax in
             // `\Tag.bookmarks` names the inverse `bookmarks`.
-            guard let keyPath = expression.as(KeyPathExprSyntax.self),
-                  let last = keyPath.components.last?.component.as(KeyPathPropertyComponentSyntax.self) else { return expression }
-            return "\(literal: last.declName.baseName.text)"
+            guard let keyPath = expression.as(KeyPathExprSyntax.self) else { return expression }
+            guard keyPath.components.count == 1, let component = keyPath.components.first?.component.as(KeyPathPropertyComponentSyntax.self) else {
+                throw EntityMacroError("the inverse of \(name) is one property of the destination (\\Tag.bookmarks), not \(keyPath.trimmedDescription)")
+            }
+            let token = component.declName.baseName
+            return "\(literal: token.identifier?.name ?? token.text)"
         }
         deleteRule = related.first { $0.label?.text == "deleteRule" }?.expression
         let destinationName = related.first { $0.label?.text == "destination" }?.expression
@@ -236,6 +274,9 @@ struct StoredProperty {
             return
         }
         if isUnique || isIndexed { throw EntityMacroError("\(name) is not an attribute: @Unique and @Indexed are for attributes") }
+        if base.is(ArrayTypeSyntax.self) || base.is(DictionaryTypeSyntax.self) || Self.valueTypes.contains(Self.lastName(of: base) ?? "") {
+            throw Self.cannotStore(name, type)
+        }
         // A relationship starts empty: an initial value can only say so.
         if let initialValue, initialValue.as(NilLiteralExprSyntax.self) == nil,
            initialValue.as(ArrayExprSyntax.self).map({ !$0.elements.isEmpty }) ?? true {
@@ -247,11 +288,7 @@ struct StoredProperty {
         } else if optional, let destination = Self.lastName(of: base) {
             kind = .toOne(destination: destinationName ?? "\(literal: destination)")
         } else {
-            throw EntityMacroError("""
-                @Entity cannot store \(name): \(type.trimmedDescription) is neither an attribute type \
-                (String, Int, Int16, Int32, Int64, Double, Bool, Date, Data, UUID, or one of those optional) \
-                nor a relationship (Set<T> or T? of a ManagedObject subclass T); mark it @Transient to keep it out of the model
-                """)
+            throw Self.cannotStore(name, type)
         }
     }
 
@@ -263,17 +300,47 @@ struct StoredProperty {
         let rule = deleteRule.map { ", deleteRule: \($0.trimmedDescription)" } ?? ""
         switch kind {
         case .attribute(let type, let optional):
-            var text = ".attribute(\"\(key)\", .\(type)"
+            var text = ".attribute(\(keyLiteral), .\(type)"
             if optional { text += ", optional: true" }
             if let initialValue, initialValue.as(NilLiteralExprSyntax.self) == nil {
                 text += ", defaultValue: (\(initialValue.trimmedDescription) as \(swiftType.trimmedDescription)).propertyValue"
             }
             return text + renamed + ")"
         case .toOne(let destination):
-            return ".toOne(\"\(key)\", \(destination.trimmedDescription), inverse: \(inverseText)\(rule)\(renamed))"
+            return ".toOne(\(keyLiteral), \(destination.trimmedDescription), inverse: \(inverseText)\(rule)\(renamed))"
         case .toMany(let destination):
-            return ".toMany(\"\(key)\", \(destination.trimmedDescription), inverse: \(inverseText)\(rule)\(renamed))"
+            return ".toMany(\(keyLiteral), \(destination.trimmedDescription), inverse: \(inverseText)\(rule)\(renamed))"
         }
+    }
+
+    static func cannotStore(_ name: String, _ type: TypeSyntax) -> EntityMacroError {
+        EntityMacroError("""
+            @Entity cannot store \(name): \(type.trimmedDescription) is neither an attribute type \
+            (String, Int, Int16, Int32, Int64, Double, Bool, Date, Data, UUID, or one of those optional) \
+            nor a relationship (Set<T> or T? of a ManagedObject subclass T); mark it @Transient to keep it out of the model
+            """)
+    }
+
+    /// Value types that are no attribute type: optional, they would otherwise read as a to-one relationship.
+    static let valueTypes: Set<String> = [
+        "Float", "Float16", "Float80", "CGFloat", "Decimal", "Int8", "UInt", "UInt8", "UInt16", "UInt32", "UInt64",
+        "Character", "Substring", "URL", "Array", "Dictionary", "Set", "Optional",
+    ]
+
+    /// Whether an initial value is a constant: a literal, a member such as
+    /// `.zero` or `Int.max`, a negated literal, or an array of those — what
+    /// reads the same whenever it is evaluated.
+    static func isConstant(_ expression: ExprSyntax) -> Bool {
+        if expression.is(IntegerLiteralExprSyntax.self) || expression.is(FloatLiteralExprSyntax.self) || expression.is(BooleanLiteralExprSyntax.self)
+            || expression.is(NilLiteralExprSyntax.self) || expression.is(MemberAccessExprSyntax.self) {
+            return true
+        }
+        if let string = expression.as(StringLiteralExprSyntax.self) {
+            return string.segments.allSatisfy { $0.is(StringSegmentSyntax.self) }
+        }
+        if let prefix = expression.as(PrefixOperatorExprSyntax.self) { return isConstant(prefix.expression) }
+        if let array = expression.as(ArrayExprSyntax.self) { return array.elements.allSatisfy { isConstant($0.expression) } }
+        return false
     }
 
     /// ManagedObject's own public members, which a subclass cannot declare again.
@@ -304,8 +371,10 @@ struct StoredProperty {
 
     /// `Date` of `Date` or `Foundation.Date`; nil for other kinds of type.
     static func lastName(of type: TypeSyntax) -> String? {
-        if let identifier = type.as(IdentifierTypeSyntax.self), identifier.genericArgumentClause == nil { return identifier.name.text }
-        if let member = type.as(MemberTypeSyntax.self), member.genericArgumentClause == nil { return member.name.text }
+        if let identifier = type.as(IdentifierTypeSyntax.self), identifier.genericArgumentClause == nil {
+            return identifier.name.identifier?.name ?? identifier.name.text
+        }
+        if let member = type.as(MemberTypeSyntax.self), member.genericArgumentClause == nil { return member.name.identifier?.name ?? member.name.text }
         return nil
     }
 }

@@ -100,6 +100,85 @@ final class EntityExpansionTests: XCTestCase {
             macros: macros)
     }
 
+    /// What a class may hold beside its model, and how odd names and keys come out.
+    func testLetsTransientsBackticksEscapesAndAccess() {
+        assertMacroExpansion(
+            """
+            @Entity(name: nil)
+            package final class Odd: ManagedObject {
+                let formatter = DateFormatter()
+                @Transient let cache = [String: Int]()
+                var `default`: Int = -1
+                @Attribute(modelDefault: "a\\"b") var quoted: String = "x"
+            }
+            """,
+            expandedSource: """
+            package final class Odd: ManagedObject {
+                let formatter = DateFormatter()
+                let cache = [String: Int]()
+                @Strata.Attribute(modelDefault: "default")
+                var `default`: Int = -1
+                @Attribute(modelDefault: "a\\"b") var quoted: String = "x"
+
+                package static var entityDescription: Strata.EntityDescription {
+                    Strata.EntityDescription(
+                        name: "Odd", managedObjectClass: Odd.self,
+                        properties: [
+                            .attribute("default", .integer64, defaultValue: (-1 as Int).propertyValue),
+                            .attribute(#"a"b"#, .string, defaultValue: ("x" as String).propertyValue),
+                        ])
+                }
+            }
+
+            extension Odd: Strata.EntityDeclaring {
+            }
+            """,
+            macros: macros)
+    }
+
+    /// A default that is not a constant is evaluated once: said, not refused.
+    /// A property inside #if cannot follow the condition into the model.
+    func testNonConstantDefaultsWarnAndConditionalPropertiesAreRefused() {
+        assertMacroExpansion(
+            """
+            @Entity
+            final class Stamp: ManagedObject {
+                var created: Date = Date()
+                #if DEBUG
+                var trace: String
+                #endif
+            }
+            """,
+            expandedSource: """
+            final class Stamp: ManagedObject {
+                @Strata.Attribute(modelDefault: "created")
+                var created: Date = Date()
+                #if DEBUG
+                var trace: String
+                #endif
+
+                static var entityDescription: Strata.EntityDescription {
+                    Strata.EntityDescription(
+                        name: "Stamp", managedObjectClass: Stamp.self,
+                        properties: [
+                            .attribute("created", .date, defaultValue: (Date() as Date).propertyValue),
+                        ])
+                }
+            }
+
+            extension Stamp: Strata.EntityDeclaring {
+            }
+            """,
+            diagnostics: [
+                DiagnosticSpec(
+                    message: "the initial value of created is the model's default, evaluated once when the model is built: "
+                        + "every new object starts with that same value (set a per-object value after creating the object)",
+                    line: 3, column: 5, severity: .warning),
+                DiagnosticSpec(message: "@Entity cannot store a property declared inside #if: move it out, or mark it @Transient", line: 5, column: 5),
+            ],
+            macros: macros)
+    }
+
     func testAnExplicitKeyIsKeptAndTheNameCanDiffer() {
         assertMacroExpansion(
             """
@@ -135,7 +214,11 @@ final class EntityExpansionTests: XCTestCase {
         let cases: [(source: String, message: String)] = [
             ("var point: CGPoint", "@Entity cannot store point: CGPoint is neither an attribute type " + Self.typesAccepted),
             ("var count = 0", "count needs a type annotation (var count: String) for @Entity to map it"),
-            ("let id: UUID", "id is a let: an @Entity class stores vars (mark it @Transient to keep it out of the model)"),
+            ("weak var parent: Folder?", "parent is weak or unowned: a relationship is held by the context, not by the object; drop the modifier"),
+            ("var link: URL?", "@Entity cannot store link: URL? is neither an attribute type " + Self.typesAccepted),
+            ("var scores: [Int]?", "@Entity cannot store scores: [Int]? is neither an attribute type " + Self.typesAccepted),
+            ("@Related(inverse: \\Tag.parent?.children) var tags: Set<Tag>",
+             "the inverse of tags is one property of the destination (\\Tag.bookmarks), not \\Tag.parent?.children"),
             ("var owner: Person", "@Entity cannot store owner: Person is neither an attribute type " + Self.typesAccepted),
             ("@Related(inverse: \"x\") var name: String", "name is an attribute: @Related is for relationships"),
             ("var a: Int, b: Int", "declare one property per var in an @Entity class"),
