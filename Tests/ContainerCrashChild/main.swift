@@ -3,7 +3,7 @@
 // each save whose call returned (durable: the store syncs with `.grouped`).
 //
 // Odd saves are MagicalRecord block saves (a private child of the writer);
-// even saves take the seed stack's path: a background child of the view
+// even saves take the recommended stack's path: a background child of the view
 // context saves into it, then the container saves view → writer → disk. The
 // main queue runs on the main thread (dispatchMain), as in an app.
 //

@@ -3,9 +3,9 @@ import Foundation
 import Strata
 import Testing
 
-/// SEMANTICS.md line 20: with `automaticallyMergesChangesFromParent` a context
+/// Contract C20: with `automaticallyMergesChangesFromParent` a context
 /// merges its parent's saves (a sibling's save into the shared parent) — or,
-/// attached to the coordinator, the store's saves — by itself. Line 10:
+/// attached to the coordinator, the store's saves — by itself. Contract C10:
 /// without it, changes never flow down.
 @Suite struct AutomaticMergeTests {
     /// How long a "does not arrive" check waits before concluding.
@@ -25,7 +25,8 @@ import Testing
     ///                          │          lets go of the object
     ///     fetch: reloads it ◀──┘          (servings 7, rating 1)
     ///     M1 runs: must keep servings 7
-    @Test func line20_aLateMergeDoesNotUndoANewerState() async throws {
+    // C20
+    @Test func aLateMergeDoesNotUndoANewerState() async throws {
         let coordinator = try makeCoordinator(TemporaryDirectory())
         let soup = try MergeSupport.seedRecipes(coordinator, ["Soup"])[0]
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
@@ -59,7 +60,8 @@ import Testing
         #expect(state == [7, 1], "the late merge took the older snapshot")
     }
 
-    @Test func line20_siblingSaveShowsUpInMergingChildWithoutRefresh() async throws {
+    // C20
+    @Test func siblingSaveShowsUpInMergingChildWithoutRefresh() async throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Salad"])
         let (soup, salad) = (ids[0], ids[1])
@@ -97,7 +99,8 @@ import Testing
         #expect(MergeSupport.state(in: parent, soup) == MergeRecipeState(name: "Soup 2", servings: 5, rating: 0))
     }
 
-    @Test func line10_withoutTheFlagASiblingSaveDoesNotFlowDown() async throws {
+    // C10
+    @Test func withoutTheFlagASiblingSaveDoesNotFlowDown() async throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
@@ -115,7 +118,7 @@ import Testing
         #expect(MergeSupport.state(in: parent, id)?.name == "Soup 2")
         let late = ManagedObjectContext(.privateQueue, parent: parent, name: "late")
         #expect(MergeSupport.state(in: late, id)?.name == "Soup 2")
-        // And refresh brings the holder up to date (line 10).
+        // And refresh brings the holder up to date (contract C10).
         try snapshotHolder.performAndWait {
             let recipe = try #require(snapshotHolder.registeredObject(for: id) as? Recipe)
             snapshotHolder.refresh(recipe, mergeChanges: false)
@@ -123,7 +126,8 @@ import Testing
         }
     }
 
-    @Test func line20_onlyTheChildrenWithTheFlagMerge() async throws {
+    // C20
+    @Test func onlyTheChildrenWithTheFlagMerge() async throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -144,7 +148,8 @@ import Testing
         #expect(MergeSupport.state(in: plain, id)?.rating == 0)
     }
 
-    @Test func line20_turningTheFlagOffStopsMerging() async throws {
+    // C20
+    @Test func turningTheFlagOffStopsMerging() async throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -165,9 +170,10 @@ import Testing
         #expect(MergeSupport.state(in: watcher, id)?.servings == 2)
     }
 
-    @Test func line20_mergingChildSeesInsertsOnlyWhenItAsks() async throws {
+    // C20
+    @Test func mergingChildSeesInsertsOnlyWhenItAsks() async throws {
         // Inserted objects are not pushed into a merging child's registry, but
-        // fetching there finds them (they are in the parent: line 13).
+        // fetching there finds them (they are in the parent: contract C13).
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let saver = ManagedObjectContext(.privateQueue, parent: parent)
@@ -187,10 +193,11 @@ import Testing
         }
     }
 
-    @Test func line20_aDeleteThePolicyKeptDoesNotRemoveTheObjectFromMergingChildren() async throws {
+    // C20, C21
+    @Test func aDeleteThePolicyKeptDoesNotRemoveTheObjectFromMergingChildren() async throws {
         // A sibling deletes an object the parent changed meanwhile, and its
         // policy keeps the parent's object: the object still exists, so a
-        // merging child must not lose it (line 21 with line 20).
+        // merging child must not lose it (contract C20 and C21).
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
@@ -223,7 +230,8 @@ import Testing
 
     // MARK: Contexts attached to the coordinator
 
-    @Test func line20_storeSaveShowsUpInMergingCoordinatorContext() async throws {
+    // C20
+    @Test func storeSaveShowsUpInMergingCoordinatorContext() async throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Salad"])
         let (soup, salad) = (ids[0], ids[1])
@@ -255,7 +263,8 @@ import Testing
         #expect(MergeSupport.storeState(coordinator, soup) == MergeRecipeState(name: "Soup", servings: 7, rating: 4))
     }
 
-    @Test func line10_storeSaveDoesNotReachCoordinatorContextWithoutTheFlag() async throws {
+    // C10
+    @Test func storeSaveDoesNotReachCoordinatorContextWithoutTheFlag() async throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let saver = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -269,7 +278,8 @@ import Testing
         #expect(MergeSupport.storeState(coordinator, id)?.rating == 4)
     }
 
-    @Test func line20_parentsOwnSaveToTheStoreDoesNotDisturbItsMergingChildren() async throws {
+    // C20
+    @Test func parentsOwnSaveToTheStoreDoesNotDisturbItsMergingChildren() async throws {
         // A merging child of a writer: the writer's own save to disk changes
         // nothing the child has not already got, and the child keeps working.
         let directory = TemporaryDirectory()

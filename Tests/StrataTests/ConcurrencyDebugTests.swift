@@ -3,7 +3,7 @@ import Foundation
 import Strata
 import Testing
 
-// SEMANTICS.md line 22: with STRATA_CONCURRENCY_DEBUG=1, any use of a context
+// Contract C22: with STRATA_CONCURRENCY_DEBUG=1, any use of a context
 // or of one of its objects from outside its queue traps with a message naming
 // the context, its concurrency type and the offending queue or thread; using a
 // .mainQueue context directly on the main queue never traps.
@@ -34,7 +34,7 @@ private func expectViolationMessage(
 
     // MARK: Misuse traps
 
-    @Test("Line 22: a .privateQueue context used outside perform traps, naming it")
+    @Test("C22: a .privateQueue context used outside perform traps, naming it")
     func privateContextUsedOutsidePerformTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -45,7 +45,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugImporter", type: ".privateQueue")
     }
 
-    @Test("Line 22: inserting into a .privateQueue context outside perform traps")
+    @Test("C22: inserting into a .privateQueue context outside perform traps")
     func insertOutsidePerformTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -56,7 +56,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugImporter", type: ".privateQueue")
     }
 
-    @Test("Line 22: an object of a .privateQueue context used outside perform traps, naming the context")
+    @Test("C22: an object of a .privateQueue context used outside perform traps, naming the context")
     func objectUsedOutsidePerformTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -72,7 +72,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugImporter", type: ".privateQueue")
     }
 
-    @Test("Line 22: writing an object of a .privateQueue context outside perform traps")
+    @Test("C22: writing an object of a .privateQueue context outside perform traps")
     func objectWrittenOutsidePerformTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -84,7 +84,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugImporter", type: ".privateQueue")
     }
 
-    @Test("Line 22: a .privateQueue context used inside another context's block traps")
+    @Test("C22: a .privateQueue context used inside another context's block traps")
     func privateContextUsedFromAnotherContextsBlockTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -98,7 +98,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugImporter", type: ".privateQueue")
     }
 
-    @Test("Line 22: a .mainQueue context used directly off the main queue traps")
+    @Test("C22: a .mainQueue context used directly off the main queue traps")
     func mainContextUsedOffTheMainQueueTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -114,7 +114,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugMain", type: ".mainQueue")
     }
 
-    @Test("Line 22: an object of a .mainQueue context used off the main queue traps")
+    @Test("C22: an object of a .mainQueue context used off the main queue traps")
     func mainObjectUsedOffTheMainQueueTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -136,7 +136,7 @@ private func expectViolationMessage(
         expectViolationMessage(result, context: "DebugMain", type: ".mainQueue")
     }
 
-    @Test("Line 22: a .confinement context used off its thread traps")
+    @Test("C22: a .confinement context used off its thread traps")
     func confinementContextUsedOffItsThreadTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()
@@ -154,8 +154,8 @@ private func expectViolationMessage(
 
     // MARK: Correct use does not trap
 
-    /// Line 22: with the switch on, every correct use runs to a clean exit.
-    @Test("Line 22: correct use does not trap with the switch on")
+    /// C22: with the switch on, every correct use runs to a clean exit.
+    @Test("C22: correct use does not trap with the switch on")
     func correctUseDoesNotTrap() async {
         await #expect(processExitsWith: .success) {
             debugSwitchOn()
@@ -163,10 +163,10 @@ private func expectViolationMessage(
         }
     }
 
-    /// Line 22: the same correct use, followed by one deliberate misuse: the
+    /// C22: the same correct use, followed by one deliberate misuse: the
     /// process must die at the misuse (proving the switch was on) and not
     /// before (stderr shows the marker printed after the correct use).
-    @Test("Line 22: the switch was on during the correct use (a later misuse traps)")
+    @Test("C22: the switch was on during the correct use (a later misuse traps)")
     func correctUseThenMisuse() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             debugSwitchOn()

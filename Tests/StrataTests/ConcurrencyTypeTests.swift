@@ -3,16 +3,16 @@ import Foundation
 import Strata
 import Testing
 
-// SEMANTICS.md lines 1–4: the three concurrency types and which may be parents.
+// Contract C1–C4: the three concurrency types and which may be parents.
 //
 // Interleavings that matter are forced with semaphores and drawn next to the
 // test. Timeouts on semaphore waits only turn a would-be hang into a failure.
 
 @Suite struct ConcurrencyTypeTests {
 
-    // MARK: Line 1 — .privateQueue owns a serial queue
+    // MARK: C1 — .privateQueue owns a serial queue
 
-    /// Line 1: each private context owns its own queue. Two contexts' blocks
+    /// C1: each private context owns its own queue. Two contexts' blocks
     /// run at the same time; if they shared one queue (or the main queue), A
     /// would wait for B in vain.
     ///
@@ -20,7 +20,7 @@ import Testing
     ///     A: signal(aRunning)                 B: signal(bRunning)
     ///        wait(bRunning) ◀──────────────────┘    wait(aRunning) ◀── A
     ///        (both waits succeed only if A and B overlap)
-    @Test("Line 1: each .privateQueue context owns its own queue")
+    @Test("C1: each .privateQueue context owns its own queue")
     func privateContextsOwnSeparateQueues() throws {
         let coordinator = try makeCoordinator()
         let a = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "A")
@@ -47,9 +47,9 @@ import Testing
         #expect(results.value == ["A saw B running": true, "B saw A running": true])
     }
 
-    /// Line 1: a private context's queue is not the main queue: its blocks
+    /// C1: a private context's queue is not the main queue: its blocks
     /// run while the main queue is busy (this test holds it), and off it.
-    @Test("Line 1: a .privateQueue context does not need the main queue")
+    @Test("C1: a .privateQueue context does not need the main queue")
     @MainActor func privateContextRunsOffTheMainQueue() throws {
         MainQueueCheck.install()
         let coordinator = try makeCoordinator()
@@ -68,9 +68,9 @@ import Testing
         #expect(insideOnMain == false)
     }
 
-    /// Line 1: every use goes through perform, performAndWait or the async
+    /// C1: every use goes through perform, performAndWait or the async
     /// perform, and all three reach the same context state, in order.
-    @Test("Line 1: a .privateQueue context is used through perform, performAndWait and async perform")
+    @Test("C1: a .privateQueue context is used through perform, performAndWait and async perform")
     func privateContextUsedThroughAllThreeEntryPoints() async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -92,10 +92,10 @@ import Testing
         #expect(names == ["Soup", "Stew"])
     }
 
-    // MARK: Line 2 — .mainQueue
+    // MARK: C2 — .mainQueue
 
-    /// Line 2: code on the main queue uses a .mainQueue context directly, no perform.
-    @Test("Line 2: a .mainQueue context is used directly from the main queue")
+    /// C2: code on the main queue uses a .mainQueue context directly, no perform.
+    @Test("C2: a .mainQueue context is used directly from the main queue")
     @MainActor func mainContextUsedDirectlyOnTheMainQueue() throws {
         let coordinator = try makeCoordinator()
         let main = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "Main")
@@ -117,10 +117,10 @@ import Testing
         #expect(count == 1)
     }
 
-    /// Line 2: off the main queue, a .mainQueue context goes through perform,
+    /// C2: off the main queue, a .mainQueue context goes through perform,
     /// performAndWait or async perform, and its blocks run on the main queue.
     /// (This test is not on the main actor, so the main queue is free to run them.)
-    @Test("Line 2: a .mainQueue context is used through perform from a background thread")
+    @Test("C2: a .mainQueue context is used through perform from a background thread")
     func mainContextUsedThroughPerformFromBackground() async throws {
         MainQueueCheck.install()
         let coordinator = try makeCoordinator()
@@ -147,11 +147,11 @@ import Testing
         #expect(asyncOnMain)
     }
 
-    // MARK: Line 3 — .confinement
+    // MARK: C3 — .confinement
 
-    /// Line 3: a .confinement context is used directly on the thread that
+    /// C3: a .confinement context is used directly on the thread that
     /// created it: insert, save, fetch; performAndWait runs inline there.
-    @Test("Line 3: a .confinement context is usable on its creating thread")
+    @Test("C3: a .confinement context is usable on its creating thread")
     func confinementContextUsableOnItsThread() async throws {
         let coordinator = try makeCoordinator()
         let outcome = await runOnDedicatedThread { () -> Result<(names: [String], inline: Bool, permanent: Bool), StrataError> in
@@ -175,8 +175,8 @@ import Testing
         #expect(value.permanent)
     }
 
-    /// Line 3: perform on a .confinement context is a programming error.
-    @Test("Line 3: perform on a .confinement context traps")
+    /// C3: perform on a .confinement context is a programming error.
+    @Test("C3: perform on a .confinement context traps")
     func performOnConfinementTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let coordinator = try makeCoordinator()
@@ -190,8 +190,8 @@ import Testing
         }
     }
 
-    /// Line 3: the async perform on a .confinement context traps too.
-    @Test("Line 3: async perform on a .confinement context traps")
+    /// C3: the async perform on a .confinement context traps too.
+    @Test("C3: async perform on a .confinement context traps")
     func asyncPerformOnConfinementTraps() async {
         await #expect(processExitsWith: .failure) {
             let coordinator = try makeCoordinator()
@@ -200,9 +200,9 @@ import Testing
         }
     }
 
-    /// Line 3: a .confinement context is used only on its thread:
+    /// C3: a .confinement context is used only on its thread:
     /// performAndWait from another thread traps (even without the debug switch).
-    @Test("Line 3: performAndWait on a .confinement context from another thread traps")
+    @Test("C3: performAndWait on a .confinement context from another thread traps")
     func confinementUsedFromAnotherThreadTraps() async {
         await #expect(processExitsWith: .failure) {
             let coordinator = try makeCoordinator()
@@ -216,8 +216,8 @@ import Testing
         }
     }
 
-    /// Lines 3 and 4: a .confinement context cannot be a parent.
-    @Test("Lines 3, 4: a .confinement context cannot be the parent of a .privateQueue context")
+    /// C3 and C4: a .confinement context cannot be a parent.
+    @Test("C3, C4: a .confinement context cannot be the parent of a .privateQueue context")
     func confinementCannotParentPrivate() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let coordinator = try makeCoordinator()
@@ -229,7 +229,7 @@ import Testing
         }
     }
 
-    @Test("Lines 3, 4: a .confinement context cannot be the parent of a .confinement context")
+    @Test("C3, C4: a .confinement context cannot be the parent of a .confinement context")
     func confinementCannotParentConfinement() async {
         await #expect(processExitsWith: .failure) {
             let coordinator = try makeCoordinator()
@@ -238,7 +238,7 @@ import Testing
         }
     }
 
-    @Test("Lines 3, 4: a .confinement context cannot be the parent of a .mainQueue context")
+    @Test("C3, C4: a .confinement context cannot be the parent of a .mainQueue context")
     func confinementCannotParentMain() async {
         await #expect(processExitsWith: .failure) {
             let coordinator = try makeCoordinator()
@@ -247,10 +247,10 @@ import Testing
         }
     }
 
-    // MARK: Line 4 — .privateQueue and .mainQueue can be parents
+    // MARK: C4 — .privateQueue and .mainQueue can be parents
 
-    /// Line 4: a .privateQueue context is a parent of every kind of child.
-    @Test("Line 4: a .privateQueue context can be a parent")
+    /// C4: a .privateQueue context is a parent of every kind of child.
+    @Test("C4: a .privateQueue context can be a parent")
     func privateContextCanBeAParent() async throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "Parent")
@@ -272,8 +272,8 @@ import Testing
         #expect(parent.performAndWait { parent.insertedObjects.count } == 2)
     }
 
-    /// Line 4: a .mainQueue context is a parent.
-    @Test("Line 4: a .mainQueue context can be a parent")
+    /// C4: a .mainQueue context is a parent.
+    @Test("C4: a .mainQueue context can be a parent")
     @MainActor func mainContextCanBeAParent() throws {
         let coordinator = try makeCoordinator()
         let main = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "Main")

@@ -4,7 +4,7 @@ import StrataStore
 import Testing
 
 // Fetching: predicates, sorting, paging, pending changes, counting, IDs, and
-// what a fetch in a child or grandchild sees (SEMANTICS.md line 13).
+// what a fetch in a child or grandchild sees (contract C13).
 
 /// Twelve saved recipes: R00 … R11, servings = i, vegetarian when i is even,
 /// notes only on multiples of 3, rating = i % 4; each with i % 3 ingredients.
@@ -193,11 +193,12 @@ fileprivate func ftSeed(_ coordinator: PersistentStoreCoordinator) throws -> [Ob
         }
     }
 
-    // MARK: Line 13
+    // MARK: C13
 
-    /// Line 13: a fetch in a grandchild sees its own unsaved inserts, updates
+    /// A fetch in a grandchild sees its own unsaved inserts, updates
     /// and deletes and those of its parent and of its grandparent.
-    @Test func line13_grandchildFetchSeesAllAncestorsPendingChanges() throws {
+    // C13
+    @Test func grandchildFetchSeesAllAncestorsPendingChanges() throws {
         let coordinator = try makeCoordinator()
         let ids = try ftSeed(coordinator)  // R00 … R11 in the store
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
@@ -260,9 +261,10 @@ fileprivate func ftSeed(_ coordinator: PersistentStoreCoordinator) throws -> [Ob
         }
     }
 
-    /// Line 13: relationships a child fetch follows reflect the parent's
+    /// Relationships a child fetch follows reflect the parent's
     /// pending changes too.
-    @Test func line13_childSeesParentsPendingRelationshipChanges() throws {
+    // C13
+    @Test func childSeesParentsPendingRelationshipChanges() throws {
         let coordinator = try makeCoordinator()
         let ids = try ftSeed(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)

@@ -4,7 +4,7 @@ import Foundation
 import StrataStore
 import Testing
 
-/// SEMANTICS.md line 17 (better than Core Data): a child never waits for
+/// Contract C17 (better than Core Data): a child never waits for
 /// its parent's disk write — while the writer's save is in its fsync, the
 /// child's save into the writer (and its faults and fetches through it) run
 /// at once, as guests; the writer then keeps what they changed as unsaved.
@@ -16,7 +16,7 @@ import Testing
     ///     gate opens ◀────────────────────┘   signal(gate)
     ///     save returns: A clean, B unsaved
     ///     save() again: B written
-    @Test("Line 17: a child's save completes while the writer is in its fsync")
+    @Test("C17: a child's save completes while the writer is in its fsync")
     func childSaveDuringWriterFsync() throws {
         let stack = try GatedWriterStack()
         let writer = stack.writer, child = stack.child
@@ -47,7 +47,7 @@ import Testing
     /// A guest that changes an object the parked save is writing leaves it
     /// dirty with the newer values (written by the next save), and one that
     /// deletes an object the save is inserting has it deleted by the next save.
-    @Test("Line 17: changes a guest makes to objects in flight are kept for the next save")
+    @Test("C17: changes a guest makes to objects in flight are kept for the next save")
     func guestChangesToObjectsInFlight() throws {
         let stack = try GatedWriterStack()
         let writer = stack.writer, child = stack.child
@@ -97,7 +97,7 @@ import Testing
     ///       (afterStoreWriteForTesting)   │    fetch Recipes      (guest) → no X
     ///     released ◀──────────────────────┘
     ///     save returns: X gone; save() again removes its row
-    @Test("Line 17: an in-flight insert a guest deleted stays deleted while its rows are already stored")
+    @Test("C17: an in-flight insert a guest deleted stays deleted while its rows are already stored")
     func inFlightInsertDeletedByAGuestStaysDeleted() throws {
         let stack = try GatedWriterStack()
         let writer = stack.writer, child = stack.child

@@ -8,9 +8,9 @@ import Foundation
 @testable import Strata
 import Testing
 
-/// The seed stack with a background child of the main context:
+/// The recommended stack with a background child of the main context:
 /// importer → main → writer → store.
-private struct SeedStack {
+private struct RecommendedStack {
     let directory = TemporaryDirectory()
     let coordinator: PersistentStoreCoordinator
     let writer: ManagedObjectContext
@@ -66,7 +66,7 @@ private struct SeedStack {
     @Test("Rule 13: a child's new objects pass through the main context without an object made there")
     func newObjectsPassThroughMainUnmade() throws {
         CopyThreads.shared.reset()
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main, writer = stack.writer
         let mainThread = stack.mainThread
         let announced = LockedIDs()
@@ -95,7 +95,7 @@ private struct SeedStack {
     @Test("Rule 13: a fetch, an object by ID and the inserted objects see held objects, made then")
     func mainSeesHeldObjectsWhenItAsks() throws {
         CopyThreads.shared.reset()
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main, mainThread = stack.mainThread
         let ids = try stack.importNotes(["a", "b"])
         let viaID = main.performAndWait { (main.object(with: ids[0]) as? TracedNote)?.text }
@@ -114,7 +114,7 @@ private struct SeedStack {
     @Test("Rule 13: another child of the main context reads held objects through it")
     func siblingReadsHeldObjects() throws {
         CopyThreads.shared.reset()
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let mainThread = stack.mainThread
         try stack.importNotes(["x", "y"])
         let sibling = ManagedObjectContext(.privateQueue, parent: stack.main, name: "sibling")
@@ -137,7 +137,7 @@ private struct SeedStack {
     ///                                        then take the update: no conflict
     @Test("Rule 13: a child's update of a held object takes the held save in first")
     func updateOfHeldObjectTakesItInFirst() throws {
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let importer = stack.importer, main = stack.main
         let id = try importer.performAndWait { () throws -> ObjectID in
             let note = TracedNote(context: importer)
@@ -232,7 +232,7 @@ private struct SeedStack {
 
     @Test("Rule 13: rollback and reset drop held saves; a refused save of the main context keeps them")
     func rollbackDropsHeldSaves() throws {
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main
         try stack.importNotes(["gone"])
         main.performAndWait { main.rollback() }
@@ -260,7 +260,7 @@ private struct SeedStack {
     ///     main.save(); writer.save() → the store has no N
     @Test("Rule 13: a held object a guest deletes while it is handed on stays deleted")
     func heldObjectDeletedByAGuestWhileHandedOnStaysDeleted() throws {
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main, writer = stack.writer
         let id = try stack.importNotes(["N"])[0]
         try stack.importNotes(["kept"])
@@ -310,7 +310,7 @@ private struct SeedStack {
     @Test("Rule 9: a guest's reset or rollback during a hand-on leaves did-save listing what was saved",
           arguments: ["reset", "rollback"], [false, true])
     func guestResetDuringHandOnKeepsDidSave(call: String, withDelete: Bool) throws {
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main, writer = stack.writer
         let stored = try stack.importNotes(["U", "D"])
         try main.performAndWait { try main.save() }
@@ -365,7 +365,7 @@ private struct SeedStack {
     @Test("Rule 13: a full list of held saves takes the oldest in, not all of them")
     func fullListTakesInOneSave() throws {
         CopyThreads.shared.reset()
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main, mainThread = stack.mainThread
         let limit = 256  // DeferredChildSaves.entryLimit
         for i in 0...limit { try stack.importNotes(["n\(i)"]) }
@@ -381,7 +381,7 @@ private struct SeedStack {
     /// its objects, the others as held — each new object once.
     @Test("Rule 13: saves taken in to make room are announced once, in one block")
     func fullListInOneBlockAnnouncesEachObjectOnce() throws {
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main
         let announced = LockedIDs()
         let observer = announced.collect(ManagedObjectContext.objectsDidChange, of: main, \.inserted)
@@ -464,7 +464,7 @@ private struct SeedStack {
 
     @Test("Rule 13: held saves and the main context's own changes go on as one change set, in order")
     func heldAndOwnChangesSaveTogether() throws {
-        let stack = try SeedStack()
+        let stack = try RecommendedStack()
         let main = stack.main
         try stack.importNotes(["held 1"])
         try stack.importNotes(["held 2"])

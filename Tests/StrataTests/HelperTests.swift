@@ -4,9 +4,9 @@ import Strata
 import StrataStore
 import Testing
 
-// SEMANTICS.md line 18 and MagicalRecord's helpers (seed 002): the default
-// context, block saves, context factories, `object.in(context)` and the typed
-// finders. Lines 1–2 (which queue), 9 and 13 (parents), 14–15 (IDs) are
+// Contract C18 and MagicalRecord's helpers: the default context, block
+// saves, context factories, `object.in(context)` and the typed finders.
+// Contract C1–C2 (which queue), C9 and C13 (parents), C14–C15 (IDs) are
 // checked where the helpers lean on them.
 //
 // As in StackTests, anything that may wait for the main queue runs on it (via
@@ -71,10 +71,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
 
     // MARK: Context factories
 
-    /// Line 18 (MagicalRecord's factories) over lines 1–2, 4 and 9: each
+    /// C18 (MagicalRecord's factories) over C1–C2, C4 and C9: each
     /// factory's concurrency type and parent; a `newContext()` save is an
     /// in-memory hand-off to its parent.
-    @Test("Line 18: the context factories make the documented types with the documented parents")
+    @Test("C18: the context factories make the documented types with the documented parents")
     func factories() async throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let editor = try container.newContext()
@@ -96,7 +96,7 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(importer.parent === container.writerContext)
         #expect(!importer.automaticallyMergesChangesFromParent)
 
-        // Line 9: a save of the new context lands in its parent, not on disk.
+        // C9: a save of the new context lands in its parent, not on disk.
         try await scratch.perform {
             let soup = Recipe(context: scratch)
             soup.name = "Soup"
@@ -106,9 +106,9 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(await container.viewContext.perform { !container.viewContext.hasChanges })
     }
 
-    /// Lines 3–4: a `.confinement` parent is refused with a typed error (not
+    /// C3–C4: a `.confinement` parent is refused with a typed error (not
     /// the initializer's trap), and so is a parent of another coordinator.
-    @Test("Lines 3–4: newContext(parent:) refuses a confinement parent and a foreign parent")
+    @Test("C3–C4: newContext(parent:) refuses a confinement parent and a foreign parent")
     func factoryMisuse() throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let confined = ManagedObjectContext(.confinement, coordinator: container.coordinator, name: "Confined")
@@ -119,10 +119,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
 
     // MARK: object.in(context)
 
-    /// Line 14: an object saved only into its parent still has a temporary
+    /// C14: an object saved only into its parent still has a temporary
     /// ID; `in(_:)` makes it permanent first (on the object's queue), then
     /// resolves it in a sibling context, which sees the same values.
-    @Test("Line 14: in(_:) makes a temporary ID permanent, then resolves it in a sibling")
+    @Test("C14: in(_:) makes a temporary ID permanent, then resolves it in a sibling")
     func inContextWithTemporaryID() throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let first = container.newPrivateQueueContext(name: "First")
@@ -131,7 +131,7 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
             let soup = Recipe(context: first)
             soup.name = "Soup"
             soup.servings = 3
-            try first.save()  // into the writer: the ID stays temporary (line 14)
+            try first.save()  // into the writer: the ID stays temporary (contract C14)
             let wasTemporary = soup.objectID.isTemporaryID
             let local = try soup.in(second)
             let resolvedID = second.performAndWait { local.objectID }
@@ -149,10 +149,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(owner)
     }
 
-    /// Line 14: `in(_:)` of an object with a permanent ID gives the target's
+    /// C14: `in(_:)` of an object with a permanent ID gives the target's
     /// registered object when there is one — never a second copy — and the
     /// same object however often it is asked; the result belongs to the target.
-    @Test("Line 14: in(_:) does not duplicate objects; permanent IDs resolve as they are")
+    @Test("C14: in(_:) does not duplicate objects; permanent IDs resolve as they are")
     func inContextDoesNotDuplicate() throws {
         let container = try populatedContainer(3)
         let source = container.newPrivateQueueContext(name: "Source")
@@ -184,10 +184,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(outcome.5, "in(_:) into the object's own context must return the object")
     }
 
-    /// Lines 13 and 15: a child sees its parent's unsaved insert, so `in(_:)`
+    /// C13 and C15: a child sees its parent's unsaved insert, so `in(_:)`
     /// finds it there; a sibling cannot, and says so with `.objectNotFound`.
     /// `in(_:perform:)` runs its body on the target's queue.
-    @Test("Lines 13, 15: in(_:) reaches a child through unsaved changes; a sibling gets objectNotFound")
+    @Test("C13, C15: in(_:) reaches a child through unsaved changes; a sibling gets objectNotFound")
     func inContextVisibility() throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let parent = container.newPrivateQueueContext(name: "Parent")
@@ -208,10 +208,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(siblingCode == .objectNotFound)
     }
 
-    /// Line 15: `in(_:)` reads the object, so off its context's queue it
+    /// C15: `in(_:)` reads the object, so off its context's queue it
     /// throws `.contextMisuse` (before touching anything); other misuse is
     /// `.invalidArgument`: a context of another coordinator, an object in no context.
-    @Test("Line 15: in(_:) misuse throws typed errors")
+    @Test("C15: in(_:) misuse throws typed errors")
     func inContextMisuse() throws {
         let container = try populatedContainer(1)
         let source = container.newPrivateQueueContext(name: "Source")
@@ -230,10 +230,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(thrownCode { () throws(StrataError) in try loose.in(target) } == .invalidArgument)
     }
 
-    /// Line 22, documenting `in(_:)`'s rule 3: the object it returns belongs
+    /// C22, documenting `in(_:)`'s rule 3: the object it returns belongs
     /// to the target; touching it on the caller's (the source's) queue traps
     /// under the debug switch.
-    @Test("Line 22: the result of in(_:) used off the target's queue traps")
+    @Test("C22: the result of in(_:) used off the target's queue traps")
     func inContextResultOffTargetQueueTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             setenv("STRATA_CONCURRENCY_DEBUG", "1", 1)
@@ -254,12 +254,12 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(stderr.contains("'HelperTarget'"), "stderr: \(stderr)")
     }
 
-    /// Line 18 (the MagicalRecord pattern): inside a blocking block save
+    /// C18 (the MagicalRecord pattern): inside a blocking block save
     /// started on the main queue, `in(_:)` brings a view-context object into
     /// the block's context (the caller's main queue counts as entered, Rule 4,
     /// so reading the view-context object there is allowed); the change
     /// reaches the store.
-    @Test("Line 18: saveAndWait from the main queue, with object.in(blockContext)")
+    @Test("C18: saveAndWait from the main queue, with object.in(blockContext)")
     func saveAndWaitWithInContext() async throws {
         _ = mainQueueMarker
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
@@ -285,7 +285,7 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         guard case .saved(let changes) = saved else { Issue.record("expected .saved, got \(saved)"); return }
         #expect(changes.updated.count == 1)
         // The caller waits on the main queue, but the block runs on the private
-        // context's queue (line 18: off the main queue), even though the
+        // context's queue (contract C18: off the main queue), even though the
         // view context's object is usable there through in(_:).
         #expect(!blockOnMain, "the blocking save ran its block on the main queue")
         let fresh = ManagedObjectContext(.privateQueue, coordinator: container.coordinator)
@@ -295,9 +295,9 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
 
     // MARK: Finders
 
-    /// Line 13: typed finders with `#Predicate` and `SortDescriptor`, in a
+    /// C13: typed finders with `#Predicate` and `SortDescriptor`, in a
     /// child that also has unsaved inserts of its own.
-    @Test("Line 13: all/first/count with predicates and sort descriptors")
+    @Test("C13: all/first/count with predicates and sort descriptors")
     func finders() throws {
         let container = try populatedContainer(6)
         let context = container.newPrivateQueueContext()
@@ -332,7 +332,7 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
     }
 
     /// Empty results: nothing matches, or the entity has no objects at all.
-    @Test("Line 13: finders on empty results: [], nil, 0")
+    @Test("C13: finders on empty results: [], nil, 0")
     func findersEmpty() throws {
         let container = try populatedContainer(3)
         let context = container.newPrivateQueueContext()
@@ -346,10 +346,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         }
     }
 
-    /// Line 1: a finder called off its context's queue throws
+    /// C1: a finder called off its context's queue throws
     /// `.contextMisuse` (with or without the debug switch); the base class
     /// has no entity of its own: `.invalidArgument`.
-    @Test("Line 1: finders off the context's queue throw contextMisuse; ManagedObject itself is invalidArgument")
+    @Test("C1: finders off the context's queue throw contextMisuse; ManagedObject itself is invalidArgument")
     func findersMisuse() throws {
         let container = try populatedContainer(2)
         let context = container.newPrivateQueueContext(name: "Finders")
@@ -367,10 +367,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
 /// The helpers that use `PersistentContainer.default`, a process-wide value:
 /// serialized, and each test puts the value back. No other suite sets it.
 @Suite(.serialized) struct DefaultContextHelperTests {
-    /// Line 2 and line 18: the default context is the default container's
+    /// C2 and C18: the default context is the default container's
     /// main-queue view context; without a default, default-context helpers
     /// throw `.noPersistentStore`.
-    @Test("Lines 2, 18: the default context is the default container's main-queue viewContext")
+    @Test("C2, C18: the default context is the default container's main-queue viewContext")
     func defaultContext() async throws {
         let previous = PersistentContainer.default
         defer { PersistentContainer.default = previous }
@@ -391,10 +391,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(ManagedObjectContext.default === other.viewContext)
     }
 
-    /// Lines 2 and 13: the default-context finders work on the main queue
+    /// C2 and C13: the default-context finders work on the main queue
     /// (and inside the default context's block) and throw `.contextMisuse`
     /// anywhere else.
-    @Test("Line 2: default-context finders run on the main queue only")
+    @Test("C2: default-context finders run on the main queue only")
     func defaultFinders() async throws {
         let previous = PersistentContainer.default
         defer { PersistentContainer.default = previous }
@@ -432,11 +432,11 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(inOtherBlock == .contextMisuse)
     }
 
-    /// Line 18 through the default container, MagicalRecord's way: the block
+    /// C18 through the default container, MagicalRecord's way: the block
     /// runs off the main queue on a fresh private context and edits an
     /// existing object found by ID; the completion runs on the main queue,
     /// where the default-context finders already see the change.
-    @Test("Line 18: default container's save block: off main, completion on main sees the change")
+    @Test("C18: default container's save block: off main, completion on main sees the change")
     func defaultSaveBlock() async throws {
         _ = mainQueueMarker
         let previous = PersistentContainer.default
@@ -482,10 +482,10 @@ private func populatedContainer(_ count: Int) throws -> PersistentContainer {
         #expect(stored == ["Bread=1", "Recipe 0=0", "Recipe 1=42"])
     }
 
-    /// Line 18: with no changes the completion still runs on the main queue,
+    /// C18: with no changes the completion still runs on the main queue,
     /// saying so; a block that throws, or whose save fails, completes on the
     /// main queue with the error, and nothing reaches the store.
-    @Test("Line 18: default container's save block: no changes and failures complete on main")
+    @Test("C18: default container's save block: no changes and failures complete on main")
     func defaultSaveBlockNoChangesAndFailures() async throws {
         _ = mainQueueMarker
         let previous = PersistentContainer.default

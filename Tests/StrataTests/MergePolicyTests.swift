@@ -2,11 +2,11 @@ import Foundation
 import Strata
 import Testing
 
-/// SEMANTICS.md line 21: when two contexts change the same object and both
+/// Contract C21: when two contexts change the same object and both
 /// save into the same parent or store, the second save fails with a
 /// merge-conflict error under the default policy; the other policies resolve
 /// it property by property (store wins, in-memory wins), overwrite, or roll back.
-/// Also refresh / refreshAllObjects / reset / rollback (line 10's "after refresh").
+/// Also refresh / refreshAllObjects / reset / rollback (contract C10's "after refresh").
 @Suite struct MergePolicyTests {
     /// Where the two saving contexts save to.
     enum Destination: String, Sendable, CaseIterable, CustomStringConvertible {
@@ -72,8 +72,9 @@ import Testing
 
     // MARK: The default policy: a merge conflict, and nothing changes anywhere
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_secondSaveFailsWithMergeConflictNamingObjectAndProperty(_ destination: Destination) throws {
+    func secondSaveFailsWithMergeConflictNamingObjectAndProperty(_ destination: Destination) throws {
         let pair = try Pair(destination)
         #expect(pair.second.performAndWait { pair.second.mergePolicy } == .error)  // the default
         try pair.change(pair.first) { $0.name = "first" }
@@ -89,8 +90,9 @@ import Testing
         #expect(!conflict.deletedAtDestination)
     }
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_failedSaveChangesNothingAnywhere(_ destination: Destination) throws {
+    func failedSaveChangesNothingAnywhere(_ destination: Destination) throws {
         let pair = try Pair(destination, names: ["Soup", "Stew"])
         let stew = pair.ids[1]
         try pair.change(pair.first) { $0.name = "first" }
@@ -145,8 +147,9 @@ import Testing
         #expect(MergeSupport.state(in: pair.first, pair.id) == MergeRecipeState(name: "first", servings: 1, rating: 0))
     }
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_everyConflictingObjectIsListed(_ destination: Destination) throws {
+    func everyConflictingObjectIsListed(_ destination: Destination) throws {
         let pair = try Pair(destination, names: ["Soup", "Stew", "Pie"])
         let (soup, stew, pie) = (pair.ids[0], pair.ids[1], pair.ids[2])
         try pair.change(pair.first, soup) { $0.name = "first soup" }
@@ -165,8 +168,9 @@ import Testing
         #expect(byID[pie] == nil)
     }
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_afterAConflictRefreshWithMergeLetsTheSaveThrough(_ destination: Destination) throws {
+    func afterAConflictRefreshWithMergeLetsTheSaveThrough(_ destination: Destination) throws {
         let pair = try Pair(destination)
         try pair.change(pair.first) { $0.name = "first"; $0.rating = 5 }
         try pair.save(pair.first)
@@ -181,8 +185,9 @@ import Testing
         #expect(pair.destinationState(pair.id) == MergeRecipeState(name: "second", servings: 1, rating: 5))
     }
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_noConflictWhenTheDestinationDidNotMove(_ destination: Destination) throws {
+    func noConflictWhenTheDestinationDidNotMove(_ destination: Destination) throws {
         // Control: the same edits in sequence, each context up to date, save cleanly.
         let pair = try Pair(destination)
         try pair.change(pair.second) { $0.name = "second" }
@@ -192,8 +197,9 @@ import Testing
         #expect(pair.destinationState(pair.id) == MergeRecipeState(name: "second", servings: 9, rating: 0))
     }
 
-    @Test func line21_noSpuriousConflictAfterTheParentSavesToTheStore() throws {
-        // The import stack (line 12): a child saves an object into the writer,
+    // C21
+    @Test func noSpuriousConflictAfterTheParentSavesToTheStore() throws {
+        // The import stack (contract C12): a child saves an object into the writer,
         // the writer saves it to the store, the child changes it again. Nobody
         // else touched it, so the child's second save must not conflict.
         let coordinator = try makeCoordinator()
@@ -225,8 +231,9 @@ import Testing
         (.rollback, MergeRecipeState(name: "first", servings: 1, rating: 5)),
     ]
 
+    // C21
     @Test(arguments: Destination.allCases, resolutions.map(\.0))
-    func line21_policyResolvesBothChangingTheSameObject(_ destination: Destination, _ policy: MergePolicy) throws {
+    func policyResolvesBothChangingTheSameObject(_ destination: Destination, _ policy: MergePolicy) throws {
         let expected = Self.resolutions.first { $0.0 == policy }!.1
         let pair = try Pair(destination)
         let firstRecipe = try pair.held(pair.first)  // so that it stays at the version it saved
@@ -259,8 +266,9 @@ import Testing
         #expect(MergeSupport.saveError(pair.first)?.code == .mergeConflict)
     }
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_storeTrumpAndObjectTrumpDifferOnlyWhereBothChanged(_ destination: Destination) throws {
+    func storeTrumpAndObjectTrumpDifferOnlyWhereBothChanged(_ destination: Destination) throws {
         // Both contexts change disjoint properties: every merging policy keeps both changes.
         for policy in [MergePolicy.mergeByPropertyStoreTrump, .mergeByPropertyObjectTrump] {
             let pair = try Pair(destination)
@@ -273,7 +281,8 @@ import Testing
         }
     }
 
-    @Test func line21_aParentsOwnEditAfterAKeptConflictStillConflicts() throws {
+    // C21
+    @Test func aParentsOwnEditAfterAKeptConflictStillConflicts() throws {
         // The parent's own change counts as a change at the destination. A
         // child whose conflicting save was resolved by keeping the parent's
         // state (rollback) holds the parent's version of that moment; the
@@ -299,7 +308,8 @@ import Testing
         #expect(MergeSupport.state(in: parent, id) == MergeRecipeState(name: "parent 1", servings: 1, rating: 7))
     }
 
-    @Test func line21_aParentsOwnEditConflictsWithAChildSave() throws {
+    // C21
+    @Test func aParentsOwnEditConflictsWithAChildSave() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "parent")
@@ -314,8 +324,9 @@ import Testing
 
     // MARK: Delete against update
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_deleteOfAnObjectChangedAtTheDestinationConflicts(_ destination: Destination) throws {
+    func deleteOfAnObjectChangedAtTheDestinationConflicts(_ destination: Destination) throws {
         let pair = try Pair(destination)
         try pair.change(pair.first) { $0.rating = 5 }
         try pair.save(pair.first)
@@ -336,8 +347,9 @@ import Testing
         }
     }
 
+    // C21
     @Test(arguments: Destination.allCases, [MergePolicy.mergeByPropertyStoreTrump, .rollback])
-    func line21_destinationWinningPoliciesKeepAnObjectTheSaverDeleted(_ destination: Destination, _ policy: MergePolicy) throws {
+    func destinationWinningPoliciesKeepAnObjectTheSaverDeleted(_ destination: Destination, _ policy: MergePolicy) throws {
         let pair = try Pair(destination)
         try pair.change(pair.first) { $0.rating = 5 }
         try pair.save(pair.first)
@@ -357,8 +369,9 @@ import Testing
         }
     }
 
+    // C21
     @Test(arguments: Destination.allCases, [MergePolicy.mergeByPropertyObjectTrump, .overwrite])
-    func line21_saverWinningPoliciesLetTheDeleteThrough(_ destination: Destination, _ policy: MergePolicy) throws {
+    func saverWinningPoliciesLetTheDeleteThrough(_ destination: Destination, _ policy: MergePolicy) throws {
         let pair = try Pair(destination)
         try pair.change(pair.first) { $0.rating = 5 }
         try pair.save(pair.first)
@@ -376,8 +389,9 @@ import Testing
         }
     }
 
+    // C21
     @Test(arguments: Destination.allCases)
-    func line21_updateOfAnObjectDeletedAtTheDestinationConflicts(_ destination: Destination) throws {
+    func updateOfAnObjectDeletedAtTheDestinationConflicts(_ destination: Destination) throws {
         let pair = try Pair(destination)
         try pair.first.performAndWait { pair.first.delete(try pair.first.existingObject(with: pair.id)) }
         try pair.save(pair.first)
@@ -399,8 +413,9 @@ import Testing
         }
     }
 
+    // C21
     @Test(arguments: Destination.allCases, [MergePolicy.mergeByPropertyStoreTrump, .mergeByPropertyObjectTrump, .rollback])
-    func line21_otherPoliciesDropAnUpdateOfAnObjectDeletedAtTheDestination(_ destination: Destination, _ policy: MergePolicy) throws {
+    func otherPoliciesDropAnUpdateOfAnObjectDeletedAtTheDestination(_ destination: Destination, _ policy: MergePolicy) throws {
         let pair = try Pair(destination, names: ["Soup", "Stew"])
         let stew = pair.ids[1]
         try pair.first.performAndWait { pair.first.delete(try pair.first.existingObject(with: pair.id)) }
@@ -422,7 +437,8 @@ import Testing
 
     // MARK: refresh, refreshAllObjects, reset, rollback
 
-    @Test func line10_refreshWithoutMergeDiscardsChangesAndRereadsTheSource() throws {
+    // C10
+    @Test func refreshWithoutMergeDiscardsChangesAndRereadsTheSource() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -445,7 +461,8 @@ import Testing
         #expect(MergeSupport.storeState(coordinator, id) == MergeRecipeState(name: "Soup", servings: 2, rating: 5))
     }
 
-    @Test func line10_refreshWithMergeKeepsOwnChangesOnTopOfTheSource() throws {
+    // C10
+    @Test func refreshWithMergeKeepsOwnChangesOnTopOfTheSource() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -456,7 +473,7 @@ import Testing
 
         try context.performAndWait {
             let recipe = try #require(context.registeredObject(for: id) as? Recipe)
-            #expect(recipe.rating == 0)  // a snapshot until refreshed (line 10)
+            #expect(recipe.rating == 0)  // a snapshot until refreshed (contract C10)
             context.refresh(recipe, mergeChanges: true)
             #expect(!recipe.isFault)
             #expect(MergeRecipeState(recipe) == MergeRecipeState(name: "mine", servings: 1, rating: 5))
@@ -468,7 +485,8 @@ import Testing
         #expect(MergeSupport.storeState(coordinator, id) == MergeRecipeState(name: "mine", servings: 1, rating: 5))
     }
 
-    @Test func line10_refreshInAChildRereadsTheParent() throws {
+    // C10
+    @Test func refreshInAChildRereadsTheParent() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -483,7 +501,8 @@ import Testing
         }
     }
 
-    @Test func line10_refreshOfAnObjectDeletedAtTheSourceMakesItInaccessible() throws {
+    // C10
+    @Test func refreshOfAnObjectDeletedAtTheSourceMakesItInaccessible() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -502,7 +521,8 @@ import Testing
         }
     }
 
-    @Test func line10_refreshAllObjectsRefreshesEveryRegisteredObject() throws {
+    // C10
+    @Test func refreshAllObjectsRefreshesEveryRegisteredObject() throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Stew"])
         let (soup, stew) = (ids[0], ids[1])
@@ -528,7 +548,8 @@ import Testing
         #expect(MergeSupport.storeState(coordinator, soup) == MergeRecipeState(name: "mine", servings: 1, rating: 5))
     }
 
-    @Test func line10_resetForgetsEverythingAndRereads() throws {
+    // C10
+    @Test func resetForgetsEverythingAndRereads() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -556,7 +577,8 @@ import Testing
         #expect(try MergeSupport.storeCount(coordinator, Tag.self) == 0)
     }
 
-    @Test func line10_rollbackDiscardsInsertsUpdatesAndDeletes() throws {
+    // C10
+    @Test func rollbackDiscardsInsertsUpdatesAndDeletes() throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Stew"])
         let (soup, stew) = (ids[0], ids[1])
@@ -588,7 +610,8 @@ import Testing
         #expect(try MergeSupport.storeCount(coordinator, Tag.self) == 0)
     }
 
-    @Test func line10_rollbackReturnsToTheLastSaveNotTheFirstRead() throws {
+    // C10
+    @Test func rollbackReturnsToTheLastSaveNotTheFirstRead() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)

@@ -3,7 +3,7 @@ import Strata
 import Testing
 
 // Helpers for NotificationTests, AutomaticMergeTests and MergePolicyTests
-// (SEMANTICS.md lines 10, 19–21). Names are prefixed so they cannot collide
+// (contract C10, C19–C21). Names are prefixed so they cannot collide
 // with other test files' helpers.
 
 /// The three recipe attributes the merge tests change, as plain values.

@@ -2,13 +2,14 @@ import Foundation
 import Strata
 import Testing
 
-/// SEMANTICS.md line 19: every save posts a did-save notification with the IDs
+/// Contract C19: every save posts a did-save notification with the IDs
 /// of the inserted, updated and deleted objects (a `Sendable` payload);
 /// `mergeChanges(fromContextDidSave:)` applies one to another context.
 @Suite struct NotificationTests {
     // MARK: The did-save payload
 
-    @Test func line19_didSaveToStoreCarriesInsertedUpdatedAndDeletedIDs() throws {
+    // C19
+    @Test func didSaveToStoreCarriesInsertedUpdatedAndDeletedIDs() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let didSave = MergeNotificationLog(ManagedObjectContext.didSave, from: context)
@@ -26,7 +27,7 @@ import Testing
         #expect(Set(first.inserted) == [a, b])
         #expect(first.updated.isEmpty)
         #expect(first.deleted.isEmpty)
-        // The save reached the store: the payload names the permanent IDs (line 14).
+        // The save reached the store: the payload names the permanent IDs (contract C14).
         #expect(first.inserted.allSatisfy { !$0.isTemporaryID })
 
         try context.performAndWait {
@@ -43,7 +44,8 @@ import Testing
         #expect(second.deleted == [b])
     }
 
-    @Test func line19_didSaveIntoParentCarriesIDsThatStayTemporary() throws {
+    // C19
+    @Test func didSaveIntoParentCarriesIDsThatStayTemporary() throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let child = ManagedObjectContext(.privateQueue, parent: parent)
@@ -59,7 +61,7 @@ import Testing
         let payload = try #require(childSaves.payloads.first)
         #expect(childSaves.count == 1)
         #expect(payload.inserted == [id])
-        #expect(payload.inserted.allSatisfy { $0.isTemporaryID })  // line 14: still temporary
+        #expect(payload.inserted.allSatisfy { $0.isTemporaryID })  // contract C14: still temporary
         #expect(parentSaves.count == 0)  // the parent itself did not save
 
         try parent.performAndWait { try parent.save() }
@@ -68,7 +70,8 @@ import Testing
         #expect(parentPayload.inserted.allSatisfy { !$0.isTemporaryID })
     }
 
-    @Test func line19_willSaveThenDidSaveArePostedOncePerSave() throws {
+    // C19
+    @Test func willSaveThenDidSaveArePostedOncePerSave() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let willSave = MergeNotificationLog(ManagedObjectContext.willSave, from: context)
@@ -91,7 +94,8 @@ import Testing
         #expect(didSave.last?.object as AnyObject? === context)
     }
 
-    @Test func line19_saveWithoutChangesPostsNothing() throws {
+    // C19
+    @Test func saveWithoutChangesPostsNothing() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -116,7 +120,8 @@ import Testing
         #expect(didSave.count == 1)
     }
 
-    @Test func line19_failedSavePostsNoDidSave() throws {
+    // C19
+    @Test func failedSavePostsNoDidSave() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let first = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -131,7 +136,8 @@ import Testing
 
     // MARK: mergeChanges(fromContextDidSave:) between contexts on one coordinator
 
-    @Test func line19_mergeFromAnotherStoreContextRefreshesKeepsOwnChangesRemovesDeletedIgnoresUnregistered() throws {
+    // C19
+    @Test func mergeFromAnotherStoreContextRefreshesKeepsOwnChangesRemovesDeletedIgnoresUnregistered() throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Stew", "Salad", "Pie"])
         let (soup, stew, salad, pie) = (ids[0], ids[1], ids[2], ids[3])
@@ -183,7 +189,8 @@ import Testing
         #expect(MergeSupport.storeState(coordinator, soup) == MergeRecipeState(name: "Soup 2", servings: 6, rating: 0))
     }
 
-    @Test func line19_withoutMergeTheOtherContextKeepsItsStaleView() throws {
+    // C19
+    @Test func withoutMergeTheOtherContextKeepsItsStaleView() throws {
         // The control for the test above: the refresh comes from the merge.
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
@@ -195,7 +202,8 @@ import Testing
         #expect(MergeSupport.state(in: receiver, id)?.name == "Soup")
     }
 
-    @Test func line19_mergeFromSiblingChildRefreshesKeepsOwnChangesRemovesDeletedIgnoresUnregistered() throws {
+    // C19
+    @Test func mergeFromSiblingChildRefreshesKeepsOwnChangesRemovesDeletedIgnoresUnregistered() throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Stew", "Salad", "Pie"])
         let (soup, stew, salad, pie) = (ids[0], ids[1], ids[2], ids[3])
@@ -220,7 +228,7 @@ import Testing
         #expect(Set(payload.updated) == [soup, stew, pie])
         #expect(payload.deleted == [salad])
 
-        // Without the merge the receiver still shows its snapshot (line 10).
+        // Without the merge the receiver still shows its snapshot (contract C10).
         #expect(MergeSupport.state(in: receiver, stew)?.rating == 0)
 
         // The payload alone (Sendable) is enough: it crosses to the receiver's queue.
@@ -239,11 +247,12 @@ import Testing
         // and keeps the sibling's change.
         #expect(MergeSupport.saveError(receiver) == nil)
         #expect(MergeSupport.state(in: parent, soup) == MergeRecipeState(name: "Soup 2", servings: 6, rating: 0))
-        // Nothing reached the store: the parent has not saved (line 9).
+        // Nothing reached the store: the parent has not saved (contract C9).
         #expect(MergeSupport.storeState(coordinator, soup)?.name == "Soup")
     }
 
-    @Test func line19_mergeIgnoresItsOwnSaveAndForeignNotifications() throws {
+    // C19
+    @Test func mergeIgnoresItsOwnSaveAndForeignNotifications() throws {
         let coordinator = try makeCoordinator()
         let id = try MergeSupport.seedRecipe(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)

@@ -3,15 +3,16 @@ import Strata
 import StrataStore
 import Testing
 
-// SEMANTICS.md lines 14–15: object IDs, temporary and permanent, and how
+// Contract C14–C15: object IDs, temporary and permanent, and how
 // objects cross queues.
 
 @Suite struct ObjectIDTests {
-    // MARK: Line 14
+    // MARK: C14
 
-    /// Line 14: temporary after insert and after a save into a parent,
+    /// Temporary after insert and after a save into a parent,
     /// permanent once the chain's save reaches the store.
-    @Test func line14_temporaryUntilTheStoreSave() throws {
+    // C14
+    @Test func idsStayTemporaryUntilTheStoreSave() throws {
         let coordinator = try makeCoordinator()
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
         let main = ManagedObjectContext(.privateQueue, parent: writer, name: "main")
@@ -39,9 +40,10 @@ import Testing
         }
     }
 
-    /// Line 14: temporary and permanent IDs of one object compare equal and
+    /// Temporary and permanent IDs of one object compare equal and
     /// hash alike; only isTemporaryID differs.
-    @Test func line14_temporaryAndPermanentIDsAreEqual() throws {
+    // C14
+    @Test func temporaryAndPermanentIDsAreEqual() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let (temporary, permanent) = try context.performAndWait {
@@ -58,9 +60,10 @@ import Testing
         #expect(temporary.entity.name == "Recipe")
     }
 
-    /// Line 14: obtainPermanentIDs makes IDs permanent before any save; the
+    /// `obtainPermanentIDs` makes IDs permanent before any save; the
     /// object is then stored under that very ID.
-    @Test func line14_obtainPermanentIDs() throws {
+    // C14
+    @Test func obtainPermanentIDsMakesIDsPermanentBeforeASave() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let (permanent, other) = try context.performAndWait {
@@ -84,8 +87,9 @@ import Testing
         }
     }
 
-    /// Line 14: obtainPermanentIDs refuses an object of another context.
-    @Test func line14_obtainPermanentIDsRejectsForeignObject() throws {
+    /// `obtainPermanentIDs` refuses an object of another context.
+    // C14
+    @Test func obtainPermanentIDsRejectsForeignObject() throws {
         let coordinator = try makeCoordinator()
         let a = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let b = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -97,11 +101,12 @@ import Testing
         }
     }
 
-    /// Line 14 (better than Core Data): after the save reaches the store,
+    /// Better than Core Data: after the save reaches the store,
     /// every context of the chain resolves the OLD temporary ID — and the new
     /// permanent one — to the very instance it had, and fetches return that
     /// instance too: no duplicates.
-    @Test func line14_oldTemporaryIDResolvesToSameInstanceEverywhere() throws {
+    // C14
+    @Test func oldTemporaryIDResolvesToSameInstanceEverywhere() throws {
         let coordinator = try makeCoordinator()
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
         let main = ManagedObjectContext(.privateQueue, parent: writer, name: "main")
@@ -166,9 +171,10 @@ import Testing
         }
     }
 
-    /// Line 14: a context that did not exist when the object was inserted
+    /// A context that did not exist when the object was inserted
     /// also resolves the old temporary ID once the object is in the store.
-    @Test func line14_temporaryIDResolvesInAnUnrelatedContextAfterStoreSave() throws {
+    // C14
+    @Test func temporaryIDResolvesInAnUnrelatedContextAfterStoreSave() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let temporaryID = try context.performAndWait {
@@ -365,11 +371,12 @@ import Testing
         }
     }
 
-    // MARK: Line 15
+    // MARK: C15
 
-    /// Line 15: an ObjectID (Sendable) is how an object crosses from one
+    /// An ObjectID (Sendable) is how an object crosses from one
     /// private context's queue to another's; each context has its own instance.
-    @Test func line15_objectIDsCrossBetweenPrivateQueues() async throws {
+    // C15
+    @Test func objectIDsCrossBetweenPrivateQueues() async throws {
         let coordinator = try makeCoordinator()
         let importer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "importer")
         let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "reader")
@@ -398,9 +405,10 @@ import Testing
         #expect(registeredHere)
     }
 
-    /// Line 15: IDs handed between two private contexts running concurrently
+    /// IDs handed between two private contexts running concurrently
     /// on their own queues (a producer and a consumer) all resolve.
-    @Test func line15_concurrentProducerAndConsumer() async throws {
+    // C15
+    @Test func idsFromAConcurrentProducerResolveInTheConsumer() async throws {
         let coordinator = try makeCoordinator()
         let producer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "producer")
         let consumer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "consumer")

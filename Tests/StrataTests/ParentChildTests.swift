@@ -3,7 +3,7 @@ import Strata
 import StrataStore
 import Testing
 
-// SEMANTICS.md lines 9–13: parent and child contexts.
+// Contract C9–C13: parent and child contexts.
 
 /// The names of every recipe a fresh context attached to `coordinator` finds
 /// in the store, sorted (a fresh context, so nothing registered earlier hides
@@ -20,11 +20,12 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
 }
 
 @Suite struct ParentChildTests {
-    // MARK: Line 9
+    // MARK: C9
 
-    /// Line 9: the child's inserts, updates and deletes move into the parent,
+    /// The child's inserts, updates and deletes move into the parent,
     /// which then has changes; nothing reaches the disk.
-    @Test func line9_childSaveMovesChangesIntoParentAndWritesNothing() throws {
+    // C9
+    @Test func childSaveMovesChangesIntoParentAndWritesNothing() throws {
         let directory = TemporaryDirectory()
         let coordinator = try makeCoordinator(directory)
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -70,9 +71,10 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         #expect(try pcStoredRecipeNames(coordinator) == ["A2", "C"])
     }
 
-    /// Line 9: the parent reports hasChanges after a child's save even when it
+    /// The parent reports hasChanges after a child's save even when it
     /// had never seen the objects (they come from the store through it).
-    @Test func line9_parentHasChangesForObjectsItNeverRegistered() throws {
+    // C9
+    @Test func parentHasChangesForObjectsItNeverRegistered() throws {
         let coordinator = try makeCoordinator()
         let seeder = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let id = try seeder.performAndWait {
@@ -98,12 +100,13 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         }
     }
 
-    // MARK: Line 10
+    // MARK: C10
 
-    /// Line 10: an object the child registered keeps the state it had when
+    /// An object the child registered keeps the state it had when
     /// registered, even after the parent changes it (saved or not), and even
     /// when the child fetches it again.
-    @Test func line10_registeredObjectKeepsSnapshotAfterParentChanges() throws {
+    // C10
+    @Test func registeredObjectKeepsSnapshotAfterParentChanges() throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let id = try parent.performAndWait {
@@ -137,9 +140,10 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         }
     }
 
-    /// Line 10: objects the child has not registered yet show the parent's
+    /// Objects the child has not registered yet show the parent's
     /// present (unsaved) state, in object(with:), existingObject(with:) and fetches.
-    @Test func line10_unregisteredObjectsShowNewParentState() throws {
+    // C10
+    @Test func unregisteredObjectsShowNewParentState() throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let (idA, idB, idC) = try parent.performAndWait {
@@ -163,9 +167,10 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         }
     }
 
-    /// Line 10: refresh (discarding or merging) brings the parent's new state
+    /// Refresh (discarding or merging) brings the parent's new state
     /// into a registered object; merging keeps the child's own changes on top.
-    @Test func line10_refreshShowsNewParentState() throws {
+    // C10
+    @Test func refreshShowsNewParentState() throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let (idA, idB) = try parent.performAndWait {
@@ -199,9 +204,10 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         }
     }
 
-    /// Line 10: a child whose objects the parent changed afterwards does not
+    /// A child whose objects the parent changed afterwards does not
     /// silently overwrite the parent's newer state when it saves.
-    @Test func line10_staleChildSaveDoesNotOverwriteParentSilently() throws {
+    // C10
+    @Test func staleChildSaveDoesNotOverwriteParentSilently() throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let id = try parent.performAndWait {
@@ -222,11 +228,12 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         child.performAndWait { #expect(child.hasChanges) }
     }
 
-    // MARK: Line 11
+    // MARK: C11
 
-    /// Line 11: a coordinator-attached save of many objects is exactly one
+    /// A coordinator-attached save of many objects is exactly one
     /// batch in the engine, holding every object.
-    @Test func line11_saveOfManyObjectsIsOneBatch() throws {
+    // C11
+    @Test func saveOfManyObjectsIsOneBatch() throws {
         let directory = TemporaryDirectory()
         let coordinator = try makeCoordinator(directory)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -275,9 +282,10 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         #expect(counts.0 == 250 && counts.1 == 750 && counts.2 == 103)
     }
 
-    /// Line 11: the one batch is all or nothing — reopening the store finds
+    /// The one batch is all or nothing — reopening the store finds
     /// every object of each save.
-    @Test func line11_everyObjectOfASaveIsOnDiskAfterReopen() throws {
+    // C11
+    @Test func everyObjectOfASaveIsOnDiskAfterReopen() throws {
         let directory = TemporaryDirectory()
         let model = makeModel()
         do {
@@ -297,9 +305,10 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         #expect(servings == Array(0..<500))
     }
 
-    /// Line 11 (and "a failed save changes nothing"): a save refused by
-    /// validation writes no batch.
-    @Test func line11_failedSaveWritesNoBatch() throws {
+    /// And "a failed save changes nothing": a save refused by validation
+    /// writes no batch.
+    // C11
+    @Test func failedSaveWritesNoBatch() throws {
         let directory = TemporaryDirectory()
         let coordinator = try makeCoordinator(directory)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -313,11 +322,12 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         #expect(try pcStoredRecipeNames(coordinator) == [])
     }
 
-    // MARK: Line 12
+    // MARK: C12
 
-    /// Line 12: grandchild → child → writer → disk, each level in turn; only
+    /// Grandchild → child → writer → disk, each level in turn; only
     /// the writer's save writes, and what it writes survives a reopen.
-    @Test func line12_eachLevelSavesInTurn() throws {
+    // C12
+    @Test func eachLevelSavesInTurn() throws {
         let directory = TemporaryDirectory()
         let model = makeModel()
         do {
@@ -355,11 +365,12 @@ private func pcBatches(_ coordinator: PersistentStoreCoordinator) -> Int {
         }
     }
 
-    // MARK: Line 13
+    // MARK: C13
 
-    /// Line 13: a child's fetch sees its own unsaved inserts, updates and
+    /// A child's fetch sees its own unsaved inserts, updates and
     /// deletes and its parent's.
-    @Test func line13_childFetchSeesOwnAndParentPendingChanges() throws {
+    // C13
+    @Test func childFetchSeesOwnAndParentPendingChanges() throws {
         let coordinator = try makeCoordinator()
         let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let ids = try parent.performAndWait {

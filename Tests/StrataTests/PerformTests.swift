@@ -3,7 +3,7 @@ import Foundation
 import Strata
 import Testing
 
-// SEMANTICS.md lines 5–8: perform, performAndWait, the async perform, and one
+// Contract C5–C8: perform, performAndWait, the async perform, and one
 // objects-did-change notification per block.
 //
 // Tests that take a concurrency type run for .privateQueue and .mainQueue.
@@ -20,9 +20,9 @@ private enum Boom: Error, Equatable {
 
 @Suite struct PerformTests {
 
-    // MARK: Line 5 — perform enqueues; one at a time, in order; nested perform appended
+    // MARK: C5 — perform enqueues; one at a time, in order; nested perform appended
 
-    /// Line 5: perform returns before its block runs.
+    /// C5: perform returns before its block runs.
     ///
     ///     caller thread                        context queue
     ///     perform { wait(gate) … }  ─────────▶ block: wait(gate)       (blocked)
@@ -31,7 +31,7 @@ private enum Boom: Error, Equatable {
     ///
     /// Were the block run inline, the caller would sit in wait(gate) until it
     /// timed out, and the block would see returned == false.
-    @Test("Line 5: perform returns before its block runs", arguments: queuedTypes)
+    @Test("C5: perform returns before its block runs", arguments: queuedTypes)
     func performReturnsBeforeTheBlockRuns(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -53,9 +53,9 @@ private enum Boom: Error, Equatable {
         #expect(sawReturned == .some(.some(true)))
     }
 
-    /// Line 5: on the main queue, perform on a .mainQueue context is not run
+    /// C5: on the main queue, perform on a .mainQueue context is not run
     /// inline either: the block waits until the main queue is free again.
-    @Test("Line 5: perform on a .mainQueue context from the main queue is enqueued, not run inline")
+    @Test("C5: perform on a .mainQueue context from the main queue is enqueued, not run inline")
     @MainActor func mainPerformFromTheMainQueueIsEnqueued() async throws {
         let coordinator = try makeCoordinator()
         let main = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "Main")
@@ -66,7 +66,7 @@ private enum Boom: Error, Equatable {
         #expect(await eventually(30, hasRun))
     }
 
-    /// Line 5: blocks of one context run one at a time, in enqueue order,
+    /// C5: blocks of one context run one at a time, in enqueue order,
     /// whichever threads enqueue them.
     ///
     ///     thread 1..4 (each 250 times):  lock { ticket = next++; perform(block(ticket)) }
@@ -75,7 +75,7 @@ private enum Boom: Error, Equatable {
     /// Taking the ticket and calling perform under one lock makes the
     /// enqueue order observable: the run order must be 0, 1, 2, …, and no
     /// block may find another in flight.
-    @Test("Line 5: blocks from many threads run one at a time in enqueue order", arguments: queuedTypes)
+    @Test("C5: blocks from many threads run one at a time in enqueue order", arguments: queuedTypes)
     func blocksRunSeriallyInEnqueueOrder(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let threads = 4
         let perThread = 250
@@ -119,7 +119,7 @@ private enum Boom: Error, Equatable {
         #expect(ran.value == Array(0..<threads * perThread))
     }
 
-    /// Line 5: a perform issued inside a block of the same context goes to the
+    /// C5: a perform issued inside a block of the same context goes to the
     /// end of the queue.
     ///
     ///     test thread                       context queue
@@ -131,7 +131,7 @@ private enum Boom: Error, Equatable {
     ///                                       C: log C; signal(done)
     ///
     /// Inline execution would log A1, C, A2, B.
-    @Test("Line 5: perform from inside a block is appended to the queue, not run inline", arguments: queuedTypes)
+    @Test("C5: perform from inside a block is appended to the queue, not run inline", arguments: queuedTypes)
     func nestedPerformIsAppended(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -156,10 +156,10 @@ private enum Boom: Error, Equatable {
         #expect(log == ["A1", "A2", "B", "C"])
     }
 
-    /// Line 5: also from inside a performAndWait block (nested inside a
+    /// C5: also from inside a performAndWait block (nested inside a
     /// perform block), perform appends: the enqueued block runs after the
     /// whole outer block.
-    @Test("Line 5: perform from inside a performAndWait block is appended", arguments: queuedTypes)
+    @Test("C5: perform from inside a performAndWait block is appended", arguments: queuedTypes)
     func performInsidePerformAndWaitIsAppended(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -178,9 +178,9 @@ private enum Boom: Error, Equatable {
         #expect(log == ["inner end", "outer end", "enqueued", "barrier"])
     }
 
-    // MARK: Line 6 — performAndWait
+    // MARK: C6 — performAndWait
 
-    /// Line 6: performAndWait waits for the blocks enqueued before it.
+    /// C6: performAndWait waits for the blocks enqueued before it.
     ///
     ///     thread T1 (test)           context queue                 thread T2
     ///     perform(first) ──────────▶ first: signal(firstRunning)
@@ -192,7 +192,7 @@ private enum Boom: Error, Equatable {
     ///
     /// The 0.3 s wait is an assertion of no progress, not synchronisation: a
     /// correct performAndWait cannot return before the gate opens.
-    @Test("Line 6: performAndWait waits for blocks enqueued before it", arguments: queuedTypes)
+    @Test("C6: performAndWait waits for blocks enqueued before it", arguments: queuedTypes)
     func performAndWaitWaitsForEarlierBlocks(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -226,9 +226,9 @@ private enum Boom: Error, Equatable {
         #expect(outcome?.log == ["first", "second"])
     }
 
-    /// Line 6: performAndWait inside a block of the same context runs inline
+    /// C6: performAndWait inside a block of the same context runs inline
     /// (on the same thread, before the next statement), however deep.
-    @Test("Line 6: performAndWait is reentrant, nested 8 deep", arguments: queuedTypes)
+    @Test("C6: performAndWait is reentrant, nested 8 deep", arguments: queuedTypes)
     func performAndWaitIsReentrantAtDepth(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -267,9 +267,9 @@ private enum Boom: Error, Equatable {
         #expect(outcome?.sameThread == true)
     }
 
-    /// Line 6 (and 2): a .mainQueue context used on the main queue: nested
+    /// C6 (and C2): a .mainQueue context used on the main queue: nested
     /// performAndWait runs inline, 6 deep.
-    @Test("Line 6: performAndWait on a .mainQueue context from the main queue is reentrant")
+    @Test("C6: performAndWait on a .mainQueue context from the main queue is reentrant")
     @MainActor func mainPerformAndWaitFromTheMainQueueIsReentrant() throws {
         let coordinator = try makeCoordinator()
         let main = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "Main")
@@ -284,7 +284,7 @@ private enum Boom: Error, Equatable {
         #expect(log == [1, 2, 3, 4, 5, 6])
     }
 
-    /// Line 6: reentrancy through a parent: a child's block calls
+    /// C6: reentrancy through a parent: a child's block calls
     /// parent.performAndWait, whose block calls child.performAndWait — that
     /// runs inline, without deadlock (a save does exactly this hop), and again
     /// through the parent, 5 levels deep.
@@ -297,7 +297,7 @@ private enum Boom: Error, Equatable {
     ///                                     child.performAndWait (inline): log c3
     ///                                 log p-end
     ///     log c-end
-    @Test("Line 6: performAndWait is reentrant through a parent", arguments: [
+    @Test("C6: performAndWait is reentrant through a parent", arguments: [
         (ManagedObjectContext.ConcurrencyType.privateQueue, ManagedObjectContext.ConcurrencyType.privateQueue),
         (.privateQueue, .mainQueue),
         (.mainQueue, .privateQueue),
@@ -333,9 +333,9 @@ private enum Boom: Error, Equatable {
         #expect(log == ["c1", "p1", "c2", "p2", "c3", "p-end", "c-end"])
     }
 
-    /// Line 6: the same hop from a grandchild's block through its parent and
+    /// C6: the same hop from a grandchild's block through its parent and
     /// grandparent and back to the grandchild.
-    @Test("Line 6: performAndWait is reentrant through two ancestors")
+    @Test("C6: performAndWait is reentrant through two ancestors")
     func performAndWaitIsReentrantThroughTwoAncestors() async throws {
         let coordinator = try makeCoordinator()
         let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "Writer")
@@ -358,10 +358,10 @@ private enum Boom: Error, Equatable {
         #expect(log == ["i", "m", "w", "i2", "m2"])
     }
 
-    /// Line 6: performAndWait returns the block's value and rethrows its
+    /// C6: performAndWait returns the block's value and rethrows its
     /// error with its type (`catch` below binds a `Boom`, statically), also
     /// from deep inside nested blocks; the context stays usable afterwards.
-    @Test("Line 6: performAndWait returns the value and rethrows the typed error", arguments: queuedTypes)
+    @Test("C6: performAndWait returns the value and rethrows the typed error", arguments: queuedTypes)
     func performAndWaitReturnsValueAndRethrows(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -396,8 +396,8 @@ private enum Boom: Error, Equatable {
         #expect(outcome?.after == 1)
     }
 
-    /// Line 6: the errors Strata throws come through performAndWait as themselves.
-    @Test("Line 6: performAndWait rethrows a StrataError from save")
+    /// C6: the errors Strata throws come through performAndWait as themselves.
+    @Test("C6: performAndWait rethrows a StrataError from save")
     func performAndWaitRethrowsStrataError() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -409,11 +409,11 @@ private enum Boom: Error, Equatable {
         }
     }
 
-    // MARK: Line 7 — async perform
+    // MARK: C7 — async perform
 
-    /// Line 7: `await perform` hands back the block's value, having run it on
+    /// C7: `await perform` hands back the block's value, having run it on
     /// the context's queue.
-    @Test("Line 7: async perform returns the block's value", arguments: queuedTypes)
+    @Test("C7: async perform returns the block's value", arguments: queuedTypes)
     func asyncPerformReturnsValue(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         MainQueueCheck.install()
         let coordinator = try makeCoordinator()
@@ -428,8 +428,8 @@ private enum Boom: Error, Equatable {
         #expect(name == "Soup")
     }
 
-    /// Line 7: `await perform` rethrows the block's typed error.
-    @Test("Line 7: async perform throws the block's typed error", arguments: queuedTypes)
+    /// C7: `await perform` rethrows the block's typed error.
+    @Test("C7: async perform throws the block's typed error", arguments: queuedTypes)
     func asyncPerformThrows(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -447,7 +447,7 @@ private enum Boom: Error, Equatable {
         }
     }
 
-    /// Line 7: the caller stays suspended until its block has run, after the
+    /// C7: the caller stays suspended until its block has run, after the
     /// blocks enqueued before it.
     ///
     ///     test task                    opener thread          context queue
@@ -466,7 +466,7 @@ private enum Boom: Error, Equatable {
     /// blocked ones would not free until their 30 s timeouts — the whole run
     /// stalled. The opener waits at most 5 s for the second perform to be
     /// queued, so a starved pool delays it that long at worst.
-    @Test("Line 7: async perform suspends until its block has run, after earlier blocks", arguments: queuedTypes)
+    @Test("C7: async perform suspends until its block has run, after earlier blocks", arguments: queuedTypes)
     func asyncPerformSuspendsUntilItsBlockRan(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -508,9 +508,9 @@ private enum Boom: Error, Equatable {
         #expect(log.value == ["first", "second"])
     }
 
-    /// Lines 7 and 2: awaiting a .mainQueue context's perform from the main
+    /// C7 and C2: awaiting a .mainQueue context's perform from the main
     /// actor does not deadlock: the caller suspends, freeing the main queue.
-    @Test("Line 7: async perform on a .mainQueue context from the main actor")
+    @Test("C7: async perform on a .mainQueue context from the main actor")
     @MainActor func asyncMainPerformFromTheMainActor() async throws {
         MainQueueCheck.install()
         let coordinator = try makeCoordinator()
@@ -519,12 +519,12 @@ private enum Boom: Error, Equatable {
         #expect(onMain)
     }
 
-    // MARK: Line 8 — one objects-did-change notification per block
+    // MARK: C8 — one objects-did-change notification per block
 
-    /// Line 8: a block with many property writes, an insert, updates and a
+    /// C8: a block with many property writes, an insert, updates and a
     /// delete posts exactly one objects-did-change notification, naming the
     /// inserted, updated and deleted IDs.
-    @Test("Line 8: one objects-did-change notification per block, with its IDs", arguments: queuedTypes)
+    @Test("C8: one objects-did-change notification per block, with its IDs", arguments: queuedTypes)
     func oneNotificationPerBlock(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -564,9 +564,9 @@ private enum Boom: Error, Equatable {
         }
     }
 
-    /// Line 8: nested performAndWait blocks are part of the outer block: the
+    /// C8: nested performAndWait blocks are part of the outer block: the
     /// one notification comes when the outermost block ends, not before.
-    @Test("Line 8: nested blocks post one notification, when the outermost block ends", arguments: queuedTypes)
+    @Test("C8: nested blocks post one notification, when the outermost block ends", arguments: queuedTypes)
     func nestedBlocksPostOneNotification(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -590,9 +590,9 @@ private enum Boom: Error, Equatable {
         #expect(notes.first.map { Set($0.inserted) } == outcome?.ids)
     }
 
-    /// Line 8: "per block": two blocks post two notifications, each with its
+    /// C8: "per block": two blocks post two notifications, each with its
     /// own changes; a block that changes nothing posts none.
-    @Test("Line 8: each block posts its own notification; a block without changes posts none", arguments: queuedTypes)
+    @Test("C8: each block posts its own notification; a block without changes posts none", arguments: queuedTypes)
     func eachBlockPostsItsOwnNotification(_ type: ManagedObjectContext.ConcurrencyType) async throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(type, coordinator: coordinator, name: "Context")
@@ -615,10 +615,10 @@ private enum Boom: Error, Equatable {
         #expect(notes.last.map { Set($0.inserted) } == [first, second])
     }
 
-    /// Lines 8 and 2: a .mainQueue context used directly on the main queue
+    /// C8 and C2: a .mainQueue context used directly on the main queue
     /// (no block) gets one objects-did-change notification for all its
     /// writes, posted from a later main-queue block — not synchronously.
-    @Test("Line 8: direct use of a .mainQueue context gets one notification from a main-queue block")
+    @Test("C8: direct use of a .mainQueue context gets one notification from a main-queue block")
     @MainActor func directMainUseGetsOneNotificationFromAMainQueueBlock() async throws {
         MainQueueCheck.install()
         let coordinator = try makeCoordinator()
@@ -651,9 +651,9 @@ private enum Boom: Error, Equatable {
         #expect(postedOnMain.value == [true])
     }
 
-    /// Lines 8 and 2: a .mainQueue context's block run through perform from
+    /// C8 and C2: a .mainQueue context's block run through perform from
     /// a background thread posts its one notification when the block ends.
-    @Test("Line 8: a .mainQueue perform block from a background thread posts one notification")
+    @Test("C8: a .mainQueue perform block from a background thread posts one notification")
     func mainBlockFromBackgroundPostsOneNotification() async throws {
         let coordinator = try makeCoordinator()
         let main = ManagedObjectContext(.mainQueue, coordinator: coordinator, name: "Main")

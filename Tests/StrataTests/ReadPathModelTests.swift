@@ -14,7 +14,7 @@ import Testing
 /// Every context uses ``MergePolicy/mergeByPropertyObjectTrump`` (a save's
 /// own values win, property by property) and refreshes its objects before
 /// fetching, so the model need not follow which snapshot each level holds
-/// (line 10 has tests of its own): it follows one property, servings.
+/// (contract C10 has tests of its own): it follows one property, servings.
 @Suite struct ReadPathModelTests {
     /// 1,500 steps (300 under ThreadSanitizer, ten times slower); STRATA_READ_MODEL_OPERATIONS sets another number.
     static let operations = Int(ProcessInfo.processInfo.environment["STRATA_READ_MODEL_OPERATIONS"] ?? "")

@@ -8,10 +8,10 @@ import Testing
 // The read path (Rule 12 in *Concurrency*): a fetch or fault in a child reads
 // the store and lays its ancestors' published pending changes over it, on
 // its own queue — never entering an ancestor, never materializing an
-// ancestor's unchanged objects (SEMANTICS.md lines 10 and 13).
+// ancestor's unchanged objects (contract C10 and C13).
 
 @Suite struct ReadPathTests {
-    /// Line 13, with every ancestor's queue blocked: a grandchild's fetch
+    /// C13, with every ancestor's queue blocked: a grandchild's fetch
     /// sees the pending inserts, updates and deletes of the writer and of
     /// the main-queue context, its own with `includesPendingChanges`, and
     /// the source's values without — and finishes while neither ancestor

@@ -28,7 +28,7 @@ private func batches(_ container: PersistentContainer) -> Int {
     container.coordinator.storeStatistics?.batchesWritten ?? -1
 }
 
-/// SEMANTICS.md lines 16–18: the stacks the seeds describe, ready-made in
+/// Contract C16–C18: the recommended stack, ready-made in
 /// `PersistentContainer`, end to end on disk.
 ///
 /// Anything that may wait for the main queue (a save into the view context,
@@ -36,10 +36,10 @@ private func batches(_ container: PersistentContainer) -> Int {
 /// `perform`: blocking one of Swift's two cooperative threads on the main
 /// queue would starve the tests running beside this one.
 @Suite struct StackTests {
-    /// Line 16: the writer owns the coordinator, the main-queue view context
+    /// C16: the writer owns the coordinator, the main-queue view context
     /// is its child; saving the view context is an in-memory hand-off, the
     /// writer's save is the one disk write; `save(wait: true)` returns durable.
-    @Test("Line 16: saving the view context writes nothing; the writer's save is one batch")
+    @Test("C16: saving the view context writes nothing; the writer's save is one batch")
     func viewSaveIsInMemoryWriterSaveHitsDisk() async throws {
         let directory = TemporaryDirectory()
         let model = makeModel()
@@ -73,9 +73,9 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect(names == ["Soup"])
     }
 
-    /// Line 16: the non-blocking save returns after the hand-off; its
+    /// C16: the non-blocking save returns after the hand-off; its
     /// completion reports the disk save, which is then durable.
-    @Test("Line 16: save(wait: false) completes after the disk save")
+    @Test("C16: save(wait: false) completes after the disk save")
     func nonBlockingSaveCompletes() async throws {
         let directory = TemporaryDirectory()
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: directory.path + "/store", options: testStoreOptions())
@@ -94,10 +94,10 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect(try fresh.performAndWait { try fresh.count(for: FetchRequest<Recipe>()) } == 1)
     }
 
-    /// Line 17: a private import child of the main context saves into it,
+    /// C17: a private import child of the main context saves into it,
     /// the main context into the writer, the writer to disk; the data is there
     /// after reopening, relationships and all. Only the writer's saves write.
-    @Test("Line 17: import child → main → writer → disk, then reopen")
+    @Test("C17: import child → main → writer → disk, then reopen")
     func importThroughTheStack() async throws {
         let directory = TemporaryDirectory()
         let model = makeModel()
@@ -134,11 +134,11 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect(linked == 150)
     }
 
-    /// Line 17: the main queue's share of an import is bounded per save: after
+    /// C17: the main queue's share of an import is bounded per save: after
     /// each round is saved through, the main context no longer holds the
     /// round's objects (nothing else references them), so its tables — and
     /// the work of its next save — do not grow with the import.
-    @Test("Line 17: the main context does not accumulate an import's objects")
+    @Test("C17: the main context does not accumulate an import's objects")
     func mainContextStaysSmall() async throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let view = container.viewContext
@@ -160,9 +160,9 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect(importerHeld == 0)
     }
 
-    /// Line 17: the main context's save into the writer does no disk I/O (no
+    /// C17: the main context's save into the writer does no disk I/O (no
     /// log write, no fsync), even with a store that syncs every write.
-    @Test("Line 17: the main context's save does no disk I/O")
+    @Test("C17: the main context's save does no disk I/O")
     func mainSaveDoesNoIO() async throws {
         let directory = TemporaryDirectory()
         var options = StoreOptions()
@@ -184,9 +184,9 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect((container.coordinator.storeStatistics?.logSyncs ?? 0) > (before?.logSyncs ?? 0))
     }
 
-    /// Line 18: the block runs off the main queue on a fresh private context,
+    /// C18: the block runs off the main queue on a fresh private context,
     /// its changes reach the store, the completion runs on the main queue.
-    @Test("Line 18: a save block runs off the main queue and completes on it")
+    @Test("C18: a save block runs off the main queue and completes on it")
     func saveBlock() async throws {
         _ = mainQueueMarker
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
@@ -216,9 +216,9 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect(try fresh.performAndWait { try fresh.fetch(FetchRequest<Recipe>()).map(\.name) } == ["Soup"])
     }
 
-    /// Line 18: with no changes the completion still runs, saying so; a
+    /// C18: with no changes the completion still runs, saying so; a
     /// failed save reports its error, and nothing reaches the store.
-    @Test("Line 18: a block with no changes, and a failing block, still complete")
+    @Test("C18: a block with no changes, and a failing block, still complete")
     func saveBlockWithoutChangesAndWithErrors() async throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let empty = Box<Result<BlockSaveResult, any Error>?>(nil)
@@ -240,8 +240,8 @@ private func batches(_ container: PersistentContainer) -> Int {
         #expect(try fresh.performAndWait { try fresh.count(for: FetchRequest<Recipe>()) } == 0)
     }
 
-    /// Line 18: the blocking form returns once the changes are stored.
-    @Test("Line 18: saveAndWait stores the block's changes before returning")
+    /// C18: the blocking form returns once the changes are stored.
+    @Test("C18: saveAndWait stores the block's changes before returning")
     func saveAndWaitStores() throws {
         let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: nil)
         let result = try container.saveAndWait { context in

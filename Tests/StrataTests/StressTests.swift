@@ -6,7 +6,7 @@ import StrataStore
 import Testing
 
 // Concurrency stress (hardening issue, part 4): four private contexts — two
-// children of the view context (the seed layout), two children of the writer
+// children of the view context (the recommended stack), two children of the writer
 // (block-save layout) — and the main-queue view context itself insert,
 // update, delete, move relationships, fetch, save, push to disk and reset at
 // random for a bounded time. Every worker owns its items, and owns one

@@ -122,7 +122,7 @@ import Testing
     /// `performAndWait`): each lookup still judges at most one object, as
     /// the store's changes are sorted once each, not at every fetch; and
     /// an object registered here that another context changed in the store
-    /// is judged by its own values (SEMANTICS.md line 10): found by its
+    /// is judged by its own values (contract C10): found by its
     /// old name, not by the new one.
     @Test func aLongBlockOfSavesKeepsLookupsCheap() throws {
         let coordinator = try makeCoordinator(model: Self.uniqueNameModel())

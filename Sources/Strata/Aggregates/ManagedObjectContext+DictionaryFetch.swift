@@ -3,7 +3,7 @@ import Foundation
 extension ManagedObjectContext {
     /// The values `request` asks for, computed over the objects a fetch
     /// with its predicate would return here (pending changes of this
-    /// context and its ancestors included, SEMANTICS.md line 13); no object
+    /// context and its ancestors included, contract C13); no object
     /// is registered or materialized to answer.
     ///
     /// ```swift

@@ -8,7 +8,7 @@ import Musl
 internal import Dispatch
 internal import StrataStore
 
-/// The concurrency debug switch (SEMANTICS.md line 22): with
+/// The concurrency debug switch (contract C22): with
 /// `STRATA_CONCURRENCY_DEBUG=1` in the environment when Strata first checks,
 /// every use of a context or of one of its objects verifies that it runs on
 /// the context's queue, and traps with a message naming the context, its
@@ -68,7 +68,7 @@ enum MainQueueWaitWatchdog {
 
 /// Which contexts' blocks the current thread is executing, innermost last.
 ///
-/// This is what makes `performAndWait` reentrant (SEMANTICS.md line 6) and
+/// This is what makes `performAndWait` reentrant (contract C6) and
 /// what the queue checks consult: `DispatchQueue.sync` runs a block on the
 /// calling thread, so a thread can be "inside" several contexts at once — an
 /// import child's block that saves calls its parent's `performAndWait`, which

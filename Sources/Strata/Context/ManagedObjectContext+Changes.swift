@@ -227,7 +227,7 @@ extension ManagedObjectContext {
     }
 
     /// Posts one objects-did-change notification for everything changed since
-    /// the last one (SEMANTICS.md line 8). Blocks run through `perform` and
+    /// the last one (contract C8). Blocks run through `perform` and
     /// `performAndWait` call it when they end; a `.confinement` context calls
     /// it when saving or fetching, or when you do.
     public func processPendingChanges() {

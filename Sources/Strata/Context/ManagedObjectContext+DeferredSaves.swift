@@ -3,7 +3,7 @@ internal import StrataStore
 /// Deferred child saves: how a child's save into a busy or idle private-queue
 /// parent returns at once, without waiting for the parent's queue and
 /// without doing the parent's share of the work on the child's thread
-/// (SEMANTICS.md line 17; Rule 10 in *Concurrency*).
+/// (contract C17; Rule 10 in <doc:ConcurrencyRules>).
 ///
 /// A child's save can fail at its parent only by a conflict: an object it
 /// updates or deletes that the parent changed since the child read it (new

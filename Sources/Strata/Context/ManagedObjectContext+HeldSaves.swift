@@ -1,6 +1,6 @@
 /// Held child saves: how a `.mainQueue` context takes a child's save of new
 /// objects in without per-object work on the main queue (Rule 13 in
-/// *Concurrency*; SEMANTICS.md line 17).
+/// <doc:ConcurrencyRules>; contract C17).
 ///
 /// A save that only inserts conflicts with nothing, so taking it in is
 /// bookkeeping the main queue can put off: the context keeps the child's
@@ -15,9 +15,9 @@
 ///   the end of the block that took the save, as before;
 /// - its save hands the held change sets on as part of ONE change set,
 ///   after its own changes, without making their objects
-///   (``appendHeldSaves(to:)``): an import through the seed stack costs the
-///   main queue O(1) per child save plus a copy of the IDs per save of its
-///   own, not an object per row;
+///   (``appendHeldSaves(to:)``): an import through the recommended stack
+///   costs the main queue O(1) per child save plus a copy of the IDs per
+///   save of its own, not an object per row;
 /// - anything that reads or changes the context's objects — a fetch, an
 ///   object by ID, a fault, a child's save that updates or deletes, an
 ///   upsert, rollback, reset, listing its objects — first takes every held
@@ -219,7 +219,7 @@ extension ManagedObjectContext {
     /// producer waits (``waitForRoomToHandOn(_:)``): an import saving
     /// every 2,000 objects has one save waiting beside the one being
     /// written, small saves gather into one of about this size. Tried side
-    /// by side (`strata-bench stall --layout seed-stack`, 2 rounds of 3 on
+    /// by side (`strata-bench stall --layout view-child`, 2 rounds of 3 on
     /// the 2-core VM): 2,048, 4,096 and 8,192 imported at 0.90–0.95×,
     /// 0.66–0.81× and 0.54–0.87× SQLite's objects/s.
     static let handOnBacklogLimit = 2_048

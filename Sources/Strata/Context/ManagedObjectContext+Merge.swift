@@ -1,7 +1,7 @@
 public import Foundation
 
 extension ManagedObjectContext {
-    /// Applies another context's did-save to this one (SEMANTICS.md line 19):
+    /// Applies another context's did-save to this one (contract C19):
     /// registered objects it updated take the saved values (keeping this
     /// context's own unsaved changes on top), objects it deleted leave this
     /// context. Posts objects-did-change with the refreshed and invalidated IDs.

@@ -1,7 +1,7 @@
 extension ManagedObjectContext {
     /// The object for `id` in this context: the registered one, or a fault
     /// that loads its values from the parent chain or the store when first
-    /// used (SEMANTICS.md line 15). Never fails; a fault whose object turns
+    /// used (contract C15). Never fails; a fault whose object turns
     /// out not to exist reads as deleted, with default values.
     ///
     /// ```swift

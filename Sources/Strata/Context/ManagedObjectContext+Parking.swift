@@ -2,7 +2,7 @@ internal import StrataStore
 
 /// Guest access: how a context attached to the coordinator keeps its children
 /// — above all the main-queue context — from waiting on its disk I/O
-/// (SEMANTICS.md line 17, better than Core Data).
+/// (contract C17, better than Core Data).
 ///
 /// A child reaches its parent (to save into it, to fault or fetch through it)
 /// with ``ManagedObjectContext/childAccess(_:)`` instead of `performAndWait`.

@@ -57,7 +57,7 @@ extension ManagedObjectContext {
     }
 
     /// Hands each child that merges automatically what a sibling's save
-    /// changed here (SEMANTICS.md line 20), on the child's queue.
+    /// changed here (contract C20), on the child's queue.
     private func sendMerges() {
         guard !mergesToSend.isEmpty else { return }
         let merges = mergesToSend

@@ -10,10 +10,10 @@ internal import StrataStore
 
 extension ManagedObjectContext {
     /// Enqueues `block` on the context's queue and returns at once
-    /// (SEMANTICS.md line 5). Blocks run one at a time in the order they were
+    /// (contract C5). Blocks run one at a time in the order they were
     /// enqueued; a `perform` from inside a block of the same context goes to
     /// the end of the queue, never inline. Each block ends by processing
-    /// pending changes (line 8).
+    /// pending changes (contract C8).
     ///
     /// ```swift
     /// context.perform {
@@ -23,7 +23,7 @@ extension ManagedObjectContext {
     /// }
     /// ```
     ///
-    /// Calling it on a `.confinement` context is a programming error and traps (line 3).
+    /// Calling it on a `.confinement` context is a programming error and traps (contract C3).
     public func perform(_ block: @escaping @Sendable () -> Void) {
         guard let queue else {
             preconditionFailure("Strata: perform on \(name) (.confinement) — a confinement context is used only on its own thread, without perform")
@@ -35,8 +35,8 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Runs `block` on the context's queue and waits for it (SEMANTICS.md
-    /// line 6): blocks enqueued before it run first; called from inside a block
+    /// Runs `block` on the context's queue and waits for it (contract C6):
+    /// blocks enqueued before it run first; called from inside a block
     /// of the same context (however deep) it runs inline; it returns the
     /// block's value and rethrows its error.
     ///
@@ -85,7 +85,7 @@ extension ManagedObjectContext {
     }
 
     /// Runs `block` on the context's queue and suspends the caller until it
-    /// has run, handing back its value or error (SEMANTICS.md line 7).
+    /// has run, handing back its value or error (contract C7).
     ///
     /// ```swift
     /// let names = try await context.perform {
@@ -233,7 +233,7 @@ extension ManagedObjectContext {
     var isInsideBlock: Bool { ExecutionStack.current.contexts.contains(serial) }
 
     /// With the concurrency debug switch on, traps unless the caller may use
-    /// the context (SEMANTICS.md line 22).
+    /// the context (contract C22).
     @inline(__always)
     func checkQueue(function: @autoclosure () -> String = "the context") {
         if ConcurrencyDebug.isEnabled && !isCurrent {

@@ -2,10 +2,10 @@ import Foundation
 internal import StrataStore
 
 extension ManagedObjectContext {
-    /// Saves the context's changes one level up (SEMANTICS.md lines 9, 11, 12):
+    /// Saves the context's changes one level up (contract C9, C11, C12):
     /// into the parent context, in memory; or, for a context attached to the
     /// coordinator, to the store as ONE atomic batch, after which the saved
-    /// objects' IDs are permanent (line 14).
+    /// objects' IDs are permanent (contract C14).
     ///
     /// ```swift
     /// try context.performAndWait { try context.save() }
@@ -107,7 +107,7 @@ extension ManagedObjectContext {
     private func send(_ changes: ChangeSet) throws(StrataError) -> SaveOutcome {
         guard let parent else {
             // While the batch is written and synced, children (the main
-            // context) get in as guests instead of waiting (line 17).
+            // context) get in as guests instead of waiting (contract C17).
             return try parked { () throws(StrataError) -> SaveOutcome in
                 try persistentStoreCoordinator.save(changes, from: self)
             }
@@ -450,7 +450,7 @@ extension ManagedObjectContext {
     // MARK: Receiving a child's save
 
     /// Runs on this context's queue: takes a child's changes as this
-    /// context's own unsaved changes (SEMANTICS.md line 9). Checks every
+    /// context's own unsaved changes (contract C9). Checks every
     /// updated and deleted object against what the child saw first, and
     /// changes nothing if the save fails.
     func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
@@ -602,7 +602,7 @@ extension ManagedObjectContext {
         return try snapshotForChild(id)
     }
 
-    /// Hands the children that merge automatically (SEMANTICS.md line 20)
+    /// Hands the children that merge automatically (contract C20)
     /// what a sibling's save changed here, with this context's new snapshots,
     /// on their own queues.
     func notifyMergingChildren(of changes: ChangeSet, outcome: SaveOutcome, excluding child: ManagedObjectContext) {

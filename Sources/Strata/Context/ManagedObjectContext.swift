@@ -30,10 +30,10 @@ internal import StrataStore
 /// ```
 ///
 /// A context and its objects are used only on the context's queue
-/// (SEMANTICS.md lines 1–3, 15): `.privateQueue` through ``perform(_:)`` and
+/// (contract C1–C3, C15): `.privateQueue` through ``perform(_:)`` and
 /// ``performAndWait(_:)``; `.mainQueue` directly from the main queue or
 /// through them; `.confinement` only on the thread that created it. The
-/// concurrency rules are numbered in the DocC article *Concurrency*.
+/// concurrency rules are numbered in <doc:ConcurrencyRules>.
 ///
 /// `@unchecked Sendable`: the context is shared across threads only to call
 /// `perform`/`performAndWait`, which run on its queue; every other member is
@@ -158,9 +158,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// long import's contexts — the main context above all — and a server's
     /// querying contexts from growing with everything ever imported or
     /// fetched. Objects looked up by ID or reached through a relationship
-    /// stay registered until a save lets go of them or `reset()`: SEMANTICS.md
-    /// lines 10 and 19–21 (a registered object keeps its snapshot, merges
-    /// refresh it, conflicts are found against it) are stated for them.
+    /// stay registered until a save lets go of them or `reset()`:
+    /// contract C10 and C19–C21 (a registered object keeps its snapshot,
+    /// merges refresh it, conflicts are found against it) are stated for them.
     /// A `.mainQueue` context frees what it lets go of on a background
     /// queue, so a subclass's `deinit` may run there.
     ///
@@ -253,9 +253,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         coordinator.register(self)
     }
 
-    /// Creates a child of `parent`: its saves go into the parent (SEMANTICS.md
-    /// line 9). A `.confinement` context cannot be a parent (lines 3–4); using
-    /// one is a programming error and traps.
+    /// Creates a child of `parent`: its saves go into the parent (contract
+    /// C9). A `.confinement` context cannot be a parent (contract C3–C4);
+    /// using one is a programming error and traps.
     public init(_ concurrencyType: ConcurrencyType, parent: ManagedObjectContext, name: String? = nil) {
         precondition(parent.concurrencyType != .confinement,
                      "Strata: a .confinement context cannot be a parent (\(parent.name))")
@@ -301,7 +301,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
 
     /// Whether this context merges, by itself, the saves its parent receives
     /// from its other children — or, attached to the coordinator, the saves
-    /// other contexts make to the store (SEMANTICS.md line 20).
+    /// other contexts make to the store (contract C20).
     public var automaticallyMergesChangesFromParent: Bool {
         get { relationsLock.withLock { _mergesFromParent } }
         set { relationsLock.withLock { _mergesFromParent = newValue } }

@@ -1,6 +1,6 @@
 /// What a save does when an object it changes was changed at its destination
 /// (the parent context or the store) since the saving context read it
-/// (SEMANTICS.md line 21), and when a new object's values in a uniqueness
+/// (contract C21), and when a new object's values in a uniqueness
 /// constraint are held by an existing object.
 ///
 /// ```swift

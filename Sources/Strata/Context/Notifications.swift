@@ -1,7 +1,7 @@
 public import Foundation
 
 /// The IDs of the objects a change touched: the `Sendable` payload of every
-/// Strata notification, under ``userInfoKey`` (SEMANTICS.md line 19).
+/// Strata notification, under ``userInfoKey`` (contract C19).
 ///
 /// ```swift
 /// NotificationCenter.default.addObserver(
@@ -62,6 +62,6 @@ extension ManagedObjectContext {
     /// save, with the saved IDs in ``ObjectChanges``.
     public static let didSave = Notification.Name("StrataManagedObjectContextDidSave")
     /// Posted (object: the context) on the context's queue once per block
-    /// that changed objects (SEMANTICS.md line 8).
+    /// that changed objects (contract C8).
     public static let objectsDidChange = Notification.Name("StrataManagedObjectContextObjectsDidChange")
 }

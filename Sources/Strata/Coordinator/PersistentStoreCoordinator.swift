@@ -3,7 +3,7 @@ public import StrataStore
 import Synchronization
 
 /// The bridge between contexts and storage: it owns the store, turns each
-/// save of an attached context into ONE atomic batch (SEMANTICS.md line 11),
+/// save of an attached context into ONE atomic batch (contract C11),
 /// keeps a row cache of committed snapshots, hands out primary keys, and is
 /// safe to call from any queue.
 ///

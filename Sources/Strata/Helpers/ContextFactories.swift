@@ -3,7 +3,7 @@ extension PersistentContainer {
     /// default the main-queue ``viewContext`` (MagicalRecord's `MR_newContext`
     /// and `MR_newContextWithParent:`). Use it through `perform` /
     /// `performAndWait`; its `save()` is an in-memory hand-off to `parent`
-    /// (SEMANTICS.md line 9).
+    /// (contract C9).
     ///
     /// ```swift
     /// let editor = try container.newContext()                    // child of the view context
@@ -17,7 +17,7 @@ extension PersistentContainer {
     ///
     /// Throws ``StrataError/Code/invalidArgument`` when `parent` belongs to
     /// another coordinator, and ``StrataError/Code/contextMisuse`` when it is
-    /// a `.confinement` context (which cannot be a parent: SEMANTICS.md lines 3–4).
+    /// a `.confinement` context (which cannot be a parent: contract C3–C4).
     public func newContext(parent: ManagedObjectContext? = nil, name: String? = nil) throws(StrataError) -> ManagedObjectContext {
         let parent = parent ?? viewContext
         guard parent.persistentStoreCoordinator === coordinator else {

@@ -8,7 +8,7 @@ private enum DefaultStack {
 
 extension PersistentContainer {
     /// The container the default-context helpers use: MagicalRecord's default
-    /// stack (SEMANTICS.md line 18), as one settable value instead of a
+    /// stack (contract C18), as one settable value instead of a
     /// global set-up call. Nil until set; safe to read and set from any thread.
     ///
     /// ```swift

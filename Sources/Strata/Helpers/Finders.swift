@@ -2,8 +2,7 @@ public import Foundation
 
 /// Typed finders, MagicalRecord's `MR_findAll…`, `MR_findFirst…` and
 /// `MR_countOf…`, over ``FetchRequest`` and ``ManagedObjectContext/fetch(_:)``:
-/// they see the context's unsaved changes and its ancestors' (SEMANTICS.md
-/// line 13).
+/// they see the context's unsaved changes and its ancestors' (contract C13).
 ///
 /// Each takes the context explicitly (`in:`) and must be called on that
 /// context's queue; anywhere else it throws ``StrataError/Code/contextMisuse``

@@ -1,5 +1,5 @@
 /// An object in the graph: an instance of an entity, registered in one
-/// context and used only on that context's queue (SEMANTICS.md line 15).
+/// context and used only on that context's queue (contract C15).
 ///
 /// Subclass it and declare typed properties with ``Attribute`` and
 /// ``Relationship``; the names are the model's property names.
@@ -145,7 +145,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: Internal plumbing
 
     /// With the concurrency debug switch on, traps unless the caller is on the
-    /// queue of the object's context (SEMANTICS.md line 22).
+    /// queue of the object's context (contract C22).
     @inline(__always)
     final func checkQueue() {
         if ConcurrencyDebug.isEnabled, let context { context.checkQueue(function: "a managed object") }

@@ -17,7 +17,7 @@ public import Foundation
 /// permanent ID by ``ManagedObjectContext/obtainPermanentIDs(for:)``; the
 /// temporary and the permanent ID of an object compare equal, so an ID held
 /// from before the save keeps finding the same object afterwards, in every
-/// context (SEMANTICS.md line 14: better than Core Data, whose temporary IDs
+/// context (contract C14: better than Core Data, whose temporary IDs
 /// stop resolving).
 public struct ObjectID: Sendable, Hashable, CustomStringConvertible {
     /// Unowned: every model (and so every entity) lives for the rest of the

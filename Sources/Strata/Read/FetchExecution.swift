@@ -19,7 +19,7 @@ enum FetchMatch {
 
 extension ManagedObjectContext {
     /// The objects `request` describes, as this context sees them: its own
-    /// unsaved changes and all its ancestors' included (SEMANTICS.md line 13).
+    /// unsaved changes and all its ancestors' included (contract C13).
     ///
     /// ```swift
     /// let request = FetchRequest<Item>(predicate: #Predicate { $0.remoteID == 42 })
@@ -214,7 +214,7 @@ extension ManagedObjectContext {
     /// with `includesPendingChanges`, this context's own inserts.
     ///
     /// An object registered here is judged by its values here (a child is
-    /// a snapshot, SEMANTICS.md line 10), or with `includesPendingChanges`
+    /// a snapshot, contract C10), or with `includesPendingChanges`
     /// off by the source's; one not registered here by the source's, on a
     /// scratch object (``PredicateEvaluation``) — it is materialized only if
     /// the caller wants objects.
@@ -357,7 +357,7 @@ extension ManagedObjectContext {
         guard delivered < stopAfter else { return }
         if includesPending && plan.indexNumber != nil && checksRegistry {
             // An object held here may match on its own values (a change, or
-            // a snapshot older than the source, SEMANTICS.md line 10) where
+            // a snapshot older than the source, contract C10) where
             // the index, which holds the source's, did not select it.
             // It must still exist in the source, as a scan would have met it.
             func judge(_ object: ManagedObject) throws(StrataError) {

@@ -30,7 +30,7 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// source decides which objects match — the store for a context on the
     /// coordinator, the parent's view for a child — and the context's own
     /// inserts are left out. Ancestors' unsaved changes always count, since
-    /// a parent is its child's store (SEMANTICS.md line 13).
+    /// a parent is its child's store (contract C13).
     public var includesPendingChanges = true
     /// Whether objects the context does not hold yet come back as faults,
     /// filled when first used (the default, as in Core Data): a fetch then

@@ -77,7 +77,7 @@ final class PublishedKeys: @unchecked Sendable {
 /// The copy of its pending changes a parent context publishes for its
 /// children, so that a child's fetch or fault reads its ancestors' unsaved
 /// state without waiting for their queues — the main queue above all
-/// (Rule 12 in *Concurrency*). Core Data runs a child's fetch through every
+/// (Rule 12 in <doc:ConcurrencyRules>). Core Data runs a child's fetch through every
 /// parent's queue instead.
 ///
 /// The context updates the copy when each of its blocks ends (whenever it

@@ -1,6 +1,6 @@
 /// What a context reads as its source, taken on the context's own queue
 /// without entering any other context: each ancestor's unsaved changes,
-/// nearest first, over the store (SEMANTICS.md line 13).
+/// nearest first, over the store (contract C13).
 ///
 /// Reading in that order, and the store last, misses nothing that is on
 /// its way down to disk meanwhile: changes only move *towards* the store

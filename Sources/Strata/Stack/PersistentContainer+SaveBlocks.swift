@@ -9,7 +9,7 @@ public enum BlockSaveResult: Sendable, Equatable {
 }
 
 extension PersistentContainer {
-    /// MagicalRecord's `saveWithBlock:completion:` (SEMANTICS.md line 18):
+    /// MagicalRecord's `saveWithBlock:completion:` (contract C18):
     /// `block` runs on a fresh private context off the main queue (a child of
     /// the writer), its changes are saved through to the store, and
     /// `completion` runs on the main queue (on a serial queue of the

@@ -1,7 +1,7 @@
 public import StrataStore
 import Dispatch
 
-/// The stack the seeds recommend, ready-made (SEMANTICS.md lines 16–17): a
+/// The recommended stack, ready-made (contract C16–C17): a
 /// `.privateQueue` *writer* context owns the coordinator and does the disk
 /// work; the `.mainQueue` ``viewContext`` is its child, so saving it is an
 /// in-memory hand-off; background contexts are children of those.
@@ -29,7 +29,7 @@ public final class PersistentContainer: Sendable {
     /// The queue ``viewContext`` runs on.
     public enum ViewContextQueue: Sendable, Hashable {
         /// The main queue: an app with a UI, or anything that runs the main
-        /// run loop or `dispatchMain()`. The seeds' stack (the default).
+        /// run loop or `dispatchMain()`. The recommended stack (the default).
         case main
         /// A private queue: servers and command-line tools. Nothing in the
         /// container waits for the main queue; block-save completions run
@@ -84,7 +84,7 @@ public final class PersistentContainer: Sendable {
     }
 
     /// A new `.privateQueue` context for background work: a child of
-    /// ``viewContext`` (its saves reach the UI at once; seed layout), or with
+    /// ``viewContext`` (its saves reach the UI at once; the recommended stack), or with
     /// `childOfWriter` a child of the writer (its saves bypass the main queue
     /// and reach the view context by automatic merge).
     public func newBackgroundContext(childOfWriter: Bool = false) -> ManagedObjectContext {
