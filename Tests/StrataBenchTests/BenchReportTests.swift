@@ -57,7 +57,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         // Every round of every layout, the rounds interleaved.
         let runs = try #require(report["runs"] as? [Any])
         let layouts = try runs.map { try object($0, "run")["layout"] as? String }
-        let order = ["naive", "seed-stack", "writer-child", "private-context"]
+        let order = ["naive", "view-child", "writer-child", "private-context"]
         #expect(layouts == order + order)
         #expect(try runs.map { try number(object($0, "run")["round"], "round") } == [0, 0, 0, 0, 1, 1, 1, 1])
         let stallKeys = ["p50", "p99", "p999", "max", "ticks", "ticksLaterThan8_3ms", "ticksLaterThan16_7ms"]
@@ -170,7 +170,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(svg.hasSuffix("</svg>\n"))
         // --store keeps the stores: one per layout, plus SQLite's.
         let kept = try FileManager.default.contentsOfDirectory(atPath: dir + "/stores").sorted()
-        #expect(kept.contains("seed-stack") && kept.contains("sqlite.db"))
+        #expect(kept.contains("view-child") && kept.contains("sqlite.db"))
     }
 
     @Test func readsAndCompactionJSON() throws {
@@ -278,7 +278,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(rounds.count == 1)
         let round = try #require(rounds.first)
         #expect(try number(try object(round["lookupMicroseconds"], "lookupMicroseconds")["median"], "median") > 0)
-        for layout in ["seedStack", "privateContext"] {
+        for layout in ["viewChildStack", "privateContext"] {
             #expect(try number(try object(round[layout], layout)["recordsPerSecond"], "recordsPerSecond") > 0)
         }
         #expect(try number(round["sqliteUpsertsPerSecond"], "sqliteUpsertsPerSecond") > 0)

@@ -64,8 +64,8 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     // Child → parent: a private child's save of 1,000 inserted objects into
-    // its private parent (in memory, through the parent's performAndWait:
-    // SEMANTICS.md line 9). Fresh parent and child every iteration.
+    // its private parent (in memory; a save into a private parent as Strata's
+    // concurrency Rule 10 describes it). Fresh parent and child every iteration.
     let nested = GraphFixture()
     Benchmark(
         "graph: child→parent save of 1000 objects",

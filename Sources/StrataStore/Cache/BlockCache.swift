@@ -66,8 +66,8 @@ package final class BlockCache: Sendable {
         // Sendable because: every mutable property (and each cached block's
         // `referenced` flag) is guarded by `lock`. The lock is also why the
         // runtime exclusivity checks are off for them: with those of
-        // `DecodedBlock.referenced`, the checks cost a warm get about 200 of
-        // its 2,900 instructions (callgrind).
+        // `DecodedBlock.referenced`, the checks would be a noticeable share
+        // of a warm get.
         private let lock = Lock()
         private let capacity: Int
         /// The cached blocks; a hit is one table lookup. Guarded by `lock`.

@@ -4,8 +4,7 @@
 ///
 /// Rebuilding is what opening a large store costs: a million keys read,
 /// checked, merged and placed into leaves, and the memory of three copies
-/// of them touched for the first time (2026-11-26, this VM: 80 ms and 21,600
-/// page faults for the first open of a million objects in a process). A
+/// of them touched for the first time, page fault by page fault. A
 /// checkpoint holds the leaves as they are in memory, objects and all, and
 /// a meta from which the open builds the interior nodes; each chunk of
 /// leaves is read into memory and checked where it lies when a lookup

@@ -2,7 +2,7 @@ import CStrataCRC32C
 
 /// CRC32C (Castagnoli), the checksum on every WAL frame, segment block,
 /// footer and manifest. Runs on the CPU's CRC instruction where there is one
-/// (SSE4.2, ARMv8 CRC; about 8 GB/s here) and on slicing-by-8 tables elsewhere.
+/// (SSE4.2, ARMv8 CRC) and on slicing-by-8 tables elsewhere.
 ///
 /// ```swift
 /// CRC32C.checksum("123456789".utf8)   // 0xE3069283

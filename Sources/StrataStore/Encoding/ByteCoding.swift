@@ -5,10 +5,8 @@
 /// The helpers Strata's record coder calls are `@_spi(Coding) public` and
 /// `@inlinable`, where `package` would do for access: the compiler does not
 /// inline a `package` function's body into another module, so every
-/// `readInteger` there ran unspecialized, looking up `T`'s metadata at run
-/// time. Inlined, `strata-bench reads` fetches about 1.5 times as many
-/// objects per second (side by side, 2026-11-24: by ID from a freshly opened
-/// store 402k/405k → 573k/607k, by predicate 387k/412k → 588k/607k).
+/// `readInteger` there would run unspecialized, looking up `T`'s metadata at
+/// run time, in every record every fetch decodes.
 /// `@_spi` keeps them out of StrataStore's public API.
 extension Array where Element == UInt8 {
     @_spi(Coding) @inlinable @inline(__always)

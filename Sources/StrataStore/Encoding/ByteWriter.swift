@@ -4,13 +4,11 @@
 /// it writes before it writes it.
 ///
 /// Each `append` to an array checks that the array is uniquely referenced
-/// and has room, and `append(contentsOf:)` of a few bytes costs about a
-/// hundred instructions before its copy. A save's record of five fields,
-/// its key and the batch's framing paid that about twenty times an object,
-/// and were copied twice (record, then batch); written in place through
-/// ``Swift/Array/append(written:)`` they pay it once: 170 instructions an
-/// object less for the save's encoding (2,563 → 2,391, callgrind,
-/// `strata-bench graph --only insert-flat`, 2026-11-27).
+/// and has room, and for `append(contentsOf:)` of a few bytes that costs
+/// more than the copy itself. A save's record of five fields, its key and
+/// the batch's framing would pay it about twenty times an object, and be
+/// copied twice (record, then batch); written in place through
+/// ``Swift/Array/append(written:)`` they pay it once.
 ///
 /// ```swift
 /// struct Tagged: ByteWriting {

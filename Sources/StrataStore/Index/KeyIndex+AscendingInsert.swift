@@ -2,8 +2,7 @@
 // (an import's, a bulk load's) asks of the index.
 //
 // An insert walks from the root to a leaf, making each node on the way
-// writable; for the engine bench's sequential keys that walk was about a
-// thousand instructions a key (callgrind, 2026-11-27), half of a write's
+// writable; for sequential keys that walk is a large part of a write's
 // whole commit. Keys that ascend mostly land in the leaf the previous one
 // went to, so after a full insert the run keeps that leaf and its upper
 // bound (the nearest separator to its right on the way down) and puts the

@@ -5,7 +5,7 @@ import Dispatch
 
 /// Keys in strictly ascending order with their entries, read by position
 /// (a generic parameter rather than closures, so that the build loop is
-/// specialized for each source: a call per key was a third of an open).
+/// specialized for each source: a call per key would weigh on every open).
 package protocol SortedIndexSource: SendableMetatype {
     var count: Int { get }
     func key(_ i: Int) -> UnsafeRawBufferPointer

@@ -18,8 +18,8 @@
 // `NodeView`, a raw pointer to the object, with no reference counting or
 // exclusivity checks; the `Node` class only owns the memory. Knowing each
 // child's size, a lookup reads every cache line of the next node at once
-// (`touch`) instead of one per binary-search probe: on this kind of machine
-// a miss costs about 135 ns, so that is most of a lookup's time.
+// (`touch`) instead of one per binary-search probe: cache misses are most
+// of a lookup's time.
 //
 // Thread safety: a node is never written once it is shared. Every mutation
 // walks down from the root checking `isKnownUniquelyReferenced` on each node
@@ -286,7 +286,8 @@ extension KeyIndex {
 
         /// Copies a key's bytes to `to`: keys of 8 to 16 bytes (Strata's
         /// object keys are 11) as two words, overlapping below 16, with no
-        /// call — a `memcpy` call per key was a tenth of opening a store.
+        /// call — opening a store copies every key, and a `memcpy` call per
+        /// key would weigh on it.
         @inline(__always)
         static func copyKey(_ key: UnsafeRawBufferPointer, to: UnsafeMutableRawPointer) {
             guard let p = key.baseAddress else { return }

@@ -2,11 +2,10 @@ extension KeyIndex {
     /// The separator keys between consecutive nodes of one level, in one
     /// buffer: `i` divides node `i` from node `i + 1`.
     ///
-    /// Why: an open made each separator an array of its own, an allocation
-    /// and a free per leaf (55,000 for a million keys), which the interior
-    /// nodes then copied anyway. Opening and closing the engine bench's
-    /// store from its checkpoint cost 155 instructions a key with them, 121
-    /// with one buffer (callgrind, 2026-11-27).
+    /// Why: a separator as an array of its own is an allocation and a free
+    /// per leaf (55,000 for a million keys), which the interior nodes copy
+    /// anyway, and opening and closing a store from its checkpoint makes and
+    /// frees every one of them.
     struct Separators: Sendable, Equatable {
         private(set) var bytes: [UInt8] = []
         /// Where each separator ends in `bytes`.

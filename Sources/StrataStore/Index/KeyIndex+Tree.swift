@@ -53,7 +53,7 @@ extension KeyIndex {
         let appending = rightEdge && last > 0 && view.compareKey(last, key, keyCount) <= 0
         let i = appending ? last : view.childIndex(key, keyCount)
         // Prefetching pays for a random descent; an append's path down the
-        // right edge is in cache already (reading it cost appends a fifth).
+        // right edge is in cache already (reading it again only slows appends).
         if !appending { touch(view.childPointer(i), view.childSize(i)) }
         var child = view.takeChild(i)
         let result = insert(&child, key, keyCount, entry, rightEdge: rightEdge && i == view.count - 1)

@@ -57,9 +57,8 @@ package final class LogWriter {
     /// A log that is not durable starts the writeback of every
     /// ``writebackStep`` it writes (``FileSystem/startWriteback(_:offset:length:)``):
     /// a rotation syncs the whole log, under every sync mode, before the next
-    /// one takes writes, and on this VM the sync of 64 MiB left to the OS
-    /// took the write leader 35 ms, with every writer waiting; with the pages
-    /// on their way as they are written, about 2 ms (strace, 2026-11-28).
+    /// one takes writes, on the write leader with every writer waiting; with
+    /// the pages already on their way, that sync has little left to write.
     package func append(_ frames: [UInt8]) throws(SystemCallError) {
         try frames.withBytes { (b) throws(SystemCallError) in try fileSystem.writeAll(fd, b, at: offset, path: path) }
         offset += UInt64(frames.count)

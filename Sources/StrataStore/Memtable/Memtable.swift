@@ -51,9 +51,8 @@ package final class Memtable: @unchecked Sendable {
               let p = mmap(nil, capacity, PROT_READ | PROT_WRITE, flags, -1, 0),
               p != MAP_FAILED
         else { return nil }
-        // No MADV_HUGEPAGE: measured side by side (two alternating pairs of
-        // `strata-bench engine` runs), it made random writes ~13% and two-thread
-        // gets ~25% slower here, and THP's direct compaction can stall a fault.
+        // No MADV_HUGEPAGE: it slows random writes and two-thread gets, and
+        // THP's direct compaction can stall a fault.
         self.base = p
         self.capacity = capacity
         self.number = number
@@ -74,8 +73,7 @@ package final class Memtable: @unchecked Sendable {
     /// with where its record went.
     ///
     /// The counters are kept in locals and stored once: per record, the
-    /// class's stored properties cost three runtime exclusivity checks,
-    /// about 230 instructions (callgrind, 2026-11-27).
+    /// class's stored properties cost three runtime exclusivity checks.
     package func append(batch payload: UnsafeRawBufferPointer, sequence: UInt64, into placed: inout [PlacedOperation]) {
         var offset = used
         var records = 0

@@ -19,16 +19,16 @@ extension BackgroundScheduling {
 /// to a thread that is waiting for one, every ``BackgroundScheduling/yieldInterval``.
 ///
 /// Why: with the long slice (``BackgroundScheduling``) a thread that *wakes*
-/// preempts background work at once, but one that is already runnable does
-/// not. Traced in `strata-bench stall` (ftrace, 2026-11-27): libdispatch's
-/// timer thread wakes the main thread, which preempts it on the same core;
-/// the main thread's tick is short and it sleeps again; the core then goes
-/// to the writer's save rather than back to the timer thread, which is left
-/// runnable, and nothing on that core reschedules before the next scheduler
-/// tick — 4 ms at HZ=250, with the kernel's high-resolution tick off. The
-/// main queue's next timer fired 3–5 ms late, with the other core idle. A
-/// `sched_yield(2)` from the writer every half millisecond ends such a wait
-/// within that time; where nothing else waits for the core it returns at once.
+/// preempts background work at once, but one that is already runnable does not.
+/// In `strata-bench stall`, for instance: libdispatch's timer thread wakes the
+/// main thread, which preempts it on the same core; the main thread's tick is
+/// short and it sleeps again; the core then goes to the writer's save rather
+/// than back to the timer thread, which is left runnable, and nothing on that
+/// core reschedules before the next scheduler tick — 4 ms at HZ=250, with the
+/// kernel's high-resolution tick off — so the main queue's next timer fires up
+/// to a tick late, with the other core idle. A `sched_yield(2)` from the writer
+/// every half millisecond ends such a wait within that time; where nothing else
+/// waits for the core it returns at once.
 ///
 /// Active only on a thread running background work with the long slice
 /// (between ``BackgroundScheduling/lengthenSlice()`` and the matching

@@ -11,7 +11,7 @@ import Synchronization
 /// libdispatch ignores quality of service, and its scheduler (EEVDF, kernel
 /// 6.6 and later) may let a running thread finish its time slice before a
 /// thread that just woke gets the CPU. With two cores busy importing, the main
-/// thread's timer then fires 3–5 ms late.
+/// thread's timer then fires milliseconds late.
 ///
 /// The remedy is the knob EEVDF provides for it: a thread's own slice
 /// (`sched_setattr(2)`, `sched_runtime`; honoured from kernel 6.12). While
@@ -42,8 +42,7 @@ public enum BackgroundScheduling {
     /// The slice background work runs with, in nanoseconds. 20 ms: several
     /// times the default (0.7 ms × (1 + log₂ cores)), so a default-slice
     /// thread always counts as the shorter one, and short enough that two
-    /// background threads sharing a core still take turns promptly. In
-    /// strata-bench stall, 20 ms and 100 ms did equally well.
+    /// background threads sharing a core still take turns promptly.
     package static let slice: UInt64 = 20_000_000
 
     /// Whether background work asks for the long slice; on by default. Takes

@@ -20,12 +20,12 @@ import Dispatch
 /// segments on one thread while a global worker started on another.
 ///
 /// So the first store opened in a process starts one global worker and waits
-/// for it, and posts an empty block to the main queue (about 0.2 ms, once per
-/// process). The store's own queues (`flushQueue`, a context's private
-/// queue) are overcommit queues, whose workers make nothing. The wait is
-/// bounded at 100 ms: from a Swift task or a global worker while every
-/// worker is busy, no second worker may come sooner — but then the event loop
-/// exists already, made by that busy worker.
+/// for it, and posts an empty block to the main queue (once per process). The
+/// store's own queues (`flushQueue`, a context's private queue) are overcommit
+/// queues, whose workers make nothing. The wait is bounded at 100 ms: from a
+/// Swift task or a global worker while every worker is busy, no second worker
+/// may come sooner — but then the event loop exists already, made by that busy
+/// worker.
 ///
 /// What remains out of reach: once the event loop exists, libdispatch's
 /// pool monitor reads `/proc/<thread>/stat` every second while global work

@@ -250,9 +250,9 @@ package final class SegmentReader: @unchecked Sendable {
     /// after. Nil when anything fails a check.
     ///
     /// Opening a store reads every key of every segment here, so this loop
-    /// reads through a raw pointer with its varints inline: through
-    /// `ByteReader` it took 182 instructions a key on a store of a million
-    /// keys (callgrind, 2026-11-26).
+    /// reads through a raw pointer with its varints inline rather than
+    /// through `ByteReader`: whatever it costs a key, an open pays for every
+    /// key of the store.
     private static func parseKeyTable(_ bytes: UnsafeRawBufferPointer, from start: Int, blocks: [SegmentFormat.BlockHandle], total: Int) -> [KeyTable.Entry]? {
         guard let base = bytes.baseAddress else { return total == 0 && start == bytes.count ? [] : nil }
         let end = bytes.count

@@ -12,9 +12,8 @@ package final class SegmentWriter {
     private let blockSize: Int
     // A writer is used by one thread (it is not Sendable) and none of its
     // methods reaches one of these while another access to it is open, so
-    // Swift's runtime exclusivity checks are off for them: `add` paid four,
-    // about 390 instructions a record, a tenth of a flush (callgrind,
-    // 2026-11-27).
+    // Swift's runtime exclusivity checks are off for them: `add` would pay
+    // four a record, in every flush and compaction.
     @exclusivity(unchecked) private var builder = BlockBuilder()
     @exclusivity(unchecked) private var pending: [UInt8] = []
     private var fileOffset: UInt64 = 0

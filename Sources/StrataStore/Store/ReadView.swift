@@ -223,7 +223,7 @@ package func compareArrays(_ a: [UInt8], _ b: [UInt8]) -> Int {
 /// under that lock) finds them unshared and writes them in place; the lock is
 /// what orders those writes after the view's reads. The reference count
 /// orders them too, but ThreadSanitizer cannot see inside the Swift runtime
-/// and reports the in-place write as a race (as in the flush, b03ce35).
+/// and reports the in-place write as a race (as in the flush).
 ///
 /// `@unchecked Sendable`: `index` is written only by `deinit`, under `state`.
 final class IndexPin: @unchecked Sendable {

@@ -499,8 +499,8 @@ enum Recovery {
                 // A k-way merge; among equal keys the highest sequence comes
                 // first. Each segment's position is kept behind a pointer the
                 // heap's order reads: captured as a variable, every access
-                // went through Swift's exclusivity checks (a fifth of opening
-                // a store of two segments, callgrind, 2026-11-26).
+                // would go through Swift's exclusivity checks, on every key
+                // of every open that merges segments.
                 let positions = UnsafeMutableBufferPointer<Int>.allocate(capacity: segments.count)
                 positions.initialize(repeating: 0)
                 defer { positions.deallocate() }

@@ -47,20 +47,17 @@ public struct StoreOptions: Sendable {
     }
     /// On close, write the log out to a segment when it holds at least this
     /// many bytes of records, so the next open reads segment footers instead
-    /// of replaying the log (opening 200,000 small objects and reading one
-    /// took 96 ms from the log, 20–24 ms from a segment, in `strata-bench
-    /// lookup` here). Default 1 MiB; `Int.max` never flushes on close.
+    /// of replaying the log, which is slower for the same records. Default
+    /// 1 MiB; `Int.max` never flushes on close.
     public var flushOnCloseThreshold = 1 << 20
     /// On close, save the in-memory index as the index checkpoint when the
     /// store holds at least this many keys and its segments changed since
     /// the checkpoint on disk was made, so that the next open loads the
-    /// index instead of building it from every segment's key table: the
-    /// first open of a million objects in a process took 87–101 ms from
-    /// the footers and 38–59 ms (once 95) from a checkpoint, later opens 45
-    /// and 27 ms (`strata-bench engine --open-only`, this 2-core VM,
-    /// 2026-11-26, interleaved). Saving one writes about 30 bytes a key. A close whose
-    /// memtable still holds writes saves none (the checkpoint covers the
-    /// segments alone). Default 100,000; `Int.max` never saves one.
+    /// index instead of building it from every segment's key table, most of
+    /// what opening a large store costs. Saving one writes about 30 bytes a
+    /// key. A close whose memtable still holds writes saves none (the
+    /// checkpoint covers the segments alone). Default 100,000; `Int.max`
+    /// never saves one.
     public var indexCheckpointMinimumKeys = 100_000
     /// Uncompressed size of a segment block, 4–64 KiB. Default 32 KiB.
     public var blockSize = 32 << 10 {

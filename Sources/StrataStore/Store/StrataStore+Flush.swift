@@ -18,23 +18,20 @@ extension StrataStore {
 
     /// Index keys per memtable record above which a flush finds the
     /// records to write by looking each one up rather than by walking the
-    /// whole index: a look-up (about 2,000 instructions in callgrind, as it
-    /// prefetches each node it enters) against a walk's visit to each entry.
+    /// whole index: a look-up (which prefetches each node it enters) against
+    /// a walk's visit to each entry.
     /// An estimate, not tuned by measurement.
     static let lookUpRecordsAbove = 64
 
     /// Called between two chunks of a repoint. A pthread mutex is not fair:
     /// released and retaken at once, it is retaken before a reader or writer
-    /// woken on it gets to run, and that waiter starves for the whole repoint
-    /// (measured: gets stalled 30–80 ms behind chunks that each held the lock
-    /// under 2 ms). A pause of 50 µs lets it in.
+    /// woken on it gets to run, and that waiter starves for the whole repoint,
+    /// however briefly each chunk holds the lock. A pause of 50 µs lets it in.
     ///
-    /// Only when a thread is waiting for one of the two locks: the pause
-    /// is longer on this VM, whose timers wake late, and a pause per chunk
-    /// made a flush of 450,000 keys take about a tenth of a second more
-    /// while writers, their memtable full, waited for that flush — a fill
-    /// of 2,000,000 sequential keys ran at 1.7 million records/s with a
-    /// pause per chunk and 3.0 million with none (2026-11-28).
+    /// Only when a thread is waiting for one of the two locks: timers can
+    /// wake late, so a pause may last far longer than asked, and a pause per
+    /// chunk would lengthen every flush while writers, their memtable full,
+    /// wait for it.
     func letWaitersIn() {
         guard state.hasWaiters || indexMutation.hasWaiters else { return }
         usleep(50)

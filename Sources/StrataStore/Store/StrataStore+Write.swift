@@ -63,11 +63,9 @@ extension StrataStore {
         // commits its own group, then, while writers are queued behind it
         // (and at most `maximumLeadRounds` times), theirs too. It is
         // running already, where handing the lead over wakes a waiting
-        // writer, which must first get a core: on the 2-core VM, four
-        // writers of synced batches went from a median of 1.06 to 1.20
-        // million records/s (`strata-bench engine`, 4 runs each,
-        // 2026-11-27). A large group ends the lead early instead (see
-        // ``pipelinedGroupBytes``).
+        // writer, which must first get a core — a cost concurrent writers
+        // of synced batches feel on a machine of few cores. A large group
+        // ends the lead early instead (see ``pipelinedGroupBytes``).
         for round in 0..<Self.maximumLeadRounds {
             // The leader's own group starts with itself; later ones behind it.
             let groupStart = round == 0 ? 0 : 1
@@ -114,8 +112,8 @@ extension StrataStore {
         // Out of the queue: the writers behind the leader, and with an early
         // hand-over the leader as well, and the next in line, woken, leads.
         // (Otherwise no one's wait ends here: every wake-up of the waiting
-        // writers costs a core's time — sixteen writers of one record each
-        // ran at two thirds of the pace with one more broadcast a group.)
+        // writers costs a core's time, which many writers of small batches
+        // feel most.)
         queue.removeSubrange((passingLeadEarly ? 0 : 1)..<(start + group.count))
         if passingLeadEarly { writers.broadcast() }
         let g: LoggedGroup
@@ -215,14 +213,9 @@ extension StrataStore {
     /// the group is written to the log, before its sync and apply: the next
     /// group's write then overlaps them. Below it, the leader keeps the lead
     /// until its group is applied, and writers that arrive meanwhile form
-    /// the next group. Measured on the 2-core VM (`strata-bench engine
-    /// --fill-only DIR --durable`, builds interleaved): with every group
-    /// passing the lead on early, four writers of batches of 1,000 records
-    /// (about 120 KiB) ran at 2.46–2.85 million records/s (three runs),
-    /// where the build before ran at 1.98–2.30 (fourteen runs, one more at
-    /// 1.56), while sixteen writers of one record each fell from 42,000 to
-    /// 10,000 records/s (a group of a few records gains nothing from
-    /// overlap, and every hand-over wakes every waiter).
+    /// the next group. Large groups gain from the overlap; a group of a few
+    /// records gains nothing from it, and every hand-over wakes every
+    /// waiter, which many writers of small batches would pay for.
     static let pipelinedGroupBytes = 32 << 10
 
     /// The leader (or a flush's sentinel) leaves the head of the queue and
@@ -271,11 +264,8 @@ extension StrataStore {
     /// memtable, rotating first when it does not fit. The sync
     /// (``waitUntilDurable(_:)``) and the apply (``apply(_:)``) follow, in
     /// ``commit(_:at:passingLeadEarly:)``; for a large group, after the
-    /// lead has passed on. Four writers of synced batches of 1,000 records
-    /// on the 2-core VM had spent about half their time waiting for syncs
-    /// that no other work overlapped (`strata-bench engine --fill-only DIR
-    /// --records 200000 --writers 4`, durable against not: 1.4–1.8 and
-    /// 2.7–2.9 million records/s).
+    /// lead has passed on, so that writers of synced batches do not spend
+    /// their time waiting for syncs that no other work overlaps.
     private func writeToLog(_ group: [PendingWrite]) throws(StoreError) -> LoggedGroup {
         var memtableBytes = 0
         for w in group {
@@ -357,8 +347,7 @@ extension StrataStore {
 
     /// A batch of this many operations or more is applied to a copy of the
     /// index, outside the `state` lock: readers would otherwise wait for all
-    /// of it (measured on the 2-core VM, 2026-11-25: a get waited 35 ms
-    /// behind a batch of 100,000 scattered keys, 130 ms behind 300,000).
+    /// of it, however large the batch.
     /// Below it, the batch is applied in place under the lock, which costs
     /// no copy of the nodes it touches.
     static let offLockApplyOperations = 4_096

@@ -51,8 +51,8 @@ public final class StrataStore: @unchecked Sendable {
     //
     // What every read touches runs without Swift's runtime exclusivity
     // checks (`@exclusivity(unchecked)`): the lock already orders every
-    // access, and each check cost a warm get about 40 instructions
-    // (callgrind). ThreadSanitizer's runs check the locking instead.
+    // access, and each check would add to every warm get.
+    // ThreadSanitizer's runs check the locking instead.
     let state = ReadWriteLock()
     /// The newest version of every key. Guarded by `state`.
     @exclusivity(unchecked) var index: KeyIndex

@@ -5,12 +5,12 @@ import Strata
 import StrataStore
 
 /// `strata-bench lookup`: what a reading user feels. Over a store of one
-/// entity, a find-by-attribute fetch (no index: every record is read) runs
-/// from a background context — a child of the view context (the seed
-/// stack), then a child of the writer — while the 1 ms main-queue probe
-/// runs, as in `stall`; with memory before and after, the probe alone as
-/// the floor, the engine's own scan of the same records, a cold open
-/// followed by the first query by ID, and the same queries on SQLite.
+/// entity, a find-by-attribute fetch (no index: every record is read) runs from
+/// a background context — a child of the view context (the recommended stack),
+/// then a child of the writer — while the 1 ms main-queue probe runs, as in
+/// `stall`; with memory before and after, the probe alone as the floor, the
+/// engine's own scan of the same records, a cold open followed by the first
+/// query by ID, and the same queries on SQLite.
 struct LookupCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lookup",
@@ -130,7 +130,7 @@ struct LookupCommand: ParsableCommand {
     }
 
     enum Layout: String, CaseIterable {
-        case seedStack = "child of the view context (seed stack)"
+        case viewChildStack = "child of the view context (recommended stack)"
         case writerChild = "child of the writer"
     }
 

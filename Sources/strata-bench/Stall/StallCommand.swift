@@ -33,7 +33,7 @@ struct StallCommand: ParsableCommand {
     @Option(help: "Objects of the import the writer saves while the view context saves an edit every 4 ms (0: skip that scenario).")
     var viewSavesImport = 100_000
     @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
-    @Option(name: .customLong("layout"), help: "Run only these layouts (repeatable): naive, seed-stack, writer-child, private-context.")
+    @Option(name: .customLong("layout"), help: "Run only these layouts (repeatable): naive, view-child, writer-child, private-context.")
     var layouts: [ImportLayout] = []
 
     func run() throws {
@@ -235,7 +235,7 @@ struct StallReport: Codable, Sendable {
             + "saving every \(thousands(Double(saveEvery))); a 1 ms timer on the main thread; medians of \(repeats) interleaved round(s); "
             + "\(date), \(cores) cores; background scheduling \(backgroundScheduling)\n\n" + table.render()
         var imports = Table("Import to disk, same objects, one durable save every \(thousands(Double(saveEvery)))", "seconds", "objects/s", "vs SQLite")
-        for layout in [ImportLayout.privateContext, .writerChild, .seedStack] {
+        for layout in [ImportLayout.privateContext, .writerChild, .viewChildStack] {
             guard let s = summary(layout) else { continue }
             imports.add(layout == .privateContext ? layout.title : "Strata " + layout.title, fixed(s.seconds, 2), thousands(s.objectsPerSecond),
                         s.vsSQLite.map { fixed($0, 2) + "x" } ?? "-")

@@ -4,12 +4,12 @@ import Histogram
 import Strata
 import StrataStore
 
-/// The user's view of the seed stack under load: while the writer takes in
-/// and saves a large import (made by a child of the writer, the container's
+/// The user's view of the recommended stack under load: while the writer takes
+/// in and saves a large import (made by a child of the writer, the container's
 /// layout for imports), the view context saves a one-object edit every few
-/// milliseconds, as a UI would. How long does each of those saves hold the
-/// main queue, and how late does the main queue run meanwhile? (Rule 10:
-/// neither may grow with the import.)
+/// milliseconds, as a UI would. How long does each of those saves hold the main
+/// queue, and how late does the main queue run meanwhile? (Rule 10: neither may
+/// grow with the import.)
 ///
 /// Each round runs the writer's save twice: once with the edits, once with
 /// a ``ControlTask`` of a typical save's size on the same timer instead:

@@ -8,13 +8,12 @@ import Foundation
 /// Runs `work` on a worker thread while the calling (main) thread spins the
 /// main run loop, so that main-queue blocks run on the real main thread.
 ///
-/// The loop runs without a deadline, as an app's main loop does: each
-/// turn with a deadline arms a Dispatch timer for it and cancels it after,
-/// and both wake libdispatch's manager thread (and the cancel a worker),
-/// from the main thread. Turned once per main-queue block, that was about
-/// 1,500 wake-ups a second in `stall` (`perf record -e sched:sched_wakeup`,
-/// 2026-11-27) — threads the kernel may then run on the main thread's core.
-/// The worker wakes the loop once, with an empty block, when it is done.
+/// The loop runs without a deadline, as an app's main loop does: each turn with
+/// a deadline arms a Dispatch timer for it and cancels it after, and both wake
+/// libdispatch's manager thread (and the cancel a worker), from the main
+/// thread. Turned once per main-queue block, that is several wake-ups per
+/// block: threads the kernel may then run on the main thread's core. The
+/// worker wakes the loop once, with an empty block, when it is done.
 enum MainThreadDriver {
     static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) -> Result<T, any Error> {
         mainThread.set(pthread_self())

@@ -4,12 +4,12 @@ import Foundation
 import Strata
 import StrataStore
 
-/// `strata-bench upsert`: what an import that deduplicates costs. Over a
-/// store of recipes whose names are unique (a uniqueness constraint):
-/// find-or-create lookups by name from a child of the view context, an
-/// upsert import through the seed stack (every other record names a stored
-/// recipe, which it updates), each with the main-queue probe; what each
-/// index costs the insert path; and the same on SQLite with a UNIQUE index
+/// `strata-bench upsert`: what an import that deduplicates costs. Over a store
+/// of recipes whose names are unique (a uniqueness constraint): find-or-create
+/// lookups by name from a child of the view context, an upsert import through
+/// the recommended stack (every other record names a stored recipe, which it
+/// updates), each with the main-queue probe; what each index costs the insert
+/// path; and the same on SQLite with a UNIQUE index
 /// (`INSERT … ON CONFLICT(name) DO UPDATE`), side by side in one run.
 struct UpsertCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,7 +32,7 @@ struct UpsertCommand: ParsableCommand {
         var lookupMicroseconds: LatencyFigures
         var lookupStall: StallFigures
         var lookupFloor: StallFigures
-        var seedStack: UpsertRun
+        var viewChildStack: UpsertRun
         var privateContext: UpsertRun
         var sqliteLookupMicroseconds: LatencyFigures?
         var sqliteUpsertsPerSecond: Double?
@@ -106,10 +106,10 @@ struct UpsertCommand: ParsableCommand {
                 report.lookupPlan = plan
                 let floor = StallProbe.alone(for: max(0.2, lookup.reduce(0, +) / 1e6))
                 let queries = try IndexedQuery.measure(objects: objects, in: container)
-                let seed = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 0), saveEvery: saveEvery,
-                                                 seedStack: true, container: container)
+                let viewChildRun = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 0), saveEvery: saveEvery,
+                                                         viewChildStack: true, container: container)
                 let privateRun = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 1), saveEvery: saveEvery,
-                                                       seedStack: false, container: container)
+                                                       viewChildStack: false, container: container)
                 try container.close()
                 var sqliteLookup: LatencyFigures?
                 var sqliteUpserts: Double?
@@ -132,7 +132,7 @@ struct UpsertCommand: ParsableCommand {
                     try? FileManager.default.removeItem(atPath: fillPath)
                 }
                 report.rounds.append(Round(
-                    lookupMicroseconds: LatencyFigures(lookup), lookupStall: stall, lookupFloor: floor, seedStack: seed, privateContext: privateRun,
+                    lookupMicroseconds: LatencyFigures(lookup), lookupStall: stall, lookupFloor: floor, viewChildStack: viewChildRun, privateContext: privateRun,
                     sqliteLookupMicroseconds: sqliteLookup, sqliteUpsertsPerSecond: sqliteUpserts, fillPerSecond: fillRates,
                     queryMs: queries, sqliteQueryMs: sqliteQueries))
             }
@@ -187,16 +187,16 @@ struct UpsertCommand: ParsableCommand {
     }
 
     /// Inserts every record blindly into an import context under an upsert
-    /// policy, saving every `saveEvery`: through the seed stack (a child of
-    /// the view context; the view context saved into the writer after each
+    /// policy, saving every `saveEvery`: through the recommended stack (a child
+    /// of the view context; the view context saved into the writer after each
     /// save, the writer saving to disk in the background), or from a private
     /// context on the coordinator. Checks afterwards that each name is stored once.
-    static func upsertImport(_ records: [SQLiteUpsert.Record], saveEvery: Int, seedStack: Bool, container: PersistentContainer) throws -> UpsertRun {
+    static func upsertImport(_ records: [SQLiteUpsert.Record], saveEvery: Int, viewChildStack: Bool, container: PersistentContainer) throws -> UpsertRun {
         let view = container.viewContext
-        let importer = seedStack ? container.newBackgroundContext(childOfWriter: false)
+        let importer = viewChildStack ? container.newBackgroundContext(childOfWriter: false)
             : ManagedObjectContext(.privateQueue, coordinator: container.coordinator, name: "upsert")
         importer.mergePolicy = .mergeByPropertyObjectTrump
-        if seedStack { view.performAndWait { view.mergePolicy = .mergeByPropertyObjectTrump } }
+        if viewChildStack { view.performAndWait { view.mergePolicy = .mergeByPropertyObjectTrump } }
         let writer = container.writerContext
         writer.performAndWait { writer.mergePolicy = .mergeByPropertyObjectTrump }
         let failure = FailureBox()
@@ -216,7 +216,7 @@ struct UpsertCommand: ParsableCommand {
                     try importer.save()
                     importer.reset()
                 }
-                if seedStack {
+                if viewChildStack {
                     try view.performAndWait { try view.save() }
                     writer.perform { do { try writer.save() } catch { failure.set(error) } }
                 }
@@ -256,7 +256,7 @@ struct UpsertCommand: ParsableCommand {
         var imports = Table("Upsert import of \(thousands(Double(report.upserts))) records (half update a stored recipe, half are new), a save every \(report.saveEvery)",
                             "records/s", "vs SQLite", "max late ms", "p99 late ms", "main CPU ms")
         let sqlite = median(rounds.compactMap(\.sqliteUpsertsPerSecond))
-        for (title, runs) in [("Strata: import child -> view -> writer -> disk (object trump)", rounds.map(\.seedStack)),
+        for (title, runs) in [("Strata: import child -> view -> writer -> disk (object trump)", rounds.map(\.viewChildStack)),
                               ("Strata: private context on the coordinator (object trump)", rounds.map(\.privateContext))] {
             let rate = median(runs.map(\.recordsPerSecond))
             imports.add(title, thousands(rate), sqlite.isFinite ? fixed(rate / sqlite, 2) + "×" : "-",

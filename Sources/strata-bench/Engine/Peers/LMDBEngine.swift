@@ -39,8 +39,7 @@ final class LMDBEngine: PeerEngine, @unchecked Sendable {
         for (i, key) in zip(keys.indices, keys) {
             // Lent, not copied: LMDB reads a key and a value through its
             // `MDB_val`s and never writes them (a `var` copy and its mutable
-            // bytes cost each put two allocations and copies, as they did
-            // here before 2026-11-27).
+            // bytes would cost each put two allocations and copies).
             let code = key.withUnsafeBytes { kb in
                 values[i & 63].withUnsafeBytes { vb in
                     var kv = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
