@@ -6,7 +6,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test test-tsan bench microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
+.PHONY: deps build test test-tsan bench bench-report docs microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
 
 deps:
 	@if ! pkg-config --exists liblz4 2>/dev/null; then \
@@ -43,8 +43,7 @@ test: deps
 # build cannot share objects with the normal one). The model and crash tests
 # run shorter, as everything is about ten times slower under TSan. The
 # object-graph tests run one at a time here too: side by side, a main-queue
-# test's block went undrained for 60 s in one CI run (2026-11-25), as in
-# `test` before.
+# test's block went undrained for 60 s in one CI run, as in `test` before.
 test-tsan: deps
 	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
 		STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
@@ -68,6 +67,11 @@ bench: deps
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine
+
+# BENCHMARKS.md and the README's headline figures, regenerated from one run
+# of every scenario `bench` runs (scripts/bench-report.sh; about 15 minutes).
+bench-report: deps
+	SWIFT=$(SWIFT) scripts/bench-report.sh
 
 # Micro-benchmarks of the hot paths (ordo-one/benchmark, a nested package).
 microbench: deps

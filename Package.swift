@@ -14,6 +14,7 @@
 //          Strata           the object graph: model, contexts, coordinator
 //             ↑
 //  strata-bench, strata-dump   thin executables over the libraries
+//       Examples/              the README's first program, built and run by tests
 //       StrataMacros           @Entity, its own product: swift-syntax is
 //                              built only by those who use it
 //       strata-fuzz            the libFuzzer harness (Fuzz/)
@@ -111,6 +112,21 @@ let package = Package(
             dependencies: ["Strata", "StrataStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strictSwift
         ),
+        // The README's first program and its version 2, built and run by
+        // StrataMacrosTests (FirstProgramTests) so that what the README shows
+        // compiles and does what it says.
+        .executableTarget(
+            name: "strata-example-bookmarks",
+            dependencies: ["StrataMacros"],
+            path: "Examples/Bookmarks",
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "strata-example-bookmarks-v2",
+            dependencies: ["StrataMacros"],
+            path: "Examples/BookmarksV2",
+            swiftSettings: strictSwift
+        ),
         // The crash tests: a child process writes the batches CrashWorkload
         // describes and reports each acknowledged one on stdout until the test
         // SIGKILLs it; the test checks the store against the same description.
@@ -175,7 +191,8 @@ let package = Package(
         .testTarget(
             name: "StrataMacrosTests",
             dependencies: [
-                "StrataMacros", "StrataMacrosPlugin", "StrataStore",
+                "StrataMacros", "StrataMacrosPlugin", "StrataStore", "SharedTestSupport",
+                "strata-example-bookmarks", "strata-example-bookmarks-v2",
                 .product(name: "SwiftSyntaxMacrosTestSupport", package: "swift-syntax"),
             ],
             swiftSettings: strictSwift
