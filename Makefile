@@ -73,6 +73,12 @@ bench: deps
 bench-report: deps
 	SWIFT=$(SWIFT) scripts/bench-report.sh
 
+# The DocC catalogs of Strata and StrataStore, from the modules' public symbol
+# graphs, with warnings as errors; then every public symbol must have a doc
+# comment (scripts/doc-coverage.py). Output in .build/docs.
+docs: deps
+	SWIFT=$(SWIFT) scripts/docs.sh
+
 # Micro-benchmarks of the hot paths (ordo-one/benchmark, a nested package).
 microbench: deps
 	cd Benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress

@@ -15,8 +15,10 @@ scenarios=("$@")
 
 $SWIFT build -c release --product strata-bench >&2
 bench=$($SWIFT build -c release --show-bin-path)/strata-bench
-runs=$(mktemp -d)
-trap 'rm -rf "$runs"' EXIT
+# Kept after the run: the README's headline table can be rewritten from it
+# (scripts/bench-headline.py .build/bench-report …) without running again.
+runs=.build/bench-report
+rm -rf "$runs" && mkdir -p "$runs"
 
 describe() {
     case "$1" in
@@ -76,5 +78,5 @@ date=$(date -u +"%Y-%m-%d %H:%M UTC")
 } > BENCHMARKS.md
 
 # The README's headline table, from the --json documents.
-python3 scripts/bench-headline.py "$runs" "$commit" "$date" README.md
+python3 scripts/bench-headline.py "$runs" README.md
 echo "bench-report: wrote BENCHMARKS.md and the README's headline table" >&2

@@ -4,10 +4,9 @@
 /// Every read through a parent that has saves waiting to be taken in asks
 /// each of them what it does to the object read: the view context's check
 /// of a one-object edit, a child's fault, a fetch laid over the parent. A
-/// scan of the save's IDs made each such question cost the size of the
-/// save — 2 ms of the main thread's time per edit while a 100,000-object
-/// import waited for the writer (measured in `strata-bench stall`, row
-/// (d)).
+/// scan of the save's IDs would make each such question cost the size of
+/// the save, paid on the main thread for every edit while a large import
+/// waits for the writer.
 ///
 /// Two levels answer it:
 /// - per entity, the lowest and highest primary key the save changes. A

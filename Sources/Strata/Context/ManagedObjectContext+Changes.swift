@@ -241,6 +241,7 @@ extension ManagedObjectContext {
     func collectPendingChanges() -> ObjectChanges? {
         processingScheduled = false
         publishPendingChanges()
+        unsavedAtBlockEnd.store(inserted.count + updated.count + deleted.count + heldSaveCount, ordering: .relaxed)
         guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty
                 || !heldInsertsToAnnounce.isEmpty else { return nil }
         var changes = ObjectChanges()

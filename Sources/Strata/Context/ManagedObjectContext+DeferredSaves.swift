@@ -58,11 +58,9 @@ final class DeferredChildSaves: @unchecked Sendable {
     /// A class, not a struct: every check of a child's save and every read
     /// through this context looks at each recorded save
     /// (``SourceView/Layer/state(of:)``), and a struct of a change set's
-    /// dozen arrays was copied out, retained field by field, at each look.
-    /// Measured (perf, `strata-bench stall` row (d), the main thread's
-    /// edits, one every 4 ms recorded during the writer's store save):
-    /// copying and destroying entries were about a quarter of the saves'
-    /// samples.
+    /// dozen arrays was copied out, retained field by field, at each look,
+    /// and copying and destroying entries became a large share of a
+    /// view context's small saves while a writer's store save was under way.
     final class Entry {
         let changes: ChangeSet
         let child: ManagedObjectContext
@@ -262,9 +260,8 @@ extension ManagedObjectContext {
         // A background child's save of new objects only waits too, on its
         // own thread, for this context to park or go idle (not for a
         // window: that paces the producer): taken synchronously instead, a
-        // 100,000-object import was this context's block for 70-90 ms,
-        // outside any window, and a view context's edit waited for all of
-        // it (`strata-bench stall`, row (d), traced).
+        // large import would be one long block of this context, outside
+        // any window, and a view context's edit would wait for all of it.
         let newObjectsOnly = checked.isEmpty
         let onMainThread = MainQueue.isCurrent
         let waitsInBackground = !fromMainQueue && newObjectsOnly && !onMainThread

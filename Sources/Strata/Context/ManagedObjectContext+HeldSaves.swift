@@ -70,8 +70,7 @@ extension ManagedObjectContext {
     /// each of those saves. The block that then takes `changes` in does
     /// not pay for them too — a child that saves its new objects, then
     /// edits them, stalls the main queue for the larger of the two saves,
-    /// not their sum (measured in `strata-bench graph`: the update save of
-    /// 10,000 objects took one block of 10.7–12.7 ms).
+    /// not their sum.
     ///
     /// Only the saves held when it starts: saves another child holds here
     /// meanwhile are taken in by the save's own block, as before.
@@ -180,9 +179,8 @@ extension ManagedObjectContext {
     /// save would pass ``handOnBacklogLimit`` objects with this one.
     /// So an import is paced on its own thread, never on the main queue,
     /// by the writer it feeds, and the writer's saves stay the size the
-    /// import's were — not a backlog that grows with each save (measured:
-    /// saves of 100,000 objects import 180,000–230,000 objects/s where
-    /// saves of 2,000 import 250,000–380,000; see Rule 13).
+    /// import's were — not a backlog that grows with each save, since
+    /// larger saves import more slowly (see Rule 13).
     func waitForRoomToHandOn(_ changes: ChangeSet) {
         guard concurrencyType == .mainQueue, let below = parent, below.concurrencyType == .privateQueue,
               changes.updated.isEmpty, changes.deleted.isEmpty, !MainQueue.isCurrent, !below.isCurrent else { return }
@@ -218,10 +216,9 @@ extension ManagedObjectContext {
     /// its next save, the producer's new one included, before the
     /// producer waits (``waitForRoomToHandOn(_:)``): an import saving
     /// every 2,000 objects has one save waiting beside the one being
-    /// written, small saves gather into one of about this size. Tried side
-    /// by side (`strata-bench stall --layout view-child`, 2 rounds of 3 on
-    /// the 2-core VM): 2,048, 4,096 and 8,192 imported at 0.90–0.95×,
-    /// 0.66–0.81× and 0.54–0.87× SQLite's objects/s.
+    /// written, small saves gather into one of about this size. Kept that
+    /// small because a larger backlog makes the writer's saves larger, and
+    /// larger saves import more slowly.
     static let handOnBacklogLimit = 2_048
 }
 

@@ -122,11 +122,10 @@ extension ManagedObjectContext {
     /// back the long slice the block may have taken. Giving it back can cost
     /// the thread its core until the next scheduler tick: the running
     /// thread's deadline is set again from the default slice, and after a
-    /// long block it has had more than its share. Traced in
-    /// `strata-bench stall`, row (d): the writer's block ended, the slice
-    /// was given back, and the thread ran again 3.9 ms later — while the
-    /// block still counted, so the view context's next edit waited for it
-    /// (Rule 10). The block must be counted with
+    /// long block it has had more than its share. Were the block still
+    /// counted while the thread waits for its core again, a child's save
+    /// (the view context's next edit) would wait for it too (Rule 10).
+    /// The block must be counted with
     /// ``ParkingState/blockEnqueued()`` beforehand.
     func runQueuedBlock<T, E: Error>(_ block: () throws(E) -> T, enteredFromMain: Bool) throws(E) -> T {
         var slice: BackgroundScheduling.ThreadSlice?
@@ -198,10 +197,9 @@ extension ManagedObjectContext {
     /// private context, publishing the changes and gathering the
     /// notification — O(the pending changes: a whole import's after taking
     /// it in) — are an open window (Rule 10), then `thenInWindow` runs in
-    /// it; only posting, which runs observers, is outside. Measured before
-    /// a save took it in a window (wall clock, traced): 0.4–1.2 ms at the
-    /// start of its save of a 100,000-object import, for which a view
-    /// context's edit waited.
+    /// it; only posting, which runs observers, is outside. Outside a window,
+    /// a view context's edit would wait for all of it at the start of the
+    /// save of a large import.
     func processPendingChangesInWindow(thenInWindow: () -> Void = {}) {
         guard concurrencyType == .privateQueue else {
             processPendingChanges()

@@ -531,8 +531,8 @@ extension ManagedObjectContext {
     /// ``holdChildSave(_:from:)``), so they are only published.
     func takeInserts(of changes: ChangeSet, firstVersion: UInt64, announced: Bool = false) {
         // Grown up front, each table is rehashed at most once, here, rather
-        // than doubling midway: a rehash of 65,536 objects is one call of
-        // 3-5 ms that no yield point can split (traced in `stall`, row (d)).
+        // than doubling midway: a rehash of a large table is one long call
+        // that no yield point can split.
         registry.reserveCapacity(registry.count + changes.inserted.count)
         inserted.reserveCapacity(inserted.count + changes.inserted.count)
         var yields = YieldPoints()

@@ -30,7 +30,7 @@ internal import StrataStore
 /// ```
 ///
 /// A context and its objects are used only on the context's queue
-/// (contract C1–C3, C15): `.privateQueue` through ``perform(_:)`` and
+/// (contract C1–C3, C15): `.privateQueue` through ``perform(_:)->()`` and
 /// ``performAndWait(_:)``; `.mainQueue` directly from the main queue or
 /// through them; `.confinement` only on the thread that created it. The
 /// concurrency rules are numbered in <doc:ConcurrencyRules>.
@@ -148,7 +148,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     ///
     /// Off (the default), the context lets go of unchanged objects that
     /// nothing outside it references: the ones a save saved, and the ones it
-    /// registered for a fetch's results (``fetch(_:)``, ``fetchResults(_:)``)
+    /// registered for a fetch's results (``fetch(_:)->[Result]``, ``fetchResults(_:)``)
     /// once the block that fetched them ends — for a main-queue context used
     /// directly, at the end of the main queue's turn; for a confinement
     /// context, at its next fetch. A fetched object still referenced then is
@@ -198,8 +198,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// Whether this private context's last outermost block ran at least
     /// ``longBlockNanoseconds``: its next one then runs as background work
     /// with the long slice (Rule 11). Setting the slice and giving it back
-    /// cost about 6 µs of system calls, which only blocks that long
-    /// amortize; a context that runs quick reads pays nothing. Atomic: a
+    /// cost a few system calls, which only blocks that long amortize; a
+    /// context that runs quick reads pays nothing. Atomic: a
     /// guest call may end while the context's own block starts.
     let runsLongBlocks = Atomic<Bool>(false)
 
@@ -216,18 +216,25 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// producer paced by this context (``waitForRoomToHandOn(_:)``) on its
     /// own thread; atomic for that.
     let publishedPendingCount = Atomic<Int>(0)
+    /// How many objects this context held changed (inserted, updated,
+    /// deleted, or in children's saves it holds) when its last block ended.
+    /// Written on the context's queue as each block ends; read from any
+    /// thread by ``PersistentContainer/close()``, to name the contexts whose
+    /// changes a close leaves unsaved.
+    let unsavedAtBlockEnd = Atomic<Int>(0)
     /// How many of ``publishedPendingCount`` a store save under way is
     /// writing (0 otherwise): they leave with that save, not the next.
     let objectsBeingStored = Atomic<Int>(0)
 
-    /// 1 ms: the 6 µs are under 1% of such a block.
+    /// 1 ms: long enough that the system calls of setting the slice and
+    /// giving it back are a negligible share of such a block.
     static let longBlockNanoseconds: UInt64 = 1_000_000
 
     /// A private context holding at least this many changed objects, its
     /// own or children's saves recorded for it, runs its next block as
     /// background work whatever its last block took: a save or a take-in
-    /// of that many objects is long (about 1 µs per object at the least),
-    /// and the first such block — a writer's first save of an import — is
+    /// of that many objects is long (its cost grows with each object), and
+    /// the first such block — a writer's first save of an import — is
     /// the one the main thread would otherwise wait behind.
     static let longWorkObjects = 4_096
 
@@ -309,6 +316,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
 
     /// How many children are alive (tests pin that ended ones leave nothing behind).
     var childCount: Int { relationsLock.withLock { _children.count } }
+
+    /// The live children, strong for the caller's use (taken under the lock, let go of after it).
+    var liveChildren: [ManagedObjectContext] { relationsLock.withLock { WeakContext.alive(in: _children) }.map(\.1) }
 
     /// The live children that merge automatically, other than `excluded`.
     func mergingChildren(excluding excluded: ManagedObjectContext?) -> [ManagedObjectContext] {

@@ -4,13 +4,12 @@
 /// lists them in that order already (``forEach(in:_:)``); a change set made
 /// otherwise is sorted.
 ///
-/// A comparison sort cost 528 instructions an object in `strata-bench graph
-/// --only insert-flat` (callgrind, 20,000 vs 40,000 objects), 4% of an
-/// insert and save. Both parts of the key fit one `UInt64` when the primary
-/// key is below 2⁴⁸ (the coordinator hands keys out per entity, counting
-/// up), and a least-significant-digit radix sort of that word touches each
-/// object once per byte in which the keys differ — two or three for a
-/// save's dense primary keys of one entity.
+/// A comparison sort is a visible share of an insert and save, paid per
+/// object and growing with the save. Both parts of the key fit one
+/// `UInt64` when the primary key is below 2⁴⁸ (the coordinator hands keys
+/// out per entity, counting up), and a least-significant-digit radix sort
+/// of that word touches each object once per byte in which the keys
+/// differ — two or three for a save's dense primary keys of one entity.
 enum KeyOrder {
     /// Below this many objects the comparison sort is used: the radix
     /// sort's fixed cost (a table of 2,048 counts, and 256 prefix sums per
@@ -36,11 +35,8 @@ enum KeyOrder {
     /// every pass over them after that — validation, the store's encoding,
     /// applying the outcome, letting go of them — walks memory forwards
     /// instead of in the hash table's order, which jumps across memory on
-    /// every object once a save outgrows the caches (a save of 200,000 new
-    /// objects, `strata-bench graph --only insert-flat`: 355-380 ms in hash
-    /// order, 230-260 ms in key order, 2026-11-27; this VM has no hardware
-    /// counters to count the misses themselves). Only the table's own
-    /// storage is read in hash order.
+    /// every object once a save outgrows the caches, and makes a large save
+    /// markedly slower. Only the table's own storage is read in hash order.
     static func forEach(in table: [ObjectID: ManagedObject], _ body: (ObjectID, ManagedObject) -> Void) {
         var slots: [Dictionary<ObjectID, ManagedObject>.Index] = []
         var ids: [ObjectID] = []

@@ -2,7 +2,7 @@ extension ObjectStoreInspector {
     /// How a fetch of entity `name` whose predicate is `condition` reads
     /// this store (see ``QueryPlan``), as ``ManagedObjectContext/explain(_:)-(FetchRequest<Result>)``
     /// says it for a `#Predicate`; with `groupBy`, how a count per group of
-    /// those attributes does. The condition is text (``ConditionText``):
+    /// those attributes does. The condition is text:
     ///
     /// ```swift
     /// let inspector = try ObjectStoreInspector(directory: path)

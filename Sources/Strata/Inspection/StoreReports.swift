@@ -61,7 +61,7 @@ public enum StoreReports {
         return try inspector.segments(describingKeys: objects?.describeKey ?? StoreInspector.describeKey)
     }
 
-    /// Every checksum (``StoreInspector/verify()``), then every record decoded
+    /// Every checksum (StrataStore's `StoreInspector.verify()`), then every record decoded
     /// under the stored model (``ObjectStoreInspector/verifyRecords()``).
     public static func verify(directory: String) throws(StoreError) -> Verification {
         let inspector = try StoreInspector(directory: directory)

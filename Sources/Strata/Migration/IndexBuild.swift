@@ -8,8 +8,8 @@ internal import StrataStore
 ///
 /// Streamed: it reads each object once and writes its entries
 /// `batchSize` objects at a time, so memory stays bounded by a batch
-/// whatever the store holds (the migration batch used to carry every entry
-/// and a map of every unique value). The unique indexes are checked after,
+/// whatever the store holds, rather than with every entry and a map of
+/// every unique value held at once. The unique indexes are checked after,
 /// by reading their entries back in order: objects sharing values are
 /// neighbours there.
 struct StagedIndexBuild {

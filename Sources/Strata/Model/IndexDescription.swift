@@ -1,7 +1,7 @@
 /// An index on one or more attributes of an entity, declared in the model:
 /// the coordinator keeps it in the store, in the same atomic batch as the
 /// objects it indexes, and fetches whose predicate constrains its leading
-/// attributes read it instead of every record (``ManagedObjectContext/explain(_:)``
+/// attributes read it instead of every record (``ManagedObjectContext/explain(_:)-(FetchRequest<Result>)``
 /// says which).
 ///
 /// ```swift

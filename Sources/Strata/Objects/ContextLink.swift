@@ -1,14 +1,15 @@
 /// What a context's objects point to instead of the context itself: one per
 /// context, holding it unretained, cleared by the context's `deinit`.
 ///
-/// A weak reference in every object made each property write pay a weak
-/// load plus a retain and release of the context through its side table —
-/// about 7% of an import's time. The objects now share one strong reference
-/// to this link instead, and the write path uses the context at +0. An
+/// A weak reference in every object would make each property write pay a
+/// weak load plus a retain and release of the context through its side
+/// table, a visible share of an import's time. The objects share one
+/// strong reference to this link instead, and the write path uses the
+/// context at +0. An
 /// object that outlives its context sees nil, as it would through a weak
 /// reference.
 ///
-/// The one thing a weak reference did that this does not: survive a context
+/// The one thing a weak reference would do that this does not: survive a context
 /// being deallocated on one thread while another thread is inside one of
 /// its objects. That is already a violation of Rule 1 (an object is used
 /// only on its context's queue, and a block on that queue holds the

@@ -48,9 +48,9 @@ public struct ObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// What `Dictionary` and `Set` actually call. Contexts keep every object
     /// in tables keyed by ID (registered, inserted, updated, the row cache),
-    /// so a 100,000-object import hashes IDs about a million times: a
-    /// seeded 64-bit finalizer (MurmurHash3's fmix64) instead of SipHash
-    /// takes that from a tenth of the import's time to almost nothing. IDs
+    /// so an import hashes each ID about ten times: a seeded 64-bit
+    /// finalizer (MurmurHash3's fmix64) costs a small fraction of SipHash,
+    /// which at that count is a visible share of the import's time. IDs
     /// are not chosen by an adversary, so flooding resistance is not needed.
     public func _rawHashValue(seed: Int) -> Int {
         var x = primaryKey ^ UInt64(entity.index) << 48 ^ UInt64(UInt(bitPattern: seed))

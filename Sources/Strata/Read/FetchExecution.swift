@@ -28,7 +28,7 @@ extension ManagedObjectContext {
     ///
     /// The fetch runs on this context's queue and enters no other context:
     /// it reads the store at one read view and lays each ancestor's
-    /// published pending changes over it (``SourceView``), so it never waits
+    /// published pending changes over it, so it never waits
     /// for an ancestor's queue — the main queue included. It sorts and pages
     /// on the values it read, then registers only the page: objects this
     /// context did not hold come back as faults unless

@@ -42,7 +42,7 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// For ``ManagedObjectContext/fetchResults(_:)``: how many objects are
     /// filled together when one of them is first used (0: 20) — Core
     /// Data's batched fetch, whose result holds IDs until it is walked.
-    /// ``ManagedObjectContext/fetch(_:)`` returns an array, which cannot
+    /// ``ManagedObjectContext/fetch(_:)->[Result]`` returns an array, which cannot
     /// wait: it registers every match at once whatever this says, and in a
     /// debug build prints a warning (once) that sends the caller to
     /// `fetchResults`.

@@ -8,10 +8,10 @@ import Dispatch
 /// the parent's list of recorded saves and its published pending changes
 /// (Rules 10 and 12) — a retain each — and lets them go when its check or
 /// read is done. Should the parent drop one of them meanwhile, the child
-/// holds the last reference and frees it: a 100,000-object import's change
-/// set or publication, 9–17 ms of the main thread's CPU when the child is
-/// the view context (measured in `strata-bench stall`, row (d)). So the
-/// parent hands what it drops to ``release(_:)``, which keeps it for
+/// holds the last reference and frees it: a large import's change set or
+/// publication, freed on the main thread when the child is the view
+/// context, long enough to be felt there. So the parent hands what it
+/// drops to ``release(_:)``, which keeps it for
 /// ``interval`` — a check holds its copy for microseconds, though a long
 /// fetch holds one for its whole run — and then frees it on
 /// ``ReleasedObjects/queue``, as background work (Rule 11).
@@ -26,8 +26,8 @@ enum GracePeriod {
     }
 
     /// Change sets, freed object by object (``ChangeSet/empty(yieldingAt:)``):
-    /// freed in one go, those of a 100,000-object import hold a core for
-    /// 2-3 ms, past every yield point (traced in `strata-bench stall`, row (d)).
+    /// freed in one go, those of a large import hold a core past every yield
+    /// point.
     static func release(_ changes: [ChangeSet]) {
         release(changes) { changes, yields in
             while var set = changes.popLast() { set.empty(yieldingAt: &yields) }

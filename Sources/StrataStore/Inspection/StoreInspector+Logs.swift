@@ -2,7 +2,7 @@ extension StoreInspector {
     /// Every write-ahead log in the directory, in file-number order, frame by
     /// frame: `strata-dump wal`.
     ///
-    /// Frames are checked exactly as recovery checks them (``LogScanner``).
+    /// Frames are checked exactly as recovery checks them.
     /// Unlike recovery, the inspector goes on past a damaged frame: the damaged
     /// region is one `bad` entry and the valid frames after it are listed too.
     public func logs() throws(StoreError) -> [LogReport] {

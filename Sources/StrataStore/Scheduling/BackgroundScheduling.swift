@@ -15,7 +15,7 @@ import Synchronization
 ///
 /// The remedy is the knob EEVDF provides for it: a thread's own slice
 /// (`sched_setattr(2)`, `sched_runtime`; honoured from kernel 6.12). While
-/// background work runs, its thread asks for a long slice, ``slice``; a
+/// background work runs, its thread asks for a long slice, `slice`; a
 /// thread that wakes with a shorter one (the main thread, with the default)
 /// preempts it at once instead of waiting its turn. The thread's share of the
 /// CPU is unchanged — the nice value stays as it was — and the slice it had
@@ -23,7 +23,7 @@ import Synchronization
 /// run other code. It needs no privilege.
 ///
 /// A thread that is runnable but not waking gets no such preemption; the
-/// long loops of background work pass ``YieldPoints`` for it, which are on
+/// long loops of background work pass yield points for it, which are on
 /// exactly while the long slice is.
 ///
 /// Nested use costs one `sched_getattr` and changes nothing: the inner run
