@@ -12,6 +12,9 @@ DOCC=${DOCC:-$(dirname "$(readlink -f "$(command -v "$SWIFT")")")/docc}
 
 # SCRATCH: the build folder (.build unless you say otherwise).
 scratch=${SCRATCH:-.build}
+# dump-symbol-graph reads every module of the package, the test modules
+# included, so they must be built (after `make test` this builds nothing).
+$SWIFT build --build-tests --scratch-path "$scratch" >&2
 $SWIFT package --scratch-path "$scratch" dump-symbol-graph --minimum-access-level public >&2
 graphs=$(ls -d "$scratch"/*/symbolgraph | head -1)
 

@@ -18,8 +18,8 @@ final class Tag: ManagedObject {
     @Related(inverse: "tags") var bookmarks: Set<Bookmark>
 }
 
-let directory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "Bookmarks.store"
 let model = try ManagedObjectModel(Bookmark.self, Tag.self)
+let directory = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "Bookmarks.store"
 
 // The stack: a writer context owns the store on disk, the view context is
 // its child. A tool has no main run loop, so its view context gets a

@@ -10,16 +10,16 @@ private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathCompon
 /// README marks `<!-- compiled: PATH -->` must appear in that file as it is
 /// written, and the programs must print what the README says they print.
 @Suite(.serialized) struct FirstProgramTests {
-    /// The README's marked blocks: (path, code).
-    static func markedBlocks() throws -> [(path: String, code: String)] {
-        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The blocks `document` (a path from the package root) marks: (path, code).
+    static func markedBlocks(in document: String = "README.md") throws -> [(path: String, code: String)] {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent(document), encoding: .utf8)
         var blocks: [(String, String)] = []
-        var lines = readme.split(separator: "\n", omittingEmptySubsequences: false)[...]
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
         while let line = lines.popFirst() {
             guard line.hasPrefix("<!-- compiled: "), line.hasSuffix(" -->") else { continue }
             let path = String(line.dropFirst("<!-- compiled: ".count).dropLast(" -->".count))
             guard lines.first == "```swift" else {
-                Issue.record("README: the marker for \(path) is not followed by a ```swift block")
+                Issue.record("\(document): the marker for \(path) is not followed by a ```swift block")
                 continue
             }
             lines.removeFirst()
@@ -38,6 +38,33 @@ private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathCompon
             let source = try String(contentsOf: packageRoot.appendingPathComponent(path), encoding: .utf8)
             #expect(source.contains(code), "README's block for \(path) is not in \(path) as written:\n\(code)")
         }
+    }
+
+    /// The guide's samples are excerpts of the same programs: each marked
+    /// block's lines, comments and blank lines aside, are a run of the
+    /// program's lines, comments and blank lines aside.
+    @Test func everyMarkedSampleOfTheGuideIsInTheProgramItNames() throws {
+        let catalog = "Sources/Strata/Strata.docc"
+        let articles = try FileManager.default.contentsOfDirectory(atPath: packageRoot.appendingPathComponent(catalog).path)
+            .filter { $0.hasSuffix(".md") }
+        var checked = 0
+        for article in articles {
+            for (path, code) in try Self.markedBlocks(in: "\(catalog)/\(article)") {
+                let source = try String(contentsOf: packageRoot.appendingPathComponent(path), encoding: .utf8)
+                #expect(("\n" + Self.codeLines(source)).contains("\n" + Self.codeLines(code)),
+                        "\(article): a block marked for \(path) is not in it:\n\(code)")
+                checked += 1
+            }
+        }
+        #expect(checked >= 5, "GettingStarted marks its samples")
+    }
+
+    /// `text` without comment lines and blank lines, one line per line, for comparing excerpts.
+    static func codeLines(_ text: String) -> String {
+        text.split(separator: "\n").filter { line in
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            return !trimmed.isEmpty && !trimmed.hasPrefix("//")
+        }.joined(separator: "\n") + "\n"
     }
 
     @Test func theProgramsPrintWhatTheReadmeSays() throws {

@@ -290,7 +290,7 @@ import Testing
 
 // MARK: - Helpers (this file's own)
 
-/// A value behind an NSLock (ThreadSanitizer sees NSLock correctly: NOTES.md).
+/// A value behind an NSLock, which ThreadSanitizer models correctly.
 final class ConcurrencyTestBox<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var _value: Value  // guarded by `lock`
@@ -302,8 +302,8 @@ final class ConcurrencyTestBox<Value>: @unchecked Sendable {
     }
 }
 
-/// "Am I on the main queue?" as a queue check, not a thread check (NOTES.md:
-/// main-queue blocks may run on worker threads).
+/// "Am I on the main queue?" as a queue check, not a thread check: after
+/// `dispatchMain()`, main-queue blocks may run on worker threads.
 enum MainQueueCheck {
     private static let key = DispatchSpecificKey<UInt8>()
     private static let installed: Bool = {

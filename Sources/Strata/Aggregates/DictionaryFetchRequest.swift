@@ -53,6 +53,10 @@ public struct DictionaryFetchRequest<Root: ManagedObject>: Sendable {
     /// ``FetchRequest/includesPendingChanges``.
     public var includesPendingChanges = true
 
+    /// A request for the columns `propertiesToFetch` over the objects of the entity named
+    /// `entityName` (nil: the entity whose class is `Root`) that match `predicate` (nil: every
+    /// object), grouped by the attributes or to-one relationships named in `groupBy` (empty: no
+    /// grouping).
     public init(
         entityName: String? = nil, predicate: Predicate<Root>? = nil,
         propertiesToFetch: [FetchedProperty], groupBy propertiesToGroupBy: [String] = []

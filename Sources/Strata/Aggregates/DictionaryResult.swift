@@ -31,6 +31,8 @@ public struct DictionaryResult: Sendable, Hashable, CustomStringConvertible {
         Dictionary(uniqueKeysWithValues: zip(columns.keys, row))
     }
 
+    /// A result with one column per key of `values`: to write down the results a test expects. It
+    /// equals a fetched result that has the same columns and values.
     public init(_ values: [String: PropertyValue]) {
         let keys = values.keys.sorted()
         columns = Columns(keys)

@@ -109,9 +109,13 @@ public struct FetchedProperty: Sendable, Hashable, CustomStringConvertible, Expr
 /// request.sortBy = [.descending("count"), .ascending("servings")]
 /// ```
 public struct ResultOrder: Sendable, Hashable {
+    /// The key of the column to sort by (``FetchedProperty/key``).
     public let key: String
+    /// Whether smaller values come first.
     public let ascending: Bool
 
+    /// By column `key`, smaller values first.
     public static func ascending(_ key: String) -> ResultOrder { ResultOrder(key: key, ascending: true) }
+    /// By column `key`, larger values first.
     public static func descending(_ key: String) -> ResultOrder { ResultOrder(key: key, ascending: false) }
 }

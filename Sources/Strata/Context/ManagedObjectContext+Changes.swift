@@ -8,9 +8,16 @@ extension ManagedObjectContext {
         checkQueue()
         return !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || heldSaveCount > 0
     }
+    /// The objects inserted since the last save and not deleted since.
     public var insertedObjects: Set<ManagedObject> { checkQueue(); takeHeldChildSaves(); return Set(inserted.values) }
+    /// The objects whose values changed since the last save, other than the inserted and the
+    /// deleted ones.
     public var updatedObjects: Set<ManagedObject> { checkQueue(); return Set(updated.values) }
+    /// The objects deleted since the last save. An object inserted since is not among them:
+    /// deleting it just discards it.
     public var deletedObjects: Set<ManagedObject> { checkQueue(); return Set(deleted.values) }
+    /// Every object the context holds now: fetched, faulted, inserted, changed or deleted (see
+    /// ``retainsRegisteredObjects`` for when it lets go of one).
     public var registeredObjects: Set<ManagedObject> { checkQueue(); takeHeldChildSaves(); return Set(registry.values) }
 
     /// The object registered under `id`, if any (never loads anything).

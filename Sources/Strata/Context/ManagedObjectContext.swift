@@ -57,11 +57,14 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         }
     }
 
+    /// How the context is bound to a queue or thread, which decides where it and its objects may be
+    /// used.
     public let concurrencyType: ConcurrencyType
     /// The context this one saves into; nil for a context attached to the coordinator.
     public let parent: ManagedObjectContext?
     /// The coordinator at the root of this context's chain.
     public let persistentStoreCoordinator: PersistentStoreCoordinator
+    /// The model of the context's coordinator, which every context of its chain shares.
     public let model: ManagedObjectModel
     /// A name for messages and debugging.
     public let name: String

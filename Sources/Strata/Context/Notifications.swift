@@ -12,10 +12,14 @@ public import Foundation
 /// }
 /// ```
 public struct ObjectChanges: Sendable, Hashable {
+    /// The key the payload is under in a Strata notification's `userInfo`.
     public static let userInfoKey = "StrataObjectChanges"
 
+    /// The objects inserted.
     public var inserted: [ObjectID] = []
+    /// The objects whose values changed.
     public var updated: [ObjectID] = []
+    /// The objects deleted.
     public var deleted: [ObjectID] = []
     /// Objects whose values a merge or refresh replaced (objects-did-change only).
     public var refreshed: [ObjectID] = []
@@ -28,6 +32,10 @@ public struct ObjectChanges: Sendable, Hashable {
     /// The context whose save this describes (did-save only).
     var sourceSerial: UInt64 = 0
 
+    /// Changes to these objects, with none refreshed or invalidated: for instance to tell a context
+    /// about changes made elsewhere with
+    /// ``ManagedObjectContext/mergeChanges(fromContextDidSave:)-(ObjectChanges)``, which refreshes
+    /// the updated objects it holds and lets go of the deleted ones.
     public init(inserted: [ObjectID] = [], updated: [ObjectID] = [], deleted: [ObjectID] = []) {
         self.inserted = inserted
         self.updated = updated

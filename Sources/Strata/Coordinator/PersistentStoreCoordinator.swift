@@ -27,6 +27,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         case inMemory
     }
 
+    /// The model of the coordinator's store, which every context on the coordinator uses.
     public let model: ManagedObjectModel
     /// The row cache's byte budget (see ``init(model:rowCacheBudget:)``).
     public let rowCacheBudget: Int

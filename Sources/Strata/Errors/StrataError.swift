@@ -56,7 +56,9 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         public var description: String { value.rawValue }
     }
 
+    /// What went wrong, in a form to switch on.
     public var code: Code
+    /// A sentence saying what went wrong, for people.
     public var message: String
     /// For ``Code/validationFailed``: every invalid object and why.
     public var validationFailures: [ValidationFailure] = []
@@ -107,6 +109,7 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
 
 /// Why one object failed validation during a save.
 public struct ValidationFailure: Sendable, Hashable, CustomStringConvertible {
+    /// Why an object failed validation.
     public enum Reason: String, Sendable, Hashable {
         /// A non-optional attribute or to-one relationship holds no value.
         case missingValue
@@ -119,14 +122,19 @@ public struct ValidationFailure: Sendable, Hashable, CustomStringConvertible {
         /// A string, data or to-many value is larger than the store accepts.
         case valueTooLarge
     }
+    /// The object that failed.
     public var objectID: ObjectID
+    /// The property at fault: the one without a value, the relationship holding the wrong or
+    /// deleted object, or the `.deny` relationship that still holds objects.
     public var property: String
+    /// What is wrong with it.
     public var reason: Reason
     public var description: String { "\(objectID): \(property): \(reason.rawValue)" }
 }
 
 /// One object that two saves changed concurrently.
 public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
+    /// The object both sides changed.
     public var objectID: ObjectID
     /// The properties whose values changed at the destination since the saving
     /// context read the object (empty when the destination deleted it).

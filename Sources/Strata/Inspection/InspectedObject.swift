@@ -13,7 +13,9 @@ public import Foundation
 public struct InspectedObject: Codable, Sendable, Hashable, CustomStringConvertible {
     /// `Entity/pN`, as ``ObjectID/description`` writes it.
     public var id: String
+    /// The name of the object's entity.
     public var entity: String
+    /// The object's primary key within its entity: the N of `Entity/pN`.
     public var primaryKey: UInt64
     /// The store's version of the object (how many saves wrote it).
     public var version: UInt64
@@ -30,15 +32,22 @@ public struct InspectedObject: Codable, Sendable, Hashable, CustomStringConverti
 public struct InspectedProperty: Codable, Sendable, Hashable {
     /// What kind of property this is.
     public enum Kind: String, Codable, Sendable, Hashable {
+        /// An attribute (`attribute`), a to-one relationship (`toOne`, `"to-one"` in JSON) or a
+        /// to-many relationship (`toMany`, `"to-many"` in JSON).
         case attribute, toOne = "to-one", toMany = "to-many"
     }
+    /// The property's name in the stored model.
     public var name: String
+    /// Whether it is an attribute, a to-one or a to-many relationship.
     public var kind: Kind
     /// The attribute's type (`string`, `integer64`, `date`, …) or the
     /// relationship's destination entity.
     public var type: String
+    /// The value the object holds.
     public var value: InspectedValue
 
+    /// A property named `name` of kind `kind` holding `value`; `type` is the attribute type's name
+    /// (`string`, `integer64`, …) or, for a relationship, the destination entity's.
     public init(name: String, kind: Kind, type: String, value: InspectedValue) {
         self.name = name
         self.kind = kind
@@ -84,13 +93,20 @@ public struct InspectedProperty: Codable, Sendable, Hashable {
 /// (strings, numbers, booleans, null; dates as ISO 8601, data as base64,
 /// relationships as `Entity/pN` strings).
 public enum InspectedValue: Encodable, Sendable, Hashable, CustomStringConvertible {
+    /// No value: an optional attribute that is unset, or an empty to-one relationship (`null` in
+    /// JSON).
     case null
+    /// A `string` attribute's value.
     case string(String)
+    /// An integer attribute's value, whatever its width.
     case integer(Int64)
+    /// A `double` attribute's value.
     case double(Double)
+    /// A `bool` attribute's value.
     case bool(Bool)
     /// ISO 8601, with fractional seconds.
     case date(String)
+    /// A `binaryData` attribute's bytes (base64 in JSON).
     case data(Data)
     /// The UUID's string.
     case uuid(String)
@@ -132,7 +148,9 @@ public enum InspectedValue: Encodable, Sendable, Hashable, CustomStringConvertib
 
 /// How many objects of one entity the store holds.
 public struct EntityCount: Codable, Sendable, Hashable {
+    /// The entity's name.
     public var entity: String
+    /// How many objects of the entity the store holds.
     public var objects: Int
     /// The next primary key the store will hand out for the entity (from the
     /// store's key counters; nil when it has none).
@@ -144,7 +162,9 @@ public struct EntityCount: Codable, Sendable, Hashable {
 
 /// One index of an entity and how many entries it holds.
 public struct IndexCount: Codable, Sendable, Hashable {
+    /// The index's attributes, most significant first.
     public var attributes: [String]
+    /// How many entries the store holds for the index.
     public var entries: Int
 }
 
@@ -184,7 +204,11 @@ public struct FileGenerationCount: Codable, Sendable, Hashable {
 
 /// One model a store's records were written under.
 public struct SchemaGenerationSummary: Codable, Sendable, Hashable {
+    /// The generation's number, the one its records carry: its position in
+    /// ``ObjectStoreSummary/schemaGenerations``, 0 for the oldest.
     public var generation: Int
+    /// That model's version hash (as ``ManagedObjectModel/versionHash`` gives it); `?` when its
+    /// stored schema does not decode.
     public var modelHash: String
     /// The entities' names, in that model's order.
     public var entities: [String]
@@ -198,6 +222,7 @@ public struct SchemaGenerationSummary: Codable, Sendable, Hashable {
 public struct RecordProblem: Codable, Sendable, Hashable, CustomStringConvertible {
     /// The record's key, rendered (`Entity/pN`, `m:name`, or escaped bytes).
     public var key: String
+    /// What is wrong with the record.
     public var message: String
     public var description: String { "record \(key): \(message)" }
 }

@@ -17,6 +17,7 @@ public import StrataStore
 public enum StoreReports {
     /// `strata-dump info`.
     public struct Info: Codable, Sendable {
+        /// The engine's view of the store: its files, manifest and record counts.
         public var store: StoreSummary
         /// Nil when the store holds no Strata model (see ``objectLayerNote``).
         public var objects: ObjectStoreSummary?

@@ -12,7 +12,10 @@ public import StrataStore
 /// ])
 /// ```
 public struct ModelVersion: Sendable {
+    /// The version's name, unique in a plan: what stages and
+    /// ``MigrationPlan/migrate(storeAt:upTo:options:)`` refer to it by.
     public let identifier: String
+    /// The version's model.
     public let model: ManagedObjectModel
 
     /// Makes the version's model (``ManagedObjectModel/init(entities:)``).
@@ -21,6 +24,7 @@ public struct ModelVersion: Sendable {
         self.model = try ManagedObjectModel(entities: entities)
     }
 
+    /// A version named `identifier` whose model is made already.
     public init(_ identifier: String, model: ManagedObjectModel) {
         self.identifier = identifier
         self.model = model
@@ -32,7 +36,9 @@ public struct ModelVersion: Sendable {
 /// no stage for), or by a custom stage that sees each object's old and new
 /// values together and sets what inference cannot.
 public struct MigrationStage: Sendable {
+    /// The identifier of the version the stage migrates from.
     public let from: String
+    /// The identifier of the version it migrates to, the next one in the plan.
     public let to: String
     let batchSize: Int
     let body: (@Sendable ([MigratingObject]) throws -> Void)?
@@ -89,7 +95,9 @@ public struct MigrationStage: Sendable {
 /// a store at a model the plan does not list is migrated straight to the
 /// last version by inference.
 public struct MigrationPlan: Sendable {
+    /// The model versions, oldest first; the last is the app's model.
     public let versions: [ModelVersion]
+    /// The stages given to the plan; a step between two versions that none joins is inferred.
     public let stages: [MigrationStage]
 
     /// Throws ``StrataError/Code/invalidArgument`` when versions repeat an

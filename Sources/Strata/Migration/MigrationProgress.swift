@@ -16,6 +16,8 @@
 ///     })
 /// ```
 public struct MigrationProgress: Sendable, Equatable {
+    /// What the migration is doing, and so what ``MigrationProgress/done`` and
+    /// ``MigrationProgress/total`` count.
     public enum Step: Sendable, Equatable {
         /// Building the index entries of this entity's objects (`done` and
         /// `total` count objects).
@@ -25,10 +27,14 @@ public struct MigrationProgress: Sendable, Equatable {
         case checkingUniqueness(entity: String)
     }
 
+    /// What the migration is doing.
     public var step: Step
+    /// How many of ``total`` are done: objects or index entries, as ``step`` says.
     public var done: Int
+    /// How many there are to do in this step.
     public var total: Int
 
+    /// A report of `done` out of `total` in `step`.
     public init(step: Step, done: Int, total: Int) {
         self.step = step
         self.done = done

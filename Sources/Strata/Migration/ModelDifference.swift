@@ -18,22 +18,49 @@
 public struct ModelDifference: Sendable, Hashable, CustomStringConvertible {
     /// What changed.
     public enum Change: Sendable, Hashable {
+        /// An entity the stored model lacks: the store starts with none of its objects.
         case entityAdded
+        /// An entity of the stored model that the new one no longer has: its stored objects are not
+        /// carried over.
         case entityRemoved
+        /// The entity was renamed; `from` is its name in the stored model (see
+        /// ``EntityDescription/renamingIdentifier``).
         case entityRenamed(from: String)
+        /// A property the stored model lacks. Not inferable for a required attribute without a
+        /// default value, or a required to-one relationship: stored objects would have nothing to
+        /// hold.
         case propertyAdded
+        /// A property of the stored model that the entity no longer has: its stored values are not
+        /// carried over.
         case propertyRemoved
+        /// The property was renamed; `from` is its name in the stored model (see
+        /// ``AttributeDescription/renamingIdentifier``).
         case propertyRenamed(from: String)
         /// An attribute's type, or a property's kind (attribute, to-one, to-many).
         case typeChanged(from: String, to: String)
+        /// A required attribute or to-one relationship became optional.
         case becameOptional
+        /// An optional attribute or to-one relationship became required. Stored objects without a
+        /// value get the attribute's default; where there is none, the migration checks that every
+        /// stored object holds a value.
         case becameRequired
+        /// A relationship's destination entity changed, from the entity named `from` to the one
+        /// named `to`; inferable only when it is the same entity, renamed.
         case destinationChanged(from: String, to: String)
+        /// A relationship's inverse changed (another one, a new one, or none).
         case inverseChanged
+        /// A relationship's delete rule changed.
         case deleteRuleChanged
+        /// An attribute's default value changed.
         case defaultValueChanged
+        /// The entity declares an index the stored model lacks: the migration builds its entries
+        /// (see ``MigrationProgress``).
         case indexAdded(IndexDescription)
+        /// An index of the stored model that the entity no longer declares: its entries are
+        /// discarded.
         case indexRemoved(IndexDescription)
+        /// The entity's ``EntityDescription/versionHashModifier`` changed: no value changes, but
+        /// the store moves to the new model's version.
         case hashModifierChanged
     }
 
@@ -42,6 +69,7 @@ public struct ModelDifference: Sendable, Hashable, CustomStringConvertible {
     /// The property's name in the new model (in the old one for a removed
     /// property); nil for a change to the entity itself.
     public var property: String?
+    /// What changed.
     public var change: Change
     /// Whether an inferred migration handles it.
     public var isInferable: Bool

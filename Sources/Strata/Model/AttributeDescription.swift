@@ -1,5 +1,9 @@
 /// The type of an attribute.
 public enum AttributeType: UInt8, Sendable, Hashable, CaseIterable {
+    /// The types an attribute can hold: `string`, a `String`; `integer16`, `integer32` and
+    /// `integer64`, signed integers of 16, 32 and 64 bits (each held as
+    /// ``PropertyValue/integer(_:)``, read into a Swift integer at least as wide); `double`, a
+    /// `Double`; `bool`, a `Bool`; `date`, a `Date`; `binaryData`, a `Data`; `uuid`, a `UUID`.
     case string = 1, integer16, integer32, integer64, double, bool, date, binaryData, uuid
 
     /// Whether `value` (non-null) is a value of this type.
@@ -19,7 +23,10 @@ public enum AttributeType: UInt8, Sendable, Hashable, CaseIterable {
 /// One attribute of an entity: a name, a type, whether it may be nil, and
 /// the value a newly inserted object starts with.
 public struct AttributeDescription: Sendable, Hashable {
+    /// The attribute's name, unique among the entity's properties: the key it is read and written
+    /// by.
     public var name: String
+    /// The type of value it holds.
     public var type: AttributeType
     /// An optional attribute may hold no value when saved; a required one
     /// fails validation (``ValidationFailure/Reason/missingValue``).
@@ -33,6 +40,10 @@ public struct AttributeDescription: Sendable, Hashable {
     /// ``EntityDescription/renamingIdentifier``).
     public var renamingIdentifier: String?
 
+    /// An attribute named `name` holding values of `type`. `isOptional` lets a saved object hold no
+    /// value; `defaultValue` is what a new object starts with (`.null` for none);
+    /// `renamingIdentifier` is the attribute's name in an earlier model version, when it was
+    /// renamed.
     public init(
         name: String, type: AttributeType, isOptional: Bool = false, defaultValue: PropertyValue = .null,
         renamingIdentifier: String? = nil
@@ -62,18 +73,27 @@ public enum DeleteRule: UInt8, Sendable, Hashable {
 /// One relationship of an entity: to-one or to-many, to a destination entity,
 /// usually with an inverse that Strata keeps in step on both sides.
 public struct RelationshipDescription: Sendable, Hashable {
+    /// The relationship's name, unique among the entity's properties: the key it is read and
+    /// written by.
     public var name: String
+    /// The name of the entity whose objects it holds.
     public var destinationEntityName: String
     /// The relationship on the destination that points back; nil for none.
     public var inverseName: String?
+    /// Whether it holds a set of objects (to-many) rather than at most one (to-one).
     public var isToMany: Bool
     /// A required to-one relationship must hold an object when saved.
     public var isOptional: Bool
+    /// What deleting an object does to the objects this relationship holds.
     public var deleteRule: DeleteRule
     /// The name this relationship had in an earlier model version (see
     /// ``EntityDescription/renamingIdentifier``).
     public var renamingIdentifier: String?
 
+    /// A relationship named `name` to the entity named `destination`, whose relationship `inverse`
+    /// points back (nil for none); `toMany` makes it hold a set of objects. `isOptional` matters
+    /// for a to-one relationship only (a required one must hold an object when saved);
+    /// `renamingIdentifier` is its name in an earlier model version, when it was renamed.
     public init(
         name: String, destination: String, inverse: String?, toMany: Bool,
         isOptional: Bool = true, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil
@@ -91,9 +111,12 @@ public struct RelationshipDescription: Sendable, Hashable {
 /// An attribute or a relationship, in the order the entity declares them
 /// (which is the order records store their values in).
 public enum PropertyDescription: Sendable, Hashable {
+    /// An attribute.
     case attribute(AttributeDescription)
+    /// A relationship, to-one or to-many.
     case relationship(RelationshipDescription)
 
+    /// The attribute's or the relationship's name.
     public var name: String {
         switch self {
         case .attribute(let a): return a.name

@@ -16,7 +16,12 @@
 /// ``ManagedObjectModel/init(entities:)`` before the model (and so the entity)
 /// can be shared, and only read afterwards.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
+    /// The entity's name, unique in its model: what fetch requests, object IDs and relationships'
+    /// destinations name it by.
     public let name: String
+    /// The class a context makes the entity's objects as, when it fetches or faults them;
+    /// `ManagedObject` itself for an entity with no class of its own, such as one of an older model
+    /// version kept for a ``MigrationPlan``.
     public let managedObjectClass: ManagedObject.Type
     /// Attributes and relationships, in declaration order.
     public let properties: [PropertyDescription]

@@ -27,6 +27,7 @@ public struct IndexDescription: Sendable, Hashable, CustomStringConvertible {
     /// Whether it backs a uniqueness constraint.
     public let isUnique: Bool
 
+    /// An index on `attributeNames`, most significant first.
     public init(_ attributeNames: String...) {
         self.init(attributeNames)
     }

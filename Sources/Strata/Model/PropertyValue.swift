@@ -9,13 +9,19 @@ public import Foundation
 public enum PropertyValue: Sendable, Hashable {
     /// No value: an optional attribute that is unset, or an empty to-one relationship.
     case null
+    /// A `string` attribute's value.
     case string(String)
     /// Every integer attribute (16, 32 and 64 bits) is held as 64 bits.
     case integer(Int64)
+    /// A `double` attribute's value.
     case double(Double)
+    /// A `bool` attribute's value.
     case bool(Bool)
+    /// A `date` attribute's value.
     case date(Date)
+    /// A `binaryData` attribute's bytes.
     case data(Data)
+    /// A `uuid` attribute's value.
     case uuid(UUID)
     /// A to-one relationship.
     case object(ObjectID)

@@ -21,6 +21,7 @@
 /// A managed object is deliberately not `Sendable`: hand its ``objectID`` to
 /// another queue instead.
 open class ManagedObject: Hashable, CustomStringConvertible {
+    /// The entity the object is an instance of.
     public final let entity: EntityDescription
 
     // Everything below is guarded by the owning context's queue (or, before

@@ -5,6 +5,7 @@ public protocol AttributeValueConvertible {
     /// The value for a stored `PropertyValue`; non-optional types read a
     /// missing value as their zero (`""`, `0`, `false`, …).
     static func fromPropertyValue(_ value: PropertyValue) -> Self
+    /// The value as stored: the ``PropertyValue`` case of its type (`.null` for nil).
     var propertyValue: PropertyValue { get }
 }
 
@@ -74,7 +75,10 @@ extension Optional: AttributeValueConvertible where Wrapped: AttributeValueConve
 /// ```
 @propertyWrapper
 public struct Attribute<Value: AttributeValueConvertible> {
+    /// The name of the entity's attribute the property is stored under, which may differ from the
+    /// Swift property's name.
     public let key: String
+    /// A property stored under the entity's attribute named `key`.
     public init(_ key: String) { self.key = key }
 
     /// A property declared with an initial value under `@Entity`
@@ -115,7 +119,12 @@ public struct Attribute<Value: AttributeValueConvertible> {
 /// A Swift type a relationship can be read and written as: `T?` for to-one,
 /// `Set<T>` for to-many, where `T` is a ``ManagedObject`` subclass.
 public protocol RelationshipValueConvertible {
+    /// The value for a stored relationship value: the objects whose IDs `value` holds, as `context`
+    /// has them registered (or as faults, filled when first used); nil or an empty set when there
+    /// is no context.
     static func fromPropertyValue(_ value: PropertyValue, in context: ManagedObjectContext?) -> Self
+    /// The value as stored: the objects' IDs (``PropertyValue/object(_:)`` for to-one, `.null` for
+    /// nil; ``PropertyValue/objects(_:)`` for to-many).
     var propertyValue: PropertyValue { get }
 }
 
@@ -150,7 +159,10 @@ extension Set: RelationshipValueConvertible where Element: ManagedObject {
 /// ```
 @propertyWrapper
 public struct Relationship<Value: RelationshipValueConvertible> {
+    /// The name of the entity's relationship the property is stored under, which may differ from
+    /// the Swift property's name.
     public let key: String
+    /// A property stored under the entity's relationship named `key`.
     public init(_ key: String) { self.key = key }
 
     /// A relationship declared empty under `@Entity` (`var tags: Set<Tag> = []`,

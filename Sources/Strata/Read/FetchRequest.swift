@@ -19,6 +19,7 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// context's own unsaved values; without, the values of the context's
     /// source (its parent's view, or the store).
     public var predicate: Predicate<Result>?
+    /// The order of the results, the first descriptor deciding first; empty for the store's order.
     public var sortDescriptors: [SortDescriptor<Result>]
     /// At most this many results; 0 for no limit.
     public var fetchLimit = 0
@@ -48,6 +49,8 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// `fetchResults`.
     public var fetchBatchSize = 0
 
+    /// A request for the objects of the entity named `entityName` (nil: the entity whose class is
+    /// `Result`) that match `predicate` (nil: every object), in the order of `sortDescriptors`.
     public init(entityName: String? = nil, predicate: Predicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = []) {
         self.entityName = entityName
         self.predicate = predicate

@@ -37,8 +37,12 @@ public final class PersistentContainer: Sendable {
         case privateQueue
     }
 
+    /// The container's name, for messages and its contexts' names (`name.writer`, `name.view`); it
+    /// names no file.
     public let name: String
+    /// The model of the container's store and contexts.
     public let model: ManagedObjectModel
+    /// The coordinator that owns the store, with ``writerContext`` attached to it.
     public let coordinator: PersistentStoreCoordinator
     /// The private-queue context attached to the coordinator: its saves go to disk.
     public let writerContext: ManagedObjectContext

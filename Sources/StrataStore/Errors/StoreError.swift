@@ -64,7 +64,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     /// A place in Strata's source code.
     public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
+        /// The source file, as `#fileID` gives it (`Module/File.swift`).
         public var file: String
+        /// The line in that file.
         public var line: Int
         public var description: String { "\(file):\(line)" }
 

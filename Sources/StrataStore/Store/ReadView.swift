@@ -204,8 +204,11 @@ public struct ReadView: Sendable {
 
 /// A key and its value.
 public struct KeyValue: Sendable, Hashable {
+    /// The key's bytes.
     public var key: [UInt8]
+    /// The value's bytes.
     public var value: [UInt8]
+    /// The pair of `key` and `value`.
     public init(key: [UInt8], value: [UInt8]) {
         self.key = key
         self.value = value

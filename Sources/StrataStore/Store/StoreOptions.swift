@@ -90,5 +90,6 @@ public struct StoreOptions: Sendable {
     /// The system-call layer (replaced by fault-injection tests).
     package var fileSystem: any FileSystem = POSIXFileSystem()
 
+    /// The default options (each option's documentation says its default).
     public init() {}
 }

@@ -198,26 +198,43 @@ public struct StoreStatistics: Sendable, Equatable {
     public var indexCheckpointChunksRebuilt = 0
     /// Bytes in memtables (the current one and one being flushed).
     public var memtableBytes = 0
+    /// The live segments: those the manifest names.
     public var segments = 0
+    /// Bytes of the live segment files, together.
     public var segmentBytes: UInt64 = 0
+    /// Records in the live segments, puts and deletes, dead ones included.
     public var segmentRecords: UInt64 = 0
     /// Records in segments that are no longer the newest version of their key.
     public var deadRecords = 0
+    /// Batches written since the store was opened (the batches an open replays from the log are not
+    /// counted).
     public var batchesWritten = 0
+    /// Puts and deletes in those batches.
     public var operationsWritten = 0
+    /// Bytes appended to the write-ahead log since the store was opened.
     public var logBytesWritten: UInt64 = 0
     /// fsyncs of the log: with group commit, fewer than batches written.
     public var logSyncs = 0
+    /// Memtables written out as segments since the store was opened.
     public var flushes = 0
+    /// Compactions finished since the store was opened.
     public var compactions = 0
+    /// Bytes of the segments those flushes wrote.
     public var flushedBytes: UInt64 = 0
+    /// Bytes of the segments those compactions wrote.
     public var compactionBytesWritten: UInt64 = 0
+    /// Bytes of the segments those compactions replaced and deleted.
     public var compactionBytesRemoved: UInt64 = 0
+    /// Segment blocks the block cache held when a read needed them, since the store was opened.
     public var cacheHits = 0
+    /// Segment blocks a read needed that the block cache did not hold, since the store was opened:
+    /// each was read from its file and decompressed.
     public var cacheMisses = 0
+    /// Bytes of the blocks the block cache holds now (at most ``StoreOptions/blockCacheCapacity``).
     public var cacheBytes = 0
     /// Why the last background compaction failed, if one did. (It failed before
     /// its manifest switch, so the store is unchanged and still writable.)
     public var lastCompactionError: String?
+    /// Statistics with every count zero.
     public init() {}
 }

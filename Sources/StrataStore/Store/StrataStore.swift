@@ -278,6 +278,7 @@ public struct RecoveryReport: Sendable, Equatable {
     /// Whether the index was loaded from the index checkpoint the last
     /// close saved, or built from the segments' footers, and why.
     public var indexCheckpoint = IndexCheckpointUse.absent
+    /// A report with every count zero: nothing replayed or repaired.
     public init() {}
 }
 
