@@ -31,7 +31,8 @@
 /// `@Related` gives a relationship its inverse and delete rule (and the
 /// destination entity's name, when it is not the destination class's);
 /// `@Unique` and `@Indexed` give an attribute a uniqueness constraint or an
-/// index of its own; `@Renamed(from:)` the name a property had in an earlier model version
+/// index of its own, and `#Unique` and `#Index` in the class body declare
+/// constraints and indexes over several attributes, as SwiftData spells them; `@Renamed(from:)` the name a property had in an earlier model version
 /// (a migration carries its values over); `@Transient` leaves a property out
 /// of the model. A property that already has `@Attribute("key")` or
 /// `@Relationship("key")` keeps that key (with an initial value, write
@@ -104,3 +105,36 @@ public macro Renamed(from previousName: String) = #externalMacro(module: "Strata
 /// object only, and starts from its initial value in every object.
 @attached(peer)
 public macro Transient() = #externalMacro(module: "StrataMacrosPlugin", type: "MarkerMacro")
+
+/// Uniqueness constraints of an `@Entity` class, written in its body as
+/// SwiftData writes them: each array of key paths is one constraint (no two
+/// objects may hold the same values in all of its attributes).
+///
+/// ```swift
+/// @Entity
+/// final class Visit: ManagedObject {
+///     #Unique<Visit>([\.bookmark, \.day], [\.token])
+///     var day: Date
+///     var token: String
+///     @Related(inverse: "visits") var bookmark: Bookmark?
+/// }
+/// ```
+@freestanding(declaration)
+public macro Unique<Root>(_ constraints: [PartialKeyPath<Root>]...) =
+    #externalMacro(module: "StrataMacrosPlugin", type: "EntityMemberMacro")
+
+/// Indexes of an `@Entity` class, written in its body as SwiftData writes
+/// them: each array of key paths is one index, its attributes in order.
+///
+/// ```swift
+/// @Entity
+/// final class Person: ManagedObject {
+///     #Index<Person>([\.lastName, \.firstName], [\.born])
+///     var firstName: String
+///     var lastName: String
+///     var born: Date
+/// }
+/// ```
+@freestanding(declaration)
+public macro Index<Root>(_ indexes: [PartialKeyPath<Root>]...) =
+    #externalMacro(module: "StrataMacrosPlugin", type: "EntityMemberMacro")

@@ -58,6 +58,16 @@ struct MarkerMacro: PeerMacro {
     }
 }
 
+/// `#Unique` and `#Index` in an `@Entity` class's body: read by `@Entity`, expanding to nothing.
+struct EntityMemberMacro: DeclarationMacro {
+    static func expansion(of node: some FreestandingMacroExpansionSyntax, in context: some MacroExpansionContext) throws -> [DeclSyntax] {
+        guard context.lexicalContext.first?.is(ClassDeclSyntax.self) == true else {
+            throw EntityMacroError("#\(node.macroName.text) belongs in the body of an @Entity class")
+        }
+        return []
+    }
+}
+
 /// A mistake in an `@Entity` class, reported where it is: what is wrong and what to write.
 struct EntityMacroError: Error, CustomStringConvertible, DiagnosticMessage {
     let description: String
@@ -81,9 +91,12 @@ struct EntityDeclaration {
     let uniquenessConstraints: ExprSyntax?
     let renamedFrom: ExprSyntax?
     let properties: [StoredProperty]
+    /// `#Unique` and `#Index` in the body: each a list of model keys.
+    let memberConstraints: [[String]]
+    let memberIndexes: [[String]]
 
     /// `report` hears each stored property that cannot be mapped, which is left out.
-    init(_ node: AttributeSyntax, _ declaration: some DeclGroupSyntax, report: (VariableDeclSyntax, EntityMacroError) -> Void) throws {
+    init(_ node: AttributeSyntax, _ declaration: some DeclGroupSyntax, report: (Syntax, EntityMacroError) -> Void) throws {
         guard let classDecl = declaration.as(ClassDeclSyntax.self) else {
             throw EntityMacroError("@Entity applies to a class that inherits from ManagedObject")
         }
@@ -109,7 +122,7 @@ struct EntityDeclaration {
                     guard case .decls(let members)? = clause.elements else { continue }
                     for inner in members {
                         if let variable = inner.decl.as(VariableDeclSyntax.self), (try? StoredProperty(variable)) != nil {
-                            report(variable, EntityMacroError("@Entity cannot store a property declared inside #if: move it out, or mark it @Transient"))
+                            report(Syntax(variable), EntityMacroError("@Entity cannot store a property declared inside #if: move it out, or mark it @Transient"))
                         }
                     }
                 }
@@ -118,22 +131,53 @@ struct EntityDeclaration {
             guard let variable = member.decl.as(VariableDeclSyntax.self) else { continue }
             do {
                 guard let property = try StoredProperty(variable) else { continue }
-                if let warning = property.defaultWarning { report(variable, warning) }
+                if let warning = property.defaultWarning { report(Syntax(variable), warning) }
                 guard keys.insert(property.key).inserted else { throw EntityMacroError("two properties of \(className) are stored as \(property.key)") }
                 properties.append(property)
             } catch let error as EntityMacroError {
-                report(variable, error)
+                report(Syntax(variable), error)
             }
         }
         self.properties = properties
+        var memberConstraints: [[String]] = [], memberIndexes: [[String]] = []
+        for member in classDecl.memberBlock.members {
+            guard let expansion = member.decl.as(MacroExpansionDeclSyntax.self),
+                  ["Unique", "Index"].contains(expansion.macroName.text) else { continue }
+            for argument in expansion.arguments {
+                guard let list = argument.expression.as(ArrayExprSyntax.self) else {
+                    report(Syntax(argument), EntityMacroError("#\(expansion.macroName.text) takes arrays of key paths: [\\.name], [\\.a, \\.b]"))
+                    continue
+                }
+                var keys: [String] = []
+                for element in list.elements {
+                    // `\.name` or `\Class.name`: the property the one component names.
+                    guard let keyPath = element.expression.as(KeyPathExprSyntax.self), keyPath.components.count == 1,
+                          let component = keyPath.components.first?.component.as(KeyPathPropertyComponentSyntax.self) else {
+                        report(Syntax(element), EntityMacroError("#\(expansion.macroName.text) names each attribute with a key path of one property, \\.name"))
+                        continue
+                    }
+                    let name = component.declName.baseName.identifier?.name ?? component.declName.baseName.text
+                    guard let property = properties.first(where: { $0.name == name }) else {
+                        report(Syntax(element), EntityMacroError("#\(expansion.macroName.text) names \(name), which is not a stored property of \(className)"))
+                        continue
+                    }
+                    keys.append(property.key)
+                }
+                guard !keys.isEmpty else { continue }
+                if expansion.macroName.text == "Unique" { memberConstraints.append(keys) } else { memberIndexes.append(keys) }
+            }
+        }
+        self.memberConstraints = memberConstraints
+        self.memberIndexes = memberIndexes
     }
 
     /// `static var entityDescription`: a new `EntityDescription` per call.
     var descriptionProperty: DeclSyntax {
         let list = properties.map { "            \($0.descriptionExpression)," }.joined(separator: "\n")
         var extra = ""
-        let ownIndexes = properties.filter(\.isIndexed).map { "[\($0.keyLiteral)]" }
-        let ownConstraints = properties.filter(\.isUnique).map { "[\($0.keyLiteral)]" }
+        func literal(_ keys: [String]) -> String { "[" + keys.map { StringLiteralExprSyntax(content: $0).description }.joined(separator: ", ") + "]" }
+        let ownIndexes = memberIndexes.map(literal) + properties.filter(\.isIndexed).map { "[\($0.keyLiteral)]" }
+        let ownConstraints = memberConstraints.map(literal) + properties.filter(\.isUnique).map { "[\($0.keyLiteral)]" }
         if indexes != nil || !ownIndexes.isEmpty {
             let declared = ownIndexes.isEmpty ? "" : " + [\(ownIndexes.joined(separator: ", "))]"
             extra += ",\n        indexes: (\(indexes?.trimmedDescription ?? "[]") as [[String]]\(declared)).map { Strata.IndexDescription($0) }"
@@ -164,6 +208,8 @@ struct StoredProperty {
         case toMany(destination: ExprSyntax)
     }
 
+    /// The Swift property's name (what a key path names).
+    let name: String
     let key: String
     let kind: Kind
     /// False when the property already carries `@Attribute` or `@Relationship`.
@@ -249,6 +295,7 @@ struct StoredProperty {
                 }
             }
         }
+        self.name = name
         self.key = key
         needsWrapper = !explicit
         renamedFrom = attribute("Renamed")?.arguments?.as(LabeledExprListSyntax.self)?.first?.expression

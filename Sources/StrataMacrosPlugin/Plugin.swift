@@ -4,5 +4,5 @@ import SwiftSyntaxMacros
 /// The compiler plugin behind `StrataMacros`.
 @main
 struct StrataMacrosPlugin: CompilerPlugin {
-    let providingMacros: [any Macro.Type] = [EntityMacro.self, MarkerMacro.self]
+    let providingMacros: [any Macro.Type] = [EntityMacro.self, MarkerMacro.self, EntityMemberMacro.self]
 }

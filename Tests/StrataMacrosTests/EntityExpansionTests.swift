@@ -281,4 +281,85 @@ final class EntityExpansionTests: XCTestCase {
             diagnostics: [DiagnosticSpec(message: "two properties of Thing are stored as a", line: 4, column: 5)],
             macros: macros.filter { $0.key == "Entity" })
     }
+
+    /// SwiftData's spellings in the class body: `#Unique` and `#Index`,
+    /// each array of key paths one constraint or index, by the model's keys.
+    func testUniqueAndIndexInTheBody() {
+        let members: [String: any Macro.Type] = ["Entity": EntityMacro.self, "Unique": EntityMemberMacro.self, "Index": EntityMemberMacro.self]
+        assertMacroExpansion(
+            """
+            @Entity(indexes: [["day"]])
+            final class Visit: ManagedObject {
+                #Unique<Visit>([\\.token], [\\.day, \\Visit.place])
+                #Index<Visit>([\\.place, \\.day])
+                var day: Date
+                @Attribute("code") var token: String
+                var place: String
+            }
+            """,
+            expandedSource: """
+            final class Visit: ManagedObject {
+                @Strata.Attribute("day")
+                var day: Date
+                @Attribute("code") var token: String
+                @Strata.Attribute("place")
+                var place: String
+
+                static var entityDescription: Strata.EntityDescription {
+                    Strata.EntityDescription(
+                        name: "Visit", managedObjectClass: Visit.self,
+                        properties: [
+                            .attribute("day", .date),
+                            .attribute("code", .string),
+                            .attribute("place", .string),
+                        ],
+                        indexes: ([["day"]] as [[String]] + [["place", "day"]]).map {
+                            Strata.IndexDescription($0)
+                        },
+                        uniquenessConstraints: [] as [[String]] + [["code"], ["day", "place"]])
+                }
+            }
+
+            extension Visit: Strata.EntityDeclaring {
+            }
+            """,
+            macros: members)
+        assertMacroExpansion(
+            """
+            @Entity
+            final class Visit: ManagedObject {
+                #Unique<Visit>([\\.missing], [\\.day.hashValue])
+                var day: Date
+            }
+            struct Elsewhere {
+                #Index<Visit>([\\.day])
+            }
+            """,
+            expandedSource: """
+            final class Visit: ManagedObject {
+                @Strata.Attribute("day")
+                var day: Date
+
+                static var entityDescription: Strata.EntityDescription {
+                    Strata.EntityDescription(
+                        name: "Visit", managedObjectClass: Visit.self,
+                        properties: [
+                            .attribute("day", .date),
+                        ])
+                }
+            }
+            struct Elsewhere {
+                #Index<Visit>([\\.day])
+            }
+
+            extension Visit: Strata.EntityDeclaring {
+            }
+            """,
+            diagnostics: [
+                DiagnosticSpec(message: "#Unique names missing, which is not a stored property of Visit", line: 3, column: 21),
+                DiagnosticSpec(message: "#Unique names each attribute with a key path of one property, \\.name", line: 3, column: 34),
+                DiagnosticSpec(message: "#Index belongs in the body of an @Entity class", line: 7, column: 5),
+            ],
+            macros: members)
+    }
 }

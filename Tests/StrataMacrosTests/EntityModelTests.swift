@@ -69,7 +69,40 @@ final class NotebookV2: ManagedObject {
     @Related(inverse: "notebook", destination: "Note") var notes: Set<NoteV2>
 }
 
+// SwiftData's spellings of several-attribute constraints and indexes, in the body.
+
+@Entity
+final class Visit: ManagedObject {
+    #Unique<Visit>([\.place, \.day], [\.token])
+    #Index<Visit>([\.day, \.place])
+    var day: Int
+    @Attribute("code") var token: String
+    var place: String
+}
+
 @Suite struct EntityModelTests {
+    /// `#Unique` and `#Index` become the entity's constraints and indexes,
+    /// by the model's keys, and the store keeps the constraint.
+    @Test func uniqueAndIndexInTheBody() throws {
+        #expect(Visit.entityDescription.uniquenessConstraints == [["place", "day"], ["code"]])
+        #expect(Visit.entityDescription.indexes.filter { !$0.isUnique } == [IndexDescription(["day", "place"])])
+        let container = try PersistentContainer(name: "Visits", model: ManagedObjectModel(Visit.self), directory: nil, viewContext: .privateQueue)
+        try container.saveAndWait { context in
+            let visit = Visit(context: context)
+            (visit.day, visit.token, visit.place) = (1, "a", "home")
+        }
+        #expect(throws: StrataError.self) {
+            try container.saveAndWait { context in
+                let again = Visit(context: context)
+                (again.day, again.token, again.place) = (1, "b", "home")
+            }
+        }
+        let plan = try container.viewContext.performAndWait {
+            try container.viewContext.explain(FetchRequest<Visit>(predicate: #Predicate { $0.day == 1 && $0.place == "home" }))
+        }
+        #expect(plan.description.contains("USING INDEX"), "\(plan)")
+    }
+
     /// What @Entity derives is the model a user would write by hand.
     @Test func derivedModelEqualsTheHandWrittenOne() throws {
         let derived = Bookmark.entityDescription

@@ -50,4 +50,24 @@ import Testing
         #expect(names == ["Kept by close", "Soup", "Bread"])
         try reopened.close()
     }
+
+    /// A container never closed names every context whose changes are not
+    /// on disk — the view context and the writer too — as it ends.
+    @Test func aContainerNeverClosedNamesWhatIsNotOnDisk() throws {
+        let directory = TemporaryDirectory()
+        let container = try PersistentContainer(name: "Recipes", model: makeModel(), directory: directory.path + "/store",
+                                                options: testStoreOptions(), viewContext: .privateQueue)
+        let view = container.viewContext, writer = container.writerContext
+        #expect(container.contextsWithUnsavedChanges(includingViewAndWriter: true).isEmpty)
+        try view.performAndWait { () throws in
+            Recipe(context: view).name = "Soup"
+            try view.save()                      // into the writer: not on disk
+        }
+        #expect(container.contextsWithUnsavedChanges(includingViewAndWriter: true).map(\.name) == [writer.name])
+        view.performAndWait { Recipe(context: view).name = "Bread" }
+        #expect(container.contextsWithUnsavedChanges(includingViewAndWriter: true).map(\.name) == [writer.name, view.name])
+        #expect(container.contextsWithUnsavedChanges().isEmpty, "close() would save both")
+        try container.saveAndWait()
+        #expect(container.contextsWithUnsavedChanges(includingViewAndWriter: true).isEmpty)
+    }
 }

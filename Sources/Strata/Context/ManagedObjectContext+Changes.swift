@@ -248,7 +248,7 @@ extension ManagedObjectContext {
     func collectPendingChanges() -> ObjectChanges? {
         processingScheduled = false
         publishPendingChanges()
-        unsavedAtBlockEnd.store(inserted.count + updated.count + deleted.count + heldSaveCount, ordering: .relaxed)
+        recordUnsavedCount()
         guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty
                 || !heldInsertsToAnnounce.isEmpty else { return nil }
         var changes = ObjectChanges()
@@ -273,6 +273,11 @@ extension ManagedObjectContext {
         pendingRefreshed.removeAll()
         pendingInvalidated.removeAll()
         return changes.isEmpty ? nil : changes
+    }
+
+    /// What ``unsavedObjectCount`` says, from this context's tables (on its queue).
+    func recordUnsavedCount() {
+        unsavedObjectCount.store(inserted.count + updated.count + deleted.count + heldSaveCount, ordering: .relaxed)
     }
 
     func postObjectsDidChange(_ changes: ObjectChanges?) {

@@ -123,6 +123,7 @@ extension ManagedObjectContext {
             // (main) queue does not wait for it (Rule 10; a main-queue
             // context's held saves handed on: Rule 13). (Not with a
             // uniqueness constraint: that needs the parent's check.)
+            parent.unsavedObjectCount.add(changes.inserted.count + changes.updated.count + changes.deleted.count, ordering: .relaxed)
             return deferred
         }
         // A save into a main-queue parent — held there, or taken in when it
@@ -138,6 +139,7 @@ extension ManagedObjectContext {
             // also when the parent runs this inline, inside a block
             // of its own that has not ended (Rule 12).
             parent.publishPendingChanges()
+            parent.recordUnsavedCount()
             return outcome
         }
     }

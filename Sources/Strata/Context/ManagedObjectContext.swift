@@ -220,11 +220,12 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// own thread; atomic for that.
     let publishedPendingCount = Atomic<Int>(0)
     /// How many objects this context held changed (inserted, updated,
-    /// deleted, or in children's saves it holds) when its last block ended.
-    /// Written on the context's queue as each block ends; read from any
-    /// thread by ``PersistentContainer/close()``, to name the contexts whose
-    /// changes a close leaves unsaved.
-    let unsavedAtBlockEnd = Atomic<Int>(0)
+    /// deleted, or in children's saves it holds) when its last block ended,
+    /// or a child's save since handed it (``recordUnsavedCount()``). Read
+    /// from any thread by ``PersistentContainer/close()`` and its `deinit`,
+    /// to name the contexts whose changes would be lost; only whether it is
+    /// zero matters exactly.
+    let unsavedObjectCount = Atomic<Int>(0)
     /// How many of ``publishedPendingCount`` a store save under way is
     /// writing (0 otherwise): they leave with that save, not the next.
     let objectsBeingStored = Atomic<Int>(0)

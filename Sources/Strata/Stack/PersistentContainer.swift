@@ -1,5 +1,6 @@
 public import StrataStore
 import Dispatch
+import Synchronization
 
 /// The recommended stack, ready-made (contract C16–C17): a
 /// `.privateQueue` *writer* context owns the coordinator and does the disk
@@ -54,6 +55,11 @@ public final class PersistentContainer: Sendable {
     /// serial queue (in order; it gets a thread even while Dispatch's
     /// shared pool is busy, as a queue of one's own does).
     let completionQueue: DispatchQueue
+    /// Whether the store is on disk (an in-memory store keeps nothing past the container).
+    private let isOnDisk: Bool
+    /// Set by ``close()``; read by `deinit`, which warns about changes a container
+    /// that was never closed leaves unsaved.
+    private let closed = Atomic<Bool>(false)
     /// Callers that wait for the writer's changes to reach disk share its
     /// saves (``WriterSaveGroups``).
     let writerSaves: WriterSaveGroups
@@ -73,6 +79,7 @@ public final class PersistentContainer: Sendable {
     ) throws(StrataError) {
         self.name = name
         self.model = model
+        isOnDisk = directory != nil
         coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
         if let directory {
             try coordinator.addPersistentStore(
@@ -186,19 +193,35 @@ public final class PersistentContainer: Sendable {
         if unsaved.count > 5 { FileHandleStandardError.write("Strata: … and \(unsaved.count - 5) more contexts with unsaved changes.\n") }
         try saveAndWait()
         try coordinator.close()
+        closed.store(true, ordering: .relaxed)
+    }
+
+    /// A container of an on-disk store that ends without ``close()`` names
+    /// the contexts whose changes are not on disk (the view context and the
+    /// writer included, which only a save or ``close()`` writes out).
+    deinit {
+        guard isOnDisk, !closed.load(ordering: .relaxed) else { return }
+        let unsaved = contextsWithUnsavedChanges(includingViewAndWriter: true)
+        guard !unsaved.isEmpty else { return }
+        let named = unsaved.prefix(5).map { "'\($0.name)' (\($0.changed))" }.joined(separator: ", ")
+        FileHandleStandardError.write(
+            "Strata: \(name) ended without close() while \(named)\(unsaved.count > 5 ? " and \(unsaved.count - 5) more" : "") "
+            + "held changes not on disk (as of each one's last block); they are lost. Save, or close() the container, first.\n")
     }
 
     /// The contexts below the writer, the view context aside (``close()``
     /// saves both), that held unsaved changes when their last block ended,
     /// with how many objects each held changed; parents before children.
-    func contextsWithUnsavedChanges() -> [(name: String, changed: Int)] {
+    /// With `includingViewAndWriter`, those two as well.
+    func contextsWithUnsavedChanges(includingViewAndWriter: Bool = false) -> [(name: String, changed: Int)] {
         var found: [(name: String, changed: Int)] = []
-        var level = writerContext.liveChildren
+        var level = includingViewAndWriter ? [writerContext] : writerContext.liveChildren
         while !level.isEmpty {
             var next: [ManagedObjectContext] = []
             for context in level {
-                let changed = context.unsavedAtBlockEnd.load(ordering: .relaxed)
-                if context !== viewContext && changed > 0 { found.append((context.name, changed)) }
+                let changed = context.unsavedObjectCount.load(ordering: .relaxed)
+                let savedByClose = context === viewContext || context === writerContext
+                if changed > 0 && (includingViewAndWriter || !savedByClose) { found.append((context.name, changed)) }
                 next += context.liveChildren
             }
             level = next
