@@ -80,7 +80,70 @@ final class Visit: ManagedObject {
     var place: String
 }
 
+// Versions of a model as namespaces of @Entity classes (SwiftData's VersionedSchema).
+
+enum LibraryV1 {
+    @Entity final class Book: ManagedObject {
+        var title: String
+        var pages: Int = 0
+    }
+}
+
+enum LibraryV2 {
+    @Entity final class Book: ManagedObject {
+        @Renamed(from: "title") var name: String
+        var pages: Int = 0
+        var size: String = "unknown"
+        @Related(inverse: "books") var shelf: Shelf?
+    }
+    @Entity final class Shelf: ManagedObject {
+        var label: String
+        @Related(inverse: "shelf") var books: Set<Book>
+    }
+}
+
 @Suite struct EntityModelTests {
+    /// Two versions declared as namespaces of @Entity classes, and a plan
+    /// through them with a custom stage: the store of version 1 opens with
+    /// version 2's classes.
+    @Test func versionsAsNamespacesOfDeclaredClasses() throws {
+        #expect(LibraryV1.Book.entityDescription.name == "Book" && LibraryV2.Book.entityDescription.name == "Book")
+        let directory = TemporaryStore()
+        var options = StoreOptions()
+        options.syncMode = .none
+        do {
+            let container = try PersistentContainer(name: "Library", model: ManagedObjectModel(LibraryV1.Book.self),
+                                                    directory: directory.path, options: options, viewContext: .privateQueue)
+            try container.saveAndWait { context in
+                for (title, pages) in [("Dune", 612), ("Emma", 474), ("Ulysses", 730)] {
+                    let book = LibraryV1.Book(context: context)
+                    (book.title, book.pages) = (title, pages)
+                }
+            }
+            try container.close()
+        }
+        let plan = try MigrationPlan(versions: [
+            ModelVersion("1", declaring: LibraryV1.Book.self),
+            ModelVersion("2", declaring: LibraryV2.Book.self, LibraryV2.Shelf.self),
+        ], stages: [
+            .custom(from: "1", to: "2") { objects in
+                for book in objects where book.entity.name == "Book" {
+                    if case .integer(let pages)? = book.oldValue(forKey: "pages") {
+                        try book.setValue(.string(pages > 600 ? "long" : "short"), forKey: "size")
+                    }
+                }
+            },
+        ])
+        let container = try PersistentContainer(name: "Library", model: ManagedObjectModel(LibraryV2.Book.self, LibraryV2.Shelf.self),
+                                                directory: directory.path, options: options, viewContext: .privateQueue, migrationPlan: plan)
+        let view = container.viewContext
+        let books = try view.performAndWait { () throws in
+            try LibraryV2.Book.all(in: view, sortedBy: [SortDescriptor(\.name)]).map { "\($0.name) \($0.size)" }
+        }
+        #expect(books == ["Dune long", "Emma short", "Ulysses long"])
+        try container.close()
+    }
+
     /// `#Unique` and `#Index` become the entity's constraints and indexes,
     /// by the model's keys, and the store keeps the constraint.
     @Test func uniqueAndIndexInTheBody() throws {

@@ -29,6 +29,29 @@ public struct ModelVersion: Sendable {
         self.identifier = identifier
         self.model = model
     }
+
+    /// A version whose model is the entities `types` declare: `@Entity`
+    /// classes, each version's in a namespace of its own (SwiftData's
+    /// `VersionedSchema`, without a protocol to conform to). A nested class
+    /// is named by its own name, so `NotesV1.Note` and `NotesV2.Note` are
+    /// two versions of the entity `Note`.
+    ///
+    /// ```swift
+    /// enum NotesV1 {
+    ///     @Entity final class Note: ManagedObject { var title: String }
+    /// }
+    /// enum NotesV2 {
+    ///     @Entity final class Note: ManagedObject { @Renamed(from: "title") var heading: String }
+    /// }
+    /// let plan = try MigrationPlan(versions: [
+    ///     ModelVersion("1", declaring: NotesV1.Note.self),
+    ///     ModelVersion("2", declaring: NotesV2.Note.self),
+    /// ])
+    /// ```
+    public init(_ identifier: String, declaring types: any EntityDeclaring.Type...) throws(StrataError) {
+        self.identifier = identifier
+        self.model = try ManagedObjectModel(declaring: types)
+    }
 }
 
 /// How a store moves from one model version to the next: by inference
