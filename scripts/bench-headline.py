@@ -28,6 +28,8 @@ if stall:
         if layout in by:
             rows.append((f"longest main-queue stall while {stall['objects']:,} objects are imported through {name} (median of {by[layout]['rounds']} rounds)",
                          ms(by[layout]["stall"]["max"]), "", ""))
+    if stall.get("floorSummary"):
+        rows.append(("the same timer with nothing imported: the machine's own noise (median of rounds)", ms(stall["floorSummary"]["max"]), "", ""))
     if "writer-child" in by and by["writer-child"].get("vsSQLite"):
         s = by["writer-child"]
         rows.append((f"that import to disk, a durable save every {stall['saveEvery']:,} objects", f"{s['objectsPerSecond']:,.0f} objects/s",
