@@ -20,20 +20,10 @@ bench=$($SWIFT build -c release --show-bin-path)/strata-bench
 runs=.build/bench-report
 rm -rf "$runs" && mkdir -p "$runs"
 
+# What a scenario measures, in the tool's own words (its help's overview).
 describe() {
-    case "$1" in
-    stall) echo "Main-queue stalls while 200,000 objects are imported and saved to disk every 2,000, per stack layout, beside the same import into SQLite: a 1 ms timer on the main thread records how late each tick runs. Medians of interleaved rounds." ;;
-    reads) echo "Reads: fetches, faults and counts over a stored graph, from contexts at each level of the stack." ;;
-    lookup) echo "A lookup among 1,000,000 objects by an indexed key and by ID, from background contexts, beside SQLite; the query process's memory." ;;
-    upsert) echo "Find-or-create and upserts through a uniqueness constraint, beside SQLite's INSERT … ON CONFLICT." ;;
-    import) echo "An app's catalogue import (unique SKUs with skewed lengths, categories, to-many edges; 30% new and 70% stored records on the mixed import) in each of the ways the Core Data, MagicalRecord and GRDB docs show, each batch made durable; the re-import of unchanged data; an update pass by key; IN fetches; beside SQLite with prepared statements and INSERT … ON CONFLICT DO UPDATE." ;;
-    pages) echo "Pages of 20 sorted through an index (top N by a descending integer, a string prefix from a position), beside SQLite's ORDER BY … LIMIT." ;;
-    server) echo "A server's request loop in process: a fresh background context per request, a GET/PUT mix from several tasks, resident memory over time; durable one-object writes from 32 concurrent tasks, beside SQLite." ;;
-    compaction) echo "Compaction: a store with dead records compacted, with reads and writes running beside it." ;;
-    graph) echo "The object graph's own figures: inserts, saves through the stack, faults, relationship traversal." ;;
-    engine) echo "The storage engine alone, beside LMDB, LevelDB and SQLite: batched writes, point reads, scans." ;;
-    *) echo "strata-bench $1." ;;
-    esac
+    "$bench" help "$1" 2>/dev/null | awk '/^OVERVIEW: /{sub(/^OVERVIEW: /, ""); on=1} on && /^$/{exit} on' | tr '\n' ' ' | sed 's/ *$//'
+    echo
 }
 
 # Scenarios whose figures a --json document carries (the headline reads them).
