@@ -37,12 +37,11 @@ let records: [(url: String, title: String, visits: Int, tags: [String])] = [
 ]
 try await container.write { context in
     for record in records {
-        let url = record.url
-        let bookmark = try Bookmark.findOrCreate(where: #Predicate { $0.url == url }, in: context) { $0.url = url }
+        let bookmark = try Bookmark.findOrCreate(where: \.url, equals: record.url, in: context)
         bookmark.title = record.title
         bookmark.visits = record.visits
         bookmark.tags = Set(try record.tags.map { name in
-            try Tag.findOrCreate(where: #Predicate { $0.name == name }, in: context) { $0.name = name }
+            try Tag.findOrCreate(where: \.name, equals: name, in: context)
         })
     }
 }

@@ -27,7 +27,20 @@ internal import StrataStore
 struct PendingKeyIndex {
     private struct Table {
         var byKey: [[UInt8]: Set<ObjectID>] = [:]
-        var keyOf: [ObjectID: [UInt8]] = [:]
+        /// Each object's value when it was keyed, and its key.
+        var keyOf: [ObjectID: Keyed] = [:]
+    }
+
+    private struct Keyed {
+        let value: PropertyValue
+        let key: [UInt8]
+
+        init(_ value: PropertyValue) {
+            self.value = value
+            var key: [UInt8] = []
+            IndexKeyCoding.appendValue(value, to: &key)
+            self.key = key
+        }
     }
 
     /// By entity (``EntityDescription/index``), then by property index.
@@ -36,10 +49,11 @@ struct PendingKeyIndex {
     private var dirty: [ObjectID] = []
 
     /// Called for every change the context notes: O(1), and nothing at
-    /// all until a lookup has built a table.
+    /// all until a lookup has built a table. An import writes an object's
+    /// properties one after another: it is listed once for them.
     @inline(__always)
     mutating func noteChanged(_ id: ObjectID) {
-        if !tables.isEmpty { dirty.append(id) }
+        if !tables.isEmpty, dirty.last != id { dirty.append(id) }
     }
 
     /// The objects of `entity` inserted or updated in `context` whose
@@ -51,8 +65,14 @@ struct PendingKeyIndex {
     ) -> [ManagedObject] {
         let property = leading.property, keys = leading.encodings
         if context.inserted.isEmpty && context.updated.isEmpty {
-            tables = [:]
-            dirty = []
+            // (Emptied in place: the next batch of changes fills them again.)
+            for (entity, properties) in tables {
+                for property in properties.keys {
+                    tables[entity]![property]!.byKey.removeAll(keepingCapacity: true)
+                    tables[entity]![property]!.keyOf.removeAll(keepingCapacity: true)
+                }
+            }
+            dirty.removeAll(keepingCapacity: true)
             return []
         }
         bringUpToDate(context)
@@ -87,19 +107,26 @@ struct PendingKeyIndex {
         return nil
     }
 
-    private static func key(_ object: ManagedObject, _ property: Int) -> [UInt8] {
-        var key: [UInt8] = []
-        IndexKeyCoding.appendValue(object.values[property], to: &key)
-        return key
+    /// Whether `a` and `b` certainly have one key: the same string bytes
+    /// (`==` holds for canonically equivalent strings, whose bytes differ),
+    /// the same integer or flag. Anything else is encoded and compared.
+    private static func encodesAlike(_ a: PropertyValue, _ b: PropertyValue) -> Bool {
+        switch (a, b) {
+        case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)
+        case (.integer(let x), .integer(let y)): return x == y
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.null, .null): return true
+        default: return false
+        }
     }
 
     private static func build(_ entity: EntityDescription, _ property: Int, _ context: ManagedObjectContext) -> Table {
         var table = Table()
         func add(_ object: ManagedObject) {
             guard object.entity === entity, !object.flags.contains(.deleted) else { return }
-            let key = key(object, property)
-            table.keyOf[object.objectID] = key
-            table.byKey[key, default: []].insert(object.objectID)
+            let keyed = Keyed(object.values[property])
+            table.keyOf[object.objectID] = keyed
+            table.byKey[keyed.key, default: []].insert(object.objectID)
         }
         for object in context.inserted.values { add(object) }
         for object in context.updated.values { add(object) }
@@ -117,15 +144,18 @@ struct PendingKeyIndex {
             let object = Self.tracked(id, in: context)
             for property in properties {
                 // In place: a copy of a table per change would copy it whole.
-                let new = object.map { Self.key($0, property) }
                 let old = tables[entity]![property]!.keyOf[id]
-                guard new != old else { continue }
+                // Most changes leave the looked-up attribute as it was: its
+                // value is compared, not encoded again.
+                if let object, let old, Self.encodesAlike(object.values[property], old.value) { continue }
+                if old == nil && object == nil { continue }
+                let new = object.map { Keyed($0.values[property]) }
                 if let old {
-                    tables[entity]![property]!.byKey[old]?.remove(id)
-                    if tables[entity]![property]!.byKey[old]?.isEmpty == true { tables[entity]![property]!.byKey[old] = nil }
+                    tables[entity]![property]!.byKey[old.key]?.remove(id)
+                    if tables[entity]![property]!.byKey[old.key]?.isEmpty == true { tables[entity]![property]!.byKey[old.key] = nil }
                 }
                 tables[entity]![property]!.keyOf[id] = new
-                if let new { tables[entity]![property]!.byKey[new, default: []].insert(id) }
+                if let new { tables[entity]![property]!.byKey[new.key, default: []].insert(id) }
             }
         }
         dirty.removeAll(keepingCapacity: true)

@@ -321,13 +321,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// ``forEachStored(of:in:_:)`` until `body` returns false.
     func forEachStored(of entity: EntityDescription, in plan: QueryPlan, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
+        try forEachStored(of: entity, in: plan, reading: { _ in true }) { (_, record) throws(StrataError) -> Bool in try body(record!) }
+    }
+
+    /// ``forEachStored(of:in:_:)`` reading the record of only the objects
+    /// `wanted` names: `body` gets nil for the others (a lookup that meets
+    /// an object its context holds needs no record), until it returns false.
+    func forEachStored(
+        of entity: EntityDescription, in plan: QueryPlan, reading wanted: (ObjectID) -> Bool,
+        _ body: (ObjectID, BorrowedRecord?) throws(StrataError) -> Bool
+    ) throws(StrataError) {
         let store = try currentStore()
         try store.forEachKey(in: plan.ranges, descending: plan.isDescending) { entry, get throws(StrataError) -> Bool in
             let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan), isTemporary: false)
+            guard wanted(id) else { return try body(id, nil) }
             guard let bytes = try get(RecordCoding.key(id)) else {
                 throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
             }
-            return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(BorrowedRecord(id: id, bytes: raw)) }
+            return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(id, BorrowedRecord(id: id, bytes: raw)) }
         }
     }
 

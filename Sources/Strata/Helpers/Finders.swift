@@ -87,6 +87,72 @@ extension FetchableObject {
         return created
     }
 
+    // MARK: By one attribute's value
+
+    /// The object whose attribute `keyPath` equals `value` (MagicalRecord's
+    /// `MR_findFirstByAttribute:withValue:`), or nil when none does: what
+    /// ``first(in:where:sortedBy:)`` finds for `#Predicate { $0.sku == sku }`,
+    /// seeing the context's unsaved objects and its ancestors', but with no
+    /// predicate to translate on every call — the lookup an import makes
+    /// once per record.
+    ///
+    /// ```swift
+    /// let item = try Item.first(in: context, where: \.remoteID, equals: 42)
+    /// ```
+    ///
+    /// `keyPath` must read one stored attribute (an `@Attribute` property);
+    /// anything else throws ``StrataError/Code/invalidArgument``. When
+    /// several objects hold the value, which one comes back is not defined:
+    /// declare a uniqueness constraint on the attribute.
+    public static func first<Value: AttributeValueConvertible>(
+        in context: ManagedObjectContext, where keyPath: KeyPath<Self, Value>, equals value: Value
+    ) throws(StrataError) -> Self? {
+        try checkDirectUse(of: context, "\(Self.self).first(in:where:equals:)")
+        return try context.firstObject(of: Self.self, passing: try equality(keyPath, value, in: context))
+    }
+
+    /// The object whose attribute `keyPath` equals `value`, or a new one
+    /// with that value that `configure` fills in (MagicalRecord's
+    /// `MR_findFirstOrCreateByAttribute:withValue:`): the lookup of
+    /// ``first(in:where:equals:)``, then an insert. The constraint advice
+    /// of ``findOrCreate(where:in:configure:)`` holds here too.
+    ///
+    /// ```swift
+    /// for record in batch {
+    ///     let item = try Item.findOrCreate(where: \.remoteID, equals: record.id, in: context)
+    ///     item.title = record.title
+    /// }
+    /// ```
+    public static func findOrCreate<Value: AttributeValueConvertible>(
+        where keyPath: ReferenceWritableKeyPath<Self, Value>, equals value: Value, in context: ManagedObjectContext,
+        configure: (Self) throws -> Void = { _ in }
+    ) throws -> Self {
+        if let found = try first(in: context, where: keyPath, equals: value) { return found }
+        guard let entity = context.model.entity(for: Self.self) else {
+            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
+        }
+        let created = Self(entity: entity, insertInto: context)
+        created[keyPath: keyPath] = value
+        try configure(created)
+        return created
+    }
+
+    /// `$0[keyPath: keyPath] == value` as a test on stored values.
+    private static func equality<Value: AttributeValueConvertible>(
+        _ keyPath: KeyPath<Self, Value>, _ value: Value, in context: ManagedObjectContext
+    ) throws(StrataError) -> ValueTest {
+        guard let entity = context.model.entity(for: Self.self) else {
+            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
+        }
+        guard let read = PropertyProbe.property(read: keyPath, entity: entity) else {
+            throw StrataError(.invalidArgument, """
+                \(keyPath) does not read one stored attribute of \(entity.name): look objects up by an @Attribute property \
+                (or use first(in:where:sortedBy:) with a #Predicate)
+                """)
+        }
+        return .compare(.property(index: read.index, null: read.null), .equal, .constant(value.propertyValue))
+    }
+
     // MARK: In the default context (main queue only)
 
     /// ``all(in:where:sortedBy:)`` in ``ManagedObjectContext/default``. Call

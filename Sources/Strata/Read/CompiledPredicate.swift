@@ -50,6 +50,12 @@ indirect enum ValueTest: Sendable {
         case property(index: Int, null: PropertyValue)
         case constant(PropertyValue)
 
+        /// The property it reads, if any.
+        var propertyIndex: Int? {
+            if case .property(let index, _) = self { return index }
+            return nil
+        }
+
         @inline(__always)
         func value(in values: [PropertyValue]) -> PropertyValue {
             switch self {
@@ -68,19 +74,21 @@ indirect enum ValueTest: Sendable {
         switch self {
         case .constant: return nil
         case .and(let a, let b), .or(let a, let b):
-            return [a.highestPropertyIndex, b.highestPropertyIndex].compactMap { $0 }.max()
+            return Self.higher(a.highestPropertyIndex, b.highestPropertyIndex)
         case .not(let a): return a.highestPropertyIndex
         case .startsWith(let operand, _), .isIn(let operand, _):
-            if case .property(let index, _) = operand { return index }
-            return nil
+            return operand.propertyIndex
         case .related(let relationship, _, _, _), .relatedIn(let relationship, _, _):
             return relationship
         case .compare(let lhs, _, let rhs):
-            return [lhs, rhs].compactMap { operand -> Int? in
-                if case .property(let index, _) = operand { return index }
-                return nil
-            }.max()
+            return Self.higher(lhs.propertyIndex, rhs.propertyIndex)
         }
+    }
+
+    private static func higher(_ a: Int?, _ b: Int?) -> Int? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return max(a, b)
     }
 
     /// Whether an object with these stored values passes.

@@ -44,24 +44,48 @@ extension ManagedObjectContext {
         var objects: [Result] = []
         objects.reserveCapacity(page.count)
         for match in page {
-            switch match {
-            case .registered(let object):
-                objects.append(unsafeDowncast(object, to: Result.self))
-            case .unregistered(let id, let kept):
-                guard let row = kept else { preconditionFailure("rows are kept for fetch") }
-                if request.returnsObjectsAsFaults {
-                    // Filled from the row cache when first used, if it had room.
-                    if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
-                        persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
-                    }
-                    objects.append(unsafeDowncast(registeredOrFault(for: id, fetched: true), to: Result.self))
-                } else {
-                    objects.append(unsafeDowncast(materialize(id, try row.snapshot(), fetched: true), to: Result.self))
-                }
-            }
+            objects.append(unsafeDowncast(try object(for: match, asFault: request.returnsObjectsAsFaults, cacheEpoch: cacheEpoch), to: Result.self))
         }
         countFetched(objects.count)
         return objects
+    }
+
+    /// The first object of `Result`'s entity that passes `test` (an
+    /// attribute's value, ``FetchableObject/first(in:where:equals:)``), as
+    /// ``fetch(_:)`` with a limit of one would find it, but with no
+    /// `#Predicate` to translate.
+    func firstObject<Result: ManagedObject>(of type: Result.Type, passing test: ValueTest) throws(StrataError) -> Result? {
+        beginRead()
+        let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
+        guard let entity = model.entity(for: Result.self) else {
+            throw StrataError(.invalidArgument, "no single entity of the model has class \(Result.self)")
+        }
+        var evaluation = try PredicateEvaluation(test, entity: entity, context: self)
+        var found: FetchMatch?
+        try forEachMatch(of: entity, includesPending: true, evaluation: &evaluation, rows: .kept, stopAfter: 1) { match, _ in
+            if found == nil { found = match }
+        }
+        guard let found else { return nil }
+        countFetched(1)
+        return unsafeDowncast(try object(for: found, asFault: true, cacheEpoch: cacheEpoch), to: Result.self)
+    }
+
+    /// The object a fetch returns for `match`: registered here as it is, or
+    /// registered now, as a fault (its values left in the row cache, if it
+    /// has room) or filled.
+    private func object(for match: FetchMatch, asFault: Bool, cacheEpoch: UInt64) throws(StrataError) -> ManagedObject {
+        switch match {
+        case .registered(let object):
+            return object
+        case .unregistered(let id, let kept):
+            guard let row = kept else { preconditionFailure("rows are kept for fetch") }
+            guard asFault else { return materialize(id, try row.snapshot(), fetched: true) }
+            // Filled from the row cache when first used, if it had room.
+            if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
+                persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
+            }
+            return registeredOrFault(for: id, fetched: true)
+        }
     }
 
     /// The objects `request` describes, holding only their IDs until they
@@ -255,8 +279,19 @@ extension ManagedObjectContext {
         _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
     ) throws(StrataError) {
         let entity = try request.entity(in: model)
-        let includesPending = request.includesPendingChanges
         var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: test)
+        try forEachMatch(of: entity, includesPending: request.includesPendingChanges, evaluation: &evaluation,
+                         rows: rows, stopAfter: stopAfter, body)
+    }
+
+    /// ``forEachMatch(of:rows:test:stopAfter:_:)`` for the objects of
+    /// `entity` that `evaluation` passes. Not generic: a lookup made in a
+    /// loop does not ask the runtime for the metadata of generic types on
+    /// every call.
+    func forEachMatch(
+        of entity: EntityDescription, includesPending: Bool, evaluation: inout PredicateEvaluation, rows: RowUse, stopAfter: Int,
+        _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
+    ) throws(StrataError) {
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
         let compiled = evaluation.compiled
@@ -300,7 +335,9 @@ extension ManagedObjectContext {
             if !checksRegistry {
                 try judgeUnregistered(id, row)
             } else if let object = registry[id] {
-                if plan.indexNumber != nil { visited.insert(id) }
+                // Judged here, so the pass over held objects below skips it
+                // (which a lookup stopped by its first match never makes).
+                defer { if plan.indexNumber != nil && delivered < stopAfter { visited.insert(id) } }
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
@@ -349,7 +386,12 @@ extension ManagedObjectContext {
                 return
             }
         }
-        try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread) { (id, row) throws(StrataError) -> Bool in
+        // Kept rows of an exact plan: an object held here (and filled) is
+        // judged by its own values, so its record is not read.
+        let recordsWanted: ((ObjectID) -> Bool)? = rows == .kept && checksRegistry ? { id in
+            self.registry[id].map { $0.flags.contains(.fault) } ?? true
+        } : nil
+        try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread, recordsWanted: recordsWanted) { (id, row) throws(StrataError) -> Bool in
             try visit(id, row)
             return delivered < stopAfter
         }
@@ -391,23 +433,48 @@ extension ManagedObjectContext {
 /// context (so a predicate that follows a relationship faults its target in
 /// there) but never registered. Either way, judging an object that does not
 /// match costs no allocation.
-struct PredicateEvaluation<Result: ManagedObject> {
-    private let predicate: Predicate<Result>?
+struct PredicateEvaluation {
+    /// Foundation's evaluation of the predicate on an object, when it does
+    /// not translate (nil when it does, or when there is none).
+    private let foundation: ((ManagedObject) throws(StrataError) -> Bool)?
     /// The translated predicate, when it translates.
     let compiled: CompiledTest?
     private let entity: EntityDescription
     private let context: ManagedObjectContext
-    private var scratch: Result?
+    private var scratch: ManagedObject?
     private var fields: RecordCoding.FieldOffsets
     /// How many objects it judged.
     private(set) var judged = 0
 
     /// `test`, when given, stands for `predicate` (a test with no predicate
     /// behind it: a relationship's targets, ``ManagedObjectContext/resolvingRelations(_:)``).
-    init(_ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext, test: ValueTest? = nil) throws(StrataError) {
-        self.predicate = predicate
+    init<Result: ManagedObject>(
+        _ predicate: Predicate<Result>?, entity: EntityDescription, context: ManagedObjectContext, test: ValueTest? = nil
+    ) throws(StrataError) {
         let translated = test ?? predicate.flatMap { ValueTest.compile($0, entity: entity) }
-        self.compiled = try translated.map { (test) throws(StrataError) in CompiledTest(try context.resolvingRelations(test)) }
+        var foundation: ((ManagedObject) throws(StrataError) -> Bool)?
+        if let predicate, translated == nil {
+            foundation = { (object) throws(StrataError) -> Bool in
+                do {
+                    return try predicate.evaluate(unsafeDowncast(object, to: Result.self))
+                } catch {
+                    throw StrataError(.invalidArgument, "the predicate failed to evaluate: \(error)")
+                }
+            }
+        }
+        try self.init(translated, foundation: foundation, entity: entity, context: context)
+    }
+
+    /// An evaluation of `test` (nil: every object passes).
+    init(_ test: ValueTest?, entity: EntityDescription, context: ManagedObjectContext) throws(StrataError) {
+        try self.init(test, foundation: nil, entity: entity, context: context)
+    }
+
+    private init(
+        _ test: ValueTest?, foundation: ((ManagedObject) throws(StrataError) -> Bool)?, entity: EntityDescription, context: ManagedObjectContext
+    ) throws(StrataError) {
+        self.foundation = foundation
+        self.compiled = try test.map { (test) throws(StrataError) in CompiledTest(try context.resolvingRelations(test)) }
         self.entity = entity
         self.context = context
         fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
@@ -417,34 +484,26 @@ struct PredicateEvaluation<Result: ManagedObject> {
     mutating func matches(_ object: ManagedObject) throws(StrataError) -> Bool {
         judged &+= 1
         if let compiled { return compiled.test.evaluate(object.values) }
-        guard let predicate else { return true }
-        return try evaluate(predicate, unsafeDowncast(object, to: Result.self))
+        guard let foundation else { return true }
+        return try foundation(object)
     }
 
     /// An object as the source has it: judged on its stored values.
     mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
         judged &+= 1
         if let compiled { return try row.passes(compiled, fields: &fields) }
-        guard let predicate else { return true }
-        let object: Result
+        guard let foundation else { return true }
+        let object: ManagedObject
         if let scratch {
             object = scratch
         } else {
-            object = unsafeDowncast(entity.scratchObject(linkedTo: context.link), to: Result.self)
+            object = entity.scratchObject(linkedTo: context.link)
             scratch = object
         }
         object.primaryKey = id.primaryKey
         object.isTemporary = id.isTemporaryID
         object.values = try row.snapshot().values
-        return try evaluate(predicate, object)
-    }
-
-    private func evaluate(_ predicate: Predicate<Result>, _ object: Result) throws(StrataError) -> Bool {
-        do {
-            return try predicate.evaluate(object)
-        } catch {
-            throw StrataError(.invalidArgument, "the predicate failed to evaluate: \(error)")
-        }
+        return try foundation(object)
     }
 }
 
@@ -631,9 +690,9 @@ extension ManagedObjectContext {
     /// (filled if a fault); any other with the source's snapshot. An object
     /// the source no longer has, this context deleted or inserted, or one
     /// it discarded, is not a match here.
-    func forEachMatchSetAside<Result: ManagedObject>(
+    func forEachMatchSetAside(
         _ aside: Set<ObjectID>, of entity: EntityDescription, source: SourceView,
-        evaluation: inout PredicateEvaluation<Result>, includesPending: Bool, _ body: (FetchMatch) throws(StrataError) -> Void
+        evaluation: inout PredicateEvaluation, includesPending: Bool, _ body: (FetchMatch) throws(StrataError) -> Void
     ) throws(StrataError) {
         for id in aside where inserted[id] == nil && !discardedInserts.contains(id) {
             if includesPending, let object = registry[id] {

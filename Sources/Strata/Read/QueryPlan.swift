@@ -151,6 +151,37 @@ enum QueryPlanner {
 
     static func plan(_ test: ValueTest?, entity: EntityDescription) -> QueryPlan {
         guard let test, !entity.indexes.isEmpty else { return .scan(entity) }
+        if let point = pointPlan(test, entity: entity) { return point }
+        return generalPlan(test, entity: entity)
+    }
+
+    /// The plan of a lookup by one attribute's value (`$0.sku == sku`,
+    /// what every find-or-create asks), made without collecting terms or
+    /// weighing every index: the first index the attribute leads, one key
+    /// prefix. It is the plan ``generalPlan(_:entity:)`` makes of such a
+    /// test (each index the attribute leads scores the same, and the first
+    /// wins); nil for any other test, and for a constant a stored null
+    /// reads as (which needs the null's key too).
+    static func pointPlan(_ test: ValueTest, entity: EntityDescription) -> QueryPlan? {
+        let term: Term
+        switch test {
+        case .compare(.property(let index, let null), .equal, .constant(let value)),
+             .compare(.constant(let value), .equal, .property(let index, let null)):
+            term = Term(property: index, null: null, comparison: .equal, constant: value)
+        default:
+            return nil
+        }
+        guard term.constant != .null, !ValueTest.holds(term.null, .equal, term.constant), usable(term, entity),
+              let number = entity.indexedProperties.firstIndex(where: { $0.first == term.property }) else { return nil }
+        let key = encoding(of: term.constant)
+        let index = entity.indexes[number]
+        return QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number) + key)],
+                         isExact: true, text: .search(entity, index, [QueryPlan.UsedTerm(property: term.property, form: .equal)]),
+                         leading: QueryPlan.LeadingEquality(property: term.property, encodings: [key]))
+    }
+
+    /// ``plan(_:entity:)`` for any test: every index weighed.
+    static func generalPlan(_ test: ValueTest, entity: EntityDescription) -> QueryPlan {
         var terms: [Term] = []
         var onlyTerms = true
         collect(test, into: &terms, onlyTerms: &onlyTerms)

@@ -104,15 +104,19 @@ enum KeptRow {
 
 /// A translated predicate, in both the forms a fetch applies: to decoded
 /// values, and to records still encoded.
-struct CompiledTest {
+///
+/// A class, so that the encoded form is made once, when the first record is
+/// judged: a lookup through an exact plan (``QueryPlan/isExact``) judges
+/// only objects the context holds, by their values, and never needs it.
+/// Used on the fetching context's queue only.
+final class CompiledTest {
     let test: ValueTest
-    let encoded: EncodedTest
+    private(set) lazy var encoded = EncodedTest(test)
     /// How many leading properties must be located to judge a record.
     let propertiesRead: Int
 
     init(_ test: ValueTest) {
         self.test = test
-        encoded = EncodedTest(test)
         propertiesRead = test.highestPropertyIndex.map { $0 + 1 } ?? 0
     }
 }

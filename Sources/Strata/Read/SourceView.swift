@@ -205,25 +205,24 @@ struct SourceView {
 
     /// ``forEach(of:plan:leavingRecordsUnread:_:)`` until `body` returns
     /// false: the store is read no further (a fetch with a limit has its page).
+    ///
+    /// `recordsWanted`, with an exact plan: a stored object it says no to
+    /// comes as ``SourceRow/indexed``, its record not read (an object the
+    /// reading context holds, judged by its own values).
     func forEachWhile(
-        of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false,
+        of entity: EntityDescription, plan: QueryPlan, leavingRecordsUnread: Bool = false, recordsWanted: ((ObjectID) -> Bool)? = nil,
         _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
     ) throws(StrataError) {
+        let reading = RecordReading(leavingUnread: leavingRecordsUnread, wanted: recordsWanted)
+        func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Bool) throws(StrataError) {
+            try forEachStored(of: entity, plan: plan, reading: reading, each)
+        }
         if let leading = plan.leading, !layers.isEmpty {
-            try forEachWhile(of: entity, plan: plan, leading: leading, leavingRecordsUnread: leavingRecordsUnread, body)
+            try forEachWhile(of: entity, plan: plan, leading: leading, reading: reading, body)
             return
         }
         let overlay = overlay { $0 === entity }
         var going = true
-        func stored(_ each: (ObjectID, SourceRow) throws(StrataError) -> Bool) throws(StrataError) {
-            if plan.indexNumber == nil {
-                try coordinator.forEachStored(of: entity) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
-            } else if leavingRecordsUnread && plan.isExact {
-                try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try each(id, .indexed) }
-            } else {
-                try coordinator.forEachStored(of: entity, in: plan) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
-            }
-        }
         if overlay.isEmpty {
             try stored(body)
             return
@@ -259,7 +258,7 @@ struct SourceView {
     /// the plan's keys are visited (``PublishedKeys``) — O(the matches and
     /// the levels' recorded child saves), not O(the levels' changes).
     private func forEachWhile(
-        of entity: EntityDescription, plan: QueryPlan, leading: QueryPlan.LeadingEquality, leavingRecordsUnread: Bool,
+        of entity: EntityDescription, plan: QueryPlan, leading: QueryPlan.LeadingEquality, reading: RecordReading,
         _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
     ) throws(StrataError) {
         var seen: Set<ObjectID> = []
@@ -274,11 +273,7 @@ struct SourceView {
             if above.exists == nil { going = try body(id, above.values.map { .pending($0) } ?? row) }
             return going
         }
-        if leavingRecordsUnread && plan.isExact {
-            try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try decide(id, .indexed) }
-        } else {
-            try coordinator.forEachStored(of: entity, in: plan) { (record) throws(StrataError) -> Bool in try decide(record.id, .stored(record)) }
-        }
+        try forEachStored(of: entity, plan: plan, reading: reading, decide)
         guard going else { return }
         var candidates: Set<ObjectID> = []
         for layer in layers {
@@ -293,6 +288,32 @@ struct SourceView {
                 // exists, and its changed values may match.
                 going = try body(id, .pending(values))
             }
+        }
+    }
+
+    /// Which stored objects' records a read of the store reads.
+    private struct RecordReading {
+        /// None, with an exact plan (a count, a fetch of IDs).
+        let leavingUnread: Bool
+        /// Those it names, with an exact plan.
+        let wanted: ((ObjectID) -> Bool)?
+    }
+
+    /// The stored objects `plan` selects, each with its record or, where
+    /// `reading` leaves it unread, as ``SourceRow/indexed``.
+    private func forEachStored(
+        of entity: EntityDescription, plan: QueryPlan, reading: RecordReading, _ each: (ObjectID, SourceRow) throws(StrataError) -> Bool
+    ) throws(StrataError) {
+        if plan.indexNumber == nil {
+            try coordinator.forEachStored(of: entity) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
+        } else if reading.leavingUnread && plan.isExact {
+            try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try each(id, .indexed) }
+        } else if let wanted = reading.wanted, plan.isExact {
+            try coordinator.forEachStored(of: entity, in: plan, reading: wanted) { (id, record) throws(StrataError) -> Bool in
+                try each(id, record.map { .stored($0) } ?? .indexed)
+            }
+        } else {
+            try coordinator.forEachStored(of: entity, in: plan) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
         }
     }
 }

@@ -18,6 +18,10 @@ enum CatalogueImportStyle: String, CaseIterable, Sendable {
     /// `findOrCreate` per record and per category name (Core Data's and
     /// MagicalRecord's canonical find-or-create).
     case findOrCreate = "find-or-create"
+    /// `findOrCreate(where: \.sku, equals: sku, in:)` per record and per
+    /// category name: MagicalRecord's `MR_findFirstOrCreateByAttribute:withValue:`,
+    /// an attribute and a value, with no `#Predicate` to translate.
+    case findOrCreateByKey = "find-or-create-by-key"
 }
 
 /// Runs one import style's batches against one store.
@@ -92,6 +96,14 @@ final class CatalogueImporter {
                 let product = try CatalogueProduct.findOrCreate(where: #Predicate { $0.sku == sku }, in: context) { $0.sku = sku }
                 let found = try record.categories.map { name in
                     try CatalogueCategory.findOrCreate(where: #Predicate { $0.name == name }, in: context) { $0.name = name }
+                }
+                apply(record, to: product, categories: found)
+            }
+        case .findOrCreateByKey:
+            for record in batch {
+                let product = try CatalogueProduct.findOrCreate(where: \.sku, equals: record.sku, in: context)
+                let found = try record.categories.map { name in
+                    try CatalogueCategory.findOrCreate(where: \.name, equals: name, in: context)
                 }
                 apply(record, to: product, categories: found)
             }

@@ -15,7 +15,7 @@ import Strata
 struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "An app's catalogue import in five styles (dictionary, upsert, IN fetch, find-or-create, SQLite): first import, mixed re-import, unchanged re-import, update pass, IN fetch."
+        abstract: "An app's catalogue import in six styles (dictionary, upsert, IN fetch, find-or-create by #Predicate and by key path, SQLite): first import, mixed re-import, unchanged re-import, update pass, IN fetch."
     )
 
     @Option(help: "Products in the first import.") var records = 70_000

@@ -1,0 +1,161 @@
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import StrataStore
+import Testing
+
+/// Lookups by one attribute's value: `first(in:where:equals:)` and
+/// `findOrCreate(where:equals:in:)` (MagicalRecord's by-attribute finders),
+/// and the plan every such lookup gets without weighing each index.
+@Suite struct KeyLookupTests {
+    static func model() -> ManagedObjectModel {
+        makeModel(recipeIndexes: [IndexDescription("servings"), IndexDescription("notes", "servings"), IndexDescription("created")],
+                  recipeUniqueness: [["name"]])
+    }
+
+    /// What the `#Predicate` lookup finds, the key-path lookup finds, for
+    /// every kind of object a child of a writer sees: stored, stored and
+    /// changed here or in the parent, inserted here or in the parent,
+    /// deleted here or in the parent, and names nobody has — each judging
+    /// none of the 500 inserts pending: at most the object with the name
+    /// and the objects held here that the parent changed (three), which
+    /// may hold values older than the parent's.
+    @Test func aKeyPathLookupFindsWhatThePredicateFinds() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: Self.model())
+        _ = try seedNumberedRecipes(coordinator, count: 50, name: { "stored \($0)" })
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        try writer.performAndWait {
+            let inParent = Recipe(context: writer)
+            inParent.name = "parent insert"
+            try #require(try Recipe.first(in: writer, where: \.name, equals: "stored 1")).name = "renamed in parent"
+            writer.delete(try #require(try Recipe.first(in: writer, where: \.name, equals: "stored 2")))
+            try writer.save()  // to the store: the child sees the store
+            let pending = Recipe(context: writer)
+            pending.name = "parent pending"
+            try #require(try Recipe.first(in: writer, where: \.name, equals: "stored 3")).name = "renamed pending in parent"
+            writer.delete(try #require(try Recipe.first(in: writer, where: \.name, equals: "stored 4")))
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: writer, name: "child")
+        try child.performAndWait {
+            for i in 0..<500 {
+                let recipe = Recipe(context: child)
+                recipe.name = "child \(i)"
+            }
+            try #require(try Recipe.first(in: child, where: \.name, equals: "stored 5")).name = "renamed in child"
+            child.delete(try #require(try Recipe.first(in: child, where: \.name, equals: "stored 6")))
+            let names = ["stored 0", "stored 1", "renamed in parent", "stored 2", "parent insert", "parent pending", "stored 3",
+                         "renamed pending in parent", "stored 4", "child 0", "child 499", "stored 5", "renamed in child",
+                         "stored 6", "stored 49", "nobody"]
+            var found = 0
+            for name in names {
+                let before = child.judgedObjects
+                let byKey = try Recipe.first(in: child, where: \.name, equals: name)
+                let judged = child.judgedObjects - before
+                let byPredicate = try Recipe.first(in: child, where: #Predicate { $0.name == name })
+                #expect(byKey?.objectID == byPredicate?.objectID, "\(name): \(String(describing: byKey?.name)) by key path")
+                #expect(byKey.map { $0.name == name } ?? true)
+                #expect(judged <= 4, "\(name): judged \(judged)")
+                if byKey != nil { found += 1 }
+            }
+            // Found: stored 0, renamed in parent, parent insert, parent pending,
+            // renamed pending in parent, child 0, child 499, renamed in child, stored 49.
+            #expect(found == 9)
+        }
+    }
+
+    /// A lookup that creates sets the key before `configure` runs; the next
+    /// lookup finds the new object (pending), and after the save the stored
+    /// one, in a fresh context too.
+    @Test func findOrCreateByKeyPathSetsTheKey() throws {
+        let coordinator = try makeCoordinator(model: Self.model())
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait {
+            var seen: String?
+            let made = try Recipe.findOrCreate(where: \.name, equals: "Soup", in: context) { recipe in
+                seen = recipe.name
+                recipe.servings = 4
+            }
+            #expect(seen == "Soup" && made.isInserted)
+            let again = try Recipe.findOrCreate(where: \.name, equals: "Soup", in: context) { _ in Issue.record("configured a found object") }
+            #expect(again === made)
+            try context.save()
+        }
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try fresh.performAndWait {
+            let found = try Recipe.findOrCreate(where: \.name, equals: "Soup", in: fresh)
+            #expect(!found.isInserted && found.servings == 4)
+            // Other kinds of attribute, optional ones with nil among them.
+            #expect(try Recipe.first(in: fresh, where: \.servings, equals: 4)?.objectID == found.objectID)
+            #expect(try Recipe.first(in: fresh, where: \.notes, equals: nil)?.objectID == found.objectID)
+            #expect(try Recipe.first(in: fresh, where: \.notes, equals: "none") == nil)
+        }
+    }
+
+    /// A key path that reads no single stored attribute is a typed error
+    /// that says what to use instead, and nothing is created.
+    @Test func aKeyPathThatReadsNoAttributeIsATypedError() throws {
+        let coordinator = try makeCoordinator(model: Self.model())
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        context.performAndWait {
+            do {
+                _ = try Recipe.findOrCreate(where: \.heading, equals: "Soup (4)", in: context)
+                Issue.record("a computed key path was accepted")
+            } catch let error as StrataError {
+                #expect(error.code == .invalidArgument && error.message.contains("#Predicate"), "\(error)")
+            } catch {
+                Issue.record("untyped error \(error)")
+            }
+            #expect(context.insertedObjects.isEmpty)
+        }
+    }
+
+    /// Off the context's queue, the lookup throws (as the other finders do).
+    @Test func aKeyPathLookupOffTheQueueThrows() throws {
+        let coordinator = try makeCoordinator(model: Self.model())
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        #expect(throws: StrataError.self) { _ = try Recipe.first(in: context, where: \.name, equals: "Soup") }
+    }
+
+    /// The plan of a lookup by one attribute's value, made without weighing
+    /// every index, is the plan the general planner makes of it — for each
+    /// kind of value, a leading attribute of a unique, a plain and a
+    /// composite index, constants on either side — and there is none where
+    /// the general planner needs more (a null, or a value a stored null
+    /// reads as, a property no index leads).
+    @Test func thePointPlanIsTheGeneralPlan() throws {
+        let model = Self.model()
+        let entity = try #require(model.entity(named: "Recipe"))
+        func property(_ name: String) -> Int { entity.properties.firstIndex { $0.name == name }! }
+        let cases: [(String, PropertyValue, PropertyValue)] = [
+            ("name", .string(""), .string("Soup")), ("name", .string(""), .string("naïve \u{0}")),
+            ("servings", .integer(0), .integer(4)), ("servings", .integer(0), .integer(-7)),
+            ("notes", .null, .string("x")), ("created", .date(Date(timeIntervalSinceReferenceDate: 0)), .date(Date(timeIntervalSinceReferenceDate: 9))),
+        ]
+        for (name, null, constant) in cases {
+            for test in [ValueTest.compare(.property(index: property(name), null: null), .equal, .constant(constant)),
+                         .compare(.constant(constant), .equal, .property(index: property(name), null: null))] {
+                let point = try #require(QueryPlanner.pointPlan(test, entity: entity), "\(name) = \(constant)")
+                let general = QueryPlanner.generalPlan(test, entity: entity)
+                #expect(point.description == general.description)
+                #expect(point.indexNumber == general.indexNumber && point.ranges == general.ranges && point.isExact == general.isExact)
+                #expect(point.leading?.property == general.leading?.property && point.leading?.encodings == general.leading?.encodings)
+                #expect(QueryPlanner.plan(test, entity: entity).description == general.description)
+            }
+        }
+        for test in [ValueTest.compare(.property(index: property("notes"), null: .null), .equal, .constant(.null)),
+                     .compare(.property(index: property("name"), null: .string("")), .equal, .constant(.string(""))),
+                     .compare(.property(index: property("rating"), null: .double(0)), .equal, .constant(.double(2))),
+                     .compare(.property(index: property("servings"), null: .integer(0)), .notEqual, .constant(.integer(2))),
+                     .compare(.property(index: property("servings"), null: .integer(0)), .equal, .constant(.string("2")))] {
+            #expect(QueryPlanner.pointPlan(test, entity: entity) == nil, "\(test)")
+        }
+    }
+}
+
+extension Recipe {
+    /// Reads two attributes: no key path lookup can use it.
+    var heading: String {
+        get { "\(name) (\(servings))" }
+        set { name = newValue }
+    }
+}
