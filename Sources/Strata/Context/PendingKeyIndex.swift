@@ -65,11 +65,14 @@ struct PendingKeyIndex {
     ) -> [ManagedObject] {
         let property = leading.property, keys = leading.encodings
         if context.inserted.isEmpty && context.updated.isEmpty {
-            // (Emptied in place: the next batch of changes fills them again.)
-            for (entity, properties) in tables {
-                for property in properties.keys {
-                    tables[entity]![property]!.byKey.removeAll(keepingCapacity: true)
-                    tables[entity]![property]!.keyOf.removeAll(keepingCapacity: true)
+            // Emptied in place, once (the next batch of changes fills them
+            // again); a re-import that changes nothing asks here every time.
+            if tables.values.contains(where: { $0.values.contains { !$0.keyOf.isEmpty } }) {
+                for entity in Array(tables.keys) {
+                    for property in Array(tables[entity]!.keys) {
+                        tables[entity]![property]!.byKey.removeAll(keepingCapacity: true)
+                        tables[entity]![property]!.keyOf.removeAll(keepingCapacity: true)
+                    }
                 }
             }
             dirty.removeAll(keepingCapacity: true)

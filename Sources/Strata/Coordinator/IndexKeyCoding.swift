@@ -31,7 +31,10 @@ enum IndexKeyCoding {
         return prefix
     }
 
-    private static func appendPrefix(of entity: EntityDescription, index: Int, to key: inout [UInt8]) {
+    /// The length of ``prefix(of:index:)``.
+    static let prefixLength = 4
+
+    static func appendPrefix(of entity: EntityDescription, index: Int, to key: inout [UInt8]) {
         key.append(indexTag)
         key.append(UInt8(entity.index >> 8))
         key.append(UInt8(entity.index & 0xFF))

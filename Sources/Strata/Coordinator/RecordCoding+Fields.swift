@@ -9,14 +9,19 @@ extension RecordCoding {
     /// that each tag fits its property, as ``decode(_:entity:)``
     /// does). Reused from record to record, so a scan allocates nothing.
     struct FieldOffsets {
-        private(set) var offsets: [Int]
+        private(set) var offsets: [Int] = []
+        /// How many properties `locate` finds: the buffer is made by the
+        /// first call (a lookup answered by an index judges no record, and
+        /// allocates nothing for it).
+        private let count: Int
 
-        init(count: Int) { offsets = Array(repeating: 0, count: count) }
+        init(count: Int) { self.count = count }
 
         /// Walks the first `offsets.count` properties of `raw`, a record of
         /// `entity`; false when the record is malformed.
         @inline(__always)
         mutating func locate(in raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Bool {
+            if offsets.count != count { offsets = Array(repeating: 0, count: count) }
             var reader = ByteReader(raw)
             guard RecordCoding.readGeneration(&reader) != nil, reader.readVarint() != nil,
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count, offsets.count <= count

@@ -469,12 +469,27 @@ enum PropertyProbe {
     /// The attribute `keyPath` reads on objects of `entity`; nil when it reads
     /// none, several, a relationship, or values that are not attribute values.
     static func property(read keyPath: AnyKeyPath, entity: EntityDescription) -> Read? {
-        let key = CacheKey(entity: ObjectIdentifier(entity), keyPath: keyPath)
-        if let cached = lock.withLock({ cache[key] }) { return cached }
-        let read = probe(keyPath, entity)
-        lock.withLock { cache[key] = read }
+        let entityID = ObjectIdentifier(entity)
+        // A lookup in a loop passes the same key path object every time (a
+        // literal is made once): found by identity, without hashing it.
+        if let hit = lock.withLock({ recent.first { $0.keyPath === keyPath && $0.entity == entityID } }) { return hit.read }
+        let key = CacheKey(entity: entityID, keyPath: keyPath)
+        let read: Read?
+        if let cached = lock.withLock({ cache[key] }) {
+            read = cached
+        } else {
+            read = probe(keyPath, entity)
+            lock.withLock { cache[key] = read }
+        }
+        lock.withLock {
+            if recent.count == 8 { recent.removeFirst() }
+            recent.append((entityID, keyPath, read))
+        }
         return read
     }
+
+    /// Guarded by `lock`: the last few key paths asked for, by identity.
+    nonisolated(unsafe) private static var recent: [(entity: ObjectIdentifier, keyPath: AnyKeyPath, read: Read?)] = []
 
     private static func probe(_ keyPath: AnyKeyPath, _ entity: EntityDescription) -> Read? {
         let object = entity.scratchObject(linkedTo: nil)

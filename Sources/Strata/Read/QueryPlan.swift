@@ -63,12 +63,16 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     }
 
     /// A plan's description, in parts.
-    indirect enum Text: Sendable, CustomStringConvertible {
+    enum Text: Sendable, CustomStringConvertible {
         case scan(EntityDescription)
         case literal(String)
         /// `SEARCH entity USING INDEX (…) (terms)`.
         case search(EntityDescription, IndexDescription, [UsedTerm])
-        case suffixed(Text, String)
+        /// `SEARCH entity USING INDEX (…) (name = ?)`, for property
+        /// `property`: a lookup by one value, which a loop plans once per
+        /// call (nothing to allocate).
+        case searchEqual(EntityDescription, IndexDescription, property: Int)
+        indirect case suffixed(Text, String)
 
         var description: String {
             switch self {
@@ -76,6 +80,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
             case .literal(let text): text
             case .search(let entity, let index, let used):
                 "SEARCH \(entity.name) USING INDEX \(index) (" + used.map { $0.text(entity) }.joined(separator: " AND ") + ")"
+            case .searchEqual(let entity, let index, let property):
+                Text.search(entity, index, [UsedTerm(property: property, form: .equal)]).description
             case .suffixed(let text, let suffix): text.description + suffix
             }
         }
@@ -173,10 +179,15 @@ enum QueryPlanner {
         }
         guard term.constant != .null, !ValueTest.holds(term.null, .equal, term.constant), usable(term, entity),
               let number = entity.indexedProperties.firstIndex(where: { $0.first == term.property }) else { return nil }
-        let key = encoding(of: term.constant)
+        // The index's prefix and the key, in one buffer.
+        var start: [UInt8] = []
+        start.reserveCapacity(IndexKeyCoding.prefixLength + 16)
+        IndexKeyCoding.appendPrefix(of: entity, index: number, to: &start)
+        IndexKeyCoding.appendValue(term.constant, to: &start)
+        let key = Array(start[IndexKeyCoding.prefixLength...])
         let index = entity.indexes[number]
-        return QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number) + key)],
-                         isExact: true, text: .search(entity, index, [QueryPlan.UsedTerm(property: term.property, form: .equal)]),
+        return QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: start)],
+                         isExact: true, text: .searchEqual(entity, index, property: term.property),
                          leading: QueryPlan.LeadingEquality(property: term.property, encodings: [key]))
     }
 
