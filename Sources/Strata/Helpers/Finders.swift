@@ -41,6 +41,12 @@ extension FetchableObject {
         sortedBy sortDescriptors: [SortDescriptor<Self>] = []
     ) throws(StrataError) -> Self? {
         try checkDirectUse(of: context, "\(Self.self).first(in:)")
+        // Without an order, any match is the first: the lookup that
+        // `first(in:where:equals:)` makes, for the translated predicate.
+        if sortDescriptors.isEmpty, let predicate, let entity = context.model.entity(for: Self.self),
+           let test = ValueTest.compile(predicate, entity: entity) {
+            return try context.firstObject(of: Self.self, passing: test)
+        }
         var request = FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors)
         request.fetchLimit = 1
         return try context.fetch(request).first
