@@ -13,15 +13,15 @@ extension RecordCoding {
         /// How many properties `locate` finds: the buffer is made by the
         /// first call (a lookup answered by an index judges no record, and
         /// allocates nothing for it).
-        private let count: Int
+        private let wanted: Int
 
-        init(count: Int) { self.count = count }
+        init(count: Int) { wanted = count }
 
         /// Walks the first `offsets.count` properties of `raw`, a record of
         /// `entity`; false when the record is malformed.
         @inline(__always)
         mutating func locate(in raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Bool {
-            if offsets.count != count { offsets = Array(repeating: 0, count: count) }
+            if offsets.count != wanted { offsets = Array(repeating: 0, count: wanted) }
             var reader = ByteReader(raw)
             guard RecordCoding.readGeneration(&reader) != nil, reader.readVarint() != nil,
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count, offsets.count <= count

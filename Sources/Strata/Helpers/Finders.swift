@@ -45,7 +45,7 @@ extension FetchableObject {
         // `first(in:where:equals:)` makes, for the translated predicate.
         if sortDescriptors.isEmpty, let predicate, let entity = context.model.entity(for: Self.self),
            let test = ValueTest.compile(predicate, entity: entity) {
-            return try context.firstObject(of: Self.self, passing: test)
+            return try context.firstObject(of: Self.self, entity: entity, passing: test)
         }
         var request = FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors)
         request.fetchLimit = 1
@@ -85,10 +85,7 @@ extension FetchableObject {
         configure: (Self) throws -> Void
     ) throws -> Self {
         if let found = try first(in: context, where: predicate) { return found }
-        guard let entity = context.model.entity(for: Self.self) else {
-            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
-        }
-        let created = Self(entity: entity, insertInto: context)
+        let created = Self(entity: try entity(in: context), insertInto: context)
         try configure(created)
         return created
     }
@@ -114,7 +111,8 @@ extension FetchableObject {
         in context: ManagedObjectContext, where keyPath: KeyPath<Self, Value>, equals value: Value
     ) throws(StrataError) -> Self? {
         try checkDirectUse(of: context, "\(Self.self).first(in:where:equals:)")
-        return try context.firstObject(of: Self.self, passing: try equality(keyPath, value, in: context))
+        let entity = try entity(in: context)
+        return try context.firstObject(of: Self.self, entity: entity, passing: try equality(keyPath, value, of: entity))
     }
 
     /// The object whose attribute `keyPath` equals `value`, or a new one
@@ -134,10 +132,7 @@ extension FetchableObject {
         configure: (Self) throws -> Void = { _ in }
     ) throws -> Self {
         if let found = try first(in: context, where: keyPath, equals: value) { return found }
-        guard let entity = context.model.entity(for: Self.self) else {
-            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
-        }
-        let created = Self(entity: entity, insertInto: context)
+        let created = Self(entity: try entity(in: context), insertInto: context)
         created[keyPath: keyPath] = value
         try configure(created)
         return created
@@ -145,11 +140,8 @@ extension FetchableObject {
 
     /// `$0[keyPath: keyPath] == value` as a test on stored values.
     private static func equality<Value: AttributeValueConvertible>(
-        _ keyPath: KeyPath<Self, Value>, _ value: Value, in context: ManagedObjectContext
+        _ keyPath: KeyPath<Self, Value>, _ value: Value, of entity: EntityDescription
     ) throws(StrataError) -> ValueTest {
-        guard let entity = context.model.entity(for: Self.self) else {
-            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
-        }
         guard let read = PropertyProbe.property(read: keyPath, entity: entity) else {
             throw StrataError(.invalidArgument, """
                 \(keyPath) does not read one stored attribute of \(entity.name): look objects up by an @Attribute property \
@@ -157,6 +149,14 @@ extension FetchableObject {
                 """)
         }
         return .compare(.property(index: read.index, null: read.null), .equal, .constant(value.propertyValue))
+    }
+
+    /// The entity whose class this is, in `context`'s model.
+    private static func entity(in context: ManagedObjectContext) throws(StrataError) -> EntityDescription {
+        guard let entity = context.model.entity(for: Self.self) else {
+            throw StrataError(.invalidArgument, "no single entity of the model has class \(Self.self)")
+        }
+        return entity
     }
 
     // MARK: In the default context (main queue only)

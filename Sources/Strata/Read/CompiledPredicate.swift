@@ -470,26 +470,32 @@ enum PropertyProbe {
     /// none, several, a relationship, or values that are not attribute values.
     static func property(read keyPath: AnyKeyPath, entity: EntityDescription) -> Read? {
         let entityID = ObjectIdentifier(entity)
-        // A lookup in a loop passes the same key path object every time (a
-        // literal is made once): found by identity, without hashing it.
-        if let hit = lock.withLock({ recent.first { $0.keyPath === keyPath && $0.entity == entityID } }) { return hit.read }
-        let key = CacheKey(entity: entityID, keyPath: keyPath)
-        let read: Read?
-        if let cached = lock.withLock({ cache[key] }) {
-            read = cached
-        } else {
-            read = probe(keyPath, entity)
-            lock.withLock { cache[key] = read }
+        let known = lock.withLock { () -> Read?? in
+            // A lookup in a loop passes the same key path object every time
+            // (a literal is made once): found by identity, without hashing it.
+            if let hit = recent.first(where: { $0.keyPath === keyPath && $0.entity == entityID }) { return .some(hit.read) }
+            guard let cached = cache[CacheKey(entity: entityID, keyPath: keyPath)] else { return nil }
+            remember(entityID, keyPath, cached)
+            return .some(cached)
         }
+        if let known { return known }
+        let read = probe(keyPath, entity)
         lock.withLock {
-            if recent.count == 8 { recent.removeFirst() }
-            recent.append((entityID, keyPath, read))
+            cache[CacheKey(entity: entityID, keyPath: keyPath)] = read
+            remember(entityID, keyPath, read)
         }
         return read
     }
 
-    /// Guarded by `lock`: the last few key paths asked for, by identity.
+    /// Guarded by `lock`: the last few key paths asked for, held (so none
+    /// is freed and its address reused) and compared by identity.
     nonisolated(unsafe) private static var recent: [(entity: ObjectIdentifier, keyPath: AnyKeyPath, read: Read?)] = []
+
+    /// Call with `lock` held.
+    private static func remember(_ entity: ObjectIdentifier, _ keyPath: AnyKeyPath, _ read: Read?) {
+        if recent.count == 8 { recent.removeFirst() }
+        recent.append((entity, keyPath, read))
+    }
 
     private static func probe(_ keyPath: AnyKeyPath, _ entity: EntityDescription) -> Read? {
         let object = entity.scratchObject(linkedTo: nil)

@@ -50,16 +50,14 @@ extension ManagedObjectContext {
         return objects
     }
 
-    /// The first object of `Result`'s entity that passes `test` (an
-    /// attribute's value, ``FetchableObject/first(in:where:equals:)``), as
-    /// ``fetch(_:)`` with a limit of one would find it, but with no
-    /// `#Predicate` to translate.
-    func firstObject<Result: ManagedObject>(of type: Result.Type, passing test: ValueTest) throws(StrataError) -> Result? {
+    /// The first object of `entity` (whose class is `Result`) that passes
+    /// `test`, as ``fetch(_:)`` with a limit of one and no sort order would
+    /// find it, but without a request, a page or a sort: the lookup of
+    /// ``FetchableObject/first(in:where:equals:)`` and of an unordered
+    /// ``FetchableObject/first(in:where:sortedBy:)`` whose predicate translates.
+    func firstObject<Result: ManagedObject>(of type: Result.Type, entity: EntityDescription, passing test: ValueTest) throws(StrataError) -> Result? {
         beginRead()
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
-        guard let entity = model.entity(for: Result.self) else {
-            throw StrataError(.invalidArgument, "no single entity of the model has class \(Result.self)")
-        }
         var evaluation = try PredicateEvaluation(test, entity: entity, context: self)
         var found: FetchMatch?
         try forEachMatch(of: entity, includesPending: true, evaluation: &evaluation, rows: .kept, stopAfter: 1) { match, _ in
