@@ -10,7 +10,9 @@ extension PersistentStoreCoordinator {
         var holders: [UniqueKey: [ObjectID]] = [:]
         // Each value encodes self-delimited, so an entry holds exactly the
         // values of the key it starts with: the range of a key is its prefix.
-        try store.forEachKey(in: keys.map { KeyRange(prefix: $0.bytes) }) { entry, _ throws(StrataError) in
+        var ranges = KeyRanges()
+        for key in keys { ranges.appendPrefix { $0 += key.bytes } }
+        try store.forEachKey(in: ranges) { entry, _ throws(StrataError) in
             guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry),
                   let entity = model.entity(at: UInt16(entry[1]) << 8 | UInt16(entry[2])) else {
                 throw StrataError(.corruptRecord, "a unique index entry is malformed")

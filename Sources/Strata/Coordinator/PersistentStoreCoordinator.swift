@@ -338,7 +338,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             guard let bytes = try get(RecordCoding.key(id)) else {
                 throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
             }
-            return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(id, BorrowedRecord(id: id, bytes: raw)) }
+            return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(id, BorrowedRecord(id: id, bytes: raw, owner: bytes)) }
         }
     }
 

@@ -11,7 +11,7 @@ protocol RecordStore: AnyObject, Sendable {
     /// order — last first when `descending` — and a lookup of any other key
     /// at the same read view, until `body` returns false.
     func forEachKey(
-        in ranges: [KeyRange], descending: Bool,
+        in ranges: KeyRanges, descending: Bool,
         _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError)
     /// Applies `batch` atomically (and durably, for the log store).
@@ -30,7 +30,7 @@ protocol RecordStore: AnyObject, Sendable {
 extension RecordStore {
     /// ``forEachKey(in:descending:_:)`` in ascending order.
     func forEachKey(
-        in ranges: [KeyRange], _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
+        in ranges: KeyRanges, _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         try forEachKey(in: ranges, descending: false, body)
     }
@@ -95,7 +95,7 @@ final class LogRecordStore: RecordStore {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], descending: Bool,
+        in ranges: KeyRanges, descending: Bool,
         _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let view = engine.readView()
@@ -105,20 +105,19 @@ final class LogRecordStore: RecordStore {
         try Self.scanning {
             var going = true
             // Index entries carry their meaning in the key: no value is read.
-            if descending {
-                for range in ranges.reversed() where going {
-                    try view.forEachKeyDescending(from: range.start, to: range.end) { key in
+            try ranges.forEach(descending: descending) { start, end in
+                if descending {
+                    try view.forEachKeyDescending(fromBytes: start, toBytes: end) { key in
+                        going = try body(key, get)
+                        return going
+                    }
+                } else {
+                    try view.forEachKey(fromBytes: start, toBytes: end) { key in
                         going = try body(key, get)
                         return going
                     }
                 }
-            } else {
-                for range in ranges where going {
-                    try view.forEachKey(from: range.start, to: range.end) { key in
-                        going = try body(key, get)
-                        return going
-                    }
-                }
+                return going
             }
         }
     }
@@ -192,10 +191,14 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
 
     /// The position of the first key of `keys` not below `start`.
     private static func lowerBound(_ start: [UInt8], in keys: [[UInt8]]) -> Int {
+        start.withUnsafeBytes { lowerBound($0, in: keys) }
+    }
+
+    private static func lowerBound(_ start: UnsafeRawBufferPointer, in keys: [[UInt8]]) -> Int {
         var low = 0, high = keys.count
         while low < high {
             let middle = (low + high) / 2
-            if compareArrays(keys[middle], start) < 0 { low = middle + 1 } else { high = middle }
+            if keys[middle].withUnsafeBytes({ compareBytes($0, start) }) < 0 { low = middle + 1 } else { high = middle }
         }
         return low
     }
@@ -211,18 +214,19 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], descending: Bool,
+        in ranges: KeyRanges, descending: Bool,
         _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
         let (view, keys) = readView()
-        for range in descending ? ranges.reversed() : ranges {
-            let first = Self.lowerBound(range.start, in: keys)
-            let end = range.end.map { Self.lowerBound($0, in: keys) } ?? keys.count
-            guard first < end else { continue }
-            for n in 0..<(end - first) {
-                let i = descending ? end - 1 - n : first + n
-                guard try keys[i].withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return }
+        try ranges.forEach(descending: descending) { (start, end) throws(StrataError) -> Bool in
+            let first = Self.lowerBound(start, in: keys)
+            let last = end.map { Self.lowerBound($0, in: keys) } ?? keys.count
+            guard first < last else { return true }
+            for n in 0..<(last - first) {
+                let i = descending ? last - 1 - n : first + n
+                guard try keys[i].withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return false }
             }
+            return true
         }
     }
 

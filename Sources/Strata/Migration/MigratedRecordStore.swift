@@ -55,10 +55,11 @@ final class MigratedRecordStore: RecordStore {
     }
 
     func forEachKey(
-        in ranges: [KeyRange], descending: Bool,
+        in keyRanges: KeyRanges, descending: Bool,
         _ body: (_ key: UnsafeRawBufferPointer, _ get: ([UInt8]) throws(StrataError) -> [UInt8]?) throws(StrataError) -> Bool
     ) throws(StrataError) {
-        let storedRanges = ranges.map { range -> KeyRange in
+        let ranges = keyRanges.ranges
+        let storedRanges = KeyRanges(ranges.map { range -> KeyRange in
             let start = stored(range.start)
             guard let end = range.end else { return KeyRange(start: start, end: nil) }
             // A prefix's end may name the next entity: it ends where the
@@ -67,7 +68,7 @@ final class MigratedRecordStore: RecordStore {
                 return KeyRange(start: start, end: endOfPrefix(Array(start.prefix(3))))
             }
             return KeyRange(start: start, end: stored(end))
-        }
+        })
         var keyCopy: [UInt8] = []
         // A range within one tag's keys needs only that tag's renumbering.
         let renumbers = ranges.contains { range in

@@ -39,7 +39,7 @@ enum UnreadKeyRemoval {
         var ranges = ranges
         while !ranges.isEmpty {
             var batch = WriteBatch(), count = 0, last: [UInt8] = []
-            try store.forEachKey(in: ranges) { key, _ throws(StrataError) -> Bool in
+            try store.forEachKey(in: KeyRanges(ranges)) { key, _ throws(StrataError) -> Bool in
                 last = Array(key)
                 batch.delete(last)
                 count += 1

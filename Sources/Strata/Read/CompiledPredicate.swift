@@ -23,10 +23,10 @@ indirect enum ValueTest: Sendable {
     case or(ValueTest, ValueTest)
     case not(ValueTest)
     case compare(Operand, Comparison, Operand)
-    /// One of a set of constants (`keys.contains($0.sku)`): a hash lookup
+    /// One of a list of constants (`keys.contains($0.sku)`): a hash lookup
     /// per object, however long the list, where a chain of `||`
     /// equalities would cost one comparison per constant.
-    case isIn(Operand, Set<PropertyValue>)
+    case isIn(Operand, ValueList)
     /// A string that starts with the prefix, Character by Character
     /// (`$0.name.starts(with: "So")`): Swift's answer, canonical equivalence included.
     case startsWith(Operand, String)
@@ -103,7 +103,7 @@ indirect enum ValueTest: Sendable {
         case .startsWith(let operand, let prefix):
             return Self.starts(operand.value(in: values), with: prefix)
         case .isIn(let operand, let constants):
-            return constants.contains(operand.value(in: values))
+            return constants.set.contains(operand.value(in: values))
         case .relatedIn(let relationship, let targets, let whenNil):
             return Self.names(values[relationship], of: targets, whenNil: whenNil)
         case .related:
@@ -264,7 +264,34 @@ extension PredicateExpressions.SequenceContains: ValueTestConvertible {
         guard let constants = (sequence as? any ConstantSequence)?.propertyValues(),
               let element = (element as? any OperandConvertible)?.operand(compiler) else { return nil }
         if case .constant(let value) = element { return .constant(constants.contains(value)) }
-        return .isIn(element, Set(constants))
+        return .isIn(element, ValueList(constants))
+    }
+}
+
+/// The constants of an `IN` test, as the predicate lists them, and as a
+/// set built the first time a value is tested against them: a fetch whose
+/// index entries answer the test (``QueryPlan/isExact``) never builds it —
+/// hashing 10,000 strings cost about as much as planning their seeks.
+///
+/// `@unchecked Sendable`: `values` never changes; `built` is guarded by `lock`.
+final class ValueList: @unchecked Sendable {
+    let values: [PropertyValue]
+    private let lock = Lock()
+    private var built: Set<PropertyValue>?
+
+    init(_ values: [PropertyValue]) {
+        self.values = values
+    }
+
+    /// The constants as a set (`==`, as `contains` compares: a NaN is in
+    /// none, strings compare by canonical equivalence).
+    var set: Set<PropertyValue> {
+        lock.withLock {
+            if let built { return built }
+            let set = Set(values)
+            built = set
+            return set
+        }
     }
 }
 
@@ -290,6 +317,15 @@ extension PredicateExpressions.Value: ConstantSequence {
         // A string is a sequence too, of characters: not attribute values.
         guard let sequence = value as? any Sequence, !(value is String) else { return nil }
         func values<S: Sequence>(_ sequence: S) -> [PropertyValue]? {
+            // An attribute type's elements (`[String]`, `Set<Int>`): the
+            // element type is cast once, not each of 10,000 elements.
+            if let type = S.Element.self as? any AttributeValueConvertible.Type {
+                func converted<T: AttributeValueConvertible>(_: T.Type) -> [PropertyValue] {
+                    // `T` is `S.Element` itself, opened: the cast reinterprets nothing.
+                    sequence.map { unsafeBitCast($0, to: T.self).propertyValue }
+                }
+                return converted(type)
+            }
             var values: [PropertyValue] = []
             for element in sequence {
                 guard let value = element as? any AttributeValueConvertible else { return nil }

@@ -68,9 +68,9 @@ indirect enum EncodedTest {
         case .startsWith(let operand, let prefix):
             self = .startsWith(operand, prefix)
         case .isIn(.property(let index, let null), let constants):
-            self = .isIn(index: index, null: null, constants)
+            self = .isIn(index: index, null: null, constants.set)
         case .isIn(let operand, let constants):
-            self = .operandIsIn(operand, constants)
+            self = .operandIsIn(operand, constants.set)
         case .relatedIn(let relationship, let targets, let whenNil):
             self = .relatedIn(index: relationship, targets: targets, whenNil: whenNil)
         case .related:

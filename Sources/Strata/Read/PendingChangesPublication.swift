@@ -49,7 +49,7 @@ final class PublishedKeys: @unchecked Sendable {
     /// The IDs among `objects` of `entity` inserted or updated with values
     /// whose attribute `property` encodes as one of `keys`.
     func ids(
-        in objects: [ObjectID: PendingState], entity: EntityDescription, property: Int, keys: [[UInt8]], _ body: (ObjectID) -> Void
+        in objects: [ObjectID: PendingState], entity: EntityDescription, property: Int, keys: SortedKeys, _ body: (ObjectID) -> Void
     ) {
         let slot = Slot(entity: ObjectIdentifier(entity), property: property)
         let table = lock.withLock { tables[slot] } ?? build(objects, entity, property, slot)

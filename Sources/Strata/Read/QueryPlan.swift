@@ -17,7 +17,7 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// Its position in the entity, for ``index``.
     let indexNumber: Int?
     /// The key ranges of the index that hold every candidate (ascending, disjoint).
-    let ranges: [KeyRange]
+    let ranges: KeyRanges
     /// Whether an entry in the ranges is a match by itself: the predicate is
     /// only the terms the ranges express. A count, or a fetch of IDs, then
     /// reads index entries and no record.
@@ -37,19 +37,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     struct LeadingEquality {
         let property: Int
         /// Ascending, each once.
-        let encodings: [[UInt8]]
+        let encodings: SortedKeys
 
         /// Whether `key` is one of ``encodings`` (a binary search).
-        func contains(_ key: [UInt8]) -> Bool {
-            var low = 0, high = encodings.count
-            while low < high {
-                let middle = (low + high) / 2
-                let order = compareArrays(encodings[middle], key)
-                if order == 0 { return true }
-                if order < 0 { low = middle + 1 } else { high = middle }
-            }
-            return false
-        }
+        func contains(_ key: [UInt8]) -> Bool { encodings.contains(key) }
     }
 
     /// This plan, with `suffix` added to what it says.
@@ -129,6 +120,14 @@ enum QueryPlanner {
         let constants: [PropertyValue]
         /// For `starts(with:)`: the prefix.
         var prefix: String? = nil
+        /// The encodings of ``constants`` once worked out
+        /// (``QueryPlanner/encodings(equalTo:)``), for every index weighed.
+        let encodings = EncodingsOnce()
+
+        /// Planning is on one thread: a term never leaves the planner's call.
+        final class EncodingsOnce {
+            var value: SortedKeys?
+        }
 
         var constant: PropertyValue { constants[0] }
 
@@ -179,16 +178,18 @@ enum QueryPlanner {
         }
         guard term.constant != .null, !ValueTest.holds(term.null, .equal, term.constant), usable(term, entity),
               let number = entity.indexedProperties.firstIndex(where: { $0.first == term.property }) else { return nil }
-        // The index's prefix and the key, in one buffer.
-        var start: [UInt8] = []
-        start.reserveCapacity(IndexKeyCoding.prefixLength + 16)
-        IndexKeyCoding.appendPrefix(of: entity, index: number, to: &start)
-        IndexKeyCoding.appendValue(term.constant, to: &start)
-        let key = Array(start[IndexKeyCoding.prefixLength...])
+        let key = encoding(of: term.constant)
+        // The index's prefix and the key, in the ranges' one buffer.
+        var ranges = KeyRanges()
+        ranges.reserveCapacity(ranges: 1, bytes: 2 * (IndexKeyCoding.prefixLength + key.count))
+        ranges.appendPrefix { start in
+            IndexKeyCoding.appendPrefix(of: entity, index: number, to: &start)
+            start.append(contentsOf: key)
+        }
         let index = entity.indexes[number]
-        return QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: start)],
+        return QueryPlan(index: index, indexNumber: number, ranges: ranges,
                          isExact: true, text: .searchEqual(entity, index, property: term.property),
-                         leading: QueryPlan.LeadingEquality(property: term.property, encodings: [key]))
+                         leading: QueryPlan.LeadingEquality(property: term.property, encodings: SortedKeys(one: key)))
     }
 
     /// ``plan(_:entity:)`` for any test: every index weighed.
@@ -233,9 +234,9 @@ enum QueryPlanner {
         case .startsWith(.property(let index, let null), let prefix):
             terms.append(Term(property: index, null: null, prefix: prefix))
         case .isIn(.property(let index, let null), let constants):
-            // `IN`: one term, its constants in a stable order (the plan's
-            // ranges are sorted by their encodings anyway).
-            terms.append(Term(property: index, null: null, equalToAnyOf: Array(constants)))
+            // `IN`: one term, its constants as listed (the plan's ranges
+            // are their encodings, sorted, each once).
+            terms.append(Term(property: index, null: null, equalToAnyOf: constants.values))
         default:
             onlyTerms = false
         }
@@ -270,8 +271,17 @@ enum QueryPlanner {
         let properties = entity.indexedProperties[number]
         let prefix = IndexKeyCoding.prefix(of: entity, index: number)
         // Each equal attribute may hold its constant, or be null where a
-        // stored null reads as that constant: a set of key prefixes.
+        // stored null reads as that constant: a set of key prefixes, each
+        // of `prefixes` followed by each of `tail` (the last attribute's
+        // alternatives, kept apart: the 10,000 keys of an `IN` are not
+        // copied into 10,000 arrays).
         var prefixes: [[UInt8]] = [prefix]
+        var tail: SortedKeys?
+        var prefixCount: Int { prefixes.count * (tail?.count ?? 1) }
+        func allPrefixes() -> [[UInt8]] {
+            guard let tail else { return prefixes }
+            return prefixes.flatMap { p in tail.map { p + $0 } }
+        }
         var used: [QueryPlan.UsedTerm] = []
         var score = 0
         var position = 0
@@ -279,8 +289,9 @@ enum QueryPlanner {
         var leading: QueryPlan.LeadingEquality?
         while position < properties.count, let term = terms.first(where: { $0.property == properties[position] && $0.comparison == .equal && usable($0, entity) }) {
             let alternatives = encodings(equalTo: term)
-            guard prefixes.count * alternatives.count <= maxPrefixes else { break }
-            prefixes = prefixes.flatMap { p in alternatives.map { p + $0 } }
+            guard prefixCount * alternatives.count <= maxPrefixes else { break }
+            prefixes = allPrefixes()
+            tail = alternatives
             if position == 0 { leading = QueryPlan.LeadingEquality(property: term.property, encodings: alternatives) }
             used.append(QueryPlan.UsedTerm(property: term.property, form: term.constants.count == 1 ? .equal : .inList(term.constants.count)))
             score += 2
@@ -299,7 +310,7 @@ enum QueryPlanner {
                 used.append(QueryPlan.UsedTerm(property: property, form: .startsWith))
                 score += 1
                 startsWithUsed = true
-                for p in prefixes {
+                for p in allPrefixes() {
                     var bytes = p + [1]
                     for byte in text.utf8 {
                         bytes.append(byte)
@@ -313,7 +324,7 @@ enum QueryPlanner {
                 score += 1
                 // Stored nulls read as a value that may itself be in range.
                 let nullsMatch = [lower, upper].allSatisfy { term in term.map { ValueTest.holds($0.null, $0.comparison!, $0.constant) } ?? true }
-                for p in prefixes {
+                for p in allPrefixes() {
                     if nullsMatch { ranges.append(KeyRange(prefix: p + [0])) }
                     let start = lower.map { term -> [UInt8] in
                         let at = p + encoding(of: term.constant)
@@ -328,17 +339,29 @@ enum QueryPlanner {
             }
         }
         guard score > 0 else { return nil }
-        if ranges.isEmpty { ranges = prefixes.map { KeyRange(prefix: $0) } }
+        var keyRanges: KeyRanges
+        if ranges.isEmpty {
+            // A range per prefix, in one buffer.
+            keyRanges = KeyRanges()
+            keyRanges.reserveCapacity(ranges: prefixCount, bytes: 2 * prefixCount * (prefix.count + 16))
+            for p in prefixes {
+                if let tail {
+                    tail.forEachKey { key in keyRanges.appendPrefix { $0 += p; $0.append(contentsOf: key) } }
+                } else {
+                    keyRanges.appendPrefix { $0 += p }
+                }
+            }
+        } else {
+            keyRanges = KeyRanges(ranges)
+        }
         // Built in order when one attribute's alternatives (sorted) are
         // appended to one prefix: an `IN` of many values is not sorted twice.
-        if !ranges.indices.dropFirst().allSatisfy({ compareArrays(ranges[$0 - 1].start, ranges[$0].start) < 0 }) {
-            ranges.sort { $0.start.lexicographicallyPrecedes($1.start) }
-        }
+        if !keyRanges.isAscending { keyRanges = keyRanges.sorted() }
         let index = entity.indexes[number]
         // Every term expressed by the ranges, nothing else asked: exact.
         let isExact = onlyTerms && used.count == terms.count && !startsWithUsed
-        return (score, QueryPlan(index: index, indexNumber: number, ranges: ranges, isExact: isExact, text: .search(entity, index, used), leading: leading),
-                position, prefixes.count)
+        return (score, QueryPlan(index: index, indexNumber: number, ranges: keyRanges, isExact: isExact, text: .search(entity, index, used), leading: leading),
+                position, prefixCount)
     }
 
     /// At most this many key prefixes (alternatives of the equal
@@ -370,32 +393,40 @@ enum QueryPlanner {
     }
 
     /// The encodings a stored value equal to one of the term's constants can
-    /// have, ascending, each once.
-    private static func encodings(equalTo term: Term) -> [[UInt8]] {
+    /// have, ascending, each once. Worked out once per term, however many
+    /// indexes the planner weighs it for.
+    private static func encodings(equalTo term: Term) -> SortedKeys {
+        if let known = term.encodings.value { return known }
+        let result = computeEncodings(equalTo: term)
+        term.encodings.value = result
+        return result
+    }
+
+    private static func computeEncodings(equalTo term: Term) -> SortedKeys {
         if term.constants.count == 1, case let constant = term.constants[0], constant != .null, !ValueTest.holds(term.null, .equal, constant) {
-            return [encoding(of: constant)]
+            return SortedKeys(one: encoding(of: constant))
         }
-        var result: [[UInt8]] = []
-        result.reserveCapacity(term.constants.count + 1)
+        // Every encoding in one buffer, sorted as spans of it.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(term.constants.count * 16)
+        var spans: [Range<Int>] = []
+        spans.reserveCapacity(term.constants.count + 1)
         var nullEncoded = false
         for constant in term.constants {
             if case .null = constant {
                 nullEncoded = true
                 continue
             }
-            result.append(encoding(of: constant))
+            let start = bytes.count
+            IndexKeyCoding.appendValue(constant, to: &bytes)
+            spans.append(start..<bytes.count)
             if !nullEncoded && ValueTest.holds(term.null, .equal, constant) { nullEncoded = true }
         }
-        if nullEncoded { result.append([0]) }
-        result.sort { compareArrays($0, $1) < 0 }
-        // Each once: equal encodings are neighbours now.
-        var unique = 0
-        for i in result.indices where unique == 0 || result[i] != result[unique - 1] {
-            result.swapAt(unique, i)
-            unique += 1
+        if nullEncoded {
+            spans.append(bytes.count..<bytes.count + 1)
+            bytes.append(0)
         }
-        result.removeLast(result.count - unique)
-        return result
+        return SortedKeys(sorting: spans, of: bytes)
     }
 
     private static func encoding(of value: PropertyValue) -> [UInt8] {

@@ -16,6 +16,9 @@ extension EntityDescription {
 struct BorrowedRecord {
     let id: ObjectID
     let bytes: UnsafeRawBufferPointer
+    /// The array `bytes` lies in, when the record was read into one of its
+    /// own (a record an index entry names): kept as it is, not copied again.
+    var owner: [UInt8]? = nil
 
     /// The whole snapshot.
     func snapshot() throws(StrataError) -> Snapshot {
@@ -35,7 +38,7 @@ struct BorrowedRecord {
     }
 
     /// A copy that outlives the scan.
-    func kept() -> StoredRecord { StoredRecord(id: id, bytes: Array(bytes)) }
+    func kept() -> StoredRecord { StoredRecord(id: id, bytes: owner ?? Array(bytes)) }
 
     private func corrupt() -> StrataError { RecordCoding.undecodable(id, format: bytes.first) }
 }

@@ -191,26 +191,36 @@ package struct KeyIndex: Sendable {
     /// Visits keys >= `start` (all keys when nil) in ascending order until
     /// `body` returns false. The key buffer is valid only during the call.
     package func forEach(from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool) rethrows {
+        if let start {
+            try start.withUnsafeBytes { try forEach(fromBytes: $0, body) }
+        } else {
+            try forEach(fromBytes: nil, body)
+        }
+    }
+
+    /// ``forEach(from:_:)`` from a lent key.
+    package func forEach(fromBytes start: UnsafeRawBufferPointer?, _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool) rethrows {
         guard let root else { return }
         try withExtendedLifetime(root) {
-            if let start, !start.isEmpty {
-                try start.withUnsafeBytes { _ = try Self.forEach(NodeView(root.node), from: $0, body) }
-            } else {
-                _ = try Self.forEach(NodeView(root.node), from: nil, body)
-            }
+            _ = try Self.forEach(NodeView(root.node), from: start.flatMap { $0.isEmpty ? nil : $0 }, body)
         }
     }
 
     /// Visits keys < `end` (all keys when nil) in descending order until
     /// `body` returns false. The key buffer is valid only during the call.
     package func forEachDescending(before end: [UInt8]?, _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool) rethrows {
+        if let end {
+            try end.withUnsafeBytes { try forEachDescending(beforeBytes: $0, body) }
+        } else {
+            try forEachDescending(beforeBytes: nil, body)
+        }
+    }
+
+    /// ``forEachDescending(before:_:)`` before a lent key.
+    package func forEachDescending(beforeBytes end: UnsafeRawBufferPointer?, _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool) rethrows {
         guard let root else { return }
         try withExtendedLifetime(root) {
-            if let end, !end.isEmpty {
-                try end.withUnsafeBytes { _ = try Self.forEachDescending(NodeView(root.node), before: $0, body) }
-            } else {
-                _ = try Self.forEachDescending(NodeView(root.node), before: nil, body)
-            }
+            _ = try Self.forEachDescending(NodeView(root.node), before: end.flatMap { $0.isEmpty ? nil : $0 }, body)
         }
     }
 

@@ -116,12 +116,26 @@ public struct ReadView: Sendable {
     /// view.forEachKey(from: Array("i/".utf8), to: Array("i0".utf8)) { _ in entries += 1; return true }
     /// ```
     public func forEachKey(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) rethrows {
-        let end = end ?? []
-        try end.withUnsafeBytes { endBytes in
-            try index.forEach(from: start) { key, _ in
-                if !endBytes.isEmpty, compareBytes(key, endBytes) >= 0 { return false }
-                return try body(key)
-            }
+        try Self.withBounds(start, end) { try forEachKey(fromBytes: $0, toBytes: $1, body) }
+    }
+
+    /// Lends `start` and `end` as bytes (an empty `end`: none).
+    private static func withBounds(
+        _ start: [UInt8], _ end: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) throws -> Void
+    ) rethrows {
+        try start.withUnsafeBytes { startBytes in
+            try (end ?? []).withUnsafeBytes { endBytes in try body(startBytes, endBytes.isEmpty ? nil : endBytes) }
+        }
+    }
+
+    /// ``forEachKey(from:to:_:)`` between lent bounds: a read of many
+    /// ranges (an `IN` of thousands of keys) keeps them in one buffer.
+    public func forEachKey(
+        fromBytes start: UnsafeRawBufferPointer, toBytes end: UnsafeRawBufferPointer?, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
+    ) rethrows {
+        try index.forEach(fromBytes: start) { key, _ in
+            if let end, compareBytes(key, end) >= 0 { return false }
+            return try body(key)
         }
     }
 
@@ -138,11 +152,16 @@ public struct ReadView: Sendable {
     /// }
     /// ```
     public func forEachKeyDescending(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) rethrows {
-        try start.withUnsafeBytes { startBytes in
-            try index.forEachDescending(before: end) { key, _ in
-                if compareBytes(key, startBytes) < 0 { return false }
-                return try body(key)
-            }
+        try Self.withBounds(start, end) { try forEachKeyDescending(fromBytes: $0, toBytes: $1, body) }
+    }
+
+    /// ``forEachKeyDescending(from:to:_:)`` between lent bounds.
+    public func forEachKeyDescending(
+        fromBytes start: UnsafeRawBufferPointer, toBytes end: UnsafeRawBufferPointer?, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
+    ) rethrows {
+        try index.forEachDescending(beforeBytes: end) { key, _ in
+            if compareBytes(key, start) < 0 { return false }
+            return try body(key)
         }
     }
 

@@ -1,0 +1,103 @@
+internal import StrataStore
+
+/// Key ranges, ascending and disjoint, their bounds kept one after another
+/// in one buffer: the plan of an `IN` of 10,000 keys holds two arrays where
+/// an array of ``KeyRange`` held 20,001, and reading it retains and frees
+/// nothing range by range.
+struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
+    /// Where one range's bounds lie in `bytes`: its start, then, right
+    /// after it, its end (`endCount` bytes; -1: no end).
+    private struct Bounds: Equatable, Sendable {
+        var start: Int
+        var startCount: Int32
+        var endCount: Int32
+    }
+
+    private var bytes: [UInt8] = []
+    private var bounds: [Bounds] = []
+
+    init() {}
+
+    init(_ ranges: [KeyRange]) {
+        for range in ranges { append(range) }
+    }
+
+    init(arrayLiteral ranges: KeyRange...) {
+        self.init(ranges)
+    }
+
+    var count: Int { bounds.count }
+    var isEmpty: Bool { bounds.isEmpty }
+
+    mutating func reserveCapacity(ranges: Int, bytes byteCount: Int) {
+        bounds.reserveCapacity(ranges)
+        bytes.reserveCapacity(byteCount)
+    }
+
+    mutating func append(_ range: KeyRange) {
+        let start = bytes.count
+        bytes.append(contentsOf: range.start)
+        if let end = range.end { bytes.append(contentsOf: end) }
+        bounds.append(Bounds(start: start, startCount: Int32(range.start.count), endCount: range.end.map { Int32($0.count) } ?? -1))
+    }
+
+    /// Appends the range of the keys that start with the bytes `write`
+    /// appends (``KeyRange/init(prefix:)``), written in place.
+    mutating func appendPrefix(_ write: (inout [UInt8]) -> Void) {
+        let start = bytes.count
+        write(&bytes)
+        let startCount = bytes.count - start
+        // The first key after them: trailing 0xFF bytes dropped, the last
+        // byte left incremented; none when every byte is 0xFF.
+        var kept = startCount
+        while kept > 0 && bytes[start + kept - 1] == 0xFF { kept -= 1 }
+        if kept > 0 {
+            for i in start..<(start + kept) { bytes.append(bytes[i]) }
+            bytes[bytes.count - 1] += 1
+        }
+        bounds.append(Bounds(start: start, startCount: Int32(startCount), endCount: kept > 0 ? Int32(kept) : -1))
+    }
+
+    /// Range `i`, copied out.
+    subscript(i: Int) -> KeyRange {
+        let b = bounds[i]
+        let startEnd = b.start + Int(b.startCount)
+        return KeyRange(start: Array(bytes[b.start..<startEnd]), end: b.endCount < 0 ? nil : Array(bytes[startEnd..<(startEnd + Int(b.endCount))]))
+    }
+
+    /// Every range, copied out.
+    var ranges: [KeyRange] { bounds.indices.map { self[$0] } }
+
+    /// Calls `body` with each range's start and end (nil: no end), lent for
+    /// the call, in order — last first when `descending` — until it returns
+    /// false; false when it did.
+    @discardableResult
+    func forEach<E: Error>(
+        descending: Bool = false, _ body: (_ start: UnsafeRawBufferPointer, _ end: UnsafeRawBufferPointer?) throws(E) -> Bool
+    ) throws(E) -> Bool {
+        try bytes.withBytes { (raw) throws(E) -> Bool in
+            let base = raw.baseAddress
+            for n in bounds.indices {
+                let b = bounds[descending ? bounds.count - 1 - n : n]
+                let start = UnsafeRawBufferPointer(start: base.map { $0 + b.start }, count: Int(b.startCount))
+                let end = b.endCount < 0 ? nil : UnsafeRawBufferPointer(start: base.map { $0 + b.start + Int(b.startCount) }, count: Int(b.endCount))
+                guard try body(start, end) else { return false }
+            }
+            return true
+        }
+    }
+
+    /// Whether each range starts after the one before it does.
+    var isAscending: Bool {
+        var previous: UnsafeRawBufferPointer?
+        return forEach { start, _ in
+            defer { previous = start }
+            return previous.map { compareBytes($0, start) < 0 } ?? true
+        }
+    }
+
+    /// The same ranges, in order of their starts.
+    func sorted() -> KeyRanges {
+        KeyRanges(ranges.sorted { $0.start.lexicographicallyPrecedes($1.start) })
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import Testing
+
+/// The packed forms a plan keeps its keys in: ``KeyRanges`` (bounds in one
+/// buffer) and ``SortedKeys`` (an `IN` list's encodings, sorted, each once),
+/// against the plain arrays they replace.
+@Suite struct KeyRangesTests {
+    /// Byte strings short enough to collide, with 0x00 and 0xFF common (a
+    /// prefix's end drops trailing 0xFF bytes).
+    static func randomKeys(_ count: Int, seed: UInt64) -> [[UInt8]] {
+        var generator = SeededGenerator(seed: seed)
+        let alphabet: [UInt8] = [0, 1, 0x41, 0x7F, 0xFE, 0xFF]
+        return (0..<count).map { _ in
+            (0..<Int.random(in: 0...4, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+        }
+    }
+
+    @Test func aPrefixRangeIsTheRangeOfThePrefix() {
+        let keys = Self.randomKeys(500, seed: 7) + [[0xFF, 0xFF], [0x41, 0xFF, 0xFF], []]
+        var packed = KeyRanges()
+        for key in keys { packed.appendPrefix { $0 += key } }
+        #expect(packed.ranges == keys.map { KeyRange(prefix: $0) })
+        #expect(packed == KeyRanges(keys.map { KeyRange(prefix: $0) }))
+        #expect(packed.count == keys.count)
+    }
+
+    @Test func rangesAreLentInOrderOrLastFirst() {
+        let ranges = [KeyRange(start: [1], end: [2]), KeyRange(start: [3], end: nil), KeyRange(prefix: [5, 0xFF])]
+        let packed = KeyRanges(ranges)
+        for descending in [false, true] {
+            var lent: [KeyRange] = []
+            packed.forEach(descending: descending) { start, end in
+                lent.append(KeyRange(start: Array(start), end: end.map { Array($0) }))
+                return true
+            }
+            #expect(lent == (descending ? ranges.reversed() : ranges))
+        }
+        var seen = 0
+        let finished = packed.forEach { _, _ in
+            seen += 1
+            return seen < 2
+        }
+        #expect(!finished && seen == 2)
+        #expect(packed.isAscending)
+        let unordered = KeyRanges([ranges[2], ranges[0], ranges[1]])
+        #expect(!unordered.isAscending)
+        #expect(unordered.sorted() == packed)
+    }
+
+    @Test func sortedKeysAreTheSortedDistinctKeys() {
+        for (count, seed) in [(0, UInt64(1)), (1, 2), (2, 3), (1_000, 4)] {
+            let keys = Self.randomKeys(count, seed: seed)
+            var buffer: [UInt8] = []
+            var spans: [Range<Int>] = []
+            for key in keys {
+                spans.append(buffer.count..<(buffer.count + key.count))
+                buffer += key
+            }
+            let sorted = SortedKeys(sorting: spans, of: buffer)
+            let expected = Set(keys).sorted { $0.lexicographicallyPrecedes($1) }
+            #expect(Array(sorted) == expected, "\(count) keys")
+            var lent: [[UInt8]] = []
+            sorted.forEachKey { lent.append(Array($0)) }
+            #expect(lent == expected)
+            for probe in Self.randomKeys(200, seed: seed + 100) {
+                #expect(sorted.contains(probe) == expected.contains(probe))
+            }
+        }
+        let one = SortedKeys(one: [9, 9])
+        #expect(Array(one) == [[9, 9]] && one.contains([9, 9]) && !one.contains([9]))
+    }
+}
