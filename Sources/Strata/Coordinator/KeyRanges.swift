@@ -42,20 +42,20 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
     }
 
     /// Appends the range of the keys that start with the bytes `write`
-    /// appends (``KeyRange/init(prefix:)``), written in place.
+    /// appends (``KeyRange/init(prefix:)``), written in place — twice, so
+    /// it must write the same bytes each time: once for the start, and
+    /// once more for the end.
     mutating func appendPrefix(_ write: (inout [UInt8]) -> Void) {
         let start = bytes.count
         write(&bytes)
         let startCount = bytes.count - start
         // The first key after them: trailing 0xFF bytes dropped, the last
         // byte left incremented; none when every byte is 0xFF.
-        var kept = startCount
-        while kept > 0 && bytes[start + kept - 1] == 0xFF { kept -= 1 }
-        if kept > 0 {
-            for i in start..<(start + kept) { bytes.append(bytes[i]) }
-            bytes[bytes.count - 1] += 1
-        }
-        bounds.append(Bounds(start: start, startCount: Int32(startCount), endCount: kept > 0 ? Int32(kept) : -1))
+        write(&bytes)
+        while bytes.count > start + startCount, bytes.last == 0xFF { bytes.removeLast() }
+        let endCount = bytes.count - start - startCount
+        if endCount > 0 { bytes[bytes.count - 1] += 1 }
+        bounds.append(Bounds(start: start, startCount: Int32(startCount), endCount: endCount > 0 ? Int32(endCount) : -1))
     }
 
     /// Range `i`, copied out.

@@ -40,7 +40,9 @@ extension ManagedObjectContext {
         #endif
         // Before the scan: a save after it must keep the scan's rows out of the cache.
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
-        let page = try orderedPage(of: request, keepingRows: true)
+        let page = request.sortDescriptors.isEmpty && request.returnsObjectsAsFaults
+            ? try unorderedPageOfFaults(of: request, cacheEpoch: cacheEpoch)[...]
+            : try orderedPage(of: request, keepingRows: true)
         var objects: [Result] = []
         objects.reserveCapacity(page.count)
         for match in page {
@@ -48,6 +50,33 @@ extension ManagedObjectContext {
         }
         countFetched(objects.count)
         return objects
+    }
+
+    /// The page of a fetch with no order that returns faults: each stored
+    /// row goes to the row cache as it is read (what ``object(for:asFault:cacheEpoch:)``
+    /// would do with it once the page is cut), so no match keeps a copy of
+    /// its record until then — an `IN` of 10,000 keys held 10,000 arrays,
+    /// allocated, retained and freed one by one.
+    private func unorderedPageOfFaults<Result: ManagedObject>(of request: FetchRequest<Result>, cacheEpoch: UInt64) throws(StrataError) -> [FetchMatch] {
+        var page: [FetchMatch] = []
+        var skip = request.fetchOffset
+        let limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
+        try forEachMatch(of: request, rows: .lent, stopAfter: request.pageEnd) { (match, row) throws(StrataError) in
+            if skip > 0 {
+                skip -= 1
+                return
+            }
+            guard page.count < limit else { return }
+            if case .unregistered(let id, _) = match {
+                if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
+                    persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
+                }
+                page.append(.unregistered(id, nil))
+            } else {
+                page.append(match)
+            }
+        }
+        return page
     }
 
     /// The first object of `entity` (whose class is `Result`) that passes
@@ -76,7 +105,9 @@ extension ManagedObjectContext {
         case .registered(let object):
             return object
         case .unregistered(let id, let kept):
-            guard let row = kept else { preconditionFailure("rows are kept for fetch") }
+            // No row kept: a fault whose row went to the cache as it was read
+            // (``unorderedPageOfFaults(of:cacheEpoch:)``).
+            guard let row = kept else { return registeredOrFault(for: id, fetched: true) }
             guard asFault else { return materialize(id, try row.snapshot(), fetched: true) }
             // Filled from the row cache when first used, if it had room.
             if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
