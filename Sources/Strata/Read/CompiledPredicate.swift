@@ -270,8 +270,8 @@ extension PredicateExpressions.SequenceContains: ValueTestConvertible {
 
 /// The constants of an `IN` test, as the predicate lists them, and as a
 /// set built the first time a value is tested against them: a fetch whose
-/// index entries answer the test (``QueryPlan/isExact``) never builds it —
-/// hashing 10,000 strings cost about as much as planning their seeks.
+/// index entries answer the test (``QueryPlan/isExact``) never builds it
+/// (hashing every string of a long list costs as much as planning its seeks).
 ///
 /// `@unchecked Sendable`: `values` never changes; `built` is guarded by `lock`.
 final class ValueList: @unchecked Sendable {

@@ -55,8 +55,8 @@ extension ManagedObjectContext {
     /// The page of a fetch with no order that returns faults: each stored
     /// row goes to the row cache as it is read (what ``object(for:asFault:cacheEpoch:)``
     /// would do with it once the page is cut), so no match keeps a copy of
-    /// its record until then — an `IN` of 10,000 keys held 10,000 arrays,
-    /// allocated, retained and freed one by one.
+    /// its record until then (an array per match, to allocate, touch again
+    /// and free).
     private func unorderedPageOfFaults<Result: ManagedObject>(of request: FetchRequest<Result>, cacheEpoch: UInt64) throws(StrataError) -> [FetchMatch] {
         var page: [FetchMatch] = []
         var skip = request.fetchOffset
@@ -378,6 +378,13 @@ extension ManagedObjectContext {
                         return
                     }
                     fill(object, try row.snapshot())
+                    // Filled with the stored values an exact plan's entry
+                    // selected: a match without judging them again.
+                    if trustsIndex, case .stored = row, !object.flags.contains(.invalidated),
+                       !(includesPending && object.flags.contains(.deleted)) {
+                        try deliver(.registered(object), !includesPending && rows == .lent ? row : nil)
+                        return
+                    }
                 }
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {

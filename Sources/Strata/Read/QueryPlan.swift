@@ -120,14 +120,6 @@ enum QueryPlanner {
         let constants: [PropertyValue]
         /// For `starts(with:)`: the prefix.
         var prefix: String? = nil
-        /// The encodings of ``constants`` once worked out
-        /// (``QueryPlanner/encodings(equalTo:)``), for every index weighed.
-        let encodings = EncodingsOnce()
-
-        /// Planning is on one thread: a term never leaves the planner's call.
-        final class EncodingsOnce {
-            var value: SortedKeys?
-        }
 
         var constant: PropertyValue { constants[0] }
 
@@ -151,6 +143,19 @@ enum QueryPlanner {
             self.comparison = nil
             self.constants = []
             self.prefix = prefix
+        }
+    }
+
+    /// The encodings of terms' constants (``encodings(equalTo:)``), by the
+    /// term's position, worked out once however many indexes are weighed.
+    struct KnownEncodings {
+        private var known: [Int: SortedKeys] = [:]
+
+        mutating func of(_ position: Int, in terms: [Term]) -> SortedKeys {
+            if let encodings = known[position] { return encodings }
+            let encodings = QueryPlanner.encodings(equalTo: terms[position])
+            known[position] = encodings
+            return encodings
         }
     }
 
@@ -198,8 +203,9 @@ enum QueryPlanner {
         var onlyTerms = true
         collect(test, into: &terms, onlyTerms: &onlyTerms)
         var best: (score: Int, plan: QueryPlan)?
+        var known = KnownEncodings()
         for number in entity.indexes.indices {
-            if let candidate = plan(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity), candidate.score > (best?.score ?? 0) {
+            if let candidate = plan(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity, known: &known), candidate.score > (best?.score ?? 0) {
                 best = candidate
             }
         }
@@ -259,14 +265,16 @@ enum QueryPlanner {
 
     /// The ranges of index `number` for `terms`, and how much they narrow
     /// (two per attribute held equal, one for a range); nil when no term applies.
-    private static func plan(index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription) -> (score: Int, plan: QueryPlan)? {
-        planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity).map { ($0.score, $0.plan) }
+    private static func plan(
+        index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription, known: inout KnownEncodings
+    ) -> (score: Int, plan: QueryPlan)? {
+        planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity, known: &known).map { ($0.score, $0.plan) }
     }
 
     /// ``plan(index:terms:onlyTerms:entity:)``, with how many leading
     /// attributes it holds equal and in how many alternative key prefixes.
     private static func planWithShape(
-        index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription
+        index number: Int, terms: [Term], onlyTerms: Bool, entity: EntityDescription, known: inout KnownEncodings
     ) -> (score: Int, plan: QueryPlan, heldEqual: Int, prefixes: Int)? {
         let properties = entity.indexedProperties[number]
         let prefix = IndexKeyCoding.prefix(of: entity, index: number)
@@ -287,8 +295,10 @@ enum QueryPlanner {
         var position = 0
         var startsWithUsed = false
         var leading: QueryPlan.LeadingEquality?
-        while position < properties.count, let term = terms.first(where: { $0.property == properties[position] && $0.comparison == .equal && usable($0, entity) }) {
-            let alternatives = encodings(equalTo: term)
+        while position < properties.count,
+              let t = terms.firstIndex(where: { $0.property == properties[position] && $0.comparison == .equal && usable($0, entity) }) {
+            let term = terms[t]
+            let alternatives = known.of(t, in: terms)
             guard prefixCount * alternatives.count <= maxPrefixes else { break }
             prefixes = allPrefixes()
             tail = alternatives
@@ -393,16 +403,8 @@ enum QueryPlanner {
     }
 
     /// The encodings a stored value equal to one of the term's constants can
-    /// have, ascending, each once. Worked out once per term, however many
-    /// indexes the planner weighs it for.
+    /// have, ascending, each once.
     private static func encodings(equalTo term: Term) -> SortedKeys {
-        if let known = term.encodings.value { return known }
-        let result = computeEncodings(equalTo: term)
-        term.encodings.value = result
-        return result
-    }
-
-    private static func computeEncodings(equalTo term: Term) -> SortedKeys {
         if term.constants.count == 1, case let constant = term.constants[0], constant != .null, !ValueTest.holds(term.null, .equal, constant) {
             return SortedKeys(one: encoding(of: constant))
         }
@@ -449,7 +451,10 @@ extension QueryPlanner {
         var terms: [Term] = []
         var onlyTerms = true
         collect(test, into: &terms, onlyTerms: &onlyTerms)
-        guard let shaped = planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity), shaped.plan.isExact else { return nil }
+        var known = KnownEncodings()
+        guard let shaped = planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity, known: &known), shaped.plan.isExact else {
+            return nil
+        }
         return shaped.plan
     }
 
@@ -482,10 +487,11 @@ extension QueryPlanner {
         if let test { collect(test, into: &terms, onlyTerms: &onlyTerms) }
         let name = entity.properties[property].name + (descending ? " DESC" : "")
         var best: (score: Int, plan: QueryPlan)?
+        var known = KnownEncodings()
         for number in entity.indexes.indices {
             guard let k = entity.indexedProperties[number].firstIndex(of: property) else { continue }
             let index = entity.indexes[number]
-            if let shaped = planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity) {
+            if let shaped = planWithShape(index: number, terms: terms, onlyTerms: onlyTerms, entity: entity, known: &known) {
                 // Sorted by the attribute across the ranges: every attribute
                 // before it held equal, in one prefix.
                 guard shaped.heldEqual >= k, shaped.prefixes == 1, shaped.score > (best?.score ?? -1) else { continue }

@@ -114,14 +114,16 @@ import Musl
 
 extension Array where Element == UInt8 {
     /// `withUnsafeBytes` that keeps a typed error (the standard one is `rethrows`,
-    /// which erases it).
-    @inline(__always)
+    /// which erases it). Inlinable, so that a caller in another module gets
+    /// it specialized: unspecialized, each call looks up its `Result`'s
+    /// metadata at run time.
+    @inlinable
     package func withBytes<T, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> T) throws(E) -> T {
         try withUnsafeBytes { bytes in Result { () throws(E) -> T in try body(bytes) } }.get()
     }
 
-    /// `withUnsafeMutableBytes` that keeps a typed error.
-    @inline(__always)
+    /// `withUnsafeMutableBytes` that keeps a typed error (inlinable, as ``withBytes(_:)``).
+    @inlinable
     package mutating func withMutableBytes<T, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> T) throws(E) -> T {
         try withUnsafeMutableBytes { bytes in Result { () throws(E) -> T in try body(bytes) } }.get()
     }
