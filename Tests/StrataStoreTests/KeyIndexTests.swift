@@ -673,3 +673,56 @@ struct KeyIndexTests {
         }
     }
 }
+
+/// The merge walk over many ranges (`forEach(inRanges:bounds:_:)`, what an
+/// `IN` of many keys reads) against one walk per range from the root.
+@Suite struct KeyIndexRangeWalkTests {
+    /// Keys of 1 to 3 bytes from a small alphabet (so ranges start on keys,
+    /// between keys, and past the last), in trees from one leaf to three levels.
+    @Test(arguments: [(40, UInt64(1)), (3_000, 2), (40_000, 3)])
+    func aMergeWalkVisitsWhatAWalkPerRangeVisits(size: Int, seed: UInt64) {
+        var generator = SeededGenerator(seed: seed)
+        let alphabet: [UInt8] = [0, 1, 2, 0x41, 0x42, 0xFE, 0xFF]
+        func randomKey() -> [UInt8] {
+            (0..<Int.random(in: 1...3, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+        }
+        var index = KeyIndex()
+        for n in 0..<size {
+            // Wider keys too, so that leaves hold many and some ranges span several.
+            index.insert(randomKey() + withUnsafeBytes(of: UInt32(n).bigEndian, Array.init), entry(n))
+        }
+        for trial in 0..<60 {
+            // Ascending, disjoint: sorted distinct cut points, some skipped;
+            // only the last range may have no end.
+            let cuts = Set((0..<Int.random(in: 1...80, using: &generator)).map { _ in randomKey() })
+                .sorted { $0.lexicographicallyPrecedes($1) }
+            var ranges: [(start: [UInt8], end: [UInt8]?)] = []
+            var i = 0
+            while i < cuts.count {
+                let end = i + 1 < cuts.count ? cuts[i + 1] : nil
+                ranges.append((cuts[i], end))
+                i += Int.random(in: 2...3, using: &generator)
+            }
+            var expected: [([UInt8], IndexEntry)] = []
+            for range in ranges {
+                index.forEach(from: range.start) { key, entry in
+                    if let end = range.end, !Array(key).lexicographicallyPrecedes(end) { return false }
+                    expected.append((Array(key), entry))
+                    return true
+                }
+            }
+            let stopAfter = trial % 4 == 1 ? Int.random(in: 0...max(0, expected.count), using: &generator) : Int.max
+            var walked: [([UInt8], IndexEntry)] = []
+            withKeys(ranges.map(\.start)) { starts in
+                withKeys(ranges.map { $0.end ?? [] }) { ends in
+                    index.forEach(inRanges: ranges.count, bounds: { (starts[$0], ranges[$0].end == nil ? nil : ends[$0]) }) { key, entry in
+                        guard walked.count < stopAfter else { return false }
+                        walked.append((Array(key), entry))
+                        return walked.count < stopAfter
+                    }
+                }
+            }
+            #expect(sameContents(walked, Array(expected.prefix(stopAfter))), "size \(size), trial \(trial): \(ranges.count) ranges")
+        }
+    }
+}

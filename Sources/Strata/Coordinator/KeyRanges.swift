@@ -74,15 +74,31 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
     func forEach<E: Error>(
         descending: Bool = false, _ body: (_ start: UnsafeRawBufferPointer, _ end: UnsafeRawBufferPointer?) throws(E) -> Bool
     ) throws(E) -> Bool {
-        try bytes.withBytes { (raw) throws(E) -> Bool in
-            let base = raw.baseAddress
-            for n in bounds.indices {
-                let b = bounds[descending ? bounds.count - 1 - n : n]
-                let start = UnsafeRawBufferPointer(start: base.map { $0 + b.start }, count: Int(b.startCount))
-                let end = b.endCount < 0 ? nil : UnsafeRawBufferPointer(start: base.map { $0 + b.start + Int(b.startCount) }, count: Int(b.endCount))
+        try withBounds { (count, range) throws(E) -> Bool in
+            for n in 0..<count {
+                let (start, end) = range(descending ? count - 1 - n : n)
                 guard try body(start, end) else { return false }
             }
             return true
+        }
+    }
+
+    /// Calls `body` with the number of ranges and a lookup of range `i`'s
+    /// start and end by position, both lent for the call (a merge walk of
+    /// an index reads them as it goes).
+    func withBounds<R, E: Error>(
+        _ body: (_ count: Int, _ range: (Int) -> (start: UnsafeRawBufferPointer, end: UnsafeRawBufferPointer?)) throws(E) -> R
+    ) throws(E) -> R {
+        try bytes.withBytes { (raw) throws(E) -> R in
+            let base = raw.baseAddress
+            return try bounds.withUnsafeBufferPointer { bounds in Result { () throws(E) -> R in
+                try body(bounds.count) { i in
+                    let b = bounds[i]
+                    let start = UnsafeRawBufferPointer(start: base.map { $0 + b.start }, count: Int(b.startCount))
+                    let end = b.endCount < 0 ? nil : UnsafeRawBufferPointer(start: base.map { $0 + b.start + Int(b.startCount) }, count: Int(b.endCount))
+                    return (start, end)
+                }
+            } }.get()
         }
     }
 

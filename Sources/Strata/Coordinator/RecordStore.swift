@@ -105,6 +105,13 @@ final class LogRecordStore: RecordStore {
         try Self.scanning {
             var going = true
             // Index entries carry their meaning in the key: no value is read.
+            if !descending && ranges.count > 1 {
+                // Many ranges (an `IN`): one walk of the index, a merge.
+                try ranges.withBounds { count, range in
+                    try view.forEachKey(inRanges: count, bounds: range) { key in try body(key, get) }
+                }
+                return
+            }
             try ranges.forEach(descending: descending) { start, end in
                 if descending {
                     try view.forEachKeyDescending(fromBytes: start, toBytes: end) { key in

@@ -228,6 +228,60 @@ extension KeyIndex {
         return true
     }
 
+    /// Ranges lent by their position, ascending and disjoint, and the one a
+    /// merge walk (``forEach(_:in:_:)``) is in.
+    struct RangeWalk {
+        let count: Int
+        let bounds: (Int) -> (start: UnsafeRawBufferPointer, end: UnsafeRawBufferPointer?)
+        var current = 0
+
+        /// The start of the range the walk is in.
+        var start: UnsafeRawBufferPointer { bounds(current).start }
+    }
+
+    /// Visits the keys of each of the walk's ranges below `node`, in order;
+    /// false when `body` stopped. A merge: the tree is walked once, left to
+    /// right, and each range's start is sought in the leaf the walk has
+    /// reached, or from the nearest node above it that holds it — not from
+    /// the root, as one walk a range would (an `IN` of sorted keys mostly
+    /// finds the next one in the same leaf).
+    static func forEach(
+        _ node: NodeView, in walk: inout RangeWalk,
+        _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool
+    ) rethrows -> Bool {
+        if node.isLeaf {
+            var j = 0
+            let keys = node.keysBase
+            while walk.current < walk.count {
+                let (start, end) = walk.bounds(walk.current)
+                if let p = start.baseAddress { j = Swift.max(j, node.lowerBound(p, start.count).index) }
+                while j < node.count {
+                    let s = node.start(j)
+                    let key = UnsafeRawBufferPointer(start: keys + s, count: node.end(j) - s)
+                    if let end, compareBytes(key, end) >= 0 { break }
+                    if try !body(key, node.entry(j)) { return false }
+                    j += 1
+                }
+                // The leaf's end: the range may go on in the next one.
+                if j == node.count { return true }
+                walk.current += 1
+            }
+            return true
+        }
+        guard walk.current < walk.count else { return true }
+        func child(holding start: UnsafeRawBufferPointer) -> Int {
+            start.baseAddress.map { node.childIndex($0, start.count) } ?? 0
+        }
+        var c = child(holding: walk.start)
+        while c < node.count {
+            if try !forEach(node.child(c), in: &walk, body) { return false }
+            guard walk.current < walk.count else { return true }
+            // The range it stopped in goes on in the next child, or starts further on.
+            c = Swift.max(c + 1, child(holding: walk.start))
+        }
+        return true
+    }
+
     /// Visits keys < end below `node` in descending order; false when
     /// `body` stopped. A child covers the keys from its separator to the
     /// next one's, so the keys below `end` are in the child `end` would go

@@ -206,6 +206,21 @@ package struct KeyIndex: Sendable {
         }
     }
 
+    /// Visits the keys of `count` ranges — range `i` from `bounds(i).start`
+    /// (inclusive) to `bounds(i).end` (exclusive; nil: no end), ascending
+    /// and disjoint, each lent for the walk — in order, until `body` returns
+    /// false, walking the tree once (``forEach(_:in:_:)``).
+    package func forEach(
+        inRanges count: Int, bounds: (Int) -> (start: UnsafeRawBufferPointer, end: UnsafeRawBufferPointer?),
+        _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool
+    ) rethrows {
+        guard let root, count > 0 else { return }
+        try withoutActuallyEscaping(bounds) { bounds in
+            var walk = RangeWalk(count: count, bounds: bounds)
+            try withExtendedLifetime(root) { _ = try Self.forEach(NodeView(root.node), in: &walk, body) }
+        }
+    }
+
     /// Visits keys < `end` (all keys when nil) in descending order until
     /// `body` returns false. The key buffer is valid only during the call.
     package func forEachDescending(before end: [UInt8]?, _ body: (UnsafeRawBufferPointer, IndexEntry) throws -> Bool) rethrows {

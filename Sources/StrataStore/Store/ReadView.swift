@@ -130,13 +130,23 @@ public struct ReadView: Sendable {
 
     /// ``forEachKey(from:to:_:)`` between lent bounds: a read of many
     /// ranges (an `IN` of thousands of keys) keeps them in one buffer.
-    public func forEachKey(
+    package func forEachKey(
         fromBytes start: UnsafeRawBufferPointer, toBytes end: UnsafeRawBufferPointer?, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
     ) rethrows {
         try index.forEach(fromBytes: start) { key, _ in
             if let end, compareBytes(key, end) >= 0 { return false }
             return try body(key)
         }
+    }
+
+    /// ``forEachKey(from:to:_:)`` for each of `count` ranges, ascending and
+    /// disjoint, their bounds lent by position for the whole call: one walk
+    /// of the index (a merge), not a search from its root per range.
+    package func forEachKey(
+        inRanges count: Int, bounds: (Int) -> (start: UnsafeRawBufferPointer, end: UnsafeRawBufferPointer?),
+        _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
+    ) rethrows {
+        try index.forEach(inRanges: count, bounds: bounds) { key, _ in try body(key) }
     }
 
     /// ``forEachKey(from:to:_:)`` backwards: each key from `start`
@@ -156,7 +166,7 @@ public struct ReadView: Sendable {
     }
 
     /// ``forEachKeyDescending(from:to:_:)`` between lent bounds.
-    public func forEachKeyDescending(
+    package func forEachKeyDescending(
         fromBytes start: UnsafeRawBufferPointer, toBytes end: UnsafeRawBufferPointer?, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
     ) rethrows {
         try index.forEachDescending(beforeBytes: end) { key, _ in
