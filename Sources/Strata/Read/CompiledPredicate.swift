@@ -318,7 +318,7 @@ extension PredicateExpressions.Value: ConstantSequence {
         guard let sequence = value as? any Sequence, !(value is String) else { return nil }
         func values<S: Sequence>(_ sequence: S) -> [PropertyValue]? {
             // An attribute type's elements (`[String]`, `Set<Int>`): the
-            // element type is cast once, not each of 10,000 elements.
+            // element type is cast once, not each element.
             if let type = S.Element.self as? any AttributeValueConvertible.Type {
                 func converted<T: AttributeValueConvertible>(_: T.Type) -> [PropertyValue] {
                     // `T` is `S.Element` itself, opened: the cast reinterprets nothing.
