@@ -1,8 +1,8 @@
 internal import StrataStore
 
 /// Key ranges, ascending and disjoint, their bounds kept one after another
-/// in one buffer: the plan of an `IN` of 10,000 keys holds two arrays, not
-/// 20,000, and reading it retains and frees nothing range by range.
+/// in one buffer: the plan of a long `IN` holds two arrays, not two per
+/// key, and reading it retains and frees nothing range by range.
 struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
     /// Where one range's bounds lie in `bytes`: its start, then, right
     /// after it, its end (`endCount` bytes; -1: no end).

@@ -262,21 +262,19 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The row cache's epoch: read before a scan, handed back to
-    /// ``cacheFetched(_:for:epoch:)``, so that a save in between keeps the
+    /// ``offerFetched(_:epoch:_:)``, so that a save in between keeps the
     /// scan's older snapshots out.
     var rowCacheEpoch: UInt64 { cacheLock.withLock { rowCache.epoch } }
 
-    /// Whether a fetch should offer the row cache `id`'s row: the cache is
-    /// below its budget (a fetch fills it only while it is, never evicting
-    /// for a scan) and does not hold the row already (saves keep what it
-    /// holds current, so decoding the row again would only replace it).
-    func rowCacheWants(_ id: ObjectID) -> Bool {
-        cacheLock.withLock { rowCache.bytes < rowCache.budget && !rowCache.contains(id) }
-    }
-
-    /// Caches a snapshot a fetch read from the store, unless a save came in
-    /// since `epoch` or it does not fit without dropping another.
-    func cacheFetched(_ snapshot: Snapshot, for id: ObjectID, epoch: UInt64) {
+    /// Offers the row cache `id`'s row, which a fetch read from the store:
+    /// decoded (`snapshot`) and cached only while the cache is below its
+    /// budget (a fetch fills it only while it is, never evicting for a
+    /// scan) and does not hold the row already (saves keep what it holds
+    /// current, so decoding the row again would only replace it); dropped
+    /// when a save came in since `epoch` or it does not fit.
+    func offerFetched(_ id: ObjectID, epoch: UInt64, _ snapshot: () throws(StrataError) -> Snapshot) throws(StrataError) {
+        guard cacheLock.withLock({ rowCache.bytes < rowCache.budget && !rowCache.contains(id) }) else { return }
+        let snapshot = try snapshot()
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
             rowCache.insertIfRoom(snapshot, for: id)

@@ -68,9 +68,7 @@ extension ManagedObjectContext {
             }
             guard page.count < limit else { return }
             if case .unregistered(let id, _) = match {
-                if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
-                    persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
-                }
+                if case .stored(let record) = row { try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot) }
                 page.append(.unregistered(id, nil))
             } else {
                 page.append(match)
@@ -110,9 +108,7 @@ extension ManagedObjectContext {
             guard let row = kept else { return registeredOrFault(for: id, fetched: true) }
             guard asFault else { return materialize(id, try row.snapshot(), fetched: true) }
             // Filled from the row cache when first used, if it had room.
-            if case .stored(let record) = row, persistentStoreCoordinator.rowCacheWants(id) {
-                persistentStoreCoordinator.cacheFetched(try record.snapshot(), for: id, epoch: cacheEpoch)
-            }
+            if case .stored(let record) = row { try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot) }
             return registeredOrFault(for: id, fetched: true)
         }
     }

@@ -281,8 +281,8 @@ enum QueryPlanner {
         // Each equal attribute may hold its constant, or be null where a
         // stored null reads as that constant: a set of key prefixes, each
         // of `prefixes` followed by each of `tail` (the last attribute's
-        // alternatives, kept apart: the 10,000 keys of an `IN` are not
-        // copied into 10,000 arrays).
+        // alternatives, kept apart: the keys of a long `IN` are not each
+        // copied into an array of their own).
         var prefixes: [[UInt8]] = [prefix]
         var tail: SortedKeys?
         var prefixCount: Int { prefixes.count * (tail?.count ?? 1) }
