@@ -34,10 +34,13 @@ build: deps
 # same reason they run one at a time: side by side, the synchronous ones
 # (a performAndWait blocks a worker) left the main queue undrained for 60 s
 # in one CI run out of two, and every main-queue test timed out together.
+# A run that hangs is stopped by scripts/watchdog.sh, which prints the stacks
+# of its processes first (the limits are twice a normal run or more; TSan's
+# include its build).
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --filter StrataStoreTests
-	STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --skip-build --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
+	scripts/watchdog.sh 20 $(SWIFT) test --skip-build --filter StrataStoreTests
+	STRATA_CONCURRENCY_DEBUG=1 scripts/watchdog.sh 30 $(SWIFT) test --skip-build --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
 # The whole suite under ThreadSanitizer (its own build folder: a sanitized
 # build cannot share objects with the normal one). The model and crash tests
@@ -46,9 +49,9 @@ test: deps
 # test's block went undrained for 60 s in one CI run, as in `test` before.
 test-tsan: deps
 	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
-		STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
-		$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
-	STRATA_SANITIZED=1 STRATA_CONCURRENCY_DEBUG=1 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
+		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
+	STRATA_SANITIZED=1 STRATA_CONCURRENCY_DEBUG=1 STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
+		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
 # The main job: strata-bench in release mode — main-queue stalls per stack
 # layout beside SQLite (the default scenario), then reads (a lookup among

@@ -26,27 +26,15 @@ public struct ProcessOutput: Sendable {
     public var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
 }
 
-/// Runs `executable` with `arguments` to completion, reading both pipes to
-/// the end before waiting (a full pipe would block the child).
-public func runToCompletion(_ executable: String, _ arguments: [String]) throws -> ProcessOutput {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let group = DispatchGroup()
-    // Written by the reader block only, read only after `group.wait()`.
-    nonisolated(unsafe) var errData = Data()
-    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    group.wait()
-    process.waitUntilExit()
-    return ProcessOutput(status: process.terminationStatus, stdoutData: outData, stderr: String(decoding: errData, as: UTF8.self))
+/// Runs `executable` with `arguments` to completion (``ChildProcess``):
+/// a child still running after `timeout` seconds is killed, and the error
+/// names it.
+public func runToCompletion(_ executable: String, _ arguments: [String], timeout: Double = 300) throws -> ProcessOutput {
+    let result = try ChildProcess.run(executable, arguments, timeout: timeout)
+    return ProcessOutput(status: result.status, stdoutData: result.stdout, stderr: String(decoding: result.stderr, as: UTF8.self))
 }
 
-/// How a crash child's run ended (see ``runCrashChild(_:_:killWhen:)``).
+/// How a crash child's run ended (see ``runCrashChild(_:_:timeout:killWhen:)``).
 public struct CrashChildRun {
     /// The highest `ack N` it printed (0 for none).
     public var highest: Int
@@ -67,11 +55,8 @@ public struct CrashChildRun {
 /// let run = try runCrashChild(child, [store]) { _ in Date() >= deadline }
 /// ```
 public func runCrashChild(
-    _ executable: String, _ arguments: [String], killWhen: (AcknowledgementCollector) -> Bool
+    _ executable: String, _ arguments: [String], timeout: Double = 300, killWhen: (AcknowledgementCollector) -> Bool
 ) throws -> CrashChildRun {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
     // Under ThreadSanitizer, a report is printed unsymbolized, at once:
     // symbolizing starts llvm-symbolizer, and a kill in the meantime left
     // only that helper's dying words ("LLVM ERROR: IO failure on output
@@ -79,54 +64,14 @@ public func runCrashChild(
     // 2026-11-25). Raw addresses at least say what kind of report it was.
     var environment = ProcessInfo.processInfo.environment
     environment["TSAN_OPTIONS"] = [environment["TSAN_OPTIONS"], "symbolize=0"].compactMap { $0 }.joined(separator: ":")
-    process.environment = environment
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
     let acks = AcknowledgementCollector()
+    let run = try ChildProcess.run(
+        executable, arguments, environment: environment, timeout: timeout,
+        onStdout: { acks.consume($0) }, killWhen: { killWhen(acks) })
     let errors = AcknowledgementCollector()
-    try process.run()
-    // Blocking reads on threads of their own, not `readabilityHandler`: on
-    // Linux, installing and tearing down its dispatch read sources, run after
-    // run, corrupts libdispatch's epoll bookkeeping and crashes the manager
-    // thread in `_dispatch_event_loop_drain` (swift-corelibs-libdispatch #949;
-    // seen here once in a ContainerCrashTests run).
-    let outRead = readToEnd(out.fileHandleForReading, into: acks)
-    let errRead = readToEnd(err.fileHandleForReading, into: errors)
-    var killed = false
-    while process.isRunning {
-        if killWhen(acks) {
-            kill(process.processIdentifier, SIGKILL)
-            killed = true
-            break
-        }
-        usleep(2_000)
-    }
-    process.waitUntilExit()
-    outRead.wait()
-    errRead.wait()
-    errors.consume(Data("\n".utf8))
+    errors.consume(run.stderr + Data("\n".utf8))
     let (highest, lines) = acks.snapshot
     return CrashChildRun(
         highest: highest, said: lines + errors.snapshot.errors.filter { !$0.isEmpty },
-        killed: killed && process.terminationReason == .uncaughtSignal, status: process.terminationStatus)
-}
-
-/// Feeds `collector` everything read from `handle` until end of file, on a
-/// thread of its own; the semaphore is signalled at the end.
-private func readToEnd(_ handle: FileHandle, into collector: AcknowledgementCollector) -> DispatchSemaphore {
-    let done = DispatchSemaphore(value: 0)
-    Thread {
-        // `read(2)` returns what the pipe holds now (FileHandle's
-        // `read(upToCount:)` would wait for the whole count); 0 is the end.
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            collector.consume(Data(buffer[..<count]))
-        }
-        done.signal()
-    }.start()
-    return done
+        killed: run.killed && run.signalled, status: run.status)
 }

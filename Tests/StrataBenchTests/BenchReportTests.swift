@@ -8,16 +8,8 @@ private let benchExecutable = builtExecutable(named: "strata-bench")
 /// Runs strata-bench with `arguments`; returns its exit status and stdout.
 private func runBench(_ arguments: [String]) throws -> (status: Int32, stdout: String) {
     let executable = try #require(benchExecutable, "strata-bench was not built beside the tests")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    let result = try runToCompletion(executable, arguments)
+    return (result.status, result.stdout)
 }
 
 private func scratch(_ name: String) -> String {

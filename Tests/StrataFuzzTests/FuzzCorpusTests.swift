@@ -15,16 +15,8 @@ import Testing
     /// Runs `strata-fuzz arguments`; its exit status and output.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let path = try #require(builtExecutable(named: "strata-fuzz"), "strata-fuzz is not built beside the tests")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        let result = try runToCompletion(path, arguments)
+        return (result.status, result.stdout + result.stderr)
     }
 
     @Test func theHarnessKnowsEveryTarget() throws {

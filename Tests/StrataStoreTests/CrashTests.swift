@@ -21,15 +21,9 @@ import Testing
         }
         let dir = ScratchDirectory()
         let store = try StrataStore(directory: dir.store, options: CrashWorkload.options)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: child)
-        process.arguments = [dir.store, "1"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        process.waitUntilExit()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 1)
+        let run = try runToCompletion(child, [dir.store, "1"])
+        let output = run.stdout
+        #expect(run.status == 1)
         #expect(output.contains("StoreError.locked"), "the child said: \(output)")
         #expect(!output.contains("ack"))
         try store.close()
