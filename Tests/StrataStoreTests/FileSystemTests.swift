@@ -158,10 +158,18 @@ struct FileSystemTests {
             let first = try fs.open(path, .createOrOpen)
             let second = try fs.open(path, .createOrOpen)
             defer { try? fs.close(second) }
+            #if os(Linux)
+            #expect(fs.lockHolder(first) == nil, "no lock is held yet")
+            #endif
             try fs.lockExclusive(first)
             let error = #expect(throws: SystemCallError.self) { try fs.lockExclusive(second) }
             #expect(error?.errno == EWOULDBLOCK || error?.errno == EAGAIN)
             #expect(error?.call == "flock")
+            #if os(Linux)
+            // /proc/locks names the holder, through either descriptor of the file.
+            let holder = fs.lockHolder(second)
+            #expect(holder?.pid == getpid() && holder?.isThisProcess == true && holder?.command?.isEmpty == false, "\(String(describing: holder))")
+            #endif
             try fs.close(first)
             try fs.lockExclusive(second)
         }

@@ -106,6 +106,7 @@ final class MemoryFileSystem: FileSystem, @unchecked Sendable {
     }
 
     func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) {}
+    func lockHolder(_ fd: FileDescriptor) -> LockHolder? { nil }
 
     func rename(_ source: String, to destination: String) throws(SystemCallError) {
         try lock.withLock { () throws(SystemCallError) in

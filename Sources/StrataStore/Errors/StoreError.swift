@@ -27,7 +27,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let notAStore = Code(value: .notAStore)
         /// The store was written by a format version this build does not read.
         public static let unsupportedVersion = Code(value: .unsupportedVersion)
-        /// Another process, or another open in this process, holds the store's lock.
+        /// Another process, or another open in this process, holds the store's
+        /// lock. On Linux the message names the holder: its process ID and
+        /// command, or "another open in this process".
         public static let locked = Code(value: .locked)
         /// A checksum or structure check failed; ``StoreError/path`` and
         /// ``StoreError/offset`` say where.

@@ -279,6 +279,8 @@ package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
         try base.lockExclusive(fd)
     }
 
+    package func lockHolder(_ fd: FileDescriptor) -> LockHolder? { base.lockHolder(fd) }
+
     package func rename(_ source: String, to destination: String) throws(SystemCallError) {
         try check(.rename, "\(source) -> \(destination)", errorPath: source)
         try base.rename(source, to: destination)

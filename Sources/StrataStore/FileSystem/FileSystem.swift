@@ -38,6 +38,10 @@ package protocol FileSystem: Sendable {
     func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64
     /// `flock(fd, LOCK_EX | LOCK_NB)`: `EWOULDBLOCK` when another open file holds it.
     func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError)
+    /// The process that holds the `flock` on `fd`'s file, for an error
+    /// message: nil when it cannot be told (no `/proc/locks`, or the lock was
+    /// let go in the meantime). Never fails.
+    func lockHolder(_ fd: FileDescriptor) -> LockHolder?
     /// `rename(2)`: atomically replaces `destination`.
     func rename(_ source: String, to destination: String) throws(SystemCallError)
     /// `unlink(2)`.
@@ -69,6 +73,15 @@ package enum FileOpenMode: Sendable, Hashable {
     case createNew
     /// `O_RDWR | O_CREAT`, mode 0600: opens or creates (used for the lock file).
     case createOrOpen
+}
+
+/// The process holding a lock (``FileSystem/lockHolder(_:)``).
+package struct LockHolder: Sendable, Hashable {
+    package var pid: Int32
+    /// Its command name (`/proc/PID/comm`), when it could be read.
+    package var command: String?
+    /// Whether it is this process (another open of the same file here).
+    package var isThisProcess: Bool
 }
 
 /// What ``FileSystem/status(_:)`` reports.

@@ -31,6 +31,7 @@ extension ForwardingFileSystem {
     package func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) { try base.truncate(fd, to: size) }
     package func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 { try base.size(fd) }
     package func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) { try base.lockExclusive(fd) }
+    package func lockHolder(_ fd: FileDescriptor) -> LockHolder? { base.lockHolder(fd) }
     package func rename(_ source: String, to destination: String) throws(SystemCallError) { try base.rename(source, to: destination) }
     package func remove(_ path: String) throws(SystemCallError) { try base.remove(path) }
     package func makeDirectory(_ path: String) throws(SystemCallError) { try base.makeDirectory(path) }

@@ -118,6 +118,48 @@ package struct POSIXFileSystem: FileSystem {
         _ = try retryingEINTR("flock", nil) { flock(fd.rawValue, LOCK_EX | LOCK_NB) }
     }
 
+    /// The `flock` holder of `fd`'s file, from `/proc/locks`: the line of a
+    /// held (not waited-for) `FLOCK` on the file's device and inode names the
+    /// process that took it. Linux only; nil elsewhere and on any failure.
+    package func lockHolder(_ fd: FileDescriptor) -> LockHolder? {
+        #if os(Linux)
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0, let locks = Self.readWhole("/proc/locks") else { return nil }
+        let device = UInt64(info.st_dev)
+        // The kernel's MAJOR() and MINOR() of a dev_t as glibc encodes it.
+        let major = ((device >> 8) & 0xFFF) | ((device >> 32) & ~UInt64(0xFFF))
+        let minor = (device & 0xFF) | ((device >> 12) & ~UInt64(0xFF))
+        // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"; a waiter's line has "->" after the number.
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", let pid = Int32(fields[4]) else { continue }
+            let file = fields[5].split(separator: ":")
+            guard file.count == 3, UInt64(file[0], radix: 16) == major, UInt64(file[1], radix: 16) == minor,
+                  UInt64(file[2]) == UInt64(info.st_ino) else { continue }
+            let command = Self.readWhole("/proc/\(pid)/comm").map { $0.split(separator: "\n").first.map(String.init) ?? $0 }
+            return LockHolder(pid: pid, command: command, isThisProcess: pid == getpid())
+        }
+        #endif
+        return nil
+    }
+
+    /// A file read to its end, as text: for `/proc` files, whose size
+    /// `fstat` reports as 0. Nil on any failure.
+    private static func readWhole(_ path: String) -> String? {
+        let fd = systemOpen(path, O_RDONLY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return nil }
+        defer { _ = systemClose(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes += chunk[..<count]
+        }
+    }
+
     /// `rename(2)`: atomically replaces `destination` (durable only once the
     /// directory is synced). Fails with `ENOENT` (no source), `EXDEV` (across
     /// file systems), `EISDIR`/`ENOTDIR`/`ENOTEMPTY` (kind mismatch), `ENOSPC`.
@@ -224,4 +266,5 @@ private func fileOffset(_ offset: UInt64, call: String) throws(SystemCallError) 
 // The libc functions whose names ``POSIXFileSystem``'s own methods shadow.
 private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
 private func systemClose(_ fd: Int32) -> Int32 { close(fd) }
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { read(fd, buffer, count) }
 private func systemRename(_ source: String, _ destination: String) -> Int32 { rename(source, destination) }

@@ -90,10 +90,12 @@ enum Recovery {
                     usleep(5_000)
                     continue
                 }
-                try? fs.close(lockFile)
                 if busy {
-                    throw StoreError(.locked, "the store is locked: another process, or another open in this process, is using it", path: lockPath, errno: error.errno)
+                    let holder = fs.lockHolder(lockFile)
+                    try? fs.close(lockFile)
+                    throw StoreError(.locked, lockedMessage(holder), path: lockPath, errno: error.errno)
                 }
+                try? fs.close(lockFile)
                 throw io("cannot lock the store", lockPath, error)
             }
         }
@@ -113,6 +115,15 @@ enum Recovery {
             try? fs.close(lockFile)
             throw error
         }
+    }
+
+    /// Why an open was refused the lock, naming who holds it when that
+    /// can be told.
+    static func lockedMessage(_ holder: LockHolder?) -> String {
+        guard let holder else { return "the store is locked: another process, or another open in this process, is using it" }
+        if holder.isThisProcess { return "the store is locked by another open in this process: close that one first" }
+        let name = holder.command.map { " (\($0))" } ?? ""
+        return "the store is locked by process \(holder.pid)\(name), which has it open"
     }
 
     private static func openLocked(directory: String, options: StoreOptions, names: [String], hasManifest: Bool, lockFile: FileDescriptor) throws(StoreError) -> Opened {
