@@ -133,6 +133,35 @@ import Glibc
         }
     }
 
+    /// A read-only container opens beside one that has the store open for
+    /// writing (an app's `list` command while its import runs): it reads
+    /// what was saved to disk when it opened, and no later save; a new one
+    /// reads those too. A save through the read-only one is a typed error.
+    @Test func aReadOnlyContainerOpensBesideAWriter() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        let writer = try PersistentContainer(name: "Writer", model: Workload.makeModel(), directory: store, options: Workload.options())
+        defer { try? writer.close() }
+        for s in 1...10 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        var options = Workload.options()
+        options.readOnly = true
+        func lastSave(_ container: PersistentContainer) throws -> Int {
+            try container.writerContext.performAndWait { () throws -> Int in
+                try Workload.Checkpoint.first(in: container.writerContext).map { Int($0.lastSave) } ?? -1
+            }
+        }
+        let reader = try PersistentContainer(name: "Reader", model: Workload.makeModel(), directory: store, options: options)
+        defer { try? reader.close() }
+        #expect(try lastSave(reader) == 10)
+        for s in 11...15 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        #expect(try lastSave(reader) == 10, "a read-only open reads the store as it was when it opened")
+        let later = try PersistentContainer(name: "Later", model: Workload.makeModel(), directory: store, options: options)
+        defer { try? later.close() }
+        #expect(try lastSave(later) == 15)
+        #expect(throws: StrataError.self) { try reader.saveAndWait { context in try Workload.applySave(16, in: context) } }
+        #expect(try lastSave(writer) == 15)
+    }
+
     /// Too few file descriptors (`ulimit -n`), in a child process so the test
     /// runner keeps its own: a container that cannot open its files exits
     /// with a one-line error, never a crash; one that can, works.

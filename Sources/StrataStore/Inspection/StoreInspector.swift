@@ -1,13 +1,11 @@
 /// Looks inside a store directory without opening the store and without
 /// changing a byte of it.
 ///
-/// `StrataStore(directory:options:)` with `readOnly` still takes the store's
-/// exclusive lock (so it fails while the application has the store open, and
-/// blocks the application from opening it meanwhile), and a writable open
-/// truncates torn tails, deletes leftovers and starts a new log. The inspector
-/// does none of that: it only lists the directory and reads files, opened
-/// `O_RDONLY`. It never creates, locks, truncates, renames or removes anything
-/// — not even `LOCK`.
+/// A writable `StrataStore(directory:options:)` takes the store's lock,
+/// truncates torn tails, deletes leftovers and starts a new log; a read-only
+/// one builds the whole index. The inspector does none of that: it only
+/// lists the directory and reads files, opened `O_RDONLY`. It never creates,
+/// locks, truncates, renames or removes anything — not even `LOCK`.
 ///
 /// Inspecting a store that another process has open works, and sees the files
 /// as they are at that moment: a batch being appended may show as a torn tail,

@@ -11,7 +11,9 @@ import Musl
 /// Opening a store: lock, manifest, segment footers, log replay.
 ///
 /// 1. Check the directory (create it if allowed) and take `LOCK` with `flock`,
-///    so a second process — or a second open in this one — gets `.locked`.
+///    so a second writer — another process, or another open in this one —
+///    gets `.locked`. A read-only open takes no lock: it opens beside a
+///    writer (``openBesideWriters(directory:options:)``).
 /// 2. Read `MANIFEST`; a directory with files but no manifest is not a store.
 /// 3. Open every segment the manifest names and read its footer (or scan it),
 ///    then merge their key lists into the index: per key the highest sequence
@@ -23,7 +25,8 @@ import Musl
 ///    number, a leftover `MANIFEST.tmp`) and start a new log.
 enum Recovery {
     struct Opened {
-        var lockFile: FileDescriptor
+        /// The held `LOCK` file; nil for a read-only open, which takes no lock.
+        var lockFile: FileDescriptor?
         var report: RecoveryReport
         var index: KeyIndex
         var files: [UInt32: StrataStore.StoredFile]
@@ -74,9 +77,10 @@ enum Recovery {
                 throw StoreError(.notFound, "no store at \(directory) (no MANIFEST)", path: directory)
             }
         }
+        if options.readOnly { return try openBesideWriters(directory: directory, options: options) }
         let lockPath = directory + "/LOCK"
         let lockFile: FileDescriptor
-        do throws(SystemCallError) { lockFile = try fs.open(lockPath, options.readOnly ? .readOnly : .createOrOpen) } catch {
+        do throws(SystemCallError) { lockFile = try fs.open(lockPath, .createOrOpen) } catch {
             throw io("cannot open the store's lock file", lockPath, error)
         }
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, options.lockTimeout) * 1e9)
@@ -107,13 +111,57 @@ enum Recovery {
             let locked: [String]
             do throws(SystemCallError) { locked = try fs.listDirectory(directory) } catch { throw io("cannot list the store directory", directory, error) }
             let hasManifestNow = locked.contains(Manifest.fileName)
-            if !hasManifestNow, options.readOnly || locked.contains(where: { $0 != "LOCK" && $0 != Manifest.temporaryName }) {
+            if !hasManifestNow, locked.contains(where: { $0 != "LOCK" && $0 != Manifest.temporaryName }) {
                 throw StoreError(.notAStore, "\(directory) changed while open waited for its lock and is not a Strata store now", path: directory)
             }
-            return try openLocked(directory: directory, options: options, names: locked, hasManifest: hasManifestNow, lockFile: lockFile)
+            return try openListed(directory: directory, options: options, names: locked, hasManifest: hasManifestNow, lockFile: lockFile)
         } catch {
             try? fs.close(lockFile)
             throw error
+        }
+    }
+
+    /// A read-only open, without the lock: it reads and never writes, so it
+    /// can open beside a process that has the store open for writing (and
+    /// any number of other readers). What it sees is the store at one
+    /// moment: the manifest's segments and the complete batches of the live
+    /// logs (a batch being appended is a torn tail, left out whole).
+    ///
+    /// A writer may flush, compact or rotate its log while this reads: a
+    /// file the manifest it read named is gone by the time it is opened (an
+    /// open file stays readable once unlinked; a not-yet-opened one does not).
+    /// Such an open fails in a way that the directory's listing or the
+    /// manifest explains by having changed: it starts again from the new
+    /// manifest, a few times. A failure over an unchanged directory is the
+    /// store's, and is thrown.
+    private static func openBesideWriters(directory: String, options: StoreOptions) throws(StoreError) -> Opened {
+        let fs = options.fileSystem
+        let manifestPath = directory + "/" + Manifest.fileName
+        func state() -> (names: [String], manifest: [UInt8]?)? {
+            guard let names = try? fs.listDirectory(directory) else { return nil }
+            return (names.sorted(), try? fs.readFile(manifestPath))
+        }
+        var attempt = 0
+        while true {
+            let before = state()
+            do throws(StoreError) {
+                let names: [String]
+                do throws(SystemCallError) { names = try fs.listDirectory(directory) } catch {
+                    throw StoreError(.ioFailure, "cannot list the store directory", path: directory, errno: error.errno, cause: error)
+                }
+                guard names.contains(Manifest.fileName) else {
+                    throw StoreError(.notAStore, "\(directory) changed while it was being opened and is not a Strata store now", path: directory)
+                }
+                var opened = try openListed(directory: directory, options: options, names: names, hasManifest: true, lockFile: nil)
+                opened.report.restartsBesideWriter = attempt
+                return opened
+            } catch {
+                attempt += 1
+                guard attempt < 8, let before, let after = state(), after.names != before.names || after.manifest != before.manifest else {
+                    throw error
+                }
+                usleep(UInt32(1_000 * attempt))
+            }
         }
     }
 
@@ -126,7 +174,9 @@ enum Recovery {
         return "the store is locked by process \(holder.pid)\(name), which has it open"
     }
 
-    private static func openLocked(directory: String, options: StoreOptions, names: [String], hasManifest: Bool, lockFile: FileDescriptor) throws(StoreError) -> Opened {
+    /// Steps 2–5, over the directory's files as `names` lists them; the
+    /// lock is held (`lockFile`), or the open is read-only and takes none.
+    private static func openListed(directory: String, options: StoreOptions, names: [String], hasManifest: Bool, lockFile: FileDescriptor?) throws(StoreError) -> Opened {
         let fs = options.fileSystem
         var report = RecoveryReport()
         func io(_ what: String, _ path: String, _ error: SystemCallError) -> StoreError {

@@ -36,7 +36,11 @@ public struct StoreOptions: Sendable {
     /// Create the directory and an empty store when there is none. Default true.
     public var createIfMissing = true
     /// Open without writing anything: no log replay side effects, no new files,
-    /// writes throw `.readOnly`. The store's lock is still taken.
+    /// writes throw `.readOnly`. No lock is taken, so a read-only open works
+    /// while another process (or another open in this one) has the store open
+    /// for writing, and sees the store as it was at that moment: the batches
+    /// acknowledged by then, each whole. It does not follow later writes;
+    /// open again to see them.
     public var readOnly = false
     /// What to do with a damaged log. Default `.pointInTime`.
     public var recovery: RecoveryMode = .pointInTime

@@ -175,7 +175,7 @@ extension StrataStore {
             index = KeyIndex()
             files = [:]
         }
-        try? fileSystem.close(lockFile)
+        if let lockFile { try? fileSystem.close(lockFile) }
         if let firstError { throw firstError }
     }
 }

@@ -45,7 +45,8 @@ public final class StrataStore: @unchecked Sendable {
 
     let fileSystem: any FileSystem
     let cache: BlockCache
-    let lockFile: FileDescriptor
+    /// The held `LOCK` file; nil when read-only (no lock is taken).
+    let lockFile: FileDescriptor?
 
     // MARK: State shared with readers — guarded by `state`.
     //
@@ -278,6 +279,10 @@ public struct RecoveryReport: Sendable, Equatable {
     /// Whether the index was loaded from the index checkpoint the last
     /// close saved, or built from the segments' footers, and why.
     public var indexCheckpoint = IndexCheckpointUse.absent
+    /// A read-only open: how many times it started again because a writer
+    /// flushed, compacted or rotated its log while it read (see
+    /// ``StoreOptions/readOnly``).
+    public var restartsBesideWriter = 0
     /// A report with every count zero: nothing replayed or repaired.
     public init() {}
 }
