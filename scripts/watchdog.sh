@@ -12,9 +12,18 @@ set -u
 minutes=$1
 shift
 
+# The processes whose parent is $1, and theirs, and so on (ps where it is
+# installed; /proc otherwise).
+children() {
+    if command -v ps > /dev/null; then
+        ps -o pid= --ppid "$1" 2>/dev/null
+    else
+        grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3
+    fi
+}
 descendants() {
     local child
-    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    for child in $(children "$1"); do
         echo "$child"
         descendants "$child"
     done
@@ -26,8 +35,12 @@ rm -f "$fired"
 command_pid=$!
 
 (
-    # Its own stdio closed: a sleep left behind must not hold the caller's pipes open.
-    sleep $((minutes * 60)) < /dev/null > /dev/null 2>&1
+    # Stopped (TERM) when the command ends first, with its sleep: nothing is
+    # left behind holding the caller's pipes open.
+    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+    sleep $((minutes * 60)) < /dev/null > /dev/null 2>&1 &
+    sleeper=$!
+    wait "$sleeper"
     kill -0 "$command_pid" 2>/dev/null || exit 0
     touch "$fired"
     processes="$command_pid $(descendants "$command_pid")"
@@ -57,7 +70,6 @@ if [ -e "$fired" ]; then
     rm -f "$fired"
     exit 124
 fi
-pkill -P "$watchdog_pid" sleep 2>/dev/null
 kill "$watchdog_pid" 2>/dev/null
 wait "$watchdog_pid" 2>/dev/null
 exit "$status"
