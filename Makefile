@@ -49,7 +49,7 @@ test: deps
 # test's block went undrained for 60 s in one CI run, as in `test` before.
 test-tsan: deps
 	STRATA_MODEL_OPERATIONS=$${STRATA_MODEL_OPERATIONS:-20000} STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-6} \
-		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
+		STRATA_READER_BATCHES=$${STRATA_READER_BATCHES:-300} scripts/watchdog.sh 50 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter StrataStoreTests
 	STRATA_SANITIZED=1 STRATA_CONCURRENCY_DEBUG=1 STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
 		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
