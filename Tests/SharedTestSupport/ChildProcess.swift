@@ -13,12 +13,9 @@ import Darwin
 /// child the descriptors it found open before the spawn; one opened in
 /// between goes through), and its `waitUntilExit()` waits on a run loop fed by a
 /// signal source; swift-corelibs-foundation's users report hangs of both
-/// kinds. A CI run hung among the tests that started children that way
-/// (eleven fuzz-corpus children at once among them), past the run's time
-/// limit, with nothing in the log to say where. Here every pipe is
-/// close-on-exec, one thread reads both pipes and reaps the child, and every
-/// run has a deadline: a stuck child is killed and named in the error the
-/// test fails with.
+/// kinds. Here every pipe is close-on-exec, one thread reads both pipes and
+/// reaps the child, and every run has a deadline: a stuck child is killed
+/// and named in the error the test fails with.
 public enum ChildProcess {
     /// How a child's run ended.
     public struct Result: Sendable {

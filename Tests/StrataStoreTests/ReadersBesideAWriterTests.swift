@@ -76,7 +76,7 @@ import Testing
         var opens = 0, restarts = 0, previous = -1
         var problems: [String] = []
         // At most 200 opens: under ThreadSanitizer each one takes long, and
-        // the writer is done before 200 here (about 70 over 1,500 batches).
+        // the writer is usually done well before.
         while (!done.isRaised || opens < 5) && opens < 200 {
             let reader: StrataStore
             do { reader = try StrataStore(directory: dir.store, options: readOnly) } catch {

@@ -137,29 +137,25 @@ enum Recovery {
     private static func openBesideWriters(directory: String, options: StoreOptions) throws(StoreError) -> Opened {
         let fs = options.fileSystem
         let manifestPath = directory + "/" + Manifest.fileName
-        func state() -> (names: [String], manifest: [UInt8]?)? {
-            guard let names = try? fs.listDirectory(directory) else { return nil }
-            return (names.sorted(), try? fs.readFile(manifestPath))
-        }
+        func manifestBytes() -> [UInt8]? { try? fs.readFile(manifestPath) }
         var attempt = 0
         while true {
-            let before = state()
+            let names: [String]
+            do throws(SystemCallError) { names = try fs.listDirectory(directory) } catch {
+                throw StoreError(.ioFailure, "cannot list the store directory", path: directory, errno: error.errno, cause: error)
+            }
+            guard names.contains(Manifest.fileName) else {
+                throw StoreError(.notAStore, "\(directory) changed while it was being opened and is not a Strata store now", path: directory)
+            }
+            let manifest = manifestBytes()
             do throws(StoreError) {
-                let names: [String]
-                do throws(SystemCallError) { names = try fs.listDirectory(directory) } catch {
-                    throw StoreError(.ioFailure, "cannot list the store directory", path: directory, errno: error.errno, cause: error)
-                }
-                guard names.contains(Manifest.fileName) else {
-                    throw StoreError(.notAStore, "\(directory) changed while it was being opened and is not a Strata store now", path: directory)
-                }
                 var opened = try openListed(directory: directory, options: options, names: names, hasManifest: true, lockFile: nil)
                 opened.report.restartsBesideWriter = attempt
                 return opened
             } catch {
                 attempt += 1
-                guard attempt < 8, let before, let after = state(), after.names != before.names || after.manifest != before.manifest else {
-                    throw error
-                }
+                guard attempt < 8, let now = try? fs.listDirectory(directory),
+                      now.sorted() != names.sorted() || manifestBytes() != manifest else { throw error }
                 usleep(UInt32(1_000 * attempt))
             }
         }
