@@ -25,10 +25,78 @@ internal import StrataStore
 ///
 /// Guarded by the owning context's queue, as the context's other tables.
 struct PendingKeyIndex {
+    /// The objects keyed by one (entity, attribute).
     private struct Table {
-        var byKey: [[UInt8]: Set<ObjectID>] = [:]
+        let entity: UInt16
+        let property: Int
+        var byKey: [[UInt8]: Holders] = [:]
         /// Each object's value when it was keyed, and its key.
         var keyOf: [ObjectID: Keyed] = [:]
+
+        init(entity: UInt16, property: Int) {
+            self.entity = entity
+            self.property = property
+        }
+
+        mutating func add(_ id: ObjectID, _ keyed: Keyed) {
+            keyOf[id] = keyed
+            byKey[keyed.key, default: .none].insert(id)
+        }
+
+        mutating func remove(_ id: ObjectID, from key: [UInt8]) {
+            guard var holders = byKey.removeValue(forKey: key) else { return }
+            holders.remove(id)
+            if !holders.isEmpty { byKey[key] = holders }
+        }
+
+        mutating func removeAll() {
+            byKey.removeAll(keepingCapacity: true)
+            keyOf.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// The objects holding one key: mostly one (a key an import looks up
+    /// is mostly unique), kept without a set of its own.
+    private enum Holders {
+        case none
+        case one(ObjectID)
+        case many(Set<ObjectID>)
+
+        var isEmpty: Bool {
+            if case .none = self { return true }
+            return false
+        }
+
+        mutating func insert(_ id: ObjectID) {
+            switch self {
+            case .none: self = .one(id)
+            case .one(let other) where other != id: self = .many([other, id])
+            case .one: break
+            case .many(var ids):
+                self = .none
+                ids.insert(id)
+                self = .many(ids)
+            }
+        }
+
+        mutating func remove(_ id: ObjectID) {
+            switch self {
+            case .none: break
+            case .one(let other): if other == id { self = .none }
+            case .many(var ids):
+                self = .none
+                ids.remove(id)
+                self = ids.count == 1 ? .one(ids.first!) : ids.isEmpty ? .none : .many(ids)
+            }
+        }
+
+        func forEach(_ body: (ObjectID) -> Void) {
+            switch self {
+            case .none: break
+            case .one(let id): body(id)
+            case .many(let ids): for id in ids { body(id) }
+            }
+        }
     }
 
     private struct Keyed {
@@ -43,8 +111,9 @@ struct PendingKeyIndex {
         }
     }
 
-    /// By entity (``EntityDescription/index``), then by property index.
-    private var tables: [UInt16: [Int: Table]] = [:]
+    /// One per (entity, attribute) looked up so far: a few, searched in
+    /// turn (cheaper than hashing the pair at every change).
+    private var tables: [Table] = []
     /// Objects changed since the tables were last brought up to date.
     private var dirty: [ObjectID] = []
 
@@ -67,37 +136,33 @@ struct PendingKeyIndex {
         if context.inserted.isEmpty && context.updated.isEmpty {
             // Emptied in place, once (the next batch of changes fills them
             // again); a re-import that changes nothing asks here every time.
-            if tables.values.contains(where: { $0.values.contains { !$0.keyOf.isEmpty } }) {
-                for entity in Array(tables.keys) {
-                    for property in Array(tables[entity]!.keys) {
-                        tables[entity]![property]!.byKey.removeAll(keepingCapacity: true)
-                        tables[entity]![property]!.keyOf.removeAll(keepingCapacity: true)
-                    }
-                }
-            }
+            for t in tables.indices where !tables[t].keyOf.isEmpty { tables[t].removeAll() }
             dirty.removeAll(keepingCapacity: true)
             return []
         }
         bringUpToDate(context)
         let tracked = context.inserted.count + context.updated.count
-        if let table = tables[entity.index]?[property], table.keyOf.count <= 2 * tracked + 256 {
-            // (Beyond twice what is tracked, most entries are claims of
-            // objects gone since: built afresh below.)
+        let t: Int
+        if let found = tables.firstIndex(where: { $0.entity == entity.index && $0.property == property }) {
+            t = found
+            // Beyond twice what is tracked, most entries are claims of
+            // objects gone since: built afresh.
+            if tables[t].keyOf.count > 2 * tracked + 256 { tables[t] = Self.build(entity, property, context) }
         } else {
-            tables[entity.index, default: [:]][property] = Self.build(entity, property, context)
+            t = tables.count
+            tables.append(Self.build(entity, property, context))
         }
-        let table = tables[entity.index]![property]!
         var found: [ManagedObject] = []
-        func add(_ ids: Set<ObjectID>) {
-            for id in ids {
+        func add(_ holders: Holders) {
+            holders.forEach { id in
                 if let object = Self.tracked(id, in: context) { found.append(object) }
             }
         }
-        if keys.count <= table.byKey.count {
-            for key in keys { if let ids = table.byKey[key] { add(ids) } }
+        if keys.count <= tables[t].byKey.count {
+            for key in keys { if let holders = tables[t].byKey[key] { add(holders) } }
         } else {
             // Fewer keys pending than asked for: each pending key sought among the asked.
-            for (key, ids) in table.byKey where leading.contains(key) { add(ids) }
+            for (key, holders) in tables[t].byKey where leading.contains(key) { add(holders) }
         }
         return found
     }
@@ -110,12 +175,13 @@ struct PendingKeyIndex {
         return nil
     }
 
-    /// Whether `a` and `b` certainly have one key: the same string bytes
-    /// (`==` holds for canonically equivalent strings, whose bytes differ),
-    /// the same integer or flag. Anything else is encoded and compared.
+    /// Whether `a` and `b` certainly have one key: strings equal under
+    /// `==` (canonical equivalence, which is what the key's canonical
+    /// composition keeps), the same integer or flag. Anything else is
+    /// encoded and compared.
     private static func encodesAlike(_ a: PropertyValue, _ b: PropertyValue) -> Bool {
         switch (a, b) {
-        case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)
+        case (.string(let x), .string(let y)): return x == y
         case (.integer(let x), .integer(let y)): return x == y
         case (.bool(let x), .bool(let y)): return x == y
         case (.null, .null): return true
@@ -124,12 +190,10 @@ struct PendingKeyIndex {
     }
 
     private static func build(_ entity: EntityDescription, _ property: Int, _ context: ManagedObjectContext) -> Table {
-        var table = Table()
+        var table = Table(entity: entity.index, property: property)
         func add(_ object: ManagedObject) {
             guard object.entity === entity, !object.flags.contains(.deleted) else { return }
-            let keyed = Keyed(object.values[property])
-            table.keyOf[object.objectID] = keyed
-            table.byKey[keyed.key, default: []].insert(object.objectID)
+            table.add(object.objectID, Keyed(object.values[property]))
         }
         for object in context.inserted.values { add(object) }
         for object in context.updated.values { add(object) }
@@ -141,24 +205,22 @@ struct PendingKeyIndex {
         guard !dirty.isEmpty else { return }
         for id in dirty {
             let entity = id.entity.index
-            // (An array: a view of the keys would share the table's storage,
-            // and the first write below would copy it whole.)
-            guard let properties = tables[entity].map({ Array($0.keys) }) else { continue }
-            let object = Self.tracked(id, in: context)
-            for property in properties {
-                // In place: a copy of a table per change would copy it whole.
-                let old = tables[entity]![property]!.keyOf[id]
+            var object: ManagedObject??
+            for t in tables.indices where tables[t].entity == entity {
+                if object == nil { object = .some(Self.tracked(id, in: context)) }
+                let current = object!
+                let property = tables[t].property
+                let old = tables[t].keyOf[id]
                 // Most changes leave the looked-up attribute as it was: its
                 // value is compared, not encoded again.
-                if let object, let old, Self.encodesAlike(object.values[property], old.value) { continue }
-                if old == nil && object == nil { continue }
-                let new = object.map { Keyed($0.values[property]) }
-                if let old {
-                    tables[entity]![property]!.byKey[old.key]?.remove(id)
-                    if tables[entity]![property]!.byKey[old.key]?.isEmpty == true { tables[entity]![property]!.byKey[old.key] = nil }
+                if let current, let old, Self.encodesAlike(current.values[property], old.value) { continue }
+                if old == nil && current == nil { continue }
+                if let old { tables[t].remove(id, from: old.key) }
+                if let current {
+                    tables[t].add(id, Keyed(current.values[property]))
+                } else {
+                    tables[t].keyOf[id] = nil
                 }
-                tables[entity]![property]!.keyOf[id] = new
-                if let new { tables[entity]![property]!.byKey[new.key, default: []].insert(id) }
             }
         }
         dirty.removeAll(keepingCapacity: true)

@@ -122,8 +122,14 @@ enum IndexKeyCoding {
     /// (most of a lookup by a key with an accent in it).
     @inline(__always)
     static func isComposed(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
-        // Below U+0300: one byte, or a two-byte sequence led by C2…CB.
-        utf8.allSatisfy { $0 < 0xC0 || ($0 >= 0xC2 && $0 <= 0xCB) }
+        utf8.allSatisfy(isComposedByte)
+    }
+
+    /// Whether `byte` can be part of a scalar below U+0300: one byte, or a
+    /// two-byte sequence led by C2…CB (``isComposed(_:)``).
+    @inline(__always)
+    private static func isComposedByte(_ byte: UInt8) -> Bool {
+        byte < 0xC0 || (byte >= 0xC2 && byte <= 0xCB)
     }
 
     /// `canonicalUTF8(s)`, escaped: a string already composed (ASCII, the
@@ -131,8 +137,20 @@ enum IndexKeyCoding {
     private static func appendString(_ s: String, to key: inout [UInt8]) {
         var s = s
         let appended = s.withUTF8 { utf8 -> Bool in
-            guard isComposed(utf8) else { return false }
-            appendEscaped(utf8, to: &key)
+            // One pass for both questions: composed as it stands, and
+            // holding a zero byte to escape.
+            var zero = false
+            for byte in utf8 {
+                guard isComposedByte(byte) else { return false }
+                zero = zero || byte == 0
+            }
+            if zero {
+                appendEscaped(utf8, to: &key)
+            } else {
+                key.append(contentsOf: utf8)
+                key.append(0)
+                key.append(0)
+            }
             return true
         }
         if !appended { appendEscaped(canonicalUTF8(s), to: &key) }

@@ -433,6 +433,8 @@ enum QueryPlanner {
 
     private static func encoding(of value: PropertyValue) -> [UInt8] {
         var bytes: [UInt8] = []
+        // One allocation: a string's bytes, its tag and its end (escapes aside).
+        if case .string(let string) = value { bytes.reserveCapacity(string.utf8.count + 3) }
         IndexKeyCoding.appendValue(value, to: &bytes)
         return bytes
     }
