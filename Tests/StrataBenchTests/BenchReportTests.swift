@@ -303,4 +303,20 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             #expect(try number(page["sqliteMs"], "sqliteMs") > 0)
         }
     }
+
+    /// `follow` with two reader processes of each engine: every reader saw
+    /// every save (a reader that missed one fails the command), and the
+    /// table has its six runs, each with a rate, the runs with readers with
+    /// latencies.
+    @Test func followRunsReaderProcesses() throws {
+        let run = try runBench(["follow", "--saves", "60", "--readers", "2", "--interval", "1"])
+        #expect(run.status == 0, "\(run.stdout)")
+        let rows = run.stdout.split(separator: "\n").filter { $0.hasPrefix("Strata, ") || $0.hasPrefix("SQLite, ") }
+        #expect(rows.count == 6, "\(run.stdout)")
+        for row in rows where row.contains("readers") {
+            let cells = row.split(separator: " ", omittingEmptySubsequences: true)
+            #expect(!cells.contains("-"), "a run with readers has every figure: \(row)")
+        }
+        #expect(run.stdout.contains("Strata writer with 2 readers following"))
+    }
 }

@@ -43,36 +43,14 @@ import Testing
     /// and "last" never goes back from one open to the next.
     @Test func readersBesideAFlushingCompactingWriterSeeWholeBatchesAsOfTheirOpen() throws {
         let dir = ScratchDirectory()
-        var options = smallOptions()
-        options.logSizeLimit = 8 << 10
-        options.segmentSizeLimit = 16 << 10
-        var readOnly = options
-        readOnly.readOnly = true
+        let (options, readOnly) = Self.busyWriterOptions()
         let writer = try StrataStore(directory: dir.store, options: options)
         try writer.put("last", "-1")
-        // Fewer under ThreadSanitizer (`make test-tsan` sets it), where each
-        // batch, flush and open is many times slower.
-        let batches = Int(ProcessInfo.processInfo.environment["STRATA_READER_BATCHES"] ?? "") ?? 1_500
-        let done = Flag()
-        let failure = ErrorBox()
-        // A thread of its own: the reader loop below never suspends, and a
-        // task could wait behind it (and behind other tests) for a thread.
-        let writing = Thread {
-            defer { done.raise() }
-            do {
-                for i in 0..<batches {
-                    var batch = WriteBatch()
-                    batch.put(Array("k\(i % Self.keys)".utf8), Array("v\(i)".utf8))
-                    batch.put(Array("last".utf8), Array("\(i)".utf8))
-                    _ = try writer.write(batch)
-                    if i % 25 == 24 { try writer.flush() }
-                    if i % 200 == 199 { try writer.compact() }
-                }
-            } catch {
-                failure.record(error)
-            }
+        let batches = Self.batches
+        let (done, failure) = Self.write(batches, to: writer) { i, batch in
+            batch.put(Array("k\(i % Self.keys)".utf8), Array("v\(i)".utf8))
+            batch.put(Array("last".utf8), Array("\(i)".utf8))
         }
-        writing.start()
         var opens = 0, restarts = 0, previous = -1
         var problems: [String] = []
         // At most 200 opens: under ThreadSanitizer each one takes long, and
@@ -103,9 +81,144 @@ import Testing
     }
 }
 
+extension ReadersBesideAWriterTests {
+    /// Batches a busy writer commits: fewer under ThreadSanitizer (`make
+    /// test-tsan` sets it), where each batch, flush and open is many times slower.
+    static var batches: Int { Int(ProcessInfo.processInfo.environment["STRATA_READER_BATCHES"] ?? "") ?? 1_500 }
+
+    /// Options that make a writer flush and compact often, and the same read-only.
+    static func busyWriterOptions() -> (writer: StoreOptions, reader: StoreOptions) {
+        var options = smallOptions()
+        options.logSizeLimit = 8 << 10
+        options.segmentSizeLimit = 16 << 10
+        var readOnly = options
+        readOnly.readOnly = true
+        return (options, readOnly)
+    }
+
+    /// Commits `count` batches that `fill` makes to `writer`, flushing every
+    /// 25 and compacting every 200, on a thread of its own: a reader loop
+    /// that never suspends could otherwise keep a task waiting (behind it
+    /// and other tests) for a thread. The flag rises when it is done.
+    static func write(_ count: Int, to writer: StrataStore, _ fill: @escaping @Sendable (Int, inout WriteBatch) -> Void) -> (Flag, ErrorBox) {
+        let done = Flag()
+        let failure = ErrorBox()
+        let writing = Thread {
+            defer { done.raise() }
+            do {
+                for i in 0..<count {
+                    var batch = WriteBatch()
+                    fill(i, &batch)
+                    _ = try writer.write(batch)
+                    if i % 25 == 24 { try writer.flush() }
+                    if i % 200 == 199 { try writer.compact() }
+                }
+            } catch {
+                failure.record(error)
+            }
+        }
+        writing.start()
+        return (done, failure)
+    }
+
+    /// What batch `i` of the catch-up test writes: key `i % keys` and
+    /// "last", and every fifth batch deletes another key.
+    static func followedBatch(_ i: Int) -> (puts: [(String, String)], delete: String?) {
+        ([("k\(i % keys)", "v\(i)"), ("last", "\(i)")], i % 5 == 0 ? "k\((i * 7 + 3) % keys)" : nil)
+    }
+
+    /// Every key's value after batches 0...last.
+    static func followedState(after last: Int) -> [String: String] {
+        var state = ["last": "-1"]
+        if last >= 0 {
+            for i in 0...last {
+                let batch = followedBatch(i)
+                for (key, value) in batch.puts { state[key] = value }
+                if let delete = batch.delete { state[delete] = nil }
+            }
+        }
+        return state
+    }
+
+    /// A read-only store follows a writer that flushes every 25 batches
+    /// and compacts every 200, by `catchUp()` in a loop: after every call
+    /// it holds exactly the store as of its "last" batch (never part of a
+    /// batch, never a key from a later one, deleted keys gone), "last"
+    /// never goes back, and the keys whose values changed are among the
+    /// keys it reports (every key the batches touched, when it read on in
+    /// the log rather than reopening). Without catch-up the reader would
+    /// stay at the batch it opened with.
+    @Test func aReaderCatchesUpWithAFlushingCompactingWriter() throws {
+        let dir = ScratchDirectory()
+        let (options, readOnly) = Self.busyWriterOptions()
+        let writer = try StrataStore(directory: dir.store, options: options)
+        try writer.put("last", "-1")
+        let reader = try StrataStore(directory: dir.store, options: readOnly)
+        let batches = Self.batches
+        let (done, failure) = Self.write(batches, to: writer) { i, batch in
+            let planned = Self.followedBatch(i)
+            for (key, value) in planned.puts { batch.put(Array(key.utf8), Array(value.utf8)) }
+            if let delete = planned.delete { batch.delete(Array(delete.utf8)) }
+        }
+        var calls = 0, readOns = 0, reopens = 0, previous = -1
+        var problems: [String] = []
+        var finalRound = false
+        while problems.count <= 5 {
+            let caughtUp: StoreCatchUp
+            do { caughtUp = try reader.catchUp() } catch {
+                problems.append("catch-up \(calls): \(error)")
+                break
+            }
+            calls += 1
+            if caughtUp.changed { if caughtUp.reopened { reopens += 1 } else { readOns += 1 } }
+            let last = Int(try reader.string("last") ?? "") ?? -2
+            if last < previous { problems.append("catch-up \(calls): last went back from \(previous) to \(last)") }
+            let before = Self.followedState(after: previous), now = Self.followedState(after: last)
+            let stored = try reader.scan(prefix: []).map { (String(decoding: $0.key, as: UTF8.self), String(decoding: $0.value, as: UTF8.self)) }
+            if Dictionary(uniqueKeysWithValues: stored) != now {
+                problems.append("catch-up \(calls) at batch \(last): the reader holds \(stored.count) keys, not the \(now.count) of that batch, or other values")
+            }
+            let reported = Set(caughtUp.changedKeys.map { String(decoding: $0, as: UTF8.self) })
+            for key in Set(before.keys).union(now.keys) where before[key] != now[key] && !reported.contains(key) {
+                problems.append("catch-up \(calls) from batch \(previous) to \(last): \(key) changed but was not reported")
+            }
+            if !caughtUp.reopened, last > previous {
+                for i in (previous + 1)...last {
+                    let batch = Self.followedBatch(i)
+                    for key in batch.puts.map(\.0) + (batch.delete.map { [$0] } ?? []) where !reported.contains(key) {
+                        problems.append("catch-up \(calls): batch \(i) wrote \(key), which the log's read-on did not report")
+                    }
+                }
+            }
+            previous = last
+            if finalRound { break }
+            if done.isRaised { finalRound = true }
+        }
+        while !done.isRaised { usleep(1_000) }
+        try writer.close()
+        #expect(failure.error == nil, "the writer failed: \(String(describing: failure.error))")
+        // One more after the writer closed (its close flushed): all of it.
+        _ = try reader.catchUp()
+        #expect(try reader.string("last") == "\(batches - 1)")
+        try reader.close()
+        print("a reader following a writer: \(calls) catch-ups over \(batches) batches, \(readOns) read on in the log, \(reopens) reopened")
+        #expect(problems.isEmpty, "\(problems.prefix(5))")
+        #expect(readOns > 0 && reopens > 0, "both ways of catching up were taken")
+        #expect(previous == batches - 1)
+    }
+
+    /// `catchUp()` on a store open for writing is a typed error, not a no-op.
+    @Test func catchingUpIsForReadOnlyStores() throws {
+        let dir = ScratchDirectory()
+        let writer = try StrataStore(directory: dir.store, options: smallOptions())
+        #expect { try writer.catchUp() } throws: { ($0 as? StoreError)?.code == .invalidArgument }
+        try writer.close()
+    }
+}
+
 /// The error a thread ran into, for the test to report.
 /// `@unchecked Sendable`: `stored` is guarded by `lock`.
-private final class ErrorBox: @unchecked Sendable {
+final class ErrorBox: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: (any Error)?
     func record(_ error: any Error) { lock.withLock { stored = error } }
@@ -114,7 +227,7 @@ private final class ErrorBox: @unchecked Sendable {
 
 /// A flag one thread raises and another reads.
 /// `@unchecked Sendable`: `raised` is guarded by `lock`.
-private final class Flag: @unchecked Sendable {
+final class Flag: @unchecked Sendable {
     private let lock = NSLock()
     private var raised = false
     func raise() { lock.withLock { raised = true } }

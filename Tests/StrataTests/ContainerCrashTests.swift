@@ -189,7 +189,12 @@ import Testing
         let container = try PersistentContainer(
             name: "CrashCheck", model: model, directory: store, options: Workload.options())
         defer { try? container.coordinator.close() }
-        let context = container.writerContext
+        return try readGraph(in: container.writerContext)
+    }
+
+    /// The graph as `context` sees it.
+    static func readGraph(in context: ManagedObjectContext) throws -> FoundGraph {
+        typealias Workload = ContainerCrashWorkload
         return try context.performAndWait { () throws -> FoundGraph in
             var graph = FoundGraph()
             graph.lastSave = Int(try Workload.Checkpoint.first(in: context)?.lastSave ?? 0)

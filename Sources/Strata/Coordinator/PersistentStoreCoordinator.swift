@@ -33,6 +33,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     public let rowCacheBudget: Int
 
     let saveLock = Lock()
+    /// Held by ``catchUpWithStore()`` throughout: one catch-up at a time,
+    /// its merges queued in order. Taken before `lock` and `cacheLock`.
+    let catchUpLock = Lock()
     private let lock = Lock()
     private var store: (any RecordStore)?   // guarded by `lock`
     private var nextKeys: [UInt64]           // guarded by `lock`
@@ -259,6 +262,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             if rowCache.epoch == epoch { rowCache.insert(snapshot, for: id) }
         }
         return snapshot
+    }
+
+    /// Drops `ids` from the row cache and starts a new epoch: the store
+    /// changed them without a save here (``catchUpWithStore()``).
+    func forgetCachedRows(_ ids: [ObjectID]) {
+        cacheLock.withLock {
+            rowCache.advanceEpoch()
+            for id in ids { rowCache.remove(id) }
+        }
+    }
+
+    /// The contexts attached to this coordinator that are alive, in serial order.
+    var liveRootContexts: [ManagedObjectContext] {
+        lock.withLock { WeakContext.alive(in: rootContexts) }.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// The row cache's epoch: read before a scan, handed back to

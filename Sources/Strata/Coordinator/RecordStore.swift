@@ -25,6 +25,18 @@ protocol RecordStore: AnyObject, Sendable {
     /// write records of the new schema generation into durable segments
     /// while the history naming it is still in an unsynced log.
     func makeDurable() throws(StrataError)
+    /// For a store opened read-only beside the process writing it: reads in
+    /// what that process wrote since (``StrataStore/catchUp()``) and lists
+    /// each key it changed that `keeping` keeps, with whether the key held
+    /// a value before and holds one now.
+    func catchUp(keeping: ([UInt8]) -> Bool) throws(StrataError) -> [CaughtUpKey]
+}
+
+/// A key a catch-up found changed (``RecordStore/catchUp(keeping:)``).
+struct CaughtUpKey {
+    var key: [UInt8]
+    var existedBefore: Bool
+    var existsNow: Bool
 }
 
 extension RecordStore {
@@ -86,6 +98,22 @@ final class LogRecordStore: RecordStore {
 
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? {
         do throws(StoreError) { return try engine.get(key) } catch { throw StrataError.storage(error) }
+    }
+
+    func catchUp(keeping: ([UInt8]) -> Bool) throws(StrataError) -> [CaughtUpKey] {
+        do throws(StoreError) {
+            let before = engine.readView()
+            let caughtUp = try engine.catchUp()
+            guard caughtUp.changed else { return [] }
+            let after = engine.readView()
+            var keys: [CaughtUpKey] = []
+            for key in caughtUp.changedKeys where keeping(key) {
+                keys.append(CaughtUpKey(key: key, existedBefore: try before.get(key) != nil, existsNow: try after.get(key) != nil))
+            }
+            return keys
+        } catch {
+            throw StrataError.storage(error)
+        }
     }
 
     func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError) {
@@ -254,4 +282,8 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     var statistics: StoreStatistics? { nil }
     func compact() throws(StrataError) {}
     func makeDurable() throws(StrataError) {}
+
+    func catchUp(keeping: ([UInt8]) -> Bool) throws(StrataError) -> [CaughtUpKey] {
+        throw StrataError(.invalidArgument, "an in-memory store belongs to this process alone: there is no other process's writing to catch up with")
+    }
 }

@@ -105,4 +105,13 @@ final class MigratedRecordStore: RecordStore {
     var statistics: StoreStatistics? { base.statistics }
     func compact() throws(StrataError) { try base.compact() }
     func makeDurable() throws(StrataError) { try base.makeDurable() }
+
+    /// The base's catch-up, its keys as the model numbers entities.
+    func catchUp(keeping: ([UInt8]) -> Bool) throws(StrataError) -> [CaughtUpKey] {
+        try base.catchUp { keeping(schemas.key($0, toStored: false)) }.map { changed in
+            var current = changed
+            current.key = schemas.key(changed.key, toStored: false)
+            return current
+        }
+    }
 }

@@ -79,6 +79,24 @@ package struct LogScanner {
         end = .clean
     }
 
+    /// The complete frames at the start of `bytes` — a log's bytes from a
+    /// frame boundary on, its header left behind — under the log's `salt`,
+    /// each after the one before (the first after `previousSequence`),
+    /// up to the first that does not pass: one a writer is still
+    /// appending, or damage, which a reader that follows the log cannot
+    /// tell apart and leaves for the next look. `validLength` is where they end.
+    package static func frames(continuing bytes: UnsafeRawBufferPointer, salt: UInt32, previousSequence: UInt64) -> (frames: [Frame], validLength: Int) {
+        var frames: [Frame] = []
+        var offset = 0
+        var lastSequence = previousSequence
+        while let frame = frame(in: bytes, at: offset, salt: salt, after: lastSequence) {
+            frames.append(frame)
+            lastSequence = frame.sequence
+            offset = frame.payload.upperBound
+        }
+        return (frames, offset)
+    }
+
     /// The frame at `offset` if it passes every check.
     private static func frame(in bytes: UnsafeRawBufferPointer, at offset: Int, salt: UInt32, after previous: UInt64) -> Frame? {
         guard bytes.count - offset >= LogFormat.frameHeaderSize else { return nil }

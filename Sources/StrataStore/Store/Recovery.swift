@@ -35,6 +35,24 @@ enum Recovery {
         var manifest: Manifest
         var log: LogWriter?
         var memtable: Memtable?
+        /// Where a read-only open left off, for ``StrataStore/catchUp()``;
+        /// nil for an open for writing.
+        var followPoint: FollowPoint?
+    }
+
+    /// What a read-only store read of the directory, so that it can read
+    /// on from there: the manifest's bytes, and the end of the last
+    /// complete batch of the newest live log.
+    struct FollowPoint {
+        var manifestBytes: [UInt8]
+        var manifest: Manifest
+        /// The newest live log read, where its complete batches end, and
+        /// its salt (nil when its header was not there yet: it is read
+        /// again from the start).
+        var log: (number: UInt32, end: Int, salt: UInt32?)?
+        /// The memtable the logs' batches go to: address space only, sized
+        /// as for a writer's log and more.
+        var memtable: Memtable
     }
 
     /// Address space reserved per memtable beyond the log size limit, for the
@@ -182,10 +200,12 @@ enum Recovery {
         // 2. Manifest.
         let manifestPath = directory + "/" + Manifest.fileName
         var manifest: Manifest
+        var manifestBytes: [UInt8] = []
         if hasManifest {
             let bytes: [UInt8]
             do throws(SystemCallError) { bytes = try fs.readFile(manifestPath) } catch { throw io("cannot read MANIFEST", manifestPath, error) }
             manifest = try Manifest(decoding: bytes, path: manifestPath)
+            manifestBytes = bytes
         } else {
             manifest = Manifest()
             do throws(SystemCallError) { try manifest.write(fileSystem: fs, directory: directory) } catch { throw io("cannot write a new MANIFEST", manifestPath, error) }
@@ -278,6 +298,8 @@ enum Recovery {
         var repairs: [(path: String, repair: Repair)] = []
         // The log before the one being checked, and where its valid part ends.
         var previousLog: (path: String, validLength: Int)? = nil
+        // The last log read, for a read-only open to read on from.
+        var lastLogRead: (number: UInt32, end: Int, salt: UInt32?)? = nil
         for (position, n) in liveLogs.enumerated() {
             let logPath = directory + "/" + LogFormat.fileName(n)
             let isLast = position == liveLogs.count - 1
@@ -338,6 +360,7 @@ enum Recovery {
                 stopReplay = true
             }
             previousLog = (logPath, scan.validLength)
+            lastLogRead = (n, scan.header == nil ? 0 : scan.validLength, scan.header?.salt)
             if cut {
                 repairs.append(scan.header == nil ? (logPath, .remove(what: "a log with a torn header")) : (logPath, .cut(to: scan.validLength)))
             }
@@ -416,8 +439,11 @@ enum Recovery {
             } catch { throw io("cannot create a new log", directory + "/" + LogFormat.fileName(memtableNumber), error) }
         }
 
+        let followPoint = options.readOnly && !stopReplay
+            ? FollowPoint(manifestBytes: manifestBytes, manifest: manifest, log: lastLogRead, memtable: memtable) : nil
         return Opened(lockFile: lockFile, report: report, index: index, files: files, lastSequence: lastSequence,
-                      nextFileNumber: nextFileNumber, manifest: manifest, log: log, memtable: options.readOnly && memtable.used == 0 ? nil : memtable)
+                      nextFileNumber: nextFileNumber, manifest: manifest, log: log, memtable: options.readOnly && memtable.used == 0 ? nil : memtable,
+                      followPoint: followPoint)
     }
 
     /// Applies one batch's operations, placed in memtable `file` with

@@ -163,6 +163,14 @@ public final class StrataStore: @unchecked Sendable {
     /// its manifest switch leave the store intact). Guarded by `manifestLock`.
     var lastCompactionError: StoreError?
 
+    // MARK: Following a writer — guarded by `followLock` (a read-only store's).
+    /// Held by ``catchUp()`` throughout: one catch-up at a time. Taken
+    /// before `manifestLock` and `state`.
+    let followLock = Lock()
+    /// Where the read-only open or the last catch-up left off; nil for a
+    /// store open for writing. Guarded by `followLock`.
+    var followPoint: Recovery.FollowPoint?
+
     let flushQueue = DispatchQueue(label: "strata.store.flush")
     let compactionQueue = DispatchQueue(label: "strata.store.compaction")
     let backgroundWork = DispatchGroup()
@@ -228,6 +236,7 @@ public final class StrataStore: @unchecked Sendable {
         self.counters.memtableBytes = opened.memtable?.used ?? 0
         self.checkpointedSegments = opened.report.indexCheckpoint == .loaded ? opened.manifest.segments : nil
         self.checkpointFound = opened.report.indexCheckpoint != .absent
+        self.followPoint = opened.followPoint
     }
 
     deinit {

@@ -1,0 +1,135 @@
+public import Foundation
+internal import StrataStore
+
+extension PersistentStoreCoordinator {
+    /// Posted by a coordinator whose store was opened read-only
+    /// (``StoreOptions/readOnly``) when it has caught up with saves another
+    /// process made to the store (``catchUpWithStore()``); the object is the
+    /// coordinator, the payload an ``ObjectChanges`` with the objects
+    /// inserted, updated and deleted.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.addObserver(
+    ///     forName: PersistentStoreCoordinator.storeDidChangeRemotely, object: container.coordinator, queue: nil
+    /// ) { note in
+    ///     guard let changes = ObjectChanges(note) else { return }
+    ///     print("\(changes.inserted.count) new objects from the importer")
+    /// }
+    /// ```
+    public static let storeDidChangeRemotely = Notification.Name("StrataStoreDidChangeRemotely")
+
+    /// Brings a store opened read-only beside the process that writes it up
+    /// to date with that process's saves, and tells this process's contexts
+    /// as a save here would: the row cache lets go of the changed objects;
+    /// every context that merges changes automatically
+    /// (``ManagedObjectContext/automaticallyMergesChangesFromParent``) —
+    /// attached to this coordinator, or the child of one — merges them on
+    /// its queue (objects it holds are refreshed, deleted ones let go of);
+    /// and ``storeDidChangeRemotely`` is posted. Returns the changes (empty
+    /// when nothing came in).
+    ///
+    /// ```swift
+    /// var options = StoreOptions()
+    /// options.readOnly = true
+    /// let container = try PersistentContainer(name: "Bookmarks", model: model, directory: path, options: options)
+    /// // … the app's importer saves in its own process …
+    /// let changes = try container.coordinator.catchUpWithStore()
+    /// ```
+    ///
+    /// Each of the other process's saves comes in whole, in order, once its
+    /// batch is complete in the store's log. ``followStore(onError:)`` calls
+    /// this whenever the store's files change. Throws
+    /// ``StrataError/Code/invalidArgument`` for a store open for writing or
+    /// in memory (which have no one else's saves to catch up with),
+    /// ``StrataError/Code/modelMismatch`` when the writing process changed
+    /// the store's model (open the store again), and
+    /// ``StrataError/Code/storage`` when the store cannot be read.
+    @discardableResult
+    public func catchUpWithStore() throws(StrataError) -> ObjectChanges {
+        let changes = try catchUpLock.withLock { () throws(StrataError) -> ObjectChanges in
+            let store = try currentStore()
+            guard Self.readOnlyDirectory(of: store) != nil else { throw Self.notFollowable }
+            let model = self.model
+            var modelChanged = false
+            let keys = try store.catchUp { key in
+                if key.first == RecordCoding.metaTag {
+                    // The primary keys handed out are the writer's business.
+                    if key != RecordCoding.keysKey { modelChanged = true }
+                    return false
+                }
+                return RecordCoding.objectID(fromKey: key, model: model) != nil
+            }
+            if modelChanged {
+                throw StrataError(.modelMismatch, "the process writing the store changed its model (a migration) since this one opened it: open the store again")
+            }
+            var changes = ObjectChanges()
+            for changed in keys {
+                guard let id = RecordCoding.objectID(fromKey: changed.key, model: model) else { continue }
+                switch (changed.existedBefore, changed.existsNow) {
+                case (false, true): changes.inserted.append(id)
+                case (true, true): changes.updated.append(id)
+                case (true, false): changes.deleted.append(id)
+                case (false, false): continue
+                }
+            }
+            guard !changes.isEmpty else { return changes }
+            // Objects loaded before this are listed as changed since (see
+            // ``StoreChangeLog``), and no cached row outlives its change.
+            changeLog.record(changes.inserted + changes.updated + changes.deleted)
+            forgetCachedRows(changes.updated + changes.deleted)
+            // Queued under the lock, so each context merges catch-ups in order.
+            for root in liveRootContexts { Self.mergeRemote(changes, into: root) }
+            return changes
+        }
+        // Outside the lock: an observer may catch up again.
+        if !changes.isEmpty {
+            NotificationCenter.default.post(name: Self.storeDidChangeRemotely, object: self, userInfo: [ObjectChanges.userInfoKey: changes])
+        }
+        return changes
+    }
+
+    /// Merges `changes` into `context` if it merges automatically, then
+    /// into its children that do, each on its own queue and after its parent.
+    private static func mergeRemote(_ changes: ObjectChanges, into context: ManagedObjectContext) {
+        context.perform {
+            if context.automaticallyMergesChangesFromParent { context.mergeChanges(fromContextDidSave: changes) }
+            for child in context.mergingChildren(excluding: nil) { mergeRemote(changes, into: child) }
+        }
+    }
+
+    /// Follows the store this coordinator opened read-only: whenever its
+    /// files change — the writing process appended a batch to its log,
+    /// flushed or compacted — calls ``catchUpWithStore()`` on a thread of
+    /// its own, until the returned ``StoreFollowing`` is cancelled or let
+    /// go of, or the coordinator is closed. `onError` hears each catch-up
+    /// that failed (the next change tries again).
+    ///
+    /// ```swift
+    /// let following = try container.coordinator.followStore()
+    /// // the view context merges the importer's saves as they land
+    /// ```
+    ///
+    /// On Linux the store's directory is watched with inotify; elsewhere it
+    /// is looked at every 10 ms. Throws ``StrataError/Code/invalidArgument``
+    /// for a store open for writing or in memory.
+    public func followStore(onError: @escaping @Sendable (StrataError) -> Void = { _ in }) throws(StrataError) -> StoreFollowing {
+        guard let directory = Self.readOnlyDirectory(of: try currentStore()) else { throw Self.notFollowable }
+        return try StoreFollowing(directory: directory, coordinator: self, onError: onError)
+    }
+
+    private static var notFollowable: StrataError {
+        StrataError(.invalidArgument, """
+            only a store opened read-only (StoreOptions.readOnly) catches up with another process: this one is open for writing, \
+            and holds every save already, or in memory
+            """)
+    }
+
+    /// The directory of a log store opened read-only; nil for any other.
+    private static func readOnlyDirectory(of store: any RecordStore) -> String? {
+        switch store {
+        case let log as LogRecordStore: log.engine.options.readOnly ? log.engine.directory : nil
+        case let migrated as MigratedRecordStore: readOnlyDirectory(of: migrated.base)
+        default: nil
+        }
+    }
+}

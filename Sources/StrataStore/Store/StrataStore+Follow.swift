@@ -1,0 +1,237 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What one ``StrataStore/catchUp()`` brought into a read-only store.
+public struct StoreCatchUp: Sendable, Equatable {
+    /// The sequence number the store's reads saw before the call.
+    public var previousSequence: UInt64
+    /// The sequence number they see now: the last batch read in.
+    public var sequence: UInt64
+    /// Every key a batch read in wrote or deleted, ascending, each once
+    /// (a key written and deleted again in between is among them).
+    public var changedKeys: [[UInt8]]
+    /// Whether the store was read again from its new manifest — the writer
+    /// flushed, compacted or rotated its log since, or the reader fell so
+    /// far behind that the logs it needed are gone — rather than by reading
+    /// on in the logs. `changedKeys` is then what differs between the two
+    /// states, found by walking both indexes: O(the keys), not O(the change).
+    public var reopened: Bool
+
+    /// Whether any batch came in.
+    public var changed: Bool { sequence != previousSequence || !changedKeys.isEmpty }
+}
+
+extension StrataStore {
+    /// Brings a read-only store up to date with the process that has the
+    /// store open for writing: the batches it wrote since this store opened
+    /// (or last caught up) become visible, whole and in order, and the
+    /// keys they changed come back.
+    ///
+    /// ```swift
+    /// let reader = try StrataStore(directory: path, options: StoreOptions(readOnly: true))
+    /// // … another process writes …
+    /// let caughtUp = try reader.catchUp()
+    /// for key in caughtUp.changedKeys { … }   // read them again
+    /// ```
+    ///
+    /// It reads on in the write-ahead log from where it left off: a batch
+    /// counts once its frame is complete in the log (the writer's fsync may
+    /// still be under way; a batch a power loss took back is one the
+    /// writer never acknowledged). When the writer has flushed, compacted
+    /// or rotated its log since (its manifest changed), the store is read
+    /// again from the new manifest, as an open would, and swapped in whole.
+    /// Read views taken before keep what they saw.
+    ///
+    /// One catch-up runs at a time; reads go on during it, and wait only
+    /// while each batch is laid into the index. Throws
+    /// ``StoreError/Code/invalidArgument`` on a store open for writing
+    /// (which holds every batch already), `.closed` after `close()`, and
+    /// what an open would throw when the store must be read again and can
+    /// not be (the reads go on over the state before the call).
+    public func catchUp() throws(StoreError) -> StoreCatchUp {
+        guard options.readOnly else {
+            throw StoreError(.invalidArgument, "catchUp() reads what another process wrote: this store is open for writing and holds every batch already",
+                             path: directory)
+        }
+        return try followLock.withLock { () throws(StoreError) -> StoreCatchUp in
+            try checkOpen()
+            guard let point = followPoint else {
+                throw StoreError(.corruption, "this store was opened with recovery: .salvage past damage and cannot read on: open it again", path: directory)
+            }
+            let previous = sequence
+            if let readOn = readOn(from: point, after: previous) {
+                return applying(readOn, to: point, after: previous)
+            }
+            return try reopening(after: previous)
+        }
+    }
+
+    /// The batches the logs hold past `point`, read but not applied; nil
+    /// when the store must be read again (the manifest changed, a batch is
+    /// missing, the memtable has no room, a log cannot be read).
+    private func readOn(from point: Recovery.FollowPoint, after sequence: UInt64) -> ReadOn? {
+        let fs = fileSystem
+        guard let manifestBytes = try? fs.readFile(path(Manifest.fileName)), manifestBytes == point.manifestBytes,
+              let names = try? fs.listDirectory(directory) else { return nil }
+        let first = max(point.manifest.logNumber, point.log?.number ?? 0)
+        let logs = names.compactMap { Recovery.parseNumber($0, suffix: ".wal") }.filter { $0 >= first }.sorted()
+        var readOn = ReadOn(log: point.log)
+        var last = sequence
+        for (position, n) in logs.enumerated() {
+            let isNewest = position == logs.count - 1
+            let start = point.log.flatMap { $0.number == n && $0.salt != nil ? $0.end : nil } ?? 0
+            guard let bytes = try? Self.read(path(LogFormat.fileName(n)), from: start, fileSystem: fs) else { return nil }
+            let frames: [LogScanner.Frame], end: Int, salt: UInt32
+            if start == 0 {
+                let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: last) }
+                // A log whose header is not written yet: the writer is starting it.
+                guard let header = scan.header else {
+                    if isNewest { break }
+                    return nil
+                }
+                (frames, end, salt) = (scan.frames, scan.validLength, header.salt)
+            } else {
+                let scan = bytes.withUnsafeBytes { LogScanner.frames(continuing: $0, salt: point.log!.salt!, previousSequence: last) }
+                (frames, end, salt) = (scan.frames, start + scan.validLength, point.log!.salt!)
+            }
+            // Sequence numbers run on without a gap: one missing was
+            // flushed to a segment this store does not read yet.
+            if let firstFrame = frames.first, firstFrame.sequence != last + 1 { return nil }
+            last = frames.last?.sequence ?? last
+            readOn.needed += frames.reduce(0) { $0 + $1.payload.count + 9 * $1.operationCount }
+            if !frames.isEmpty { readOn.loaded.append((bytes, frames)) }
+            readOn.log = (n, end, salt)
+            // A newer log starts only once this one is complete: what is
+            // left of it is zero fill. The newest may be mid-append.
+            if isNewest { break }
+        }
+        guard readOn.needed <= point.memtable.remaining else { return nil }
+        return readOn
+    }
+
+    /// Lays the batches `readOn` holds into the memtable and the index, one
+    /// at a time, each visible whole once it is in.
+    private func applying(_ readOn: ReadOn, to point: Recovery.FollowPoint, after previous: UInt64) -> StoreCatchUp {
+        let memtable = point.memtable
+        var placed: [PlacedOperation] = []
+        var keys: [[UInt8]] = []
+        var sequence = previous
+        for (bytes, frames) in readOn.loaded {
+            bytes.withUnsafeBytes { raw in
+                for frame in frames {
+                    placed.removeAll(keepingCapacity: true)
+                    // Only this catch-up appends to the memtable (under
+                    // `followLock`); readers find its records through the index.
+                    memtable.append(batch: UnsafeRawBufferPointer(rebasing: raw[frame.payload]), sequence: frame.sequence, into: &placed)
+                    for op in placed { keys.append(Array(op.key)) }
+                    state.withLock {
+                        placed.withUnsafeBufferPointer { Recovery.apply($0, sequence: frame.sequence, file: memtable.number, to: &index, files: files) }
+                        visibleSequence = frame.sequence
+                    }
+                    sequence = frame.sequence
+                }
+            }
+        }
+        var next = point
+        next.log = readOn.log
+        followPoint = next
+        return StoreCatchUp(previousSequence: previous, sequence: sequence, changedKeys: Self.sortedOnce(keys), reopened: false)
+    }
+
+    /// Reads the store again, as a read-only open does, and swaps the new
+    /// state in; the changed keys are what differs between the indexes.
+    private func reopening(after previous: UInt64) throws(StoreError) -> StoreCatchUp {
+        let opened = try Recovery.open(directory: directory, options: options)
+        guard let point = opened.followPoint else {
+            throw StoreError(.corruption, "the store needs recovery: .salvage to open now, and a store opened so cannot read on", path: directory)
+        }
+        var before = state.withReadLock { index }
+        let keys = Self.keysDiffering(before, opened.index)
+        state.withLock {
+            before = KeyIndex()  // let go of the snapshot under the lock (see IndexPin)
+            index = opened.index
+            files = opened.files
+            visibleSequence = opened.lastSequence
+            liveSegments = opened.manifest.segments
+            nextFileNumber = opened.nextFileNumber
+        }
+        manifestLock.withLock { manifest = opened.manifest }
+        followPoint = point
+        return StoreCatchUp(previousSequence: previous, sequence: opened.lastSequence, changedKeys: keys, reopened: true)
+    }
+
+    /// What ``readOn(from:after:)`` found.
+    private struct ReadOn {
+        var loaded: [(bytes: [UInt8], frames: [LogScanner.Frame])] = []
+        /// The memtable bytes they take.
+        var needed = 0
+        /// Where the last log read now ends.
+        var log: (number: UInt32, end: Int, salt: UInt32?)?
+
+        init(log: (number: UInt32, end: Int, salt: UInt32?)?) { self.log = log }
+    }
+
+    /// The bytes of the file at `path` from `offset` to its end.
+    private static func read(_ path: String, from offset: Int, fileSystem fs: any FileSystem) throws(SystemCallError) -> [UInt8] {
+        let fd = try fs.open(path, .readOnly)
+        defer { try? fs.close(fd) }
+        let size = Int(try fs.size(fd))
+        guard size > offset else { return [] }
+        var bytes = [UInt8](repeating: 0, count: size - offset)
+        let n = try bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(SystemCallError) -> Int in try fs.readAll(fd, into: buffer, at: UInt64(offset), path: path) }
+        }.get()
+        if n < bytes.count { bytes.removeLast(bytes.count - n) }
+        return bytes
+    }
+
+    private static func sortedOnce(_ keys: [[UInt8]]) -> [[UInt8]] {
+        var sorted = keys.sorted { compareArrays($0, $1) < 0 }
+        var kept = 0
+        for key in sorted where kept == 0 || sorted[kept - 1] != key {
+            sorted[kept] = key
+            kept += 1
+        }
+        sorted.removeLast(sorted.count - kept)
+        return sorted
+    }
+
+    /// The keys present in one index and not the other, or in both with
+    /// entries of other versions (a sequence number of their own): a merge
+    /// walk of the two, in key order.
+    static func keysDiffering(_ a: KeyIndex, _ b: KeyIndex) -> [[UInt8]] {
+        var x = a.makeCursor(from: nil), y = b.makeCursor(from: nil)
+        var nextX = x.next(), nextY = y.next()
+        var keys: [[UInt8]] = []
+        while true {
+            switch (nextX, nextY) {
+            case (nil, nil):
+                return keys
+            case (let p?, nil):
+                keys.append(p.key)
+                nextX = x.next()
+            case (nil, let q?):
+                keys.append(q.key)
+                nextY = y.next()
+            case (let p?, let q?):
+                let c = compareArrays(p.key, q.key)
+                if c < 0 {
+                    keys.append(p.key)
+                    nextX = x.next()
+                } else if c > 0 {
+                    keys.append(q.key)
+                    nextY = y.next()
+                } else {
+                    if p.entry.sequence != q.entry.sequence { keys.append(p.key) }
+                    nextX = x.next()
+                    nextY = y.next()
+                }
+            }
+        }
+    }
+}

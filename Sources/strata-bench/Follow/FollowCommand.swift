@@ -1,0 +1,216 @@
+import ArgumentParser
+import Foundation
+import Strata
+import StrataStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `strata-bench follow`: processes that read a store while another writes
+/// it. A writer process saves one small object at a time through the
+/// ready-made container, each save durable before the next; reader
+/// processes open the store read-only and follow it
+/// (`coordinator.followStore()`), and note when each save's change
+/// reached them. Reported: the time from a save's return in the writer to
+/// its notification in each reader (p50, p99, max, over every save and
+/// reader), with the writer pacing its saves and saving back to back; and
+/// the writer's rate with the readers following vs none. Beside it, SQLite
+/// in WAL mode with the same durability, its readers polling
+/// `PRAGMA data_version` every millisecond (SQLite has no notification).
+struct FollowCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "follow",
+        abstract: "Reader processes following a writer process's durable saves: save-to-notification latency (p50, p99) and the writer's rate with readers vs none, beside SQLite."
+    )
+
+    @Option(help: "Saves the writer makes in each run.") var saves = 5_000
+    @Option(help: "Reader processes.") var readers = 4
+    @Option(help: "Milliseconds between the writer's saves in the paced run.") var interval = 2.0
+    @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+    @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
+    @Option(help: .hidden) var readerOf: String?
+    @Option(help: .hidden) var sqliteReaderOf: String?
+    @Option(help: .hidden) var until = 0
+
+    func run() throws {
+        if let readerOf { return try StrataFollower.run(store: readerOf, until: until) }
+        if let sqliteReaderOf { return try SQLiteFollower.run(path: sqliteReaderOf, until: until) }
+        let work = try WorkDirectory(store, scenario: "follow")
+        defer { work.cleanUp() }
+        let executable = try Self.ownExecutable()
+        var rows: [(String, FollowRun)] = []
+        var n = 0
+        func next(_ label: String, _ engine: FollowEngine, readers: Int, interval: Double) throws {
+            n += 1
+            progress("follow: \(label) ...")
+            rows.append((label, try FollowRun.measure(engine, directory: work.path + "/run\(n)", executable: executable,
+                                                      saves: saves, readers: readers, interval: interval)))
+        }
+        try next("Strata, no reader, back to back", .strata, readers: 0, interval: 0)
+        try next("Strata, \(readers) readers, back to back", .strata, readers: readers, interval: 0)
+        try next("Strata, \(readers) readers, a save every \(fixed(interval, 1)) ms", .strata, readers: readers, interval: interval)
+        if !noSQLite {
+            try next("SQLite, no reader, back to back", .sqlite, readers: 0, interval: 0)
+            try next("SQLite, \(readers) readers, back to back", .sqlite, readers: readers, interval: 0)
+            try next("SQLite, \(readers) readers, a save every \(fixed(interval, 1)) ms", .sqlite, readers: readers, interval: interval)
+        }
+        var out = "strata-bench follow — \(saves) durable saves of one object per run, \(readers) reader processes, \(ProcessInfo.processInfo.activeProcessorCount) cores; "
+        out += ISO8601DateFormatter().string(from: Date()) + "\n\n"
+        var table = Table(["", "saves/s", "save → reader p50 ms", "p99 ms", "max ms", "notifications per reader"])
+        for (label, run) in rows {
+            let latency = run.latencies.sorted()
+            func at(_ q: Double) -> String { latency.isEmpty ? "-" : fixed(latency[min(latency.count - 1, Int(Double(latency.count) * q))] * 1e3, 2) }
+            table.add(label, thousands(run.savesPerSecond), at(0.5), at(0.99), latency.last.map { fixed($0 * 1e3, 2) } ?? "-",
+                      run.readers == 0 ? "-" : thousands(Double(run.notifications) / Double(run.readers)))
+        }
+        out += table.render()
+        func ratio(_ a: String, _ b: String) -> Double? {
+            guard let x = rows.first(where: { $0.0 == a })?.1.savesPerSecond, let y = rows.first(where: { $0.0 == b })?.1.savesPerSecond else { return nil }
+            return x / y
+        }
+        if let r = ratio("Strata, \(readers) readers, back to back", "Strata, no reader, back to back") {
+            out += "\nStrata writer with \(readers) readers following: \(fixed(r * 100, 0))% of its rate with none\n"
+        }
+        if let r = ratio("SQLite, \(readers) readers, back to back", "SQLite, no reader, back to back") {
+            out += "SQLite writer with \(readers) readers polling: \(fixed(r * 100, 0))% of its rate with none\n"
+        }
+        out += "(latency: from the writer's save returning to a reader's notification of it, over every save and reader, on one monotonic clock; "
+        out += "a reader that catches several saves at once notes each; below zero, a reader had the save before the writer's call returned: "
+        out += "its batch was complete in the log, the fsync under way; a Strata reader catches up at most once a millisecond; "
+        out += "SQLite's readers poll PRAGMA data_version every 1 ms)\n"
+        print(out, terminator: "")
+    }
+
+    /// This program's path, for its reader processes.
+    static func ownExecutable() throws -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        if n > 0 { return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        return ProcessInfo.processInfo.arguments[0]
+    }
+}
+
+/// The monotonic clock, in seconds: the same clock in every process.
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+enum FollowEngine { case strata, sqlite }
+
+/// One run: the writer's saves, and what its readers noted.
+struct FollowRun {
+    var savesPerSecond = 0.0
+    var readers = 0
+    /// Seconds from each save's return to each reader's notification of it.
+    var latencies: [Double] = []
+    var notifications = 0
+
+    static func measure(_ engine: FollowEngine, directory: String, executable: String, saves: Int, readers: Int, interval: Double) throws -> FollowRun {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let writer: any FollowWriter = engine == .strata ? try StrataFollowWriter(directory: directory) : try SQLiteFollowWriter(directory: directory)
+        let flag = engine == .strata ? "--reader-of" : "--sqlite-reader-of"
+        let children = try (0..<readers).map { _ in try FollowerProcess(executable, [flag, writer.path, "--until", "\(saves)"]) }
+        for child in children { try child.waitUntilReady() }
+        var saved = [Double](repeating: 0, count: saves + 1)
+        let start = monotonicSeconds()
+        for s in 1...saves {
+            if interval > 0 {
+                let due = start + Double(s - 1) * interval / 1e3
+                let wait = due - monotonicSeconds()
+                if wait > 0 { usleep(UInt32(wait * 1e6)) }
+            }
+            try writer.save(s)
+            saved[s] = monotonicSeconds()
+        }
+        var run = FollowRun()
+        run.savesPerSecond = Double(saves) / (saved[saves] - start)
+        run.readers = readers
+        for child in children {
+            let seen = try child.finish()
+            run.notifications += seen.count
+            var previous = 0
+            for (last, at) in seen where last > previous {
+                for s in (previous + 1)...min(last, saves) { run.latencies.append(at - saved[s]) }
+                previous = last
+            }
+            if previous < saves { throw FollowFailure("a reader saw saves up to \(previous) of \(saves)") }
+        }
+        try writer.close()
+        return run
+    }
+}
+
+struct FollowFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A reader process: started, waited for until it says it is ready, and
+/// read to its end — each line `seen LAST SECONDS` — while it runs, so that
+/// a full pipe never stops it.
+final class FollowerProcess: @unchecked Sendable {
+    // `@unchecked Sendable`: `lines` is written by the reading thread before
+    // `finished` is signalled and read only after.
+    private let process = Process()
+    private let output = Pipe()
+    private var lines: [String] = []
+    private let ready = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["follow"] + arguments
+        process.standardOutput = output
+        try process.run()
+        let handle = output.fileHandleForReading
+        Thread.detachNewThread { [self] in
+            var pending = Data()
+            var saidReady = false
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    pending.removeSubrange(pending.startIndex...newline)
+                    if line == "ready" && !saidReady {
+                        saidReady = true
+                        ready.signal()
+                    } else {
+                        lines.append(line)
+                    }
+                }
+            }
+            if !saidReady { ready.signal() }
+            finished.signal()
+        }
+    }
+
+    func waitUntilReady() throws {
+        guard ready.wait(timeout: .now() + 60) == .success, process.isRunning else { throw FollowFailure("a reader process did not start") }
+    }
+
+    /// Waits for the process to end (it ends once it has seen the last
+    /// save) and returns what it saw: the last save and when, per line.
+    func finish() throws -> [(Int, Double)] {
+        guard finished.wait(timeout: .now() + 120) == .success else {
+            process.terminate()
+            throw FollowFailure("a reader process did not see the last save within 120 s")
+        }
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw FollowFailure("a reader process exited with \(process.terminationStatus): \(lines.suffix(3))") }
+        return lines.compactMap { line in
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, parts[0] == "seen", let last = Int(parts[1]), let at = Double(parts[2]) else { return nil }
+            return (last, at)
+        }
+    }
+}
+
+/// Writes a line to standard output at once (no buffer to flush): the
+/// parent reads as it goes.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

@@ -1,0 +1,196 @@
+import ContainerCrashWorkload
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import StrataStore
+import Testing
+
+/// A container that opened a store read-only follows the process writing
+/// it: `catchUpWithStore()` brings in that process's saves, whole and in
+/// order, tells the contexts that merge (they refresh what they hold, let
+/// go of what was deleted) and posts `storeDidChangeRemotely`;
+/// `followStore()` does it whenever the store's files change.
+@Suite struct FollowingAStoreTests {
+    typealias Workload = ContainerCrashWorkload
+
+    static func readOnly() -> StoreOptions {
+        var options = Workload.options()
+        options.readOnly = true
+        return options
+    }
+
+    /// The IDs of the recipes with these serials, as `context` finds them.
+    static func recipeIDs(_ serials: [Int], in context: ManagedObjectContext) throws -> Set<ObjectID> {
+        try context.performAndWait { () throws -> Set<ObjectID> in
+            Set(try serials.compactMap { serial in
+                let wanted = Int64(serial)
+                return try Workload.CrashRecipe.first(in: context, where: #Predicate { $0.serial == wanted })?.objectID
+            })
+        }
+    }
+
+    @Test func aReadOnlyContainerCatchesUpWithTheWritersSaves() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        let writer = try PersistentContainer(name: "Writer", model: Workload.makeModel(), directory: store, options: Workload.options())
+        for s in 1...20 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        let reader = try PersistentContainer(name: "Reader", model: Workload.makeModel(), directory: store, options: Self.readOnly(), viewContext: .privateQueue)
+        let view = reader.viewContext
+        // The view context holds the checkpoint and a recipe save 21 deletes.
+        let (checkpoint, doomed) = try view.performAndWait { () throws -> (Workload.Checkpoint, Workload.CrashRecipe) in
+            (try #require(try Workload.Checkpoint.first(in: view)), try #require(try Workload.CrashRecipe.first(in: view, where: #Predicate { $0.serial == 16 })))
+        }
+        #expect(view.performAndWait { checkpoint.lastSave } == 20)
+        let posted = Counter()
+        let observer = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storeDidChangeRemotely, object: reader.coordinator, queue: nil) { note in
+            if ObjectChanges(note) != nil { posted.increment() }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        #expect(try reader.coordinator.catchUpWithStore().isEmpty, "nothing was saved since the open")
+
+        for s in 21...30 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        let changes = try reader.coordinator.catchUpWithStore()
+        var expected = ExpectedGraph()
+        expected.advance(to: 20)
+        let before = expected.recipes
+        expected.advance(to: 30)
+        let deletedSerials = before.keys.filter { expected.recipes[$0] == nil }
+        #expect(!deletedSerials.isEmpty)
+        // The reader now finds the new recipes (a save that inserted one
+        // and a later one that deleted it leave nothing to report).
+        let inserted = try Self.recipeIDs(Array(21...30), in: reader.newBackgroundContext())
+        #expect(inserted.count == expected.recipes.keys.filter { $0 > 20 }.count && inserted == Set(changes.inserted.filter { $0.entity.name == "CrashRecipe" }))
+        #expect(try Self.recipeIDs(deletedSerials, in: view).isEmpty, "the deleted recipes are gone for the reader")
+        #expect(changes.updated.contains(checkpoint.objectID))
+        #expect(changes.deleted.contains(doomed.objectID))
+        #expect(posted.value == 1)
+        // The view context merged: the checkpoint it holds was refreshed,
+        // the deleted recipe let go of; a fetch sees the writer's graph.
+        let found = try ContainerCrashTests.readGraph(in: view)
+        #expect(found.lastSave == 30 && found.recipes == expected.recipes && found.ingredients == expected.ingredients)
+        #expect(view.performAndWait { checkpoint.lastSave } == 30)
+        #expect(view.performAndWait { doomed.isDeleted }, "the deleted recipe the view context held was let go of")
+
+        // Followed: each save shows up without a call.
+        let following = try reader.coordinator.followStore()
+        for s in 31...40 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        let deadline = Date().addingTimeInterval(30)
+        while view.performAndWait({ checkpoint.lastSave }) != 40 && Date() < deadline { usleep(2_000) }
+        #expect(view.performAndWait { checkpoint.lastSave } == 40, "the follower brought in the writer's saves")
+        following.cancel()
+        try writer.coordinator.close()
+        try reader.coordinator.close()
+    }
+
+    /// Catching up is for stores opened read-only: one open for writing, or
+    /// in memory, is a typed error, and so is following one.
+    @Test func catchingUpAStoreOpenForWritingIsATypedError() throws {
+        let directory = TemporaryDirectory()
+        let writer = try PersistentContainer(name: "Writer", model: Workload.makeModel(), directory: directory.path + "/store", options: Workload.options())
+        #expect { try writer.coordinator.catchUpWithStore() } throws: { ($0 as? StrataError)?.code == .invalidArgument }
+        #expect { try writer.coordinator.followStore() } throws: { ($0 as? StrataError)?.code == .invalidArgument }
+        let memory = try PersistentContainer(name: "Memory", model: Workload.makeModel(), directory: nil)
+        #expect { try memory.coordinator.catchUpWithStore() } throws: { ($0 as? StrataError)?.code == .invalidArgument }
+        try writer.coordinator.close()
+    }
+
+    /// Across processes: a child saves through a container in a loop and is
+    /// SIGKILLed at a random moment, cycle after cycle, on one store, while
+    /// this process follows the store read-only (`followStore`). At every
+    /// catch-up, the graph a fresh context reads is exactly saves
+    /// 1...lastSave (never part of a save), inverses agreeing, and lastSave
+    /// never goes back; at the end it has every acknowledged save.
+    @Test func aReaderProcessSeesWholeSavesInOrderWhileTheWriterIsKilled() async throws {
+        let child = try #require(builtExecutable(named: "strata-container-crash-child"), "the crash child was not built beside the tests")
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        let seed = testSeed()
+        // The store made first, so that the reader can open it before the kills.
+        do {
+            let first = try PersistentContainer(name: "Seed", model: Workload.makeModel(), directory: store, options: Workload.options())
+            try first.saveAndWait { context in try Workload.applySave(1, in: context) }
+            try first.coordinator.close()
+        }
+        let reader = try PersistentContainer(name: "Reader", model: Workload.makeModel(), directory: store, options: Self.readOnly(), viewContext: .privateQueue)
+        let checks = CheckLog()
+        let observer = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storeDidChangeRemotely, object: reader.coordinator, queue: nil) { _ in
+            checks.check(reader)
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let errors = CheckLog()
+        let following = try reader.coordinator.followStore { error in errors.record("catch-up failed: \(error)") }
+        let cycles = Int(ProcessInfo.processInfo.environment["STRATA_FOLLOW_CYCLES"] ?? "") ?? 6
+        let outcome = await runOnDedicatedThread(timeout: Double(cycles) * 10 + 60) { () -> (acknowledged: Int, problems: [String]) in
+            var random = SeededGenerator(seed: seed)
+            var acknowledged = 1
+            for cycle in 0..<cycles {
+                let deadline = Date().addingTimeInterval(Double.random(in: 0.2...0.8, using: &random))
+                guard let run = try? runCrashChild(child, [store], killWhen: { _ in Date() >= deadline }) else {
+                    return (acknowledged, ["cycle \(cycle): the child did not run"])
+                }
+                if !run.said.isEmpty { return (acknowledged, ["cycle \(cycle): the child said \(run.said)"]) }
+                acknowledged = max(acknowledged, run.highest)
+            }
+            return (acknowledged, [])
+        }
+        let (acknowledged, problems) = try #require(outcome, "the writer's cycles did not finish in time (seed \(seed))")
+        #expect(problems.isEmpty, "\(problems) (seed \(seed))")
+        // The last kill's saves come in too.
+        let deadline = Date().addingTimeInterval(30)
+        while checks.lastSave < acknowledged && Date() < deadline { usleep(5_000) }
+        following.cancel()
+        _ = try? reader.coordinator.catchUpWithStore()
+        checks.check(reader)
+        #expect(checks.problems.isEmpty, "\(checks.problems.prefix(5)) (seed \(seed))")
+        #expect(errors.problems.isEmpty, "\(errors.problems.prefix(3)) (seed \(seed))")
+        #expect(checks.lastSave >= acknowledged, "the reader ends at save \(checks.lastSave); \(acknowledged) were acknowledged (seed \(seed))")
+        #expect(checks.count > cycles, "the reader checked the graph at \(checks.count) catch-ups")
+        print("following a killed writer: \(checks.count) catch-ups checked, last save \(checks.lastSave), \(acknowledged) acknowledged (seed \(seed))")
+        try reader.coordinator.close()
+    }
+}
+
+/// The graph checks the notification observer makes, and their problems.
+/// `@unchecked Sendable`: every property is guarded by `lock`.
+private final class CheckLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _problems: [String] = []
+    private var _lastSave = 0
+    private var _count = 0
+
+    var problems: [String] { lock.withLock { _problems } }
+    var lastSave: Int { lock.withLock { _lastSave } }
+    var count: Int { lock.withLock { _count } }
+
+    func record(_ problem: String) { lock.withLock { _problems.append(problem) } }
+
+    /// Reads the graph through a fresh context of `reader` and checks it is
+    /// exactly saves 1...its lastSave, and that lastSave did not go back.
+    func check(_ reader: PersistentContainer) {
+        do {
+            let found = try ContainerCrashTests.readGraph(in: reader.newBackgroundContext())
+            var expected = ExpectedGraph()
+            expected.advance(to: found.lastSave)
+            lock.withLock {
+                _count += 1
+                if found.lastSave < _lastSave { _problems.append("last save went back from \(_lastSave) to \(found.lastSave)") }
+                if found.recipes != expected.recipes || found.ingredients != expected.ingredients {
+                    _problems.append("at save \(found.lastSave) the graph is not saves 1...\(found.lastSave): \(ContainerCrashTests.difference(found, expected))")
+                }
+                _problems += found.inverseProblems + found.payloadProblems
+                _lastSave = max(_lastSave, found.lastSave)
+            }
+        } catch {
+            record("reading the graph failed: \(error)")
+        }
+    }
+}
+
+/// A count several threads add to.
+/// `@unchecked Sendable`: `count` is guarded by `lock`.
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
