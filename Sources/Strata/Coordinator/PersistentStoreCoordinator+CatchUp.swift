@@ -3,7 +3,7 @@ internal import StrataStore
 
 extension PersistentStoreCoordinator {
     /// Posted by a coordinator whose store was opened read-only
-    /// (``StoreOptions/readOnly``) when it has caught up with saves another
+    /// (`StoreOptions.readOnly`) when it has caught up with saves another
     /// process made to the store (``catchUpWithStore()``); the object is the
     /// coordinator, the payload an ``ObjectChanges`` with the objects
     /// inserted, updated and deleted.

@@ -16,8 +16,9 @@ import Synchronization
 /// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
 /// `rootContexts` are guarded by `lock`; `rowCache` (with its epoch) by
 /// `cacheLock`; `aliases` by `aliasLock` (a leaf lock); saves are serialized
-/// by `saveLock`. Lock order: saveLock → lock → cacheLock; none is held
-/// while calling into a context.
+/// by `saveLock`; catch-ups by `catchUpLock`. Lock order: saveLock →
+/// catchUpLock → lock → cacheLock; none is held while a context runs code
+/// (a catch-up only queues its merges).
 public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Where records live.
     public enum StoreType: Sendable, Hashable {
@@ -34,7 +35,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     let saveLock = Lock()
     /// Held by ``catchUpWithStore()`` throughout: one catch-up at a time,
-    /// its merges queued in order. Taken before `lock` and `cacheLock`.
+    /// its merges queued in order, and a close waits for it. Taken after
+    /// `saveLock`, before `lock` and `cacheLock`.
     let catchUpLock = Lock()
     private let lock = Lock()
     private var store: (any RecordStore)?   // guarded by `lock`
@@ -171,9 +173,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Closes the store; later saves and loads throw ``StrataError/Code/noPersistentStore``.
     public func close() throws(StrataError) {
         try saveLock.withLock { () throws(StrataError) in
-            let closing = lock.withLock { () -> (any RecordStore)? in
-                defer { store = nil }
-                return store
+            // After a catch-up under way (``catchUpWithStore()``).
+            let closing = catchUpLock.withLock {
+                lock.withLock { () -> (any RecordStore)? in
+                    defer { store = nil }
+                    return store
+                }
             }
             cacheLock.withLock { rowCache.removeAll(); rowCache.advanceEpoch() }
             try closing?.close()

@@ -88,9 +88,15 @@ package struct LockHolder: Sendable, Hashable {
 package struct FileStatus: Sendable, Hashable {
     package var isDirectory: Bool
     package var size: UInt64
-    package init(isDirectory: Bool, size: UInt64) {
+    /// Which file this is and when its data last changed — device, inode,
+    /// modification time in nanoseconds — when the file system says; a file
+    /// replaced by a rename has another.
+    package var identity: [UInt64]?
+
+    package init(isDirectory: Bool, size: UInt64, identity: [UInt64]? = nil) {
         self.isDirectory = isDirectory
         self.size = size
+        self.identity = identity
     }
 }
 

@@ -234,7 +234,13 @@ package struct POSIXFileSystem: FileSystem {
             if code == ENOENT { return nil }
             if code != EINTR { throw SystemCallError(call: "stat", errno: code, path: path) }
         }
-        return FileStatus(isDirectory: (info.st_mode & S_IFMT) == S_IFDIR, size: UInt64(info.st_size))
+        #if canImport(Darwin)
+        let modified = UInt64(info.st_mtimespec.tv_sec) &* 1_000_000_000 &+ UInt64(info.st_mtimespec.tv_nsec)
+        #else
+        let modified = UInt64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ UInt64(info.st_mtim.tv_nsec)
+        #endif
+        return FileStatus(isDirectory: (info.st_mode & S_IFMT) == S_IFDIR, size: UInt64(info.st_size),
+                          identity: [UInt64(info.st_dev), UInt64(info.st_ino), modified])
     }
 }
 

@@ -45,6 +45,9 @@ enum Recovery {
     /// complete batch of the newest live log.
     struct FollowPoint {
         var manifestBytes: [UInt8]
+        /// The manifest file's identity (``FileStatus/identity``), taken
+        /// before its bytes were read: while it holds, the bytes do too.
+        var manifestIdentity: [UInt64]?
         var manifest: Manifest
         /// The newest live log read, where its complete batches end, and
         /// its salt (nil when its header was not there yet: it is read
@@ -201,6 +204,7 @@ enum Recovery {
         let manifestPath = directory + "/" + Manifest.fileName
         var manifest: Manifest
         var manifestBytes: [UInt8] = []
+        let manifestIdentity = options.readOnly ? (try? fs.status(manifestPath))??.identity : nil
         if hasManifest {
             let bytes: [UInt8]
             do throws(SystemCallError) { bytes = try fs.readFile(manifestPath) } catch { throw io("cannot read MANIFEST", manifestPath, error) }
@@ -440,7 +444,7 @@ enum Recovery {
         }
 
         let followPoint = options.readOnly && !stopReplay
-            ? FollowPoint(manifestBytes: manifestBytes, manifest: manifest, log: lastLogRead, memtable: memtable) : nil
+            ? FollowPoint(manifestBytes: manifestBytes, manifestIdentity: manifestIdentity, manifest: manifest, log: lastLogRead, memtable: memtable) : nil
         return Opened(lockFile: lockFile, report: report, index: index, files: files, lastSequence: lastSequence,
                       nextFileNumber: nextFileNumber, manifest: manifest, log: log, memtable: options.readOnly && memtable.used == 0 ? nil : memtable,
                       followPoint: followPoint)

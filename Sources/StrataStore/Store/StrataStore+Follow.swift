@@ -76,11 +76,26 @@ extension StrataStore {
     /// missing, the memtable has no room, a log cannot be read).
     private func readOn(from point: Recovery.FollowPoint, after sequence: UInt64) -> ReadOn? {
         let fs = fileSystem
-        guard let manifestBytes = try? fs.readFile(path(Manifest.fileName)), manifestBytes == point.manifestBytes,
-              let names = try? fs.listDirectory(directory) else { return nil }
-        let first = max(point.manifest.logNumber, point.log?.number ?? 0)
-        let logs = names.compactMap { Recovery.parseNumber($0, suffix: ".wal") }.filter { $0 >= first }.sorted()
-        var readOn = ReadOn(log: point.log)
+        var readOn = ReadOn(log: point.log, manifestIdentity: point.manifestIdentity)
+        // The manifest: the same file as before, or the same bytes.
+        let manifestPath = path(Manifest.fileName)
+        guard let manifestStatus = (try? fs.status(manifestPath)) ?? nil else { return nil }
+        if manifestStatus.identity == nil || manifestStatus.identity != point.manifestIdentity {
+            guard let bytes = try? fs.readFile(manifestPath), bytes == point.manifestBytes else { return nil }
+            readOn.manifestIdentity = manifestStatus.identity
+        }
+        // The log read last, when it grew: the writer is still on it, or a
+        // newer log it moved to waits for the next catch-up. Otherwise the
+        // directory says which logs there are.
+        let logs: [UInt32]
+        if let log = point.log, log.salt != nil,
+           let status = (try? fs.status(path(LogFormat.fileName(log.number)))) ?? nil, status.size > UInt64(log.end) {
+            logs = [log.number]
+        } else {
+            guard let names = try? fs.listDirectory(directory) else { return nil }
+            let first = max(point.manifest.logNumber, point.log?.number ?? 0)
+            logs = names.compactMap { Recovery.parseNumber($0, suffix: ".wal") }.filter { $0 >= first }.sorted()
+        }
         var last = sequence
         for (position, n) in logs.enumerated() {
             let isNewest = position == logs.count - 1
@@ -139,6 +154,7 @@ extension StrataStore {
         }
         var next = point
         next.log = readOn.log
+        next.manifestIdentity = readOn.manifestIdentity
         followPoint = next
         return StoreCatchUp(previousSequence: previous, sequence: sequence, changedKeys: Self.sortedOnce(keys), reopened: false)
     }
@@ -172,8 +188,13 @@ extension StrataStore {
         var needed = 0
         /// Where the last log read now ends.
         var log: (number: UInt32, end: Int, salt: UInt32?)?
+        /// The manifest's identity now (its bytes unchanged).
+        var manifestIdentity: [UInt64]?
 
-        init(log: (number: UInt32, end: Int, salt: UInt32?)?) { self.log = log }
+        init(log: (number: UInt32, end: Int, salt: UInt32?)?, manifestIdentity: [UInt64]?) {
+            self.log = log
+            self.manifestIdentity = manifestIdentity
+        }
     }
 
     /// The bytes of the file at `path` from `offset` to its end.

@@ -56,12 +56,13 @@ struct FollowCommand: ParsableCommand {
         }
         var out = "strata-bench follow — \(saves) durable saves of one object per run, \(readers) reader processes, \(ProcessInfo.processInfo.activeProcessorCount) cores; "
         out += ISO8601DateFormatter().string(from: Date()) + "\n\n"
-        var table = Table(["", "saves/s", "save → reader p50 ms", "p99 ms", "max ms", "notifications per reader"])
+        var table = Table(["", "saves/s", "save → reader p50 ms", "p99 ms", "max ms", "notifications per reader", "reader CPU µs per save"])
         for (label, run) in rows {
             let latency = run.latencies.sorted()
             func at(_ q: Double) -> String { latency.isEmpty ? "-" : fixed(latency[min(latency.count - 1, Int(Double(latency.count) * q))] * 1e3, 2) }
             table.add(label, thousands(run.savesPerSecond), at(0.5), at(0.99), latency.last.map { fixed($0 * 1e3, 2) } ?? "-",
-                      run.readers == 0 ? "-" : thousands(Double(run.notifications) / Double(run.readers)))
+                      run.readers == 0 ? "-" : thousands(Double(run.notifications) / Double(run.readers)),
+                      run.readers == 0 ? "-" : fixed(run.readerCPUPerSave * 1e6, 1))
         }
         out += table.render()
         func ratio(_ a: String, _ b: String) -> Double? {
@@ -90,6 +91,15 @@ struct FollowCommand: ParsableCommand {
     }
 }
 
+/// CPU seconds (user and system) used by this process's children that
+/// have ended and been waited for.
+func childrenCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// The monotonic clock, in seconds: the same clock in every process.
 func monotonicSeconds() -> Double {
     var now = timespec()
@@ -106,11 +116,14 @@ struct FollowRun {
     /// Seconds from each save's return to each reader's notification of it.
     var latencies: [Double] = []
     var notifications = 0
+    /// CPU seconds (user and system) a reader process used, per save.
+    var readerCPUPerSave = 0.0
 
     static func measure(_ engine: FollowEngine, directory: String, executable: String, saves: Int, readers: Int, interval: Double) throws -> FollowRun {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let writer: any FollowWriter = engine == .strata ? try StrataFollowWriter(directory: directory) : try SQLiteFollowWriter(directory: directory)
         let flag = engine == .strata ? "--reader-of" : "--sqlite-reader-of"
+        let cpuBefore = childrenCPUSeconds()
         let children = try (0..<readers).map { _ in try FollowerProcess(executable, [flag, writer.path, "--until", "\(saves)"]) }
         for child in children { try child.waitUntilReady() }
         var saved = [Double](repeating: 0, count: saves + 1)
@@ -137,6 +150,8 @@ struct FollowRun {
             }
             if previous < saves { throw FollowFailure("a reader saw saves up to \(previous) of \(saves)") }
         }
+        // Every reader has ended and been waited for: their CPU is counted.
+        if readers > 0 { run.readerCPUPerSave = (childrenCPUSeconds() - cpuBefore) / Double(readers * saves) }
         try writer.close()
         return run
     }
