@@ -235,12 +235,12 @@ package struct POSIXFileSystem: FileSystem {
             if code != EINTR { throw SystemCallError(call: "stat", errno: code, path: path) }
         }
         #if canImport(Darwin)
-        let modified = UInt64(info.st_mtimespec.tv_sec) &* 1_000_000_000 &+ UInt64(info.st_mtimespec.tv_nsec)
+        let modified = UInt64(truncatingIfNeeded: info.st_mtimespec.tv_sec) &* 1_000_000_000 &+ UInt64(truncatingIfNeeded: info.st_mtimespec.tv_nsec)
         #else
-        let modified = UInt64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ UInt64(info.st_mtim.tv_nsec)
+        let modified = UInt64(truncatingIfNeeded: info.st_mtim.tv_sec) &* 1_000_000_000 &+ UInt64(truncatingIfNeeded: info.st_mtim.tv_nsec)
         #endif
         return FileStatus(isDirectory: (info.st_mode & S_IFMT) == S_IFDIR, size: UInt64(info.st_size),
-                          identity: [UInt64(info.st_dev), UInt64(info.st_ino), modified])
+                          identity: [UInt64(truncatingIfNeeded: info.st_dev), UInt64(truncatingIfNeeded: info.st_ino), modified])
     }
 }
 

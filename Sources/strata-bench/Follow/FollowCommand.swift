@@ -4,6 +4,8 @@ import Strata
 import StrataStore
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// `strata-bench follow`: processes that read a store while another writes
@@ -95,7 +97,11 @@ struct FollowCommand: ParsableCommand {
 /// have ended and been waited for.
 func childrenCPUSeconds() -> Double {
     var usage = rusage()
+    #if canImport(Glibc)
     getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_CHILDREN, &usage)
+    #endif
     func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
