@@ -88,12 +88,13 @@ docs: deps
 microbench: deps
 	cd Benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress
 
-# Many more crash cycles than CI runs, for the engine (CrashTests) and for a
-# PersistentContainer (ContainerCrashTests):
+# Many more crash cycles than CI runs, for the engine (CrashTests), for a
+# PersistentContainer (ContainerCrashTests) and for a reader process
+# following one (FollowingAStoreTests):
 #   STRATA_CRASH_CYCLES=5000 STRATA_CONTAINER_CRASH_CYCLES=5000 make crash-long
 crash-long: deps
 	STRATA_CRASH_CYCLES=$${STRATA_CRASH_CYCLES:-2000} STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-2000} \
-		$(SWIFT) test --filter 'CrashTests|ContainerCrashTests' 
+		STRATA_FOLLOW_CYCLES=$${STRATA_FOLLOW_CYCLES:-200} $(SWIFT) test --filter 'CrashTests|ContainerCrashTests|FollowingAStoreTests' 
 
 # The corruption matrix on every offset of every file of its store (make test
 # runs a dense deterministic sample): each file truncated at, and a bit flipped
