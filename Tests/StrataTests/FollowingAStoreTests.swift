@@ -47,6 +47,9 @@ import Testing
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         #expect(try reader.coordinator.catchUpWithStore().isEmpty, "nothing was saved since the open")
+        // A thread-confined context attached to the reader has no queue to
+        // merge on: a catch-up passes it by (it trapped before).
+        let confined = ManagedObjectContext(.confinement, coordinator: reader.coordinator)
 
         for s in 21...30 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
         let changes = try reader.coordinator.catchUpWithStore()
@@ -78,8 +81,14 @@ import Testing
         while view.performAndWait({ checkpoint.lastSave }) != 40 && Date() < deadline { usleep(2_000) }
         #expect(view.performAndWait { checkpoint.lastSave } == 40, "the follower brought in the writer's saves")
         following.cancel()
-        try writer.coordinator.close()
+        // A follower whose coordinator closed ends by itself; cancelling it
+        // then writes to no closed pipe (SIGPIPE ended the process before).
+        let orphan = try reader.coordinator.followStore()
         try reader.coordinator.close()
+        usleep(400_000)
+        orphan.cancel()
+        withExtendedLifetime(confined) {}
+        try writer.coordinator.close()
     }
 
     /// Catching up is for stores opened read-only: one open for writing, or

@@ -51,15 +51,26 @@ extension PersistentStoreCoordinator {
             guard Self.readOnlyDirectory(of: store) != nil else { throw Self.notFollowable }
             let model = self.model
             var modelChanged = false
-            let keys = try store.catchUp { key in
-                if key.first == RecordCoding.metaTag {
-                    // The primary keys handed out are the writer's business.
-                    if key != RecordCoding.keysKey { modelChanged = true }
-                    return false
+            let keys: [CaughtUpKey]
+            do throws(StrataError) {
+                keys = try store.catchUp { key in
+                    if key.first == RecordCoding.metaTag {
+                        // The primary keys handed out are the writer's business.
+                        if key != RecordCoding.keysKey { modelChanged = true }
+                        return false
+                    }
+                    return RecordCoding.objectID(fromKey: key, model: model) != nil
                 }
-                return RecordCoding.objectID(fromKey: key, model: model) != nil
+            } catch {
+                // The store may have moved on before the failure: no cached
+                // row, no object loaded before, is trusted any more.
+                forgetAllCachedRows()
+                changeLog.recordUnknownChange()
+                throw error
             }
             if modelChanged {
+                forgetAllCachedRows()
+                changeLog.recordUnknownChange()
                 throw StrataError(.modelMismatch, "the process writing the store changed its model (a migration) since this one opened it: open the store again")
             }
             var changes = ObjectChanges()
@@ -89,11 +100,16 @@ extension PersistentStoreCoordinator {
     }
 
     /// Merges `changes` into `context` if it merges automatically, then
-    /// into its children that do, each on its own queue and after its parent.
+    /// into its children that do, each on its own queue and after its
+    /// parent. A context with no queue of its own (`.confinement`) is
+    /// passed by: its thread merges when it chooses (the notification).
     private static func mergeRemote(_ changes: ObjectChanges, into context: ManagedObjectContext) {
+        let merges = context.automaticallyMergesChangesFromParent
+        let children = context.mergingChildren(excluding: nil)
+        guard context.concurrencyType != .confinement, merges || !children.isEmpty else { return }
         context.perform {
-            if context.automaticallyMergesChangesFromParent { context.mergeChanges(fromContextDidSave: changes) }
-            for child in context.mergingChildren(excluding: nil) { mergeRemote(changes, into: child) }
+            if merges { context.mergeChanges(fromContextDidSave: changes) }
+            for child in children { mergeRemote(changes, into: child) }
         }
     }
 

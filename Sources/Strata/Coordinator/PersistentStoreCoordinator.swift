@@ -278,6 +278,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Empties the row cache and starts a new epoch: the store changed in
+    /// ways no list of objects says (a catch-up that failed part way).
+    func forgetAllCachedRows() {
+        cacheLock.withLock {
+            rowCache.removeAll()
+            rowCache.advanceEpoch()
+        }
+    }
+
     /// The contexts attached to this coordinator that are alive, in serial order.
     var liveRootContexts: [ManagedObjectContext] {
         lock.withLock { WeakContext.alive(in: rootContexts) }.sorted { $0.0 < $1.0 }.map(\.1)

@@ -14,18 +14,21 @@ import Musl
 /// on a thread of its own, until ``cancel()`` or the end of this object.
 /// It does not keep the coordinator alive.
 ///
-/// `@unchecked Sendable`: `cancelled` is guarded by `lock`; the descriptors
-/// are made by `init` and closed by the thread, once, when it ends.
+/// `@unchecked Sendable`: `cancelled`, `ended` and `followingThread` are
+/// guarded by `lock`; the descriptors are made by `init` and closed by the
+/// thread when it ends, under `lock` (so ``cancel()`` never writes to a
+/// pipe with no reader, which would raise SIGPIPE).
 public final class StoreFollowing: @unchecked Sendable {
     private let lock = Lock()
     private var cancelled = false  // guarded by `lock`
+    private var ended = false      // guarded by `lock`
     /// The following thread, once it runs: ``cancel()`` called on it
     /// (from `onError`) does not wait for itself. Guarded by `lock`.
     private var followingThread: pthread_t?
     /// Written to by ``cancel()`` to wake the thread.
     private let wakeWrite: Int32
     /// Signalled by the thread when it ends.
-    private let ended = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
 
     init(directory: String, coordinator: PersistentStoreCoordinator, onError: @escaping @Sendable (StrataError) -> Void) throws(StrataError) {
         var fds: [Int32] = [-1, -1]
@@ -51,15 +54,21 @@ public final class StoreFollowing: @unchecked Sendable {
         #else
         let watch: Int32 = -1
         #endif
-        let ended = self.ended
+        let finished = self.finished
         let started = DispatchSemaphore(value: 0)
+        let wakeWrite = self.wakeWrite
+        let lock = self.lock
         let thread = Thread { [weak self, weak coordinator] in
-            self?.lock.withLock { self?.followingThread = pthread_self() }
+            lock.withLock { self?.followingThread = pthread_self() }
             started.signal()
             defer {
-                if watch >= 0 { close(watch) }
-                close(wakeRead)
-                ended.signal()
+                lock.withLock {
+                    self?.ended = true
+                    if watch >= 0 { close(watch) }
+                    close(wakeRead)
+                    close(wakeWrite)
+                }
+                finished.signal()
             }
             Self.follow(watch: watch, wake: wakeRead) { () -> Bool in
                 guard let coordinator else { return false }
@@ -81,16 +90,17 @@ public final class StoreFollowing: @unchecked Sendable {
     /// Stops following: no catch-up starts after this returns (one under
     /// way when it is called ends first). Idempotent.
     public func cancel() {
-        let (first, onItself) = lock.withLock { () -> (Bool, Bool) in
-            defer { cancelled = true }
-            return (!cancelled, followingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false)
+        let wait = lock.withLock { () -> Bool in
+            guard !cancelled else { return false }
+            cancelled = true
+            // A thread that ended (its coordinator closed) closed the pipe.
+            guard !ended else { return false }
+            var byte: UInt8 = 1
+            _ = write(wakeWrite, &byte, 1)
+            // On the thread itself the wake is seen once `onError` returns.
+            return !(followingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false)
         }
-        guard first else { return }
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-        // On the thread itself the wake is seen once `onError` returns.
-        if !onItself { ended.wait() }
-        close(wakeWrite)
+        if wait { finished.wait() }
     }
 
     /// The shortest time between the starts of two catch-ups: a writer

@@ -3,6 +3,11 @@ extension StrataStore {
         case closed, absent
         case damaged(String)
         case found(IndexEntry)
+        /// A read-only store's entry with its file, taken together: a
+        /// catch-up that reads the store again may swap in a state where
+        /// the number of the memtable the entry points into names a
+        /// segment the writer made since.
+        case foundIn(IndexEntry, StoredFile?)
     }
 
     /// The value of `key`, or nil when it is absent.
@@ -16,7 +21,10 @@ extension StrataStore {
                 let lookup: Lookup = state.withReadLock {
                     if isClosed { return .closed }
                     guard let entry = index.lookup(k) else { return index.damage.map { .damaged($0) } ?? .absent }
-                    return .found(entry)
+                    return options.readOnly ? .foundIn(entry, files[entry.file]) : .found(entry)
+                }
+                if case .foundIn(let entry, let file) = lookup {
+                    return try ValueReader.read(key: k, entry: entry, file: file, cache: cache)
                 }
                 guard case .found(let entry) = lookup else {
                     if case .closed = lookup { throw StoreError(.closed, "the store is closed", path: directory) }
