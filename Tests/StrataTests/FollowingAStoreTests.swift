@@ -48,7 +48,7 @@ import Testing
         defer { NotificationCenter.default.removeObserver(observer) }
         #expect(try reader.coordinator.catchUpWithStore().isEmpty, "nothing was saved since the open")
         // A thread-confined context attached to the reader has no queue to
-        // merge on: a catch-up passes it by (it trapped before).
+        // merge on: a catch-up passes it by, never calling its perform.
         let confined = ManagedObjectContext(.confinement, coordinator: reader.coordinator)
 
         for s in 21...30 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
@@ -82,7 +82,7 @@ import Testing
         #expect(view.performAndWait { checkpoint.lastSave } == 40, "the follower brought in the writer's saves")
         following.cancel()
         // A follower whose coordinator closed ends by itself; cancelling it
-        // then writes to no closed pipe (SIGPIPE ended the process before).
+        // then must not write to its closed wake pipe (SIGPIPE).
         let orphan = try reader.coordinator.followStore()
         try reader.coordinator.close()
         usleep(400_000)

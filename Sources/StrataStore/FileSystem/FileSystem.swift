@@ -162,16 +162,17 @@ extension FileSystem {
         return done
     }
 
-    /// Reads a whole file into memory.
-    package func readFile(_ path: String) throws(SystemCallError) -> [UInt8] {
+    /// Reads a file into memory, from `offset` (the start by default) to its end.
+    package func readFile(_ path: String, from offset: Int = 0) throws(SystemCallError) -> [UInt8] {
         let fd = try open(path, .readOnly)
         defer { try? close(fd) }
         let size = Int(try self.size(fd))
-        var bytes = [UInt8](repeating: 0, count: size)
+        guard size > offset else { return [] }
+        var bytes = [UInt8](repeating: 0, count: size - offset)
         let n = try bytes.withUnsafeMutableBytes { buffer in
-            Result { () throws(SystemCallError) -> Int in try readAll(fd, into: buffer, at: 0, path: path) }
+            Result { () throws(SystemCallError) -> Int in try readAll(fd, into: buffer, at: UInt64(offset), path: path) }
         }.get()
-        if n < size { bytes.removeLast(size - n) }
+        if n < bytes.count { bytes.removeLast(bytes.count - n) }
         return bytes
     }
 }

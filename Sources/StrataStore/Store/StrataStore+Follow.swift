@@ -100,7 +100,7 @@ extension StrataStore {
         for (position, n) in logs.enumerated() {
             let isNewest = position == logs.count - 1
             let start = point.log.flatMap { $0.number == n && $0.salt != nil ? $0.end : nil } ?? 0
-            guard let bytes = try? Self.read(path(LogFormat.fileName(n)), from: start, fileSystem: fs) else { return nil }
+            guard let bytes = try? fs.readFile(path(LogFormat.fileName(n)), from: start) else { return nil }
             let frames: [LogScanner.Frame], end: Int, salt: UInt32
             if start == 0 {
                 let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: last) }
@@ -195,20 +195,6 @@ extension StrataStore {
             self.log = log
             self.manifestIdentity = manifestIdentity
         }
-    }
-
-    /// The bytes of the file at `path` from `offset` to its end.
-    private static func read(_ path: String, from offset: Int, fileSystem fs: any FileSystem) throws(SystemCallError) -> [UInt8] {
-        let fd = try fs.open(path, .readOnly)
-        defer { try? fs.close(fd) }
-        let size = Int(try fs.size(fd))
-        guard size > offset else { return [] }
-        var bytes = [UInt8](repeating: 0, count: size - offset)
-        let n = try bytes.withUnsafeMutableBytes { buffer in
-            Result { () throws(SystemCallError) -> Int in try fs.readAll(fd, into: buffer, at: UInt64(offset), path: path) }
-        }.get()
-        if n < bytes.count { bytes.removeLast(bytes.count - n) }
-        return bytes
     }
 
     private static func sortedOnce(_ keys: [[UInt8]]) -> [[UInt8]] {
