@@ -22,7 +22,7 @@ struct StrataDump: ParsableCommand {
             naming the file and offset); 2 the store cannot be inspected (missing, not a store, \
             unreadable) or the object asked for does not exist; 64 bad arguments.
             """,
-        subcommands: [Info.self, WAL.self, Segments.self, Get.self, Entity.self, Explain.self, Verify.self]
+        subcommands: [Info.self, WAL.self, Segments.self, Get.self, Entity.self, History.self, Explain.self, Verify.self]
     )
 }
 
@@ -81,6 +81,12 @@ struct Info: ParsableCommand {
                 if objects.recordsAwaitingRemoval > 0 || objects.indexEntriesAwaitingRemoval > 0 {
                     print("unread      \(plural(objects.recordsAwaitingRemoval, "record")) and "
                           + "\(plural(objects.indexEntriesAwaitingRemoval, "index entry", "index entries")) awaiting removal")
+                }
+                if let history = objects.history {
+                    let kept = history.transactions == 0 ? "none kept" : "#\(history.oldest)–#\(history.newest)"
+                    print("history     \(plural(history.transactions, "transaction")), \(bytes(UInt64(history.bytes))), \(kept)"
+                          + (history.pruned > 0 ? ", pruned through #\(history.pruned)" : ""))
+                    for (name, number) in history.cursors.sorted(by: { $0.key < $1.key }) { print("  cursor \(name) at #\(number)") }
                 }
                 print("objects     \(objects.entities.reduce(0) { $0 + $1.objects })")
                 let width = objects.entities.map(\.entity.count).max() ?? 0
@@ -187,6 +193,34 @@ struct Entity: ParsableCommand {
             if store.json { return try printJSON(objects) }
             if objects.isEmpty { print("no \(name) objects") }
             print(objects.map(\.description).joined(separator: "\n\n"))
+        }
+    }
+}
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The store's persistent history: each transaction after a number, with its author and the objects it changed.")
+    @OptionGroup var store: StoreArguments
+    @Option(help: "Show the transactions after this number (default: every one kept).")
+    var after: UInt64 = 0
+    @Option(help: "Show at most this many transactions.")
+    var limit: Int?
+
+    func validate() throws {
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let transactions = try ObjectStoreInspector(directory: store.directory).history(after: after, limit: limit ?? .max)
+            if store.json { return try printJSON(transactions) }
+            if transactions.isEmpty { print("no transactions after #\(after)") }
+            for transaction in transactions {
+                print("#\(transaction.number)  \(transaction.timestamp)  author \(transaction.author ?? "-")  context \(transaction.contextName ?? "-")")
+                if !transaction.inserted.isEmpty { print("  inserted  \(transaction.inserted.joined(separator: " "))") }
+                for update in transaction.updated { print("  updated   \(update.object) (\(update.properties.joined(separator: ", ")))") }
+                if !transaction.deleted.isEmpty { print("  deleted   \(transaction.deleted.joined(separator: " "))") }
+            }
         }
     }
 }

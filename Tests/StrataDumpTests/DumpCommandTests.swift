@@ -18,6 +18,26 @@ import Testing
         var recordProblems: [RecordProblem]
     }
 
+    @Test func historyListsEachSaveWithWhatItChanged() throws {
+        let dir = ScratchStore()
+        let ids = try buildSmallStore(at: dir.path)
+        let json = try dump(["history", dir.path, "--json"], unchanged: dir.path)
+        #expect(json.status == 0)
+        let transactions = try decodeJSON([InspectedTransaction].self, json)
+        #expect(transactions.map(\.number) == [1, 2, 3, 4])
+        #expect(Set(transactions[0].inserted) == [ids.ada, ids.soup, ids.salt, ids.water])
+        #expect(Set(transactions[1].inserted) == [ids.bread, ids.pepper])
+        #expect(transactions[2].updated.first { $0.object == ids.soup }?.properties.sorted() == ["notes", "servings"])
+        #expect(transactions[3].deleted == [ids.water])
+        #expect(transactions.allSatisfy { (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0.timestamp)) != nil })
+        let later = try decodeJSON([InspectedTransaction].self, try dump(["history", dir.path, "--after", "2", "--json"], unchanged: dir.path))
+        #expect(later.map(\.number) == [3, 4])
+        let text = try dump(["history", dir.path, "--limit", "1"], unchanged: dir.path)
+        #expect(text.stdout.hasPrefix("#1 ") && !text.stdout.contains("#2 "))
+        let info = try dump(["info", dir.path], unchanged: dir.path)
+        #expect(info.stdout.contains("history     4 transactions"))
+    }
+
     @Test func infoOnASmallStore() throws {
         let dir = ScratchStore()
         try buildSmallStore(at: dir.path)
@@ -37,9 +57,12 @@ import Testing
         #expect(info.objects.flatMap { UUID(uuidString: $0.storeIdentifier ?? "") } != nil)
         let counts = Dictionary(uniqueKeysWithValues: (info.objects?.entities ?? []).map { ($0.entity, $0.objects) })
         #expect(counts == ["Component": 2, "Cook": 1, "Dish": 2])
-        // Live: 5 objects and 3 metadata records. Dead: replaced versions (the
-        // soup, its components, the cook, the key counters) and the water.
-        #expect(info.store.records.liveRecords == 8)
+        // Live: 5 objects, 3 metadata records and the history's 4
+        // transactions (one per save). Dead: replaced versions (the soup,
+        // its components, the cook, the key counters) and the water.
+        #expect(info.store.records.liveRecords == 12)
+        #expect(info.objects?.history?.transactions == 4)
+        #expect(info.objects?.history?.newest == 4)
         #expect(info.store.records.deadRecords > 0)
         #expect(info.store.records.tombstones == 1)
         #expect(info.store.records.firstSequence == 1)
@@ -82,7 +105,7 @@ import Testing
         }
         let keys = segments.flatMap { [$0.firstKey?.text, $0.lastKey?.text] }.compactMap { $0 }
         #expect(keys.contains { $0.hasPrefix("Dish/p") || $0.hasPrefix("Cook/p") })
-        #expect(keys.allSatisfy { $0.hasPrefix("m:") || $0.contains("/p") })
+        #expect(keys.allSatisfy { $0.hasPrefix("m:") || $0.contains("/p") || $0.hasPrefix("t#") })
         // Repetitive text compresses.
         #expect(segments.contains { $0.compressionRatio > 1.5 })
 

@@ -10,7 +10,7 @@ import Testing
     static let fuzzDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fuzz").path
-    static let targets = ["wal", "batch", "block", "segment", "manifest", "lz4", "varint", "store", "record", "schema", "uri"]
+    static let targets = ["wal", "batch", "block", "segment", "manifest", "lz4", "varint", "store", "record", "schema", "uri", "history"]
 
     /// Runs `strata-fuzz arguments`; its exit status and output.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {

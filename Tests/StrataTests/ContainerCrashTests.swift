@@ -96,6 +96,13 @@ import Testing
                     return outcome
                 }
                 outcome.failures += found.payloadProblems.map { "cycle \(cycle): \($0)" }
+                // Each save is one transaction of the history, in its own
+                // batch: never one without the other.
+                if found.transactions != (0..<UInt64(found.lastSave)).map({ $0 + 1 }) || !found.transactionsWithoutCheckpoint.isEmpty {
+                    outcome.failures.append("cycle \(cycle): the history holds \(found.transactions.count) transactions, "
+                        + "\(found.transactions.first ?? 0)...\(found.transactions.last ?? 0), for saves 1...\(found.lastSave); "
+                        + "without the checkpoint: \(found.transactionsWithoutCheckpoint)")
+                }
                 outcome.lastSave = found.lastSave
                 outcome.objects = found.recipes.count + found.ingredients.count
                 acknowledged = found.lastSave  // the save in flight may have landed: the child goes on from here
@@ -182,6 +189,10 @@ import Testing
         var ingredients: [String: Int] = [:]
         var inverseProblems: [String] = []
         var payloadProblems: [String] = []
+        /// The store's history: each transaction's number, and those that
+        /// did not write the checkpoint (as every save of the workload does).
+        var transactions: [UInt64] = []
+        var transactionsWithoutCheckpoint: [UInt64] = []
     }
 
     static func readGraph(_ store: String, model: ManagedObjectModel = ContainerCrashWorkload.makeModel()) throws -> FoundGraph {
@@ -198,6 +209,10 @@ import Testing
         return try context.performAndWait { () throws -> FoundGraph in
             var graph = FoundGraph()
             graph.lastSave = Int(try Workload.Checkpoint.first(in: context)?.lastSave ?? 0)
+            for transaction in try context.persistentStoreCoordinator.fetchHistory() {
+                graph.transactions.append(transaction.token.transactionNumber)
+                if !transaction.entityNames.contains("Checkpoint") { graph.transactionsWithoutCheckpoint.append(transaction.token.transactionNumber) }
+            }
             for recipe in try Workload.CrashRecipe.all(in: context) {
                 let serial = Int(recipe.serial)
                 graph.recipes[serial] = recipe.name

@@ -13,7 +13,7 @@ import StrataStore
 /// the CRC — bytes with a wrong CRC are the easy case every decoder rejects first.
 enum FuzzTarget: String, CaseIterable, Sendable {
     case wal, batch, block, segment, manifest, lz4, varint, store
-    case record, schema, uri
+    case record, schema, uri, history
 
     /// What the target feeds its input to (for `strata-fuzz list`).
     var summary: String {
@@ -29,6 +29,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .record: "selector byte · an object record, the keys record or an object key → RecordCoding"
         case .schema: "a model schema → ModelSchema.decode; each entity's object-ID URI round trip"
         case .uri: "a URI string → PersistentStoreCoordinator.managedObjectID(forURIRepresentation:)"
+        case .history: "a persistent-history transaction record → HistoryCoding.decode, re-encoded"
         }
     }
 
@@ -46,6 +47,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .record: StrataTargets.record(input)
         case .schema: StrataTargets.schema(input)
         case .uri: StrataTargets.uri(input)
+        case .history: StrataTargets.history(input)
         }
     }
 }

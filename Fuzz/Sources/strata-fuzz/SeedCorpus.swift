@@ -68,6 +68,7 @@ enum SeedCorpus {
             (.record, records()),
             (.schema, [("model", StrataTargets.model.schema), ("small-model", try smallModel().schema),
                        ("renamed-model", try renamedModel().schema)]),
+            (.history, histories()),
             (.uri, [("permanent", Array("x-strata:/Item/p42".utf8)), ("temporary", Array("x-strata:/Owner/t7".utf8)),
                     ("query", Array("x-strata:/Tag/p1?x=1#y".utf8))]),
         ]
@@ -100,6 +101,18 @@ enum SeedCorpus {
         try store.close()
         if checkpoint { precondition(fs.contents(of: StoreTargets.directory)[IndexCheckpoint.fileName] != nil, "no index checkpoint saved") }
         return fs.contents(of: StoreTargets.directory)
+    }
+
+    /// Transactions of persistent history as a save writes them.
+    static func histories() -> [(String, [UInt8])] {
+        let model = StrataTargets.model
+        let ids = model.entities.enumerated().map { ObjectID(entity: $1, primaryKey: UInt64(1 + $0 * 300), isTemporary: false) }
+        let save = HistoryCoding.encode(HistoryCoding.Written(
+            timestamp: Date(timeIntervalSince1970: 1_790_000_000.123456), author: "import", contextName: "App.writer",
+            inserted: ids, updated: [(ids[0], [0, 1])], deleted: [ids[ids.count - 1]]))
+        let bare = HistoryCoding.encode(HistoryCoding.Written(
+            timestamp: Date(timeIntervalSince1970: 0), author: nil, contextName: nil, inserted: [], updated: [], deleted: [ids[0]]))
+        return [("save", save), ("delete-only", bare)]
     }
 
     static func records() -> [(String, [UInt8])] {

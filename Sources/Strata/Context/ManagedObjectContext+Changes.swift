@@ -51,6 +51,7 @@ extension ManagedObjectContext {
         let id = object.objectID
         registry[id] = object
         inserted[id] = object
+        carriedAuthors.noteOwnChange()
         noteChange(object)
     }
 
@@ -62,6 +63,7 @@ extension ManagedObjectContext {
         precondition(object.context === self, "Strata: \(object) is not registered in \(name)")
         guard !object.flags.contains(.deleted) else { return }
         object.fulfill()
+        carriedAuthors.noteOwnChange()
         let id = object.objectID
         object.flags.insert(.deleted)
         if object.flags.contains(.inserted) {
@@ -190,6 +192,8 @@ extension ManagedObjectContext {
 
     /// Called before every change to `object`'s values.
     func objectWillChange(_ object: ManagedObject) {
+        // (A child save taken in comes through here too: see ``CarriedAuthors/endTakingIn(_:)``.)
+        carriedAuthors.noteOwnChange()
         object.flags.remove(.validatedByChild)
         if !object.flags.contains(.dirty) {
             object.flags.insert(.dirty)

@@ -439,6 +439,8 @@ extension ManagedObjectContext {
     /// below, so nothing here reads or fails.
     private func takeUpdatesAndDeletes(of entry: DeferredChildSaves.Entry) {
         let changes = entry.changes
+        let unnamed = carriedAuthors.whenTakenIn(changes.authors)
+        defer { carriedAuthors.endTakingIn(unnamed) }
         for (i, id) in changes.updated.enumerated() {
             guard let object = objectForTakingIn(id, below: entry.below[i], base: changes.updatedBase[i]) else { continue }
             objectWillChange(object)

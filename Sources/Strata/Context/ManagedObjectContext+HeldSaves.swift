@@ -136,6 +136,7 @@ extension ManagedObjectContext {
         let entries = deferredChildSaves.all
         guard let first = entries.first, let last = entries.last else { return nil }
         let own = changes.inserted.count
+        for entry in entries { changes.authors.formUnion(entry.changes.authors.labelled(by: transactionAuthor)) }
         if own == 0 && changes.updated.isEmpty && changes.deleted.isEmpty && entries.count == 1 {
             // The common case (an import's save, handed straight on): the
             // child's arrays themselves, not a copy.

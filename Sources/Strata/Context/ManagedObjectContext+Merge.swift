@@ -99,6 +99,7 @@ extension ManagedObjectContext {
         checkQueue()
         takeHeldChildSaves()
         if hasChanges { noteChangesDroppedUnsaved() }
+        carriedAuthors.forget()
         // Objects held from before stay readable (a fault reads as defaults)
         // but leave the context, as Core Data invalidates them.
         for object in registry.values {
@@ -128,6 +129,7 @@ extension ManagedObjectContext {
         checkQueue()
         takeHeldChildSaves()
         if hasChanges { noteChangesDroppedUnsaved() }
+        carriedAuthors.forget()
         for (id, object) in inserted {
             registry[id] = nil
             object.context = nil

@@ -49,7 +49,9 @@ extension ManagedObjectContext {
                     var changes = try buildChangeSet()
                     let forwarded = appendHeldSaves(to: &changes)
                     let generation = changeGeneration
+                    let authorsMark = carriedAuthors.mark
                     let outcome = try send(changes)
+                    carriedAuthors.saved(since: authorsMark)
                     // The destination shows them to children now.
                     if let forwarded { letGoOfForwardedSaves(forwarded) }
                     // A merge policy's resolution changes objects children
@@ -179,6 +181,7 @@ extension ManagedObjectContext {
         var failures: [ValidationFailure] = []
         var changes = ChangeSet()
         changes.mergePolicy = mergePolicy
+        changes.authors = carriedAuthors.authors.labelled(by: transactionAuthor)
         changes.inserted.reserveCapacity(inserted.count)
         changes.insertedValues.reserveCapacity(inserted.count)
         var yields = YieldPoints()
@@ -457,6 +460,8 @@ extension ManagedObjectContext {
     /// changes nothing if the save fails.
     func acceptChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
         if let held = holdChildSave(changes, from: child) { return held }
+        let unnamed = carriedAuthors.whenTakenIn(changes.authors)
+        defer { carriedAuthors.endTakingIn(unnamed) }
         // What it changes may be among the held saves' objects.
         takeHeldChildSaves()
         let (updates, deletes) = try ConflictResolution.decide(changes) { id, seen throws(StrataError) in try currentSnapshot(of: id, childSaw: seen) }
@@ -532,6 +537,8 @@ extension ManagedObjectContext {
     /// `announced`: objects-did-change carried them already (a held save,
     /// ``holdChildSave(_:from:)``), so they are only published.
     func takeInserts(of changes: ChangeSet, firstVersion: UInt64, announced: Bool = false) {
+        let unnamed = carriedAuthors.add(changes.authors)
+        defer { carriedAuthors.endTakingIn(unnamed) }
         // Grown up front, each table is rehashed at most once, here, rather
         // than doubling midway: a rehash of a large table is one long call
         // that no yield point can split.

@@ -147,6 +147,24 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// What a save does when another save changed the same objects first.
     public var mergePolicy: MergePolicy = .error
 
+    /// Who the store's persistent history says made this context's saves
+    /// (``HistoryTransaction/author``): set it on the contexts whose
+    /// changes an app tells apart — its importer, its sync engine — and
+    /// leave out its own when it fetches history
+    /// (``HistoryRequest/excludedAuthors``). It names the changes made in
+    /// this context, and those of child saves that name no author; a save
+    /// carries the names to the parent, and the transaction records the
+    /// author when one name covers every change it writes (nil otherwise).
+    ///
+    /// ```swift
+    /// let importer = container.newBackgroundContext()
+    /// importer.transactionAuthor = "import"
+    /// ```
+    public var transactionAuthor: String?
+    /// Who made this context's changes since its last save (its own, and
+    /// the child saves it took in). Written on every change: unchecked.
+    @exclusivity(unchecked) var carriedAuthors = CarriedAuthors()
+
     /// Whether the context keeps every object it registered until `reset()`.
     ///
     /// Off (the default), the context lets go of unchanged objects that

@@ -6,7 +6,9 @@ extension PersistentStoreCoordinator {
     /// (`StoreOptions.readOnly`) when it has caught up with saves another
     /// process made to the store (``catchUpWithStore()``); the object is the
     /// coordinator, the payload an ``ObjectChanges`` with the objects
-    /// inserted, updated and deleted.
+    /// inserted, updated and deleted, and under ``HistoryToken/userInfoKey``
+    /// the token of the newest transaction the store's history holds (when
+    /// the writer records history).
     ///
     /// ```swift
     /// NotificationCenter.default.addObserver(
@@ -46,7 +48,7 @@ extension PersistentStoreCoordinator {
     /// ``StrataError/Code/storage`` when the store cannot be read.
     @discardableResult
     public func catchUpWithStore() throws(StrataError) -> ObjectChanges {
-        let changes = try catchUpLock.withLock { () throws(StrataError) -> ObjectChanges in
+        let (changes, token) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
             let store = try currentStore()
             guard Self.readOnlyDirectory(of: store) != nil else { throw Self.notFollowable }
             let model = self.model
@@ -83,18 +85,21 @@ extension PersistentStoreCoordinator {
                 case (false, false): continue
                 }
             }
-            guard !changes.isEmpty else { return changes }
+            guard !changes.isEmpty else { return (changes, nil) }
             // Objects loaded before this are listed as changed since (see
             // ``StoreChangeLog``), and no cached row outlives its change.
             changeLog.record(changes.inserted + changes.updated + changes.deleted)
             forgetCachedRows(changes.updated + changes.deleted)
             // Queued under the lock, so each context merges catch-ups in order.
             for root in liveRootContexts { Self.mergeRemote(changes, into: root) }
-            return changes
+            // The newest transaction of what was just read in.
+            return (changes, try? currentHistoryToken())
         }
         // Outside the lock: an observer may catch up again.
         if !changes.isEmpty {
-            NotificationCenter.default.post(name: Self.storeDidChangeRemotely, object: self, userInfo: [ObjectChanges.userInfoKey: changes])
+            var userInfo: [String: any Sendable] = [ObjectChanges.userInfoKey: changes]
+            if let token { userInfo[HistoryToken.userInfoKey] = token }
+            NotificationCenter.default.post(name: Self.storeDidChangeRemotely, object: self, userInfo: userInfo)
         }
         return changes
     }
@@ -141,7 +146,7 @@ extension PersistentStoreCoordinator {
     }
 
     /// The directory of a log store opened read-only; nil for any other.
-    private static func readOnlyDirectory(of store: any RecordStore) -> String? {
+    static func readOnlyDirectory(of store: any RecordStore) -> String? {
         switch store {
         case let log as LogRecordStore: log.engine.options.readOnly ? log.engine.directory : nil
         case let migrated as MigratedRecordStore: readOnlyDirectory(of: migrated.base)

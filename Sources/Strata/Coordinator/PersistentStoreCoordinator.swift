@@ -13,8 +13,9 @@ import Synchronization
 /// let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
 /// ```
 ///
-/// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
-/// `rootContexts` are guarded by `lock`; `rowCache` (with its epoch) by
+/// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys`,
+/// `rootContexts` and `historyState` are guarded by `lock` (the history
+/// changed only under `saveLock` as well); `rowCache` (with its epoch) by
 /// `cacheLock`; `aliases` by `aliasLock` (a leaf lock); saves are serialized
 /// by `saveLock`; catch-ups by `catchUpLock`. Lock order: saveLock →
 /// catchUpLock → lock → cacheLock; none is held while a context runs code
@@ -48,6 +49,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The store's schema generations (see ``StoredSchemas``).
     var schemas: StoredSchemas?              // guarded by `lock`
     private var _erasesStoreOnModelMismatch = false  // guarded by `lock`
+    /// The store's persistent history, as saves number and prune it.
+    private var historyState: HistoryState?  // guarded by `lock`; changed under `saveLock` too
 
     #if DEBUG
     /// Development only (debug builds): a store whose model cannot be
@@ -123,9 +126,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// version in turn, by inference or the plan's custom stage.
     /// `migrationProgress` hears how far the building of indexes a
     /// migration adds has come (``MigrationProgress``), on this thread.
+    /// `history` says whether saves record their transactions in the
+    /// store's persistent history, and how long it keeps them (see
+    /// <doc:History>).
     public func addPersistentStore(
         _ type: StoreType = .log, directory: String? = nil, options: StoreOptions = StoreOptions(), migrationPlan: MigrationPlan? = nil,
-        migrationProgress: MigrationProgressHandler? = nil
+        migrationProgress: MigrationProgressHandler? = nil, history: PersistentHistory = .default
     ) throws(StrataError) {
         try saveLock.withLock { () throws(StrataError) in
             guard lock.withLock({ store == nil }) else {
@@ -153,8 +159,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let (keys, identifier) = (prepared.keys, prepared.identifier)
                 // The engine's compactions upgrade the old records they copy.
                 (newStore as? LogRecordStore)?.engine.setCompactionRewriter(prepared.schemas.compactionRewriter)
+                let opened = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
+                let historyState = try HistoryState.load(from: opened, settings: history, readOnly: options.readOnly && type == .log)
                 lock.withLock {
-                    store = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
+                    store = opened
+                    self.historyState = historyState
                     schemas = prepared.schemas
                     for (i, next) in keys.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
                     persistedKeys = keys
@@ -197,6 +206,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     public func compactStore() throws(StrataError) {
         try upgradeStoredRecords()
         try currentStore().compact()
+    }
+
+    /// Reads or changes the history's state under `lock` (change it under
+    /// `saveLock` too: see ``historyState``).
+    func withHistoryState<T>(_ body: (inout HistoryState?) -> T) -> T {
+        lock.withLock { body(&historyState) }
     }
 
     /// The store's identity, made when it was created.
@@ -441,6 +456,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             outcome.reachedStore = true
             var written: [(ObjectID, Snapshot)] = []
             written.reserveCapacity(changes.updated.count)
+            // Each written update and the properties it changed, for history.
+            let recordsHistory = withHistoryState { $0?.settings.isEnabled ?? false }
+            var historyUpdates: [(ObjectID, [Int])] = []
             var payload = ObjectChanges(inserted: changes.inserted)
             payload.sourceSerial = context.serial
             var payloadSnapshots: [Snapshot] = []
@@ -477,6 +495,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     written.append((id, snapshot))
                     outcome.updatedVersions.append(version)
                     if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
+                    if recordsHistory {
+                        let base = changes.updatedBase[i]
+                        historyUpdates.append((id, values.indices.filter { $0 >= base.count || values[$0] != base[$0] }))
+                    }
                     payload.updated.append(id)
                     payloadSnapshots.append(snapshot)
                 case .keep(let current):
@@ -486,6 +508,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 }
             }
             var removed: [ObjectID] = []
+            // Those this save deletes (not those gone already), for history.
+            var historyDeletes: [ObjectID] = []
             for (i, id) in changes.deleted.enumerated() {
                 switch deletes[i] {
                 case .delete:
@@ -494,6 +518,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                         indexEntries.delete(stored.values, of: id, into: &batch)
                     }
                     removed.append(id)
+                    if recordsHistory { historyDeletes.append(id) }
                 case .alreadyGone:
                     removed.append(id)
                 case .keep(let current):
@@ -502,9 +527,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             payload.deleted = removed
             payload.updatedSnapshots = payloadSnapshots
+            let history = try recordTransaction(of: changes, updated: historyUpdates, deleted: historyDeletes, from: context, store: store, into: &batch)
             let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
             if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
             if !batch.isEmpty { try store.write(batch) }
+            if let history { recordedTransaction(history, store: store) }
             afterStoreWriteForTesting?()
             if let keys { lock.withLock { persistedKeys = keys } }
             // After the write is readable: an object loaded before this is

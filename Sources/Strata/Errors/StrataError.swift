@@ -17,7 +17,7 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         enum Value: String, Sendable {
             case invalidModel, modelMismatch, noPersistentStore, storeAlreadyAdded
             case storage, corruptRecord, objectNotFound, validationFailed, mergeConflict, constraintConflict
-            case invalidArgument, contextMisuse, unsupportedFormat
+            case invalidArgument, contextMisuse, unsupportedFormat, historyExpired
         }
         let value: Value
         /// The model given to ``ManagedObjectModel/init(entities:)`` is inconsistent.
@@ -53,6 +53,10 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         /// The store was written by a newer Strata, in a format this build
         /// does not read (its model schema or its records).
         public static let unsupportedFormat = Code(value: .unsupportedFormat)
+        /// Transactions after the history token given were pruned: fetch
+        /// history from the start and rebuild what was derived from it
+        /// (see ``PersistentHistory``).
+        public static let historyExpired = Code(value: .historyExpired)
         public var description: String { value.rawValue }
     }
 

@@ -192,6 +192,8 @@ public struct ObjectStoreSummary: Codable, Sendable, Hashable {
     /// How many index entries no reader looks at — a replaced index's, or
     /// those of a build a crash cut short — deleted at the next read-write open.
     public var indexEntriesAwaitingRemoval = 0
+    /// The store's persistent history: transactions, bytes, cursors.
+    public var history: HistorySummary?
 }
 
 /// The object records one file holds, per schema generation.

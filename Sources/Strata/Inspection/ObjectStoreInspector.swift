@@ -117,7 +117,43 @@ public final class ObjectStoreInspector: Sendable {
             modelHash: model.versionHash, storeIdentifier: storeIdentifier?.uuidString, entities: entities,
             schemaGenerations: generations, recordsAwaitingUpgrade: awaitingUpgrade,
             recordsPerFile: perFile.sorted { $0.key < $1.key }.map { FileGenerationCount(file: $0.key, records: $0.value) },
-            recordsAwaitingRemoval: unreadRecords, indexEntriesAwaitingRemoval: unread)
+            recordsAwaitingRemoval: unreadRecords, indexEntriesAwaitingRemoval: unread,
+            history: Optional(historySummary()).flatMap { $0 == HistorySummary() ? nil : $0 })
+    }
+
+    /// How much persistent history the store keeps, its cursors and what
+    /// was pruned.
+    public func historySummary() -> HistorySummary {
+        (try? HistoryCoding.summarize { prefix, body in
+            try? contents.forEach(prefix: prefix) { key, value in
+                key.withUnsafeBytes { k in value.withUnsafeBytes { v in body(k, v) } }
+                return true
+            }
+        }) ?? HistorySummary()
+    }
+
+    /// The transactions of the store's persistent history after number
+    /// `after` (0: all kept), `limit` at most, oldest first. Throws
+    /// ``StrataError/Code/corruptRecord`` for one that does not decode.
+    public func history(after: UInt64 = 0, limit: Int = .max) throws(StrataError) -> [InspectedTransaction] {
+        var result: [InspectedTransaction] = []
+        var damaged: UInt64?
+        let identifier = storeIdentifier ?? UUID()
+        do throws(StoreError) {
+            try contents.forEach(prefix: [HistoryCoding.transactionTag]) { key, value in
+                guard let number = key.withUnsafeBytes({ HistoryCoding.number(fromKey: $0) }), number > after else { return true }
+                guard let transaction = value.withUnsafeBytes({ HistoryCoding.decode($0, number: number, store: identifier, model: model) }) else {
+                    damaged = number
+                    return false
+                }
+                result.append(InspectedTransaction(transaction))
+                return result.count < limit
+            }
+        } catch {
+            throw StrataError.storage(error)
+        }
+        if let damaged { throw StrataError(.corruptRecord, "history transaction #\(damaged) does not decode") }
+        return result
     }
 
     /// The ID `text` names: `Recipe/p42`, `Recipe/42` or the URI form
@@ -242,8 +278,17 @@ public final class ObjectStoreInspector: Sendable {
                     } else if key == RecordCoding.storeKey, value.count != 16 {
                         problem("the store identity is \(value.count) bytes, not 16")
                     }
+                case HistoryCoding.transactionTag?:
+                    let decodes = key.withUnsafeBytes { HistoryCoding.number(fromKey: $0) }.map { number in
+                        storedValue.withUnsafeBytes { value in
+                            HistoryCoding.decode(value, number: number, store: storeIdentifier ?? UUID(), model: model) != nil
+                        }
+                    }
+                    if decodes != true { problem("a history transaction that does not decode") }
+                case HistoryCoding.cursorTag?:
+                    if storedValue.count != 8 { problem("a history cursor or mark of \(storedValue.count) bytes, not 8") }
                 default:
-                    problem("neither an object nor a metadata key")
+                    problem("neither an object, a history nor a metadata key")
                 }
                 return true
             }
@@ -272,6 +317,7 @@ public final class ObjectStoreInspector: Sendable {
     /// position in the model.
     private func describeModelKey(_ key: [UInt8]) -> String {
         if let id = RecordCoding.objectID(fromKey: key, model: model) { return id.description }
+        if let number = key.withUnsafeBytes({ HistoryCoding.number(fromKey: $0) }) { return "t#\(number)" }
         if key.first == RecordCoding.metaTag, key.count > 1, let name = String(validating: key[1...], as: UTF8.self),
            name.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }) {
             return "m:" + name

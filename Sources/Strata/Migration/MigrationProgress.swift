@@ -1,5 +1,5 @@
 /// How far a migration has come, reported while a store opens (see
-/// ``PersistentStoreCoordinator/addPersistentStore(_:directory:options:migrationPlan:migrationProgress:)``).
+/// ``PersistentStoreCoordinator/addPersistentStore(_:directory:options:migrationPlan:migrationProgress:history:)``).
 ///
 /// An inferred migration rewrites no record; what it does in proportion to
 /// the store is build the indexes the new model adds or changes. It reads

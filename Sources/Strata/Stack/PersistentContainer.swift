@@ -71,11 +71,13 @@ public final class PersistentContainer: Sendable {
     /// snapshots (``PersistentStoreCoordinator/init(model:rowCacheBudget:)``);
     /// `migrationPlan` takes a store of an earlier model version through
     /// each later one (see <doc:ModelEvolution>), and `migrationProgress`
-    /// hears how far a migration's index building has come.
+    /// hears how far a migration's index building has come; `history` says
+    /// whether saves record their transactions and how long the store keeps
+    /// them (see <doc:History>).
     public init(
         name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions(),
         viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20, migrationPlan: MigrationPlan? = nil,
-        migrationProgress: MigrationProgressHandler? = nil
+        migrationProgress: MigrationProgressHandler? = nil, history: PersistentHistory = .default
     ) throws(StrataError) {
         self.name = name
         self.model = model
@@ -83,9 +85,10 @@ public final class PersistentContainer: Sendable {
         coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
         if let directory {
             try coordinator.addPersistentStore(
-                .log, directory: directory, options: options, migrationPlan: migrationPlan, migrationProgress: migrationProgress)
+                .log, directory: directory, options: options, migrationPlan: migrationPlan, migrationProgress: migrationProgress,
+                history: history)
         } else {
-            try coordinator.addPersistentStore(.inMemory)
+            try coordinator.addPersistentStore(.inMemory, history: history)
         }
         writerContext = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).writer")
         viewContext = ManagedObjectContext(queue == .main ? .mainQueue : .privateQueue, parent: writerContext, name: "\(name).view")

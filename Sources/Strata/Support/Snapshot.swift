@@ -40,6 +40,9 @@ struct ChangeSet: Sendable {
     /// The values the saving context started from for each deleted object.
     var deletedBase: [[PropertyValue]] = []
     var mergePolicy: MergePolicy = .error
+    /// Who made these changes, for the store's history (see
+    /// ``ManagedObjectContext/transactionAuthor``).
+    var authors = TransactionAuthors()
 
     /// Frees the change set's contents object by object, passing a yield
     /// point at each (``GracePeriod/release(_:)-([ChangeSet])``).

@@ -1,0 +1,239 @@
+package import Foundation
+@_spi(Coding) internal import StrataStore
+
+/// How persistent history lies in the store, beside the objects.
+///
+/// A transaction is the key `t` and its number (8 bytes, big-endian), so
+/// the history is one prefix in transaction order. A named cursor is `c`
+/// and its name; `c` NUL `pruned` holds the number through which every
+/// transaction was removed (0 when none was). Transactions name objects
+/// by their entity's canonical name (its first name, which a rename keeps
+/// as its renaming identifier) and primary key, and updated properties by
+/// name as they were then, so a migration that renumbers or renames
+/// entities leaves history readable.
+///
+/// A transaction record: format byte (1), timestamp (microseconds since
+/// 1970, 8 bytes little-endian), author and context name (each a varint of
+/// length + 1, 0 for none, then UTF-8), the entity names (a count, then
+/// each as a length and UTF-8), the property names likewise, then the
+/// inserts, updates and deletes: each a count, then per object its
+/// entity's place in the name table and its primary key (varints), and for
+/// an update the count and places of its changed properties.
+package enum HistoryCoding {
+    static let transactionTag: UInt8 = 0x74  // "t"
+    static let cursorTag: UInt8 = 0x63       // "c"
+    static let prunedKey: [UInt8] = [cursorTag, 0] + Array("pruned".utf8)
+    static let format: UInt8 = 1
+
+    static func key(_ number: UInt64) -> [UInt8] {
+        var key: [UInt8] = [transactionTag]
+        key.reserveCapacity(9)
+        withUnsafeBytes(of: number.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    /// The number a transaction key holds; nil for any other key.
+    static func number(fromKey key: UnsafeRawBufferPointer) -> UInt64? {
+        guard key.count == 9, key[0] == transactionTag else { return nil }
+        return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+    }
+
+    /// Every transaction from `number` on.
+    static func ranges(from number: UInt64) -> KeyRanges {
+        [KeyRange(start: key(number), end: [transactionTag + 1])]
+    }
+
+    static func cursorKey(_ name: String) -> [UInt8] { [cursorTag] + Array(name.utf8) }
+
+    /// The cursor a key names; nil for another key (or the pruned mark).
+    static func cursorName(fromKey key: UnsafeRawBufferPointer) -> String? {
+        guard key.count > 1, key[0] == cursorTag, key[1] != 0 else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: key[1...]), as: UTF8.self)
+    }
+
+    static func numberValue(_ number: UInt64) -> [UInt8] {
+        var value: [UInt8] = []
+        value.appendInteger(number)
+        return value
+    }
+
+    static func number(fromValue value: [UInt8]) -> UInt64? {
+        guard value.count == 8 else { return nil }
+        return value.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+    }
+
+    /// How much history a store holds, read by `forEach`, a prefix scan
+    /// of the store (`isEnabled` left false: the store does not say).
+    static func summarize(
+        _ forEach: (_ prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) throws(StrataError) -> Void
+    ) throws(StrataError) -> HistorySummary {
+        var summary = HistorySummary()
+        try forEach([transactionTag]) { key, value in
+            guard let number = number(fromKey: key) else { return }
+            if summary.transactions == 0 { summary.oldest = number }
+            summary.newest = number
+            summary.transactions += 1
+            summary.bytes += key.count + value.count
+        }
+        try forEach([cursorTag]) { key, value in
+            guard value.count == 8 else { return }
+            let number = UInt64(littleEndian: value.loadUnaligned(as: UInt64.self))
+            if let name = cursorName(fromKey: key) {
+                summary.cursors[name] = number
+            } else if key.elementsEqual(prunedKey) {
+                summary.pruned = number
+            }
+        }
+        return summary
+    }
+
+    // MARK: Records
+
+    /// What a save hands history: each object by ID, and each update's
+    /// changed property positions.
+    package struct Written {
+        var timestamp: Date
+        var author: String?
+        var contextName: String?
+        var inserted: [ObjectID]
+        var updated: [(ObjectID, [Int])]
+        var deleted: [ObjectID]
+
+        package init(timestamp: Date, author: String?, contextName: String?, inserted: [ObjectID], updated: [(ObjectID, [Int])], deleted: [ObjectID]) {
+            self.timestamp = timestamp
+            self.author = author
+            self.contextName = contextName
+            self.inserted = inserted
+            self.updated = updated
+            self.deleted = deleted
+        }
+    }
+
+    package static func encode(_ written: Written) -> [UInt8] {
+        var entities: [String] = []
+        var entityPlaces: [ObjectIdentifier: Int] = [:]
+        var properties: [String] = []
+        var propertyPlaces: [String: Int] = [:]
+        func entityPlace(_ id: ObjectID) -> Int {
+            let key = ObjectIdentifier(id.entity)
+            if let place = entityPlaces[key] { return place }
+            entities.append(id.entity.canonicalName)
+            entityPlaces[key] = entities.count - 1
+            return entities.count - 1
+        }
+        var body: [UInt8] = []
+        func appendObjects(_ ids: [ObjectID]) {
+            body.appendVarint(UInt64(ids.count))
+            for id in ids {
+                body.appendVarint(UInt64(entityPlace(id)))
+                body.appendVarint(id.primaryKey)
+            }
+        }
+        appendObjects(written.inserted)
+        body.appendVarint(UInt64(written.updated.count))
+        for (id, changed) in written.updated {
+            body.appendVarint(UInt64(entityPlace(id)))
+            body.appendVarint(id.primaryKey)
+            body.appendVarint(UInt64(changed.count))
+            for index in changed {
+                let name = id.entity.properties[index].name
+                let place = propertyPlaces[name] ?? {
+                    properties.append(name)
+                    propertyPlaces[name] = properties.count - 1
+                    return properties.count - 1
+                }()
+                body.appendVarint(UInt64(place))
+            }
+        }
+        appendObjects(written.deleted)
+
+        var out: [UInt8] = [format]
+        out.reserveCapacity(body.count + 64)
+        out.appendInteger(microseconds(written.timestamp))
+        func appendText(_ text: String?) {
+            guard let text else { return out.appendVarint(0) }
+            out.appendVarint(UInt64(text.utf8.count) + 1)
+            out.append(contentsOf: text.utf8)
+        }
+        appendText(written.author)
+        appendText(written.contextName)
+        for table in [entities, properties] {
+            out.appendVarint(UInt64(table.count))
+            for name in table {
+                out.appendVarint(UInt64(name.utf8.count))
+                out.append(contentsOf: name.utf8)
+            }
+        }
+        out.append(contentsOf: body)
+        return out
+    }
+
+    /// The transaction `number` of store `store` holds in `record`, its
+    /// objects named under `model` (changes to entities it lacks left
+    /// out); nil when the record does not decode.
+    package static func decode(_ record: UnsafeRawBufferPointer, number: UInt64, store: UUID, model: ManagedObjectModel) -> HistoryTransaction? {
+        var reader = ByteReader(record)
+        guard reader.readInteger(UInt8.self) == format, let micros = reader.readInteger(Int64.self) else { return nil }
+        func readText() -> String?? {
+            guard let length = reader.readLength(limit: record.count) else { return nil }
+            if length == 0 { return .some(nil) }
+            guard let bytes = reader.readBytes(length - 1) else { return nil }
+            return .some(String(decoding: bytes, as: UTF8.self))
+        }
+        func readTable() -> [String]? {
+            guard let count = reader.readLength(limit: record.count) else { return nil }
+            var names: [String] = []
+            for _ in 0..<count {
+                guard let length = reader.readLength(limit: record.count), let bytes = reader.readBytes(length) else { return nil }
+                names.append(String(decoding: bytes, as: UTF8.self))
+            }
+            return names
+        }
+        guard let author = readText(), let contextName = readText(), let entityNames = readTable(), let propertyNames = readTable() else { return nil }
+        let entities = entityNames.map { name in model.entity(named: name).flatMap { $0.canonicalName == name ? $0 : nil }
+            ?? model.entities.first { $0.canonicalName == name } }
+        var changes: [HistoryChange] = []
+        func readObject() -> ObjectID?? {
+            guard !entities.isEmpty, let place = reader.readLength(limit: entities.count - 1), let primaryKey = reader.readVarint() else { return nil }
+            guard let entity = entities[place] else { return .some(nil) }
+            return .some(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+        }
+        func readObjects(_ kind: HistoryChange.Kind) -> Bool {
+            guard let count = reader.readLength(limit: record.count) else { return false }
+            for _ in 0..<count {
+                guard let id = readObject() else { return false }
+                var updatedProperties: [String] = []
+                if kind == .update {
+                    guard let changed = reader.readLength(limit: record.count) else { return false }
+                    for _ in 0..<changed {
+                        guard !propertyNames.isEmpty, let place = reader.readLength(limit: propertyNames.count - 1) else { return false }
+                        updatedProperties.append(propertyNames[place])
+                    }
+                }
+                if let id { changes.append(HistoryChange(objectID: id, kind: kind, updatedProperties: updatedProperties)) }
+            }
+            return true
+        }
+        guard readObjects(.insert), readObjects(.update), readObjects(.delete), reader.isAtEnd else { return nil }
+        return HistoryTransaction(
+            token: HistoryToken(storeIdentifier: store, transactionNumber: number),
+            timestamp: Date(timeIntervalSince1970: Double(micros) / 1_000_000),
+            author: author, contextName: contextName, changes: changes)
+    }
+
+    /// `date` in whole microseconds since 1970, within what 64 bits hold.
+    static func microseconds(_ date: Date) -> Int64 {
+        let micros = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        if micros.isNaN { return 0 }
+        if micros >= 9.2e18 { return .max }
+        if micros <= -9.2e18 { return .min }
+        return Int64(micros)
+    }
+
+    /// A record's timestamp, without decoding the rest.
+    static func timestamp(of record: [UInt8]) -> Date? {
+        guard record.count >= 9, record[0] == format else { return nil }
+        let micros = record.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(fromByteOffset: 1, as: Int64.self)) }
+        return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+    }
+}

@@ -1,0 +1,319 @@
+import Foundation
+internal import StrataStore
+
+/// Persistent history: every save that reaches the store is a
+/// transaction, recorded in the save's own batch (see <doc:History>).
+extension PersistentStoreCoordinator {
+    /// The transactions `request` asks for, oldest first. Reads the store
+    /// only: safe from any queue, and never waits for a save.
+    ///
+    /// ```swift
+    /// let request = HistoryRequest(after: lastToken)
+    /// for transaction in try container.coordinator.fetchHistory(request) {
+    ///     print(transaction.author ?? "-", transaction.changes.count)
+    ///     lastToken = transaction.token
+    /// }
+    /// ```
+    ///
+    /// Throws ``StrataError/Code/historyExpired`` when transactions after
+    /// `request.after` were pruned (start again from nil, and rebuild what
+    /// you derived from history); ``StrataError/Code/invalidArgument`` for
+    /// a token of another store, or one newer than any transaction of this
+    /// one (a store restored from an older copy);
+    /// ``StrataError/Code/corruptRecord`` for a transaction that does not
+    /// decode.
+    ///
+    /// A request that leaves transactions out (by author, entity or
+    /// predicate) returns only those it keeps: to move a token or a cursor
+    /// past the others too, use ``fetchHistoryPage(_:)``.
+    public func fetchHistory(_ request: HistoryRequest = HistoryRequest()) throws(StrataError) -> [HistoryTransaction] {
+        try fetchHistoryPage(request).transactions
+    }
+
+    /// ``fetchHistory(_:)``, with the token of the last transaction it
+    /// looked at, kept or not: where the next request starts, so a
+    /// consumer that leaves most transactions out still moves on.
+    ///
+    /// ```swift
+    /// var request = HistoryRequest(after: try coordinator.historyCursor("sync"))
+    /// request.excludedAuthors = ["sync"]
+    /// let page = try coordinator.fetchHistoryPage(request)
+    /// try upload(page.transactions)
+    /// if let through = page.scannedThrough { try coordinator.setHistoryCursor("sync", to: through) }
+    /// ```
+    public func fetchHistoryPage(_ request: HistoryRequest = HistoryRequest()) throws(StrataError) -> HistoryPage {
+        let store = try currentStore()
+        let identifier = try historyStoreIdentifier()
+        var start: UInt64 = 0
+        if let after = request.after {
+            try check(after, of: identifier)
+            if let next = withHistoryState({ $0?.next }), Self.readOnlyDirectory(of: store) == nil, after.transactionNumber >= next {
+                throw StrataError(.invalidArgument, """
+                    the history token \(after) is newer than any transaction of this store (the newest is #\(next - 1)): \
+                    a token kept from a copy of the store that was later restored from an older one? Fetch from the start (after: nil)
+                    """)
+            }
+            start = after.transactionNumber + 1
+        }
+        let model = self.model
+        var result: [HistoryTransaction] = []
+        var scanned: UInt64?
+        var damaged: UInt64?
+        var failure: String?
+        try store.forEachKey(in: HistoryCoding.ranges(from: start), descending: false) { key, get throws(StrataError) -> Bool in
+            guard let number = HistoryCoding.number(fromKey: key), let record = try get(Array(key)) else { return true }
+            scanned = number
+            guard let transaction = record.withUnsafeBytes({ HistoryCoding.decode($0, number: number, store: identifier, model: model) }) else {
+                damaged = number
+                return false
+            }
+            do {
+                if let kept = try Self.filter(transaction, by: request) { result.append(kept) }
+            } catch {
+                failure = "\(error)"
+                return false
+            }
+            return request.limit <= 0 || result.count < request.limit
+        }
+        if let damaged { throw StrataError(.corruptRecord, "history transaction #\(damaged) does not decode") }
+        if let failure { throw StrataError(.invalidArgument, "the history request's predicate threw: \(failure)") }
+        // Checked after the read: pruning only moves forward, so a mark at
+        // or below the token now was there during the read too.
+        if let after = request.after {
+            let pruned = try store.get(HistoryCoding.prunedKey).flatMap(HistoryCoding.number(fromValue:)) ?? 0
+            if pruned > after.transactionNumber {
+                throw StrataError(.historyExpired, """
+                    the store no longer keeps the transactions after \(after): those up to #\(pruned) were pruned \
+                    (see PersistentHistory); fetch from the start (after: nil) and rebuild what you derived from history
+                    """)
+            }
+        }
+        return HistoryPage(transactions: result, scannedThrough: scanned.map { HistoryToken(storeIdentifier: identifier, transactionNumber: $0) })
+    }
+
+    /// `transaction` as `request` narrows it; nil when it leaves nothing.
+    private static func filter(_ transaction: HistoryTransaction, by request: HistoryRequest) throws -> HistoryTransaction? {
+        if let authors = request.authors, !authors.contains(transaction.author ?? "") || transaction.author == nil { return nil }
+        if let author = transaction.author, request.excludedAuthors.contains(author) { return nil }
+        var kept = transaction
+        if let names = request.entityNames {
+            let changes = transaction.changes.filter { names.contains($0.objectID.entity.name) }
+            guard !changes.isEmpty else { return nil }
+            kept = HistoryTransaction(token: transaction.token, timestamp: transaction.timestamp, author: transaction.author,
+                                      contextName: transaction.contextName, changes: changes)
+        }
+        if let predicate = request.predicate, try !predicate.evaluate(kept) { return nil }
+        return kept
+    }
+
+    /// The token of the newest transaction the store holds — or, when it
+    /// keeps none, of the last one it pruned (asking for what comes after
+    /// it then loses nothing); nil for a store that never recorded one.
+    ///
+    /// ```swift
+    /// let now = try container.coordinator.currentHistoryToken()
+    /// ```
+    public func currentHistoryToken() throws(StrataError) -> HistoryToken? {
+        let store = try currentStore()
+        var newest: UInt64?
+        try store.forEachKey(in: HistoryCoding.ranges(from: 0), descending: true) { key, _ throws(StrataError) -> Bool in
+            newest = HistoryCoding.number(fromKey: key)
+            return false
+        }
+        let pruned = try store.get(HistoryCoding.prunedKey).flatMap(HistoryCoding.number(fromValue:)) ?? 0
+        guard let number = newest ?? (pruned > 0 ? pruned : nil) else { return nil }
+        return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
+    }
+
+    // MARK: Cursors
+
+    /// Where the consumer `name` has read history up to; nil when it has
+    /// no cursor.
+    public func historyCursor(_ name: String) throws(StrataError) -> HistoryToken? {
+        let store = try currentStore()
+        guard let number = try store.get(try Self.cursorKey(name)).flatMap(HistoryCoding.number(fromValue:)) else { return nil }
+        return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
+    }
+
+    /// Records that the consumer `name` has read history up to `token`, in
+    /// the store (durably, as a save is). Pruning keeps every transaction
+    /// after the slowest cursor, within the history's limits
+    /// (``PersistentHistory``).
+    ///
+    /// ```swift
+    /// let transactions = try coordinator.fetchHistory(HistoryRequest(after: coordinator.historyCursor("search-index")))
+    /// try index(transactions)
+    /// if let last = transactions.last { try coordinator.setHistoryCursor("search-index", to: last.token) }
+    /// ```
+    public func setHistoryCursor(_ name: String, to token: HistoryToken) throws(StrataError) {
+        let key = try Self.cursorKey(name)
+        try saveLock.withLock { () throws(StrataError) in
+            let store = try writableHistoryStore()
+            try check(token, of: try historyStoreIdentifier())
+            var batch = WriteBatch()
+            batch.put(key, HistoryCoding.numberValue(token.transactionNumber))
+            try store.write(batch)
+            withHistoryState { $0?.cursors[name] = token.transactionNumber }
+        }
+    }
+
+    /// Removes the consumer `name`'s cursor: pruning no longer waits for it.
+    public func removeHistoryCursor(_ name: String) throws(StrataError) {
+        let key = try Self.cursorKey(name)
+        try saveLock.withLock { () throws(StrataError) in
+            let store = try writableHistoryStore()
+            var batch = WriteBatch()
+            batch.delete(key)
+            try store.write(batch)
+            withHistoryState { _ = $0?.cursors.removeValue(forKey: name) }
+        }
+    }
+
+    /// Removes every transaction up to and including `token`'s now (the
+    /// newest transaction stays, to number the next), whatever the
+    /// cursors and limits say — Core Data's `deleteHistory(before:)`.
+    /// Asking for transactions after a removed one then throws
+    /// ``StrataError/Code/historyExpired``. Returns how many were removed.
+    @discardableResult
+    public func pruneHistory(through token: HistoryToken) throws(StrataError) -> Int {
+        try check(token, of: try historyStoreIdentifier())
+        var removed = 0
+        while true {
+            let step = try saveLock.withLock { () throws(StrataError) -> Int in
+                let store = try writableHistoryStore()
+                guard let state = withHistoryState({ $0 }), state.oldest < state.next - 1 else { return 0 }
+                let through = min(token.transactionNumber, state.next - 2, state.oldest + UInt64(HistoryState.deleteBatch) - 1)
+                guard through >= state.oldest else { return 0 }
+                var batch = WriteBatch()
+                for number in state.oldest...through { batch.delete(HistoryCoding.key(number)) }
+                batch.put(HistoryCoding.prunedKey, HistoryCoding.numberValue(max(state.pruned, through)))
+                try store.write(batch)
+                let timestamp = try store.get(HistoryCoding.key(through + 1)).flatMap(HistoryCoding.timestamp(of:))
+                withHistoryState {
+                    $0?.pruned = max(state.pruned, through)
+                    $0?.oldest = through + 1
+                    $0?.oldestTimestamp = timestamp
+                }
+                return Int(through - state.oldest + 1)
+            }
+            removed += step
+            if step == 0 { return removed }
+        }
+    }
+
+    /// How much history the store keeps, for ``ObjectStoreInspector`` and
+    /// `strata-dump info`.
+    public func historySummary() throws(StrataError) -> HistorySummary {
+        let store = try currentStore()
+        var summary = try HistoryCoding.summarize { (prefix, body) throws(StrataError) in
+            try store.forEachWhile(prefix: prefix) { key, value throws(StrataError) -> Bool in
+                body(key, value)
+                return true
+            }
+        }
+        summary.isEnabled = withHistoryState { $0?.settings.isEnabled ?? false }
+        return summary
+    }
+
+    // MARK: Recording a save
+
+    /// Puts the transaction a save writes into its `batch`, with the
+    /// removal of what pruning lets go of now; nil (and nothing put) when
+    /// history is off or the save changes no object.
+    func recordTransaction(
+        of changes: ChangeSet, updated: [(ObjectID, [Int])], deleted: [ObjectID], from context: ManagedObjectContext,
+        store: any RecordStore, into batch: inout WriteBatch
+    ) throws(StrataError) -> HistoryState? {
+        guard var state = withHistoryState({ $0 }), state.settings.isEnabled else { return nil }
+        guard !changes.inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty else { return nil }
+        let now = Date()
+        let number = state.next
+        let author = changes.authors.single
+        batch.put(HistoryCoding.key(number), HistoryCoding.encode(HistoryCoding.Written(
+            timestamp: now, author: author, contextName: context.name,
+            inserted: changes.inserted, updated: updated, deleted: deleted)))
+        state.next = number + 1
+        if state.oldestTimestamp == nil { state.oldestTimestamp = now }
+        // A transaction that cannot be read stops pruning by age there
+        // (`strata-dump verify` reports it); it never fails the save.
+        if let pruning = state.pruning(newest: number, now: now, timestamps: { n in
+            (try? store.get(HistoryCoding.key(n)))?.flatMap(HistoryCoding.timestamp(of:))
+        }) {
+            for n in pruning { batch.delete(HistoryCoding.key(n)) }
+            state.pruned = max(state.pruned, pruning.upperBound)
+            batch.put(HistoryCoding.prunedKey, HistoryCoding.numberValue(state.pruned))
+            state.oldest = pruning.upperBound + 1
+            // Read once the batch is in (``recordedTransaction(_:store:)``).
+            state.oldestTimestamp = nil
+        }
+        return state
+    }
+
+    /// After the batch of ``recordTransaction(of:updated:deleted:from:store:into:)`` is in the store.
+    func recordedTransaction(_ state: HistoryState, store: any RecordStore) {
+        var state = state
+        if state.oldestTimestamp == nil {
+            state.oldestTimestamp = (try? store.get(HistoryCoding.key(state.oldest)))?.flatMap(HistoryCoding.timestamp(of:))
+        }
+        withHistoryState { $0 = state }
+    }
+
+    // MARK: Helpers
+
+    private func historyStoreIdentifier() throws(StrataError) -> UUID {
+        guard let identifier = storeIdentifier else { throw StrataError(.noPersistentStore, "the coordinator has no store") }
+        return identifier
+    }
+
+    private func check(_ token: HistoryToken, of identifier: UUID) throws(StrataError) {
+        guard token.storeIdentifier == identifier else {
+            throw StrataError(.invalidArgument, "the history token \(token) is of another store (this one is \(identifier.uuidString))")
+        }
+    }
+
+    private func writableHistoryStore() throws(StrataError) -> any RecordStore {
+        let store = try currentStore()
+        if Self.readOnlyDirectory(of: store) != nil {
+            throw StrataError(.invalidArgument, "history cursors and pruning write to the store, which this process opened read-only: set them in the process that writes it")
+        }
+        return store
+    }
+
+    private static func cursorKey(_ name: String) throws(StrataError) -> [UInt8] {
+        guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 200 else {
+            throw StrataError(.invalidArgument, "a history cursor's name is 1 to 200 bytes of UTF-8 without NUL; '\(name)' is not")
+        }
+        return HistoryCoding.cursorKey(name)
+    }
+}
+
+/// Transactions of a store's history (``PersistentStoreCoordinator/fetchHistoryPage(_:)``).
+public struct HistoryPage: Sendable {
+    /// The transactions the request kept, oldest first.
+    public var transactions: [HistoryTransaction]
+    /// The last transaction looked at, kept or left out; nil when there
+    /// was none after the request's token. The next page starts after it.
+    public var scannedThrough: HistoryToken?
+}
+
+/// How much persistent history a store keeps
+/// (``PersistentStoreCoordinator/historySummary()``).
+public struct HistorySummary: Sendable, Hashable, Codable {
+    /// Whether this coordinator records transactions.
+    public var isEnabled = false
+    /// How many transactions are kept.
+    public var transactions = 0
+    /// Bytes of the transactions' keys and records.
+    public var bytes = 0
+    /// The oldest and newest transaction numbers kept (0 when none).
+    public var oldest: UInt64 = 0
+    /// (See ``oldest``.)
+    public var newest: UInt64 = 0
+    /// Every transaction up to this one was pruned (0: none was).
+    public var pruned: UInt64 = 0
+    /// Each named cursor and the transaction it has read up to.
+    public var cursors: [String: UInt64] = [:]
+
+    /// An empty summary: no history.
+    public init() {}
+}
