@@ -319,4 +319,15 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         }
         #expect(run.stdout.contains("Strata writer with 2 readers following"))
     }
+
+    @Test func historyMeasuresItsCostAndItsReads() throws {
+        let run = try runBench(["history", "--records", "600", "--batch", "200", "--saves", "400"])
+        #expect(run.status == 0, "\(run.stdout)")
+        // Three durable batches for the first import and three more for the mixed one.
+        #expect(run.stdout.contains("history after both imports: 6 transactions"), "\(run.stdout)")
+        #expect(run.stdout.contains("history on: "))
+        let reads = run.stdout.split(separator: "\n").filter { $0.hasPrefix("the newest") }
+        #expect(reads.count == 3, "\(run.stdout)")
+        #expect(reads.first?.contains(" 100 ") == true, "the newest 100 are 100 transactions: \(reads)")
+    }
 }

@@ -110,61 +110,73 @@ package enum HistoryCoding {
     }
 
     package static func encode(_ written: Written) -> [UInt8] {
-        var entities: [String] = []
-        var entityPlaces: [ObjectIdentifier: Int] = [:]
-        var properties: [String] = []
-        var propertyPlaces: [String: Int] = [:]
-        func entityPlace(_ id: ObjectID) -> Int {
-            let key = ObjectIdentifier(id.entity)
-            if let place = entityPlaces[key] { return place }
-            entities.append(id.entity.canonicalName)
-            entityPlaces[key] = entities.count - 1
-            return entities.count - 1
+        // The name tables, in order of first use. A save touches a few
+        // entities and properties, so they are searched linearly (a save of
+        // one object pays for no hash table), and each run of objects of
+        // one entity finds its place at the first comparison.
+        var entities: [EntityDescription] = []
+        var properties: [(entity: EntityDescription, index: Int)] = []
+        var lastEntity = 0
+        func entityPlace(_ entity: EntityDescription) -> Int {
+            if lastEntity < entities.count, entities[lastEntity] === entity { return lastEntity }
+            lastEntity = entities.firstIndex { $0 === entity } ?? {
+                entities.append(entity)
+                return entities.count - 1
+            }()
+            return lastEntity
         }
-        var body: [UInt8] = []
-        func appendObjects(_ ids: [ObjectID]) {
-            body.appendVarint(UInt64(ids.count))
-            for id in ids {
-                body.appendVarint(UInt64(entityPlace(id)))
-                body.appendVarint(id.primaryKey)
-            }
+        func propertyPlace(_ entity: EntityDescription, _ index: Int) -> Int {
+            let name = entity.properties[index].name
+            return properties.firstIndex { $0.entity === entity && $0.index == index || $0.entity.properties[$0.index].name == name } ?? {
+                properties.append((entity, index))
+                return properties.count - 1
+            }()
         }
-        appendObjects(written.inserted)
-        body.appendVarint(UInt64(written.updated.count))
+        // First pass: the tables, so that the record is written in one buffer.
+        for id in written.inserted { _ = entityPlace(id.entity) }
         for (id, changed) in written.updated {
-            body.appendVarint(UInt64(entityPlace(id)))
-            body.appendVarint(id.primaryKey)
-            body.appendVarint(UInt64(changed.count))
-            for index in changed {
-                let name = id.entity.properties[index].name
-                let place = propertyPlaces[name] ?? {
-                    properties.append(name)
-                    propertyPlaces[name] = properties.count - 1
-                    return properties.count - 1
-                }()
-                body.appendVarint(UInt64(place))
-            }
+            _ = entityPlace(id.entity)
+            for index in changed { _ = propertyPlace(id.entity, index) }
         }
-        appendObjects(written.deleted)
+        for id in written.deleted { _ = entityPlace(id.entity) }
 
-        var out: [UInt8] = [format]
-        out.reserveCapacity(body.count + 64)
+        var out: [UInt8] = []
+        let objects = written.inserted.count + written.updated.count + written.deleted.count
+        out.reserveCapacity(32 + (written.author?.utf8.count ?? 0) + (written.contextName?.utf8.count ?? 0)
+                            + entities.reduce(0) { $0 + $1.canonicalName.utf8.count + 1 } + properties.count * 12 + objects * 6)
+        out.append(format)
         out.appendInteger(microseconds(written.timestamp))
         func appendText(_ text: String?) {
             guard let text else { return out.appendVarint(0) }
             out.appendVarint(UInt64(text.utf8.count) + 1)
             out.append(contentsOf: text.utf8)
         }
+        func appendName(_ name: String) {
+            out.appendVarint(UInt64(name.utf8.count))
+            out.append(contentsOf: name.utf8)
+        }
         appendText(written.author)
         appendText(written.contextName)
-        for table in [entities, properties] {
-            out.appendVarint(UInt64(table.count))
-            for name in table {
-                out.appendVarint(UInt64(name.utf8.count))
-                out.append(contentsOf: name.utf8)
+        out.appendVarint(UInt64(entities.count))
+        for entity in entities { appendName(entity.canonicalName) }
+        out.appendVarint(UInt64(properties.count))
+        for (entity, index) in properties { appendName(entity.properties[index].name) }
+        func appendObjects(_ ids: [ObjectID]) {
+            out.appendVarint(UInt64(ids.count))
+            for id in ids {
+                out.appendVarint(UInt64(entityPlace(id.entity)))
+                out.appendVarint(id.primaryKey)
             }
         }
-        out.append(contentsOf: body)
+        appendObjects(written.inserted)
+        out.appendVarint(UInt64(written.updated.count))
+        for (id, changed) in written.updated {
+            out.appendVarint(UInt64(entityPlace(id.entity)))
+            out.appendVarint(id.primaryKey)
+            out.appendVarint(UInt64(changed.count))
+            for index in changed { out.appendVarint(UInt64(propertyPlace(id.entity, index))) }
+        }
+        appendObjects(written.deleted)
         return out
     }
 

@@ -56,20 +56,24 @@ struct HistoryCommand: ParsableCommand {
         }
 
         // 2. One-object saves, history on and off; then reading it back.
-        var savesPerSecond: [Bool: Double] = [:]
+        var savesPerSecond: [Bool: [Double]] = [true: [], false: []]
+        var bytesPerSave: [Bool: Double] = [:]
         var reads: [(String, Int, Double)] = []
-        for on in [false, true] {
-            progress("history: \(saves) one-object saves, history \(on ? "on" : "off") ...")
-            let path = work.path + "/saves-\(on)"
+        for (round, on) in [false, true, true, false].enumerated() {
+            progress("history: \(saves) one-object saves, history \(on ? "on" : "off"), run \(round + 1) of 4 ...")
+            let path = work.path + "/saves-\(round)"
             var options = StoreOptions()
             options.syncMode = .none  // the per-save cost of history, not of fsync
             let container = try PersistentContainer(name: "Counters", model: model, directory: path, options: options, viewContext: .privateQueue,
                                                     history: on ? PersistentHistory(maximumAge: nil, maximumTransactions: nil) : .off)
             let writer = container.writerContext
+            let written = ProcessFigures.bytesWritten()
             let elapsed = try writer.performAndWait { () throws -> Double in
                 let product = CatalogueProduct(context: writer)
                 product.sku = "counter"
                 product.title = "A counter"
+                product.price = 1
+                product.stock = -1
                 try writer.save()
                 return try seconds {
                     for i in 0..<saves {
@@ -79,8 +83,9 @@ struct HistoryCommand: ParsableCommand {
                     }
                 }
             }
-            savesPerSecond[on] = Double(saves) / elapsed
-            if on {
+            savesPerSecond[on]!.append(Double(saves) / elapsed)
+            bytesPerSave[on] = Double(ProcessFigures.bytesWritten() - written) / Double(saves)
+            if on && reads.isEmpty {
                 let coordinator = container.coordinator
                 let newest = try coordinator.currentHistoryToken()!
                 func token(_ back: Int) -> HistoryToken {
@@ -116,11 +121,12 @@ struct HistoryCommand: ParsableCommand {
         out += "\nhistory after both imports: \(summary.transactions) transactions, \(thousands(Double(summary.bytes))) bytes: "
         out += "\(thousands(Double(summary.bytes) / Double(transactions))) bytes per transaction, "
         out += "\(fixed(Double(summary.bytes) / Double(max(objectsChanged, 1)), 1)) per object changed\n\n"
-        var perSave = Table(["\(saves) one-object saves (no fsync)", "saves/s"])
-        perSave.add("history off", thousands(savesPerSecond[false] ?? 0))
-        perSave.add("history on", thousands(savesPerSecond[true] ?? 0))
-        out += perSave.render()
-        if let on = savesPerSecond[true], let off = savesPerSecond[false] { out += "history on: \(fixed(on / off * 100, 1))% of the rate with it off\n" }
+        var perSave = Table(["\(saves) one-object saves (no fsync), two runs each: off, on, on, off", "saves/s", "bytes written per save"])
+        let meanRate = savesPerSecond.mapValues { $0.reduce(0, +) / Double(max($0.count, 1)) }
+        perSave.add("history off", thousands(meanRate[false] ?? 0), fixed(bytesPerSave[false] ?? 0, 0))
+        perSave.add("history on", thousands(meanRate[true] ?? 0), fixed(bytesPerSave[true] ?? 0, 0))
+        out += perSave.render() + "\n"
+        if let on = meanRate[true], let off = meanRate[false] { out += "history on: \(fixed(on / off * 100, 1))% of the rate with it off\n" }
         out += "\n"
         var fetches = Table(["fetchHistory(after:) among \(saves) transactions, medians of 5", "transactions", "ms", "µs per transaction"])
         for (label, count, time) in reads {
