@@ -104,17 +104,18 @@ extension PersistentStoreCoordinator {
         return changes
     }
 
-    /// Merges `changes` into `context` if it merges automatically, then
-    /// into its children that do, each on its own queue and after its
-    /// parent. A context with no queue of its own (`.confinement`) is
-    /// passed by: its thread merges when it chooses (the notification).
-    private static func mergeRemote(_ changes: ObjectChanges, into context: ManagedObjectContext) {
-        let merges = context.automaticallyMergesChangesFromParent
+    /// Merges `changes` into `context` if it merges automatically (and
+    /// `includingItself`), then into its children that do, each on its own
+    /// queue and after its parent. A context with no queue of its own
+    /// (`.confinement`) is passed by: its thread merges when it chooses
+    /// (the notification).
+    static func mergeRemote(_ changes: ObjectChanges, into context: ManagedObjectContext, includingItself: Bool = true) {
+        let merges = includingItself && context.automaticallyMergesChangesFromParent
         let children = context.mergingChildren(excluding: nil)
         guard context.concurrencyType != .confinement, merges || !children.isEmpty else { return }
         context.perform {
             if merges { context.mergeChanges(fromContextDidSave: changes) }
-            for child in children { mergeRemote(changes, into: child) }
+            for child in children { mergeRemote(changes, into: child, includingItself: true) }
         }
     }
 
