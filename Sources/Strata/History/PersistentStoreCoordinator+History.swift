@@ -188,7 +188,8 @@ extension PersistentStoreCoordinator {
                 for number in state.oldest...through { batch.delete(HistoryCoding.key(number)) }
                 batch.put(HistoryCoding.prunedKey, HistoryCoding.numberValue(max(state.pruned, through)))
                 try store.write(batch)
-                let timestamp = try store.get(HistoryCoding.key(through + 1)).flatMap(HistoryCoding.timestamp(of:))
+                // (Written already: a record that cannot be read leaves the age unknown, no more.)
+                let timestamp = (try? store.get(HistoryCoding.key(through + 1)))?.flatMap(HistoryCoding.timestamp(of:))
                 withHistoryState {
                     $0?.pruned = max(state.pruned, through)
                     $0?.oldest = through + 1
