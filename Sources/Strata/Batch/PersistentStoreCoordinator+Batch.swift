@@ -42,13 +42,14 @@ extension PersistentStoreCoordinator {
         var result = BatchResult()
         var authors = TransactionAuthors()
         if let author = request.author { authors.names = [author] } else { authors.unnamed = true }
-        for start in stride(from: 0, to: selected.count, by: max(request.batchSize, 1)) {
+        let batchSize = max(request.batchSize, 1)
+        for start in stride(from: 0, to: selected.count, by: batchSize) {
             var changes = ChangeSet()
             // Over a save that came in between the selection and this write:
             // the request's properties win, the others stay.
             changes.mergePolicy = .mergeByPropertyObjectTrump
             changes.authors = authors
-            for id in selected[start..<min(start + max(request.batchSize, 1), selected.count)] {
+            for id in selected[start..<min(start + batchSize, selected.count)] {
                 guard let stored = try snapshot(for: id) else { continue }
                 var values = stored.values
                 for (index, value) in updates { values[index] = value }

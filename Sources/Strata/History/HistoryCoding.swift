@@ -58,8 +58,28 @@ package enum HistoryCoding {
     }
 
     static func number(fromValue value: [UInt8]) -> UInt64? {
+        value.withUnsafeBytes { number(fromValue: $0) }
+    }
+
+    /// A cursor's or the mark's number: 8 bytes, little-endian.
+    static func number(fromValue value: UnsafeRawBufferPointer) -> UInt64? {
         guard value.count == 8 else { return nil }
-        return value.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        return UInt64(littleEndian: value.loadUnaligned(as: UInt64.self))
+    }
+
+    /// The number of `store`'s oldest transaction (`newest`: its newest); nil when it keeps none.
+    static func transactionNumber(in store: any RecordStore, newest: Bool) throws(StrataError) -> UInt64? {
+        var number: UInt64?
+        try store.forEachKey(in: ranges(from: 0), descending: newest) { key, _ throws(StrataError) -> Bool in
+            number = self.number(fromKey: key)
+            return false
+        }
+        return number
+    }
+
+    /// The number through which `store` removed transactions (0: none).
+    static func pruned(in store: any RecordStore) throws(StrataError) -> UInt64 {
+        try store.get(prunedKey).flatMap(number(fromValue:)) ?? 0
     }
 
     /// How much history a store holds, read by `forEach`, a prefix scan
@@ -76,8 +96,7 @@ package enum HistoryCoding {
             summary.bytes += key.count + value.count
         }
         try forEach([cursorTag]) { key, value in
-            guard value.count == 8 else { return }
-            let number = UInt64(littleEndian: value.loadUnaligned(as: UInt64.self))
+            guard let number = number(fromValue: value) else { return }
             if let name = cursorName(fromKey: key) {
                 summary.cursors[name] = number
             } else if key.elementsEqual(prunedKey) {

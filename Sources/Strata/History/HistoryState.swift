@@ -28,20 +28,12 @@ struct HistoryState {
     /// was removed moved past them, so tokens from before expire.
     static func load(from store: any RecordStore, settings: PersistentHistory, readOnly: Bool) throws(StrataError) -> HistoryState {
         var state = HistoryState(settings: settings)
-        state.pruned = try store.get(HistoryCoding.prunedKey).flatMap(HistoryCoding.number(fromValue:)) ?? 0
-        var first: UInt64?
-        var last: UInt64?
-        try store.forEachKey(in: HistoryCoding.ranges(from: 0), descending: false) { key, _ throws(StrataError) -> Bool in
-            first = HistoryCoding.number(fromKey: key)
-            return false
-        }
-        try store.forEachKey(in: HistoryCoding.ranges(from: 0), descending: true) { key, _ throws(StrataError) -> Bool in
-            last = HistoryCoding.number(fromKey: key)
-            return false
-        }
+        state.pruned = try HistoryCoding.pruned(in: store)
+        var first = try HistoryCoding.transactionNumber(in: store, newest: false)
+        let last = try HistoryCoding.transactionNumber(in: store, newest: true)
         try store.forEachWhile(prefix: [HistoryCoding.cursorTag]) { key, value throws(StrataError) -> Bool in
-            if let name = HistoryCoding.cursorName(fromKey: key), value.count == 8 {
-                state.cursors[name] = UInt64(littleEndian: value.loadUnaligned(as: UInt64.self))
+            if let name = HistoryCoding.cursorName(fromKey: key), let number = HistoryCoding.number(fromValue: value) {
+                state.cursors[name] = number
             }
             return true
         }

@@ -80,7 +80,7 @@ extension PersistentStoreCoordinator {
         // Checked after the read: pruning only moves forward, so a mark at
         // or below the token now was there during the read too.
         if let after = request.after {
-            let pruned = try store.get(HistoryCoding.prunedKey).flatMap(HistoryCoding.number(fromValue:)) ?? 0
+            let pruned = try HistoryCoding.pruned(in: store)
             if pruned > after.transactionNumber {
                 throw StrataError(.historyExpired, """
                     the store no longer keeps the transactions after \(after): those up to #\(pruned) were pruned \
@@ -115,12 +115,8 @@ extension PersistentStoreCoordinator {
     /// ```
     public func currentHistoryToken() throws(StrataError) -> HistoryToken? {
         let store = try currentStore()
-        var newest: UInt64?
-        try store.forEachKey(in: HistoryCoding.ranges(from: 0), descending: true) { key, _ throws(StrataError) -> Bool in
-            newest = HistoryCoding.number(fromKey: key)
-            return false
-        }
-        let pruned = try store.get(HistoryCoding.prunedKey).flatMap(HistoryCoding.number(fromValue:)) ?? 0
+        let newest = try HistoryCoding.transactionNumber(in: store, newest: true)
+        let pruned = try HistoryCoding.pruned(in: store)
         guard let number = newest ?? (pruned > 0 ? pruned : nil) else { return nil }
         return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
     }
