@@ -59,7 +59,8 @@ test-tsan: deps
 # and upserts under a uniqueness constraint (beside SQLite), an app's
 # catalogue import in five styles and a server's request loop (beside
 # SQLite), reader processes following a writer (beside SQLite), persistent
-# history's cost, the object graph's and the engine's figures; see README.
+# history's cost, batch requests (beside SQLite), the object graph's and the
+# engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
 	$(SWIFT) run -c release strata-bench reads
@@ -70,6 +71,7 @@ bench: deps
 	$(SWIFT) run -c release strata-bench server
 	$(SWIFT) run -c release strata-bench follow
 	$(SWIFT) run -c release strata-bench history
+	$(SWIFT) run -c release strata-bench batch
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine

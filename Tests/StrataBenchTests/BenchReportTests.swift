@@ -330,4 +330,16 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(reads.count == 3, "\(run.stdout)")
         #expect(reads.first?.contains(" 100 ") == true, "the newest 100 are 100 transactions: \(reads)")
     }
+
+    @Test func batchMeasuresEachRequestBesideSQLite() throws {
+        let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "1"])
+        #expect(run.status == 0, "\(run.stdout)")
+        let rows = run.stdout.split(separator: "\n").filter { $0.hasPrefix("Strata: ") || $0.hasPrefix("SQLite: ") }
+        #expect(rows.count == 9, "\(run.stdout)")
+        for row in rows {
+            #expect(!row.split(separator: " ", omittingEmptySubsequences: true).contains("-"), "every row has its figures: \(row)")
+        }
+        #expect(run.stdout.contains("batch insert: "), "\(run.stdout)")
+        #expect(run.stdout.contains("the unchanged re-insert wrote "), "\(run.stdout)")
+    }
 }

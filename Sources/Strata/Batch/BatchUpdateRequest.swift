@@ -34,12 +34,3 @@ public struct BatchUpdateRequest<Object: ManagedObject>: Sendable {
         self.propertiesToUpdate = properties
     }
 }
-
-/// What a batch request did (``PersistentStoreCoordinator/execute(_:)``).
-public struct BatchResult: Sendable {
-    /// The objects it changed (those whose values were already the new
-    /// ones are not changed, and not listed).
-    public var objectIDs: [ObjectID] = []
-    /// The history's newest transaction after it (nil when history is off).
-    public var historyToken: HistoryToken?
-}

@@ -439,117 +439,122 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// and every unique key the save claims against the store's unique
     /// indexes. Nothing changes (store, cache) if it throws.
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
-        let insertOrder = KeyOrder.positions(of: changes.inserted)
-        let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
-            let store = try currentStore()
-            let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
-            // Under the save lock: no other save can claim a key between
-            // this look-up and the write.
-            if let check = UniquenessCheck(changes, updates: updates) {
-                try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
-            }
-
-            let generation = lock.withLock { schemas?.current ?? 0 }
-            var batch = WriteBatch()
-            var indexEntries = IndexMaintenance()
-            var outcome = SaveOutcome()
-            outcome.reachedStore = true
-            var written: [(ObjectID, Snapshot)] = []
-            written.reserveCapacity(changes.updated.count)
-            // Each written update and the properties it changed, for history.
-            let recordsHistory = withHistoryState { $0?.settings.isEnabled ?? false }
-            var historyUpdates: [(ObjectID, [Int])] = []
-            var payload = ObjectChanges(inserted: changes.inserted)
-            payload.sourceSerial = context.serial
-            var payloadSnapshots: [Snapshot] = []
-
-            outcome.insertedVersions = Array(repeating: 1, count: changes.inserted.count)
-            // Inserted rows stay out of the row cache: filling it cost an
-            // import about a tenth of its time, and a new row is read back
-            // cheaply from the store's memtable if anyone asks. Updated rows
-            // must replace what the cache holds. In key order (a context's
-            // change set is in it already; one made otherwise is sorted):
-            // the engine's index then takes an import's keys as appends at
-            // its right edge, not as descents to random places.
-            // Yield points under `saveLock`: only saves to the coordinator
-            // take it — in the recommended stack, the writer's alone — and a
-            // reader never does, so a yield here keeps no read waiting.
-            var yields = YieldPoints()
-            for i in insertOrder {
-                yields.pass()
-                let id = changes.inserted[i]
-                RecordCoding.put(id, changes.insertedValues[i], version: 1, generation: generation, into: &batch)
-                if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id, into: &batch) }
-            }
-            outcome.updatedVersions.reserveCapacity(changes.updated.count)
-            for (i, id) in changes.updated.enumerated() {
-                yields.pass()
-                switch updates[i] {
-                case .write(let values, let current):
-                    let version = current + 1
-                    RecordCoding.put(id, values, version: version, generation: generation, into: &batch)
-                    if !id.entity.indexes.isEmpty {
-                        indexEntries.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
-                    }
-                    let snapshot = Snapshot(values: values, version: version)
-                    written.append((id, snapshot))
-                    outcome.updatedVersions.append(version)
-                    if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
-                    if recordsHistory {
-                        let base = changes.updatedBase[i]
-                        historyUpdates.append((id, values.indices.filter { $0 >= base.count || values[$0] != base[$0] }))
-                    }
-                    payload.updated.append(id)
-                    payloadSnapshots.append(snapshot)
-                case .keep(let current):
-                    outcome.keep(current, forUpdate: i)
-                case .drop:
-                    outcome.drop(update: i)
-                }
-            }
-            var removed: [ObjectID] = []
-            // Those this save deletes (not those gone already), for history.
-            var historyDeletes: [ObjectID] = []
-            for (i, id) in changes.deleted.enumerated() {
-                switch deletes[i] {
-                case .delete:
-                    batch.delete(RecordCoding.key(id))
-                    if !id.entity.indexes.isEmpty, let stored = try snapshot(for: id) {
-                        indexEntries.delete(stored.values, of: id, into: &batch)
-                    }
-                    removed.append(id)
-                    if recordsHistory { historyDeletes.append(id) }
-                case .alreadyGone:
-                    removed.append(id)
-                case .keep(let current):
-                    outcome.keptDeletes[i] = current
-                }
-            }
-            payload.deleted = removed
-            payload.updatedSnapshots = payloadSnapshots
-            let history = try recordTransaction(of: changes, updated: historyUpdates, deleted: historyDeletes, from: context, store: store, into: &batch)
-            let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
-            if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
-            if !batch.isEmpty { try store.write(batch) }
-            if let history { recordedTransaction(history, store: store) }
-            afterStoreWriteForTesting?()
-            if let keys { lock.withLock { persistedKeys = keys } }
-            // After the write is readable: an object loaded before this is
-            // listed as changed since (see ``StoreChangeLog``). Inserts too:
-            // a context may hold a new object as a level above had it
-            // before this save's values.
-            changeLog.record(changes.inserted + written.map(\.0) + removed)
-            cacheLock.withLock {
-                rowCache.advanceEpoch()
-                for (id, snapshot) in written { rowCache.insert(snapshot, for: id) }
-                for id in removed { rowCache.remove(id) }
-            }
-            return (outcome, payload)
-        }
+        let (outcome, payload) = try saveLock.withLock { () throws(StrataError) in try write(changes, from: context) }
         let listeners = WeakContext.merging(lock.withLock { WeakContext.alive(in: rootContexts) }, excluding: context)
         for listener in listeners {
             listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
         }
         return outcome
+    }
+
+    /// The body of ``save(_:from:)``, under `saveLock`: checks and writes
+    /// `changes`, and returns what the attached contexts that merge are
+    /// to hear.
+    func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
+        let insertOrder = KeyOrder.positions(of: changes.inserted)
+        let store = try currentStore()
+        let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
+        // Under the save lock: no other save can claim a key between
+        // this look-up and the write.
+        if let check = UniquenessCheck(changes, updates: updates) {
+            try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
+        }
+
+        let generation = lock.withLock { schemas?.current ?? 0 }
+        var batch = WriteBatch()
+        var indexEntries = IndexMaintenance()
+        var outcome = SaveOutcome()
+        outcome.reachedStore = true
+        var written: [(ObjectID, Snapshot)] = []
+        written.reserveCapacity(changes.updated.count)
+        // Each written update and the properties it changed, for history.
+        let recordsHistory = withHistoryState { $0?.settings.isEnabled ?? false }
+        var historyUpdates: [(ObjectID, [Int])] = []
+        var payload = ObjectChanges(inserted: changes.inserted)
+        payload.sourceSerial = context.serial
+        var payloadSnapshots: [Snapshot] = []
+
+        outcome.insertedVersions = Array(repeating: 1, count: changes.inserted.count)
+        // Inserted rows stay out of the row cache: filling it cost an
+        // import about a tenth of its time, and a new row is read back
+        // cheaply from the store's memtable if anyone asks. Updated rows
+        // must replace what the cache holds. In key order (a context's
+        // change set is in it already; one made otherwise is sorted):
+        // the engine's index then takes an import's keys as appends at
+        // its right edge, not as descents to random places.
+        // Yield points under `saveLock`: only saves to the coordinator
+        // take it — in the recommended stack, the writer's alone — and a
+        // reader never does, so a yield here keeps no read waiting.
+        var yields = YieldPoints()
+        for i in insertOrder {
+            yields.pass()
+            let id = changes.inserted[i]
+            RecordCoding.put(id, changes.insertedValues[i], version: 1, generation: generation, into: &batch)
+            if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id, into: &batch) }
+        }
+        outcome.updatedVersions.reserveCapacity(changes.updated.count)
+        for (i, id) in changes.updated.enumerated() {
+            yields.pass()
+            switch updates[i] {
+            case .write(let values, let current):
+                let version = current + 1
+                RecordCoding.put(id, values, version: version, generation: generation, into: &batch)
+                if !id.entity.indexes.isEmpty {
+                    indexEntries.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
+                }
+                let snapshot = Snapshot(values: values, version: version)
+                written.append((id, snapshot))
+                outcome.updatedVersions.append(version)
+                if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
+                if recordsHistory {
+                    let base = changes.updatedBase[i]
+                    historyUpdates.append((id, values.indices.filter { $0 >= base.count || values[$0] != base[$0] }))
+                }
+                payload.updated.append(id)
+                payloadSnapshots.append(snapshot)
+            case .keep(let current):
+                outcome.keep(current, forUpdate: i)
+            case .drop:
+                outcome.drop(update: i)
+            }
+        }
+        var removed: [ObjectID] = []
+        // Those this save deletes (not those gone already), for history.
+        var historyDeletes: [ObjectID] = []
+        for (i, id) in changes.deleted.enumerated() {
+            switch deletes[i] {
+            case .delete:
+                batch.delete(RecordCoding.key(id))
+                if !id.entity.indexes.isEmpty, let stored = try snapshot(for: id) {
+                    indexEntries.delete(stored.values, of: id, into: &batch)
+                }
+                removed.append(id)
+                if recordsHistory { historyDeletes.append(id) }
+            case .alreadyGone:
+                removed.append(id)
+            case .keep(let current):
+                outcome.keptDeletes[i] = current
+            }
+        }
+        payload.deleted = removed
+        payload.updatedSnapshots = payloadSnapshots
+        let history = try recordTransaction(of: changes, updated: historyUpdates, deleted: historyDeletes, from: context, store: store, into: &batch)
+        let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
+        if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
+        if !batch.isEmpty { try store.write(batch) }
+        if let history { recordedTransaction(history, store: store) }
+        afterStoreWriteForTesting?()
+        if let keys { lock.withLock { persistedKeys = keys } }
+        // After the write is readable: an object loaded before this is
+        // listed as changed since (see ``StoreChangeLog``). Inserts too:
+        // a context may hold a new object as a level above had it
+        // before this save's values.
+        changeLog.record(changes.inserted + written.map(\.0) + removed)
+        cacheLock.withLock {
+            rowCache.advanceEpoch()
+            for (id, snapshot) in written { rowCache.insert(snapshot, for: id) }
+            for id in removed { rowCache.remove(id) }
+        }
+        return (outcome, payload)
     }
 }

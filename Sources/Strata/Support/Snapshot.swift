@@ -44,6 +44,15 @@ struct ChangeSet: Sendable {
     /// ``ManagedObjectContext/transactionAuthor``).
     var authors = TransactionAuthors()
 
+    /// Adds an update of `id` from its `stored` state to `values` (a
+    /// change made at the destination's own level: a batch request's).
+    mutating func update(_ id: ObjectID, from stored: Snapshot, to values: [PropertyValue]) {
+        updated.append(id)
+        updatedValues.append(values)
+        updatedBase.append(stored.values)
+        updatedVersions.append(stored.version)
+    }
+
     /// Frees the change set's contents object by object, passing a yield
     /// point at each (``GracePeriod/release(_:)-([ChangeSet])``).
     mutating func empty(yieldingAt yields: inout YieldPoints) {

@@ -139,11 +139,11 @@ final class SQLiteCatalogue {
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    private static func exec(_ db: OpaquePointer, _ sql: String) throws {
+    static func exec(_ db: OpaquePointer, _ sql: String) throws {
         guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw CatalogueFailure("\(sql): \(String(cString: sqlite3_errmsg(db)))") }
     }
 
-    private static func prepare(_ db: OpaquePointer, _ sql: String) throws -> OpaquePointer {
+    static func prepare(_ db: OpaquePointer, _ sql: String) throws -> OpaquePointer {
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
             throw CatalogueFailure("\(sql.prefix(80)): \(String(cString: sqlite3_errmsg(db)))")

@@ -1,0 +1,44 @@
+/// The checks of the values a batch request writes against the model.
+enum BatchValues {
+    /// The position of attribute `name` of `entity`, after checking that it
+    /// takes `value`; `request` names the request in the error.
+    static func attribute(_ name: String, _ value: PropertyValue, of entity: EntityDescription, request: String) throws(StrataError) -> Int {
+        guard let index = entity.indexOfProperty(name), case .attribute = entity.properties[index] else {
+            throw StrataError(.invalidArgument, "\(entity.name) has no attribute \(name) (\(request) sets attributes, not relationships)")
+        }
+        guard entity.accepts(value, at: index) else {
+            throw StrataError(.invalidArgument, "\(entity.name).\(name) does not take \(value)")
+        }
+        return index
+    }
+
+    /// Checks every row of a batch insert before any is written: each name
+    /// an attribute that takes its value, and every required attribute
+    /// given a value or holding a default. A required to-one relationship
+    /// fails it whole: a batch insert sets attributes only.
+    static func checkInsert(_ rows: [[String: PropertyValue]], of entity: EntityDescription) throws(StrataError) {
+        guard !rows.isEmpty else { return }
+        var requiredWithoutDefault: [String] = []
+        for index in entity.requiredIndices {
+            let name = entity.properties[index].name
+            guard case .attribute = entity.properties[index] else {
+                throw StrataError(.validationFailed, """
+                    \(entity.name).\(name) is a required relationship: a batch insert sets attributes only; \
+                    insert these objects in a context, or make the relationship optional
+                    """)
+            }
+            if case .null = entity.initialValues[index] { requiredWithoutDefault.append(name) }
+        }
+        for (position, row) in rows.enumerated() {
+            for (name, value) in row {
+                let index = try attribute(name, value, of: entity, request: "a batch insert")
+                if case .null = value, entity.requiredIndices.contains(index) {
+                    throw StrataError(.validationFailed, "row \(position) sets \(entity.name).\(name) to nil, and it is required; nothing was inserted")
+                }
+            }
+            for name in requiredWithoutDefault where row[name] == nil {
+                throw StrataError(.validationFailed, "row \(position) gives no \(entity.name).\(name), which is required and has no default; nothing was inserted")
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+extension PersistentStoreCoordinator {
+    /// Runs `request`: checks every row against the model, then writes them
+    /// in batches of ``BatchInsertRequest/batchSize``, each one atomic store
+    /// save (see ``BatchInsertRequest``). Each batch looks its rows' unique
+    /// values up under the coordinator's save lock, so a row meets what
+    /// every save before it stored, earlier batches of the request
+    /// included. It writes to the store and waits for it: call it off the
+    /// main queue.
+    ///
+    /// Throws ``StrataError/Code/invalidArgument`` for a name that is not an
+    /// attribute of the entity, or a value its type does not take, and
+    /// ``StrataError/Code/validationFailed`` for a required attribute
+    /// without a value (nothing is written then);
+    /// ``StrataError/Code/constraintConflict`` when a row's values would
+    /// give two objects the values of a uniqueness constraint (a row
+    /// meeting one stored object on one constraint and another on a
+    /// second; that batch and the ones after it are not written).
+    @discardableResult
+    public func execute<Object: ManagedObject>(_ request: BatchInsertRequest<Object>) throws(StrataError) -> BatchResult {
+        let entity = try Self.entity(of: Object.self, in: model)
+        try BatchValues.checkInsert(request.objects, of: entity)
+        let context = batchContext(named: "batch insert of \(entity.name)")
+        let authors = TransactionAuthors(batchAuthor: request.author)
+        let batchSize = max(request.batchSize, 1)
+        var result = BatchResult()
+        for start in stride(from: 0, to: request.objects.count, by: batchSize) {
+            let rows = BatchInsertion(entity: entity, rows: request.objects[start..<min(start + batchSize, request.objects.count)])
+            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
+                try rows.changes(at: self, authors: authors)
+            }
+            result.add(written)
+        }
+        result.historyToken = try currentHistoryToken()
+        return result
+    }
+}

@@ -1,0 +1,194 @@
+import ArgumentParser
+import Foundation
+import Strata
+import StrataStore
+
+/// `strata-bench batch`: batch requests beside the object-graph path and
+/// SQLite, on the catalogue's products (skewed SKUs, a uniqueness
+/// constraint on them), each batch of 10,000 one durable write on every
+/// side, medians of three rounds:
+/// - insert of 1,000,000 products from values (`BatchInsertRequest`),
+///   beside the same products inserted in a private context on the
+///   coordinator and saved every batch, and SQLite's prepared `INSERT`;
+/// - the same rows again, unchanged (an upsert that writes nothing),
+///   beside SQLite's `INSERT … ON CONFLICT DO UPDATE`;
+/// - an update of one attribute of every product (`BatchUpdateRequest`)
+///   beside SQLite's `UPDATE`;
+/// - a delete of every invoice (a quarter of the objects) with its three
+///   lines by the cascade rule (`BatchDeleteRequest`) beside SQLite's
+///   `DELETE` with `ON DELETE CASCADE`.
+struct BatchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "batch",
+        abstract: "Batch insert, update and delete of 1,000,000 objects beside the object-graph path and SQLite."
+    )
+
+    @Option(help: "Objects inserted, updated and deleted.") var objects = 1_000_000
+    @Option(help: "Objects per batch (each one durable write).") var batch = 10_000
+    @Option(help: "Rounds (the figures are their medians).") var rounds = 3
+    @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+
+    func run() throws {
+        let work = try WorkDirectory(store, scenario: "batch")
+        defer { work.cleanUp() }
+        let model = try makeCatalogueModel()
+        progress("batch: making \(objects) records ...")
+        let data = CatalogueData(categoryCount: 10)
+        var random = SplitMix64(seed: 3)
+        var order = Array(0..<objects)
+        order.shuffle(using: &random)
+        let records = order.map { data.record($0) }
+        let rows: [[String: PropertyValue]] = records.map {
+            ["sku": .string($0.sku), "title": .string($0.title), "price": .double($0.price), "stock": .integer(Int64($0.stock))]
+        }
+        var times: [String: [Double]] = [:]
+        /// Runs `body`, adding its time to those of `key`.
+        func timed<T>(_ key: String, _ body: () throws -> T) rethrows -> T {
+            let start = DispatchTime.now().uptimeNanoseconds
+            let result = try body()
+            times[key, default: []].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            return result
+        }
+        var reinsertBytes = 0
+        for round in 0..<rounds {
+            // Strata: batch insert, the same rows again, a batch update.
+            progress("batch: round \(round + 1) of \(rounds), batch requests ...")
+            let path = work.path + "/batch-\(round)"
+            let container = try PersistentContainer(name: "Catalogue", model: model, directory: path, viewContext: .privateQueue)
+            var insert = BatchInsertRequest<CatalogueProduct>(objects: rows)
+            insert.batchSize = batch
+            let inserted = try timed("insert") { try container.coordinator.execute(insert) }
+            guard inserted.insertedCount == objects else { throw CatalogueFailure("the batch insert inserted \(inserted.insertedCount) of \(objects)") }
+            let written = ProcessFigures.bytesWritten()
+            let again = try timed("reinsert") { try container.coordinator.execute(insert) }
+            reinsertBytes = ProcessFigures.bytesWritten() - written
+            guard again.objectIDs.isEmpty else { throw CatalogueFailure("the unchanged rows changed \(again.objectIDs.count) objects") }
+            var update = BatchUpdateRequest<CatalogueProduct>(set: ["stock": .integer(-1)])
+            update.batchSize = batch
+            let updated = try timed("update") { try container.coordinator.execute(update) }
+            guard updated.updatedCount == objects else { throw CatalogueFailure("the batch update changed \(updated.updatedCount) of \(objects)") }
+            try container.close()
+            try? FileManager.default.removeItem(atPath: path)
+
+            // Strata: the object-graph path.
+            progress("batch: round \(round + 1) of \(rounds), the object graph ...")
+            let graphPath = work.path + "/graph-\(round)"
+            let graph = try PersistentContainer(name: "Catalogue", model: model, directory: graphPath, viewContext: .privateQueue)
+            let context = ManagedObjectContext(.privateQueue, coordinator: graph.coordinator, name: "import")
+            times["graph", default: []].append(try seconds {
+                try context.performAndWait { () throws in
+                    for start in stride(from: 0, to: records.count, by: batch) {
+                        for record in records[start..<min(start + batch, records.count)] {
+                            let product = CatalogueProduct(context: context)
+                            product.sku = record.sku
+                            product.title = record.title
+                            product.price = record.price
+                            product.stock = record.stock
+                        }
+                        try context.save()
+                        context.reset()
+                    }
+                }
+            })
+            try graph.close()
+            try? FileManager.default.removeItem(atPath: graphPath)
+
+            // SQLite.
+            progress("batch: round \(round + 1) of \(rounds), SQLite ...")
+            let sqlitePath = work.path + "/sqlite-\(round).db"
+            let sqlite = try SQLiteBatch(path: sqlitePath)
+            times["sqlite insert", default: []].append(try seconds { try sqlite.insert(records, batch: batch, upsert: false) })
+            times["sqlite reinsert", default: []].append(try seconds { try sqlite.insert(records, batch: batch, upsert: true) })
+            times["sqlite update", default: []].append(try seconds { _ = try sqlite.run("UPDATE product SET stock = -1") })
+            guard try sqlite.count("product") == objects else { throw CatalogueFailure("SQLite holds another number of products") }
+
+            // Delete with a cascade: invoices of three lines each.
+            progress("batch: round \(round + 1) of \(rounds), deletes ...")
+            let invoices = objects / 4
+            let deletePath = work.path + "/delete-\(round)"
+            let invoiceContainer = try PersistentContainer(name: "Invoices", model: try makeInvoiceModel(), directory: deletePath, viewContext: .privateQueue)
+            try Self.fillInvoices(invoices, linesEach: 3, batch: batch / 4, coordinator: invoiceContainer.coordinator)
+            var delete = BatchDeleteRequest<BenchInvoice>()
+            delete.batchSize = batch / 4
+            let deleted = try timed("delete") { try invoiceContainer.coordinator.execute(delete) }
+            guard deleted.deletedCount == invoices * 4 else { throw CatalogueFailure("the batch delete deleted \(deleted.deletedCount) of \(invoices * 4)") }
+            try invoiceContainer.close()
+            try? FileManager.default.removeItem(atPath: deletePath)
+            try sqlite.insertInvoices(invoices, linesEach: 3, batch: batch / 4)
+            times["sqlite delete", default: []].append(try seconds { _ = try sqlite.run("DELETE FROM invoice") })
+            guard try sqlite.count("line") == 0 else { throw CatalogueFailure("SQLite's cascade left lines") }
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: sqlitePath + suffix) }
+        }
+
+        func median(_ key: String) -> Double { times[key]!.sorted()[times[key]!.count / 2] }
+        var out = "strata-bench batch — \(thousands(Double(objects))) catalogue products (skewed SKUs, unique), batches of \(thousands(Double(batch))), each one durable write; "
+        out += "medians of \(rounds); \(ProcessInfo.processInfo.activeProcessorCount) cores; " + ISO8601DateFormatter().string(from: Date()) + "\n\n"
+        var table = Table(["\(thousands(Double(objects))) objects", "seconds", "objects/s", "vs SQLite"])
+        func add(_ label: String, _ key: String, _ sqliteKey: String, count: Int) {
+            table.add(label, fixed(median(key), 2), thousands(Double(count) / median(key)), fixed(median(sqliteKey) / median(key), 2) + "×")
+        }
+        add("Strata: BatchInsertRequest", "insert", "sqlite insert", count: objects)
+        add("Strata: object graph, a private context on the coordinator, save per batch", "graph", "sqlite insert", count: objects)
+        add("SQLite: prepared INSERT, a transaction per batch", "sqlite insert", "sqlite insert", count: objects)
+        add("Strata: BatchInsertRequest of the same rows again (upsert, unchanged)", "reinsert", "sqlite reinsert", count: objects)
+        add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of the same rows", "sqlite reinsert", "sqlite reinsert", count: objects)
+        add("Strata: BatchUpdateRequest of one attribute of every product", "update", "sqlite update", count: objects)
+        add("SQLite: UPDATE product SET stock = -1", "sqlite update", "sqlite update", count: objects)
+        add("Strata: BatchDeleteRequest of every invoice, its 3 lines by cascade", "delete", "sqlite delete", count: objects)
+        add("SQLite: DELETE FROM invoice, lines ON DELETE CASCADE", "sqlite delete", "sqlite delete", count: objects)
+        out += table.render()
+        out += "\nbatch insert: \(fixed(median("sqlite insert") / median("insert"), 2))× SQLite's rate, \(fixed(median("graph") / median("insert"), 2))× the object graph's\n"
+        out += "the unchanged re-insert wrote \(thousands(Double(reinsertBytes))) bytes\n"
+        out += "(\"vs SQLite\": SQLite's time over this row's, the same work; SQLite's UPDATE and DELETE are one statement in one transaction)\n"
+        print(out)
+    }
+
+    /// `invoices` invoices of `linesEach` lines through a private context
+    /// on the coordinator, saved every `batch` invoices.
+    static func fillInvoices(_ invoices: Int, linesEach: Int, batch: Int, coordinator: PersistentStoreCoordinator) throws {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "invoices")
+        try context.performAndWait { () throws in
+            for start in stride(from: 0, to: invoices, by: batch) {
+                for n in start..<min(start + batch, invoices) {
+                    let invoice = BenchInvoice(context: context)
+                    invoice.number = n
+                    invoice.total = Double(n % 1_000)
+                    for l in 0..<linesEach {
+                        let line = BenchInvoiceLine(context: context)
+                        line.amount = Double(l)
+                        line.invoice = invoice
+                    }
+                }
+                try context.save()
+                context.reset()
+            }
+        }
+    }
+}
+
+/// An invoice of `batch`'s delete: its lines go with it (cascade).
+final class BenchInvoice: ManagedObject {
+    @Attribute("number") var number: Int
+    @Attribute("total") var total: Double
+    @Relationship("lines") var lines: Set<BenchInvoiceLine>
+}
+
+/// A line of a ``BenchInvoice``.
+final class BenchInvoiceLine: ManagedObject {
+    @Attribute("amount") var amount: Double
+    @Relationship("invoice") var invoice: BenchInvoice?
+}
+
+func makeInvoiceModel() throws -> ManagedObjectModel {
+    try ManagedObjectModel(entities: [
+        EntityDescription(name: "Invoice", managedObjectClass: BenchInvoice.self, properties: [
+            .attribute("number", .integer64),
+            .attribute("total", .double),
+            .toMany("lines", "Line", inverse: "invoice", deleteRule: .cascade),
+        ]),
+        EntityDescription(name: "Line", managedObjectClass: BenchInvoiceLine.self, properties: [
+            .attribute("amount", .double),
+            .toOne("invoice", "Invoice", inverse: "lines"),
+        ]),
+    ])
+}

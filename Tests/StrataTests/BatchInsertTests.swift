@@ -1,0 +1,137 @@
+import Foundation
+import SharedTestSupport
+@testable import Strata
+import StrataStore
+import Testing
+
+/// A batch insert writes objects from values without making them in a
+/// context — an upsert where the entity has uniqueness constraints — and
+/// goes through what a save does: the model's checks, indexes, history,
+/// and the merges that bring contexts up to date.
+@Suite struct BatchInsertTests {
+    static func row(_ name: String, servings: Int) -> [String: PropertyValue] {
+        ["name": .string(name), "servings": .integer(Int64(servings))]
+    }
+
+    @Test func aBatchInsertWritesItsRowsAndContextsMerge() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeIndexes: [IndexDescription("servings")]))
+        let start = try container.coordinator.currentHistoryToken()
+        var request = BatchInsertRequest<Recipe>(objects: (0..<25).map { Self.row("R\($0)", servings: $0) })
+        request.author = "feed"
+        request.batchSize = 10
+        let result = try container.coordinator.execute(request)
+        #expect(result.insertedCount == 25 && result.updatedCount == 0 && result.objectIDs.count == 25)
+        #expect(result.objectIDs.allSatisfy { !$0.isTemporaryID })
+
+        // The values, the defaults of what a row leaves out, the index.
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipe = try #require(try Recipe.first(in: reader, where: #Predicate { $0.name == "R7" }))
+            #expect(recipe.objectID == result.objectIDs[7])
+            #expect(recipe.servings == 7 && recipe.rating == 0 && recipe.notes == nil && !recipe.vegetarian)
+            let request = FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 20 })
+            #expect(try reader.explain(request).description.contains("USING INDEX"))
+            #expect(try reader.count(for: request) == 5)
+        }
+        // One transaction per batch, under the request's author.
+        let history = try container.coordinator.fetchHistory(HistoryRequest(after: start))
+        #expect(history.map(\.changes.count) == [10, 10, 5])
+        #expect(history.allSatisfy { $0.author == "feed" && $0.contextName == "batch insert of Recipe" })
+        #expect(history.flatMap(\.changes).allSatisfy { $0.kind == .insert })
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+        try container.close()
+    }
+
+    /// Under a uniqueness constraint, a row that meets a stored object
+    /// updates it — the properties it gives, the others kept — and rows of
+    /// one request with one name make one object.
+    @Test func aBatchInsertUpsertsThroughAUniquenessConstraint() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"]]))
+        let stored = try BatchUpdateTests.seed(container, count: 3)  // R0…R2, servings 0…2
+        try container.saveAndWait { context in
+            let recipe = try context.existingObject(with: stored[1]) as! Recipe
+            recipe.notes = "kept"
+            recipe.rating = 3
+        }
+        // The view context holds R1: the merge refreshes it.
+        let view = container.viewContext
+        let held = try view.performAndWait { () throws -> Recipe in
+            let recipe = try view.existingObject(with: stored[1]) as! Recipe
+            _ = recipe.servings
+            return recipe
+        }
+        let rows = [
+            Self.row("R1", servings: 10),                                   // a stored one
+            Self.row("New", servings: 1),
+            ["name": .string("New"), "rating": .double(5)],                 // the same new one again
+            Self.row("R2", servings: 2),                                    // stored, unchanged
+            Self.row("R1", servings: 11),                                   // the stored one again
+        ]
+        let result = try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows))
+        #expect(result.insertedCount == 1 && result.updatedCount == 1)
+        #expect(result.objectIDs.contains(stored[1]) && !result.objectIDs.contains(stored[2]))
+
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipes = try Recipe.all(in: reader)
+            #expect(recipes.count == 4)
+            let r1 = try #require(recipes.first { $0.name == "R1" })
+            #expect(r1.objectID == stored[1] && r1.servings == 11 && r1.notes == "kept" && r1.rating == 3)
+            let new = try #require(recipes.first { $0.name == "New" })
+            #expect(new.servings == 1 && new.rating == 5)
+        }
+        container.writerContext.performAndWait {}
+        #expect(view.performAndWait { held.servings } == 11)
+        // The same rows again change nothing, and write nothing.
+        let token = try container.coordinator.currentHistoryToken()
+        let again = try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows))
+        #expect(again.objectIDs.isEmpty)
+        #expect(try container.coordinator.currentHistoryToken() == token)
+        try container.close()
+    }
+
+    @Test func aBatchInsertChecksEveryRowBeforeWritingAny() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory)
+        func code(_ rows: [[String: PropertyValue]], as type: (some ManagedObject).Type = Recipe.self) -> StrataError.Code? {
+            do {
+                var request = BatchInsertRequest(type, objects: rows)
+                request.batchSize = 1
+                try container.coordinator.execute(request)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        let good = Self.row("fine", servings: 1)
+        #expect(code([good, ["name": .string("x"), "serves": .integer(1)]]) == .invalidArgument)   // no such attribute
+        #expect(code([good, ["name": .string("x"), "author": .null]]) == .invalidArgument)         // a relationship
+        #expect(code([good, ["name": .string("x"), "servings": .string("four")]]) == .invalidArgument)
+        #expect(code([good, ["servings": .integer(2)]]) == .validationFailed)                     // no name, no default
+        #expect(code([good, ["name": .null]]) == .validationFailed)
+        #expect(code([good, ["name": .string("x"), "servings": .null]]) == .validationFailed)     // required, with a default
+        let count = try container.viewContext.performAndWait { () throws -> Int in try Recipe.count(in: container.viewContext) }
+        #expect(count == 0)
+        // Nothing to insert: nothing written.
+        #expect(try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: [])).objectIDs.isEmpty)
+        try container.close()
+    }
+
+    /// A row whose name meets one stored recipe and whose other unique
+    /// value meets a second: a constraint conflict, that batch unwritten.
+    @Test func aRowMeetingTwoStoredObjectsIsAConflict() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"], ["servings"]]))
+        _ = try BatchUpdateTests.seed(container, count: 3)
+        do {
+            try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: [Self.row("R0", servings: 2)]))
+            Issue.record("a row meeting R0 by name and R2 by servings was written")
+        } catch {
+            #expect(error.code == .constraintConflict)
+        }
+        try container.close()
+    }
+}
