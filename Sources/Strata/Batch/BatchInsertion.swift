@@ -9,46 +9,56 @@ struct BatchInsertion {
     /// Each object's properties that its rows gave (only where the entity
     /// has uniqueness constraints: an update of a stored object writes
     /// those and keeps the others).
-    private var given: [[Int]] = []
+    private var given: [PropertyMask] = []
+    /// Each object's key in each unique index (nil: a value of it is
+    /// null), `uniqueIndexCount` per object.
+    private var keys: [UniqueKey?] = []
     /// The object claiming each key of a unique index.
     private var claims: [UniqueKey: Int] = [:]
+    private let uniqueIndexCount: Int
 
     init(entity: EntityDescription, rows: ArraySlice<[String: PropertyValue]>) {
         self.entity = entity
+        uniqueIndexCount = entity.uniqueIndexNumbers.count
         values.reserveCapacity(rows.count)
         for row in rows { add(row) }
     }
 
-    private var isUpsert: Bool { !entity.uniqueIndexNumbers.isEmpty }
-
-    /// The keys `values` holds in the entity's unique indexes, in the
-    /// order of the indexes.
-    private func uniqueKeys(_ values: [PropertyValue]) -> [UniqueKey] {
-        entity.uniqueIndexNumbers.compactMap { index in IndexKeyCoding.uniqueKey(values, of: entity, index: index).map(UniqueKey.init) }
-    }
+    /// Whether ``changes(at:authors:)`` leaves no uniqueness question for
+    /// the coordinator's save to ask again: with one unique index, every
+    /// new object's key was looked up under the save lock and found
+    /// unheld, no two objects of the batch share one, and an update keeps
+    /// the key its stored object was found by. (With more, a row can meet
+    /// one stored object on one index and another on the next.)
+    var checksUniqueness: Bool { uniqueIndexCount == 1 }
 
     /// A row checked by ``BatchValues/checkInsert(_:of:)``.
     private mutating func add(_ row: [String: PropertyValue]) {
         var objectValues = entity.initialValues
-        var rowGives: [Int] = []
+        var rowGives = PropertyMask()
         for (name, value) in row {
             let index = entity.indexOfProperty(name)!
             objectValues[index] = value
-            if isUpsert { rowGives.append(index) }
+            rowGives.insert(index)
         }
-        guard isUpsert else {
+        guard uniqueIndexCount > 0 else {
             values.append(objectValues)
             return
         }
-        let keys = uniqueKeys(objectValues)
-        if let earlier = keys.first(where: { claims[$0] != nil }).flatMap({ claims[$0] }) {
-            for index in rowGives { values[earlier][index] = objectValues[index] }
-            given[earlier] = Array(Set(given[earlier] + rowGives)).sorted()
-            for key in uniqueKeys(values[earlier]) where claims[key] == nil { claims[key] = earlier }
+        let rowKeys = entity.uniqueIndexNumbers.map { index in IndexKeyCoding.uniqueKey(objectValues, of: entity, index: index).map(UniqueKey.init) }
+        if let earlier = rowKeys.first(where: { $0.flatMap { claims[$0] } != nil })?.flatMap({ claims[$0] }) {
+            rowGives.forEach { values[earlier][$0] = objectValues[$0] }
+            given[earlier].formUnion(rowGives)
+            for i in 0..<uniqueIndexCount {
+                let key = IndexKeyCoding.uniqueKey(values[earlier], of: entity, index: entity.uniqueIndexNumbers[i]).map(UniqueKey.init)
+                keys[earlier * uniqueIndexCount + i] = key
+                if let key, claims[key] == nil { claims[key] = earlier }
+            }
         } else {
-            for key in keys { claims[key] = values.count }
+            for case let key? in rowKeys { claims[key] = values.count }
             values.append(objectValues)
-            given.append(rowGives.sorted())
+            given.append(rowGives)
+            keys += rowKeys
         }
     }
 
@@ -63,7 +73,9 @@ struct BatchInsertion {
         if !claims.isEmpty { holders = try coordinator.storedUniqueHolders(claims.keys.sorted()) }
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
         if !holders.isEmpty {
-            for j in values.indices { holder[j] = uniqueKeys(values[j]).lazy.compactMap { holders[$0]?.first }.first }
+            for j in values.indices {
+                holder[j] = keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount].lazy.compactMap { $0.flatMap { holders[$0]?.first } }.first
+            }
         }
         let newCount = holder.lazy.filter { $0 == nil }.count
         var nextKey = coordinator.reservePrimaryKeys(for: entity, count: UInt64(newCount)).lowerBound
@@ -91,9 +103,40 @@ struct BatchInsertion {
                 updates[id] = u
                 updated.append((id, stored, stored.values))
             }
-            for index in given[j] { updated[u].values[index] = values[j][index] }
+            given[j].forEach { updated[u].values[$0] = values[j][$0] }
         }
         for (id, stored, values) in updated where values != stored.values { changes.update(id, from: stored, to: values) }
         return changes
+    }
+}
+
+/// A set of property positions: a bit each for the first 64, a list for
+/// any past them (an entity rarely has that many), so that a row's set
+/// costs no allocation.
+struct PropertyMask {
+    private var low: UInt64 = 0
+    private var high: [Int] = []
+
+    mutating func insert(_ index: Int) {
+        if index < 64 {
+            low |= 1 << UInt64(index)
+        } else if !high.contains(index) {
+            high.append(index)
+        }
+    }
+
+    mutating func formUnion(_ other: PropertyMask) {
+        low |= other.low
+        for index in other.high { insert(index) }
+    }
+
+    /// Calls `body` with each position, ascending among the first 64.
+    func forEach(_ body: (Int) -> Void) {
+        var bits = low
+        while bits != 0 {
+            body(bits.trailingZeroBitCount)
+            bits &= bits - 1
+        }
+        high.forEach(body)
     }
 }

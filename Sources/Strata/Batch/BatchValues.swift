@@ -18,26 +18,35 @@ enum BatchValues {
     /// fails it whole: a batch insert sets attributes only.
     static func checkInsert(_ rows: [[String: PropertyValue]], of entity: EntityDescription) throws(StrataError) {
         guard !rows.isEmpty else { return }
-        var requiredWithoutDefault: [String] = []
+        // Per property: required, and required without a default (which
+        // every row must give).
+        var required = Array(repeating: false, count: entity.properties.count)
+        var mustGive = required
         for index in entity.requiredIndices {
-            let name = entity.properties[index].name
             guard case .attribute = entity.properties[index] else {
                 throw StrataError(.validationFailed, """
-                    \(entity.name).\(name) is a required relationship: a batch insert sets attributes only; \
+                    \(entity.name).\(entity.properties[index].name) is a required relationship: a batch insert sets attributes only; \
                     insert these objects in a context, or make the relationship optional
                     """)
             }
-            if case .null = entity.initialValues[index] { requiredWithoutDefault.append(name) }
+            required[index] = true
+            if case .null = entity.initialValues[index] { mustGive[index] = true }
         }
+        let mustGiveCount = mustGive.lazy.filter { $0 }.count
         for (position, row) in rows.enumerated() {
+            var given = 0
             for (name, value) in row {
                 let index = try attribute(name, value, of: entity, request: "a batch insert")
-                if case .null = value, entity.requiredIndices.contains(index) {
+                if case .null = value, required[index] {
                     throw StrataError(.validationFailed, "row \(position) sets \(entity.name).\(name) to nil, and it is required; nothing was inserted")
                 }
+                if mustGive[index] { given += 1 }
             }
-            for name in requiredWithoutDefault where row[name] == nil {
-                throw StrataError(.validationFailed, "row \(position) gives no \(entity.name).\(name), which is required and has no default; nothing was inserted")
+            if given < mustGiveCount, let missing = mustGive.indices.first(where: { mustGive[$0] && row[entity.properties[$0].name] == nil }) {
+                throw StrataError(.validationFailed, """
+                    row \(position) gives no \(entity.name).\(entity.properties[missing].name), which is required and has no default; \
+                    nothing was inserted
+                    """)
             }
         }
     }

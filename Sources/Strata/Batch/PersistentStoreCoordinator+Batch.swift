@@ -74,11 +74,15 @@ extension PersistentStoreCoordinator {
     /// their children that merge, and the children of those that do not
     /// (the writer of the ready-made stack), merge it as they would
     /// another process's save. Returns what was written.
-    func writeBatch(from context: ManagedObjectContext, _ build: () throws(StrataError) -> ChangeSet) throws(StrataError) -> ObjectChanges {
+    /// `uniquenessChecked`: `build` looked up every key its changes claim
+    /// (``write(_:from:uniquenessChecked:)``).
+    func writeBatch(
+        from context: ManagedObjectContext, uniquenessChecked: Bool = false, _ build: () throws(StrataError) -> ChangeSet
+    ) throws(StrataError) -> ObjectChanges {
         let payload = try saveLock.withLock { () throws(StrataError) -> ObjectChanges? in
             let changes = try build()
             guard !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
-            return try write(changes, from: context).1
+            return try write(changes, from: context, uniquenessChecked: uniquenessChecked).1
         }
         guard let payload else { return ObjectChanges() }
         let roots = liveRootContexts.filter { $0 !== context }

@@ -25,7 +25,7 @@ extension PersistentStoreCoordinator {
         var result = BatchResult()
         for start in stride(from: 0, to: request.objects.count, by: batchSize) {
             let rows = BatchInsertion(entity: entity, rows: request.objects[start..<min(start + batchSize, request.objects.count)])
-            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
+            let written = try writeBatch(from: context, uniquenessChecked: rows.checksUniqueness) { () throws(StrataError) -> ChangeSet in
                 try rows.changes(at: self, authors: authors)
             }
             result.add(written)

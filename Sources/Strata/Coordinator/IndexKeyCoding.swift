@@ -63,7 +63,9 @@ enum IndexKeyCoding {
     /// values in index `index` shares — nil when one of them is null (no
     /// uniqueness constraint holds a null, as in SQL).
     static func uniqueKey(_ values: [PropertyValue], of entity: EntityDescription, index: Int) -> [UInt8]? {
-        var key = prefix(of: entity, index: index)
+        var key: [UInt8] = []
+        key.reserveCapacity(48)  // most keys: one growth at most
+        appendPrefix(of: entity, index: index, to: &key)
         for property in entity.indexedProperties[index] {
             if case .null = values[property] { return nil }
             appendValue(values[property], to: &key)

@@ -449,14 +449,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The body of ``save(_:from:)``, under `saveLock`: checks and writes
     /// `changes`, and returns what the attached contexts that merge are
-    /// to hear.
-    func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
+    /// to hear. `uniquenessChecked`: the caller looked every key the
+    /// changes claim up under this hold of `saveLock` (a batch insert).
+    func write(_ changes: ChangeSet, from context: ManagedObjectContext, uniquenessChecked: Bool = false) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
         let insertOrder = KeyOrder.positions(of: changes.inserted)
         let store = try currentStore()
         let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
         // Under the save lock: no other save can claim a key between
         // this look-up and the write.
-        if let check = UniquenessCheck(changes, updates: updates) {
+        if !uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
             try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
         }
 
