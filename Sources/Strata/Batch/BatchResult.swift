@@ -1,4 +1,5 @@
-/// What a batch request did (``PersistentStoreCoordinator/execute(_:)``).
+/// What a batch request did (``PersistentStoreCoordinator/execute(_:)-(BatchInsertRequest<Object>)``
+/// and the update and delete requests).
 public struct BatchResult: Sendable {
     /// The objects it wrote — inserted, changed or deleted — in the order
     /// it wrote them. An object whose values were already the new ones is

@@ -2,7 +2,7 @@ public import Foundation
 
 /// Sets attributes of every object of an entity that a predicate selects,
 /// without making the objects in any context — Core Data's
-/// `NSBatchUpdateRequest`, run by ``PersistentStoreCoordinator/execute(_:)``.
+/// `NSBatchUpdateRequest`, run by ``PersistentStoreCoordinator/execute(_:)-(BatchUpdateRequest<Object>)``.
 ///
 /// ```swift
 /// let request = BatchUpdateRequest<Recipe>(where: #Predicate { $0.servings == 0 }, set: ["servings": .integer(1)])

@@ -26,6 +26,10 @@ extension PersistentStoreCoordinator {
                 throw StrataError(.validationFailed, "\(entity.name).\(name) is required: a batch update cannot set it to nil")
             }
         }
+        // Values of no unique index change: no key to look up again.
+        let keysUnchanged = entity.uniqueIndexNumbers.allSatisfy { index in
+            !entity.indexedProperties[index].contains { property in updates.contains { $0.index == property } }
+        }
         let context = batchContext(named: "batch update of \(entity.name)")
         let selected = try context.performAndWait { () throws(StrataError) -> [ObjectID] in
             try context.fetchObjectIDs(FetchRequest<Object>(predicate: request.predicate))
@@ -34,7 +38,7 @@ extension PersistentStoreCoordinator {
         let authors = TransactionAuthors(batchAuthor: request.author)
         let batchSize = max(request.batchSize, 1)
         for start in stride(from: 0, to: selected.count, by: batchSize) {
-            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
+            let written = try writeBatch(from: context, uniquenessChecked: keysUnchanged) { () throws(StrataError) -> ChangeSet in
                 var changes = ChangeSet()
                 changes.authors = authors
                 for id in selected[start..<min(start + batchSize, selected.count)] {
@@ -74,8 +78,8 @@ extension PersistentStoreCoordinator {
     /// their children that merge, and the children of those that do not
     /// (the writer of the ready-made stack), merge it as they would
     /// another process's save. Returns what was written.
-    /// `uniquenessChecked`: `build` looked up every key its changes claim
-    /// (``write(_:from:uniquenessChecked:)``).
+    /// `uniquenessChecked`: the changes `build` makes need no uniqueness
+    /// check (``write(_:from:uniquenessChecked:)``).
     func writeBatch(
         from context: ManagedObjectContext, uniquenessChecked: Bool = false, _ build: () throws(StrataError) -> ChangeSet
     ) throws(StrataError) -> ObjectChanges {

@@ -449,8 +449,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The body of ``save(_:from:)``, under `saveLock`: checks and writes
     /// `changes`, and returns what the attached contexts that merge are
-    /// to hear. `uniquenessChecked`: the caller looked every key the
-    /// changes claim up under this hold of `saveLock` (a batch insert).
+    /// to hear. `uniquenessChecked`: the changes claim no key the store
+    /// does not let them have — the caller looked each up under this hold
+    /// of `saveLock` (a batch insert), or they change no unique value (a
+    /// batch update of other attributes).
     func write(_ changes: ChangeSet, from context: ManagedObjectContext, uniquenessChecked: Bool = false) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
         let insertOrder = KeyOrder.positions(of: changes.inserted)
         let store = try currentStore()
