@@ -220,6 +220,9 @@ struct History: ParsableCommand {
                 if !transaction.inserted.isEmpty { print("  inserted  \(transaction.inserted.joined(separator: " "))") }
                 for update in transaction.updated { print("  updated   \(update.object) (\(update.properties.joined(separator: ", ")))") }
                 if !transaction.deleted.isEmpty { print("  deleted   \(transaction.deleted.joined(separator: " "))") }
+                for (object, values) in (transaction.tombstones ?? [:]).sorted(by: { $0.key < $1.key }) {
+                    print("  kept      \(object) (\(values.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))")
+                }
             }
         }
     }

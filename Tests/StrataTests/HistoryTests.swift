@@ -404,6 +404,52 @@ import Testing
         #expect(changedAndDecoded < record.count * 5)
     }
 
+    /// A delete's history keeps the values of the attributes the model
+    /// marks (a key a consumer finds its copy by) — from a context's save
+    /// and a batch delete alike — and they survive reopening, the record's
+    /// round trip and `strata-dump history`.
+    @Test func aDeleteKeepsTheAttributesTheModelMarks() throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Note", properties: [
+                .attribute("remoteID", .string, preservesValueInHistoryOnDeletion: true),
+                .attribute("version", .integer64, defaultValue: .integer(0), preservesValueInHistoryOnDeletion: true),
+                .attribute("text", .string, optional: true),
+            ]),
+        ])
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/store"
+        var container: PersistentContainer? = try PersistentContainer(name: "Notes", model: model, directory: path, options: testStoreOptions(),
+                                                                       viewContext: .privateQueue)
+        let coordinator = container!.coordinator
+        let note = try #require(model.entity(named: "Note"))
+        var ids: [ObjectID] = []
+        try container!.saveAndWait { context in
+            for (remote, version) in [("r1", 3), ("r2", 5)] {
+                let object = ManagedObject(entity: note, insertInto: context)
+                try object.setPropertyValue(.string(remote), forKey: "remoteID")
+                try object.setPropertyValue(.integer(Int64(version)), forKey: "version")
+                try object.setPropertyValue(.string("secret"), forKey: "text")
+                ids.append(object.objectID)
+            }
+        }
+        try container!.saveAndWait { context in context.delete(try context.existingObject(with: ids[0])) }
+        try coordinator.execute(BatchDeleteRequest<ManagedObject>(objectIDs: [ids[1]]))
+        func deletes() throws -> [HistoryChange] { try coordinator.fetchHistory().flatMap(\.changes).filter { $0.kind == .delete } }
+        let expected: [[String: PropertyValue]] = [
+            ["remoteID": .string("r1"), "version": .integer(3)],
+            ["remoteID": .string("r2"), "version": .integer(5)],
+        ]
+        #expect(try deletes().map(\.tombstone) == expected)
+        #expect(try coordinator.fetchHistory().flatMap(\.changes).filter { $0.kind != .delete }.allSatisfy { $0.tombstone.isEmpty })
+        try container!.close()
+        container = nil
+        let reopened = try PersistentContainer(name: "Notes", model: model, directory: path, options: testStoreOptions(), viewContext: .privateQueue)
+        #expect(try reopened.coordinator.fetchHistory().flatMap(\.changes).filter { $0.kind == .delete }.map(\.tombstone) == expected)
+        try reopened.close()
+        let inspected = try ObjectStoreInspector(directory: path).history(after: 0, limit: .max)
+        #expect(inspected.compactMap(\.tombstones).flatMap(\.values) == [["remoteID": "r1", "version": "3"], ["remoteID": "r2", "version": "5"]])
+    }
+
     static func code(of body: () throws -> some Any) -> StrataError.Code? {
         do {
             _ = try body()

@@ -112,7 +112,13 @@ enum SeedCorpus {
             inserted: ids, updated: [(ids[0], [0, 1])], deleted: [ids[ids.count - 1]]))
         let bare = HistoryCoding.encode(HistoryCoding.Written(
             timestamp: Date(timeIntervalSince1970: 0), author: nil, contextName: nil, inserted: [], updated: [], deleted: [ids[0]]))
-        return [("save", save), ("delete-only", bare)]
+        let item = ids[model.entities.firstIndex { $0.name == "Item" }!]
+        let tombstones = HistoryCoding.encode(HistoryCoding.Written(
+            timestamp: Date(timeIntervalSince1970: 1_790_000_001), author: "sync", contextName: nil, inserted: [], updated: [],
+            deleted: [ids[0], item], tombstones: [(1, [(0, .string("hello")), (1, .integer(-7)), (4, .double(1.5)), (5, .bool(true)),
+                                                       (6, .date(Date(timeIntervalSinceReferenceDate: 1000))), (7, .data(Data([1, 2]))),
+                                                       (8, .uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!)), (9, .null)])]))
+        return [("save", save), ("delete-only", bare), ("tombstones", tombstones)]
     }
 
     static func records() -> [(String, [UInt8])] {

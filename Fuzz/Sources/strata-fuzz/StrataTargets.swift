@@ -99,10 +99,18 @@ enum StrataTargets {
             guard places.count == change.updatedProperties.count else { return }
             updated.append((change.objectID, places))
         }
+        let deletes = transaction.changes.filter { $0.kind == .delete }
+        var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
+        for (position, change) in deletes.enumerated() where !change.tombstone.isEmpty {
+            let entity = change.objectID.entity
+            let values = change.tombstone.compactMap { name, value in entity.properties.firstIndex { $0.name == name }.map { (index: $0, value: value) } }
+            guard values.count == change.tombstone.count else { return }  // (as for updated properties above)
+            tombstones.append((position, values.sorted { $0.index < $1.index }))
+        }
         let written = HistoryCoding.Written(
             timestamp: transaction.timestamp, author: transaction.author, contextName: transaction.contextName,
             inserted: transaction.changes.filter { $0.kind == .insert }.map(\.objectID), updated: updated,
-            deleted: transaction.changes.filter { $0.kind == .delete }.map(\.objectID))
+            deleted: deletes.map(\.objectID), tombstones: tombstones)
         let encoded = HistoryCoding.encode(written)
         guard let again = encoded.withUnsafeBytes({ HistoryCoding.decode($0, number: 7, store: store, model: model) }) else {
             fatalError("a re-encoded history transaction does not decode")

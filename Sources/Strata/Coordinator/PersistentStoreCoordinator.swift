@@ -524,6 +524,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var removed: [ObjectID] = []
         // Those this save deletes (not those gone already), for history.
         var historyDeletes: [ObjectID] = []
+        // The values a delete's history keeps, by position among those.
+        var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
         for (i, id) in changes.deleted.enumerated() {
             switch deletes[i] {
             case .delete:
@@ -532,7 +534,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     indexEntries.delete(stored.values, of: id, into: &batch)
                 }
                 removed.append(id)
-                if recordsHistory { historyDeletes.append(id) }
+                if recordsHistory {
+                    let kept = id.entity.tombstoneIndices
+                    if !kept.isEmpty, let stored = try snapshot(for: id) {
+                        tombstones.append((historyDeletes.count, kept.map { ($0, stored.values[$0]) }))
+                    }
+                    historyDeletes.append(id)
+                }
             case .alreadyGone:
                 removed.append(id)
             case .keep(let current):
@@ -541,7 +549,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         payload.deleted = removed
         payload.updatedSnapshots = payloadSnapshots
-        let history = try recordTransaction(of: changes, updated: historyUpdates, deleted: historyDeletes, from: context, store: store, into: &batch)
+        let history = try recordTransaction(
+            of: changes, updated: historyUpdates, deleted: historyDeletes, tombstones: tombstones, from: context, store: store, into: &batch)
         let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
         if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
         if !batch.isEmpty { try store.write(batch) }

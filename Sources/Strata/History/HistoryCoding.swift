@@ -18,12 +18,17 @@ package import Foundation
 /// each as a length and UTF-8), the property names likewise, then the
 /// inserts, updates and deletes: each a count, then per object its
 /// entity's place in the name table and its primary key (varints), and for
-/// an update the count and places of its changed properties.
+/// an update the count and places of its changed properties. Format 2
+/// (written only when a delete keeps values) adds the tombstones: a count,
+/// then per tombstone its delete's position among the deletes, a count of
+/// values, and per value its property's place and the value (a type byte
+/// and its bytes: ``appendTombstoneValue(_:to:)``).
 package enum HistoryCoding {
     static let transactionTag: UInt8 = 0x74  // "t"
     static let cursorTag: UInt8 = 0x63       // "c"
     static let prunedKey: [UInt8] = [cursorTag, 0] + Array("pruned".utf8)
     static let format: UInt8 = 1
+    static let formatWithTombstones: UInt8 = 2
 
     static func key(_ number: UInt64) -> [UInt8] {
         var key: [UInt8] = [transactionTag]
@@ -117,14 +122,21 @@ package enum HistoryCoding {
         var inserted: [ObjectID]
         var updated: [(ObjectID, [Int])]
         var deleted: [ObjectID]
+        /// The values each delete keeps, by position among `deleted` (an
+        /// entry only for a delete that keeps some).
+        var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])]
 
-        package init(timestamp: Date, author: String?, contextName: String?, inserted: [ObjectID], updated: [(ObjectID, [Int])], deleted: [ObjectID]) {
+        package init(
+            timestamp: Date, author: String?, contextName: String?, inserted: [ObjectID], updated: [(ObjectID, [Int])], deleted: [ObjectID],
+            tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
+        ) {
             self.timestamp = timestamp
             self.author = author
             self.contextName = contextName
             self.inserted = inserted
             self.updated = updated
             self.deleted = deleted
+            self.tombstones = tombstones
         }
     }
 
@@ -158,12 +170,15 @@ package enum HistoryCoding {
             for index in changed { _ = propertyPlace(id.entity, index) }
         }
         for id in written.deleted { _ = entityPlace(id.entity) }
+        for (delete, values) in written.tombstones {
+            for (index, _) in values { _ = propertyPlace(written.deleted[delete].entity, index) }
+        }
 
         var out: [UInt8] = []
         let objects = written.inserted.count + written.updated.count + written.deleted.count
         out.reserveCapacity(32 + (written.author?.utf8.count ?? 0) + (written.contextName?.utf8.count ?? 0)
                             + entities.reduce(0) { $0 + $1.canonicalName.utf8.count + 1 } + properties.count * 12 + objects * 6)
-        out.append(format)
+        out.append(written.tombstones.isEmpty ? format : formatWithTombstones)
         out.appendInteger(microseconds(written.timestamp))
         func appendText(_ text: String?) {
             guard let text else { return out.appendVarint(0) }
@@ -196,7 +211,76 @@ package enum HistoryCoding {
             for index in changed { out.appendVarint(UInt64(propertyPlace(id.entity, index))) }
         }
         appendObjects(written.deleted)
+        if !written.tombstones.isEmpty {
+            out.appendVarint(UInt64(written.tombstones.count))
+            for (delete, values) in written.tombstones {
+                out.appendVarint(UInt64(delete))
+                out.appendVarint(UInt64(values.count))
+                for (index, value) in values {
+                    out.appendVarint(UInt64(propertyPlace(written.deleted[delete].entity, index)))
+                    appendTombstoneValue(value, to: &out)
+                }
+            }
+        }
         return out
+    }
+
+    /// An attribute's value in a tombstone: a type byte, then 8 bytes
+    /// (little-endian) for an integer, double, date or bool, 16 for a
+    /// UUID, a varint length and the bytes for a string or data; nothing
+    /// for nil.
+    static func appendTombstoneValue(_ value: PropertyValue, to out: inout [UInt8]) {
+        switch value {
+        case .null, .object, .objects:  // (attributes only)
+            out.append(0)
+        case .string(let text):
+            out.append(1)
+            out.appendVarint(UInt64(text.utf8.count))
+            out.append(contentsOf: text.utf8)
+        case .integer(let i):
+            out.append(2)
+            out.appendInteger(i)
+        case .double(let d):
+            out.append(3)
+            out.appendInteger(d.bitPattern)
+        case .bool(let b):
+            out.append(4)
+            out.appendInteger(UInt64(b ? 1 : 0))
+        case .date(let date):
+            out.append(5)
+            out.appendInteger(date.timeIntervalSinceReferenceDate.bitPattern)
+        case .data(let data):
+            out.append(6)
+            out.appendVarint(UInt64(data.count))
+            out.append(contentsOf: data)
+        case .uuid(let uuid):
+            out.append(7)
+            withUnsafeBytes(of: uuid.uuid) { out.append(contentsOf: $0) }
+        }
+    }
+
+    static func readTombstoneValue(_ reader: inout ByteReader, limit: Int) -> PropertyValue? {
+        guard let type = reader.readInteger(UInt8.self) else { return nil }
+        switch type {
+        case 0: return .null
+        case 1:
+            guard let length = reader.readLength(limit: limit), let bytes = reader.readBytes(length) else { return nil }
+            return .string(String(decoding: bytes, as: UTF8.self))
+        case 2: return reader.readInteger(Int64.self).map(PropertyValue.integer)
+        case 3: return reader.readInteger(UInt64.self).map { .double(Double(bitPattern: $0)) }
+        case 4:
+            guard let flag = reader.readInteger(UInt64.self), flag <= 1 else { return nil }
+            return .bool(flag == 1)
+        case 5: return reader.readInteger(UInt64.self).map { .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: $0))) }
+        case 6:
+            guard let length = reader.readLength(limit: limit), let bytes = reader.readBytes(length) else { return nil }
+            return .data(Data(bytes))
+        case 7:
+            guard let bytes = reader.readBytes(16) else { return nil }
+            let b = Array(bytes)
+            return .uuid(UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])))
+        default: return nil
+        }
     }
 
     /// The transaction `number` of store `store` holds in `record`, its
@@ -204,7 +288,8 @@ package enum HistoryCoding {
     /// out); nil when the record does not decode.
     package static func decode(_ record: UnsafeRawBufferPointer, number: UInt64, store: UUID, model: ManagedObjectModel) -> HistoryTransaction? {
         var reader = ByteReader(record)
-        guard reader.readInteger(UInt8.self) == format, let micros = reader.readInteger(Int64.self) else { return nil }
+        guard let recordFormat = reader.readInteger(UInt8.self), recordFormat == format || recordFormat == formatWithTombstones,
+              let micros = reader.readInteger(Int64.self) else { return nil }
         func readText() -> String?? {
             guard let length = reader.readLength(limit: record.count) else { return nil }
             if length == 0 { return .some(nil) }
@@ -224,6 +309,8 @@ package enum HistoryCoding {
         let entities = entityNames.map { name in model.entity(named: name).flatMap { $0.canonicalName == name ? $0 : nil }
             ?? model.entities.first { $0.canonicalName == name } }
         var changes: [HistoryChange] = []
+        // Where each delete's change lies in `changes` (nil: its entity is gone).
+        var deletePositions: [Int?] = []
         func readObject() -> ObjectID?? {
             guard !entities.isEmpty, let place = reader.readLength(limit: entities.count - 1), let primaryKey = reader.readVarint() else { return nil }
             guard let entity = entities[place] else { return .some(nil) }
@@ -241,11 +328,31 @@ package enum HistoryCoding {
                         updatedProperties.append(propertyNames[place])
                     }
                 }
+                if kind == .delete { deletePositions.append(id == nil ? nil : changes.count) }
                 if let id { changes.append(HistoryChange(objectID: id, kind: kind, updatedProperties: updatedProperties)) }
             }
             return true
         }
-        guard readObjects(.insert), readObjects(.update), readObjects(.delete), reader.isAtEnd else { return nil }
+        guard readObjects(.insert), readObjects(.update), readObjects(.delete) else { return nil }
+        if recordFormat == formatWithTombstones {
+            guard let count = reader.readLength(limit: record.count), count > 0 else { return nil }
+            var previous = -1
+            for _ in 0..<count {
+                // Ascending, one per delete.
+                guard let delete = reader.readLength(limit: deletePositions.count - 1), delete > previous,
+                      let values = reader.readLength(limit: record.count), values > 0 else { return nil }
+                previous = delete
+                var tombstone: [String: PropertyValue] = [:]
+                for _ in 0..<values {
+                    guard !propertyNames.isEmpty, let place = reader.readLength(limit: propertyNames.count - 1),
+                          tombstone[propertyNames[place]] == nil,
+                          let value = readTombstoneValue(&reader, limit: record.count) else { return nil }
+                    tombstone[propertyNames[place]] = value
+                }
+                if let position = deletePositions[delete] { changes[position].tombstone = tombstone }
+            }
+        }
+        guard reader.isAtEnd else { return nil }
         return HistoryTransaction(
             token: HistoryToken(storeIdentifier: store, transactionNumber: number),
             timestamp: Date(timeIntervalSince1970: Double(micros) / 1_000_000),
@@ -263,7 +370,7 @@ package enum HistoryCoding {
 
     /// A record's timestamp, without decoding the rest.
     static func timestamp(of record: [UInt8]) -> Date? {
-        guard record.count >= 9, record[0] == format else { return nil }
+        guard record.count >= 9, record[0] == format || record[0] == formatWithTombstones else { return nil }
         let micros = record.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(fromByteOffset: 1, as: Int64.self)) }
         return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
     }

@@ -57,4 +57,15 @@ public struct HistoryChange: Sendable, Hashable {
     /// For an update: the properties the save changed (by the values the
     /// saving context started from); empty for inserts and deletes.
     public let updatedProperties: [String]
+    /// For a delete: the values the object held in the attributes its
+    /// model keeps (``AttributeDescription/preservesValueInHistoryOnDeletion``),
+    /// by name; empty otherwise.
+    public internal(set) var tombstone: [String: PropertyValue] = [:]
+
+    init(objectID: ObjectID, kind: Kind, updatedProperties: [String], tombstone: [String: PropertyValue] = [:]) {
+        self.objectID = objectID
+        self.kind = kind
+        self.updatedProperties = updatedProperties
+        self.tombstone = tombstone
+    }
 }

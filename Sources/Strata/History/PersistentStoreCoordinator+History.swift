@@ -218,7 +218,8 @@ extension PersistentStoreCoordinator {
     /// removal of what pruning lets go of now; nil (and nothing put) when
     /// history is off or the save changes no object.
     func recordTransaction(
-        of changes: ChangeSet, updated: [(ObjectID, [Int])], deleted: [ObjectID], from context: ManagedObjectContext,
+        of changes: ChangeSet, updated: [(ObjectID, [Int])], deleted: [ObjectID],
+        tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])], from context: ManagedObjectContext,
         store: any RecordStore, into batch: inout WriteBatch
     ) throws(StrataError) -> HistoryState? {
         guard var state = withHistoryState({ $0 }), state.settings.isEnabled else { return nil }
@@ -228,7 +229,7 @@ extension PersistentStoreCoordinator {
         let author = changes.authors.single
         batch.put(HistoryCoding.key(number), HistoryCoding.encode(HistoryCoding.Written(
             timestamp: now, author: author, contextName: context.name,
-            inserted: changes.inserted, updated: updated, deleted: deleted)))
+            inserted: changes.inserted, updated: updated, deleted: deleted, tombstones: tombstones)))
         state.next = number + 1
         if state.oldestTimestamp == nil { state.oldestTimestamp = now }
         // A transaction that cannot be read stops pruning by age there
@@ -246,7 +247,7 @@ extension PersistentStoreCoordinator {
         return state
     }
 
-    /// After the batch of ``recordTransaction(of:updated:deleted:from:store:into:)`` is in the store.
+    /// After the batch of ``recordTransaction(of:updated:deleted:tombstones:from:store:into:)`` is in the store.
     func recordedTransaction(_ state: HistoryState, store: any RecordStore) {
         var state = state
         if state.oldestTimestamp == nil {

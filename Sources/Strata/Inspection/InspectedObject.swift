@@ -115,6 +115,23 @@ public enum InspectedValue: Encodable, Sendable, Hashable, CustomStringConvertib
     /// A to-many relationship's targets, by primary key.
     case objects([String])
 
+    /// `value` as it reads: dates in ISO 8601, objects as `Entity/pN`
+    /// (a to-many's by primary key).
+    init(_ value: PropertyValue) {
+        switch value {
+        case .null: self = .null
+        case .string(let s): self = .string(s)
+        case .integer(let i): self = .integer(i)
+        case .double(let d): self = .double(d)
+        case .bool(let b): self = .bool(b)
+        case .date(let d): self = .date(d.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        case .data(let d): self = .data(d)
+        case .uuid(let u): self = .uuid(u.uuidString)
+        case .object(let target): self = .object(target.description)
+        case .objects(let targets): self = .objects(targets.sorted { $0.primaryKey < $1.primaryKey }.map(\.description))
+        }
+    }
+
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {

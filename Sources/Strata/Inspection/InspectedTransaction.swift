@@ -25,6 +25,11 @@ public struct InspectedTransaction: Codable, Sendable, Hashable {
     public var updated: [Update]
     /// The objects deleted, as `Entity/pN`.
     public var deleted: [String]
+    /// The values deletes kept (``HistoryChange/tombstone``), by object
+    /// (`Entity/pN`) and attribute, as text (a string as it is, other
+    /// values as ``InspectedValue`` writes them); only deletes that kept
+    /// some, nil when none did.
+    public var tombstones: [String: [String: String]]?
 
     init(_ transaction: HistoryTransaction) {
         number = transaction.token.transactionNumber
@@ -35,5 +40,12 @@ public struct InspectedTransaction: Codable, Sendable, Hashable {
         inserted = transaction.changes.filter { $0.kind == .insert }.map(\.objectID.description)
         updated = transaction.changes.filter { $0.kind == .update }.map { Update(object: $0.objectID.description, properties: $0.updatedProperties) }
         deleted = transaction.changes.filter { $0.kind == .delete }.map(\.objectID.description)
+        var kept: [String: [String: String]] = [:]
+        for change in transaction.changes where !change.tombstone.isEmpty {
+            kept[change.objectID.description] = change.tombstone.mapValues {
+                if case .string(let text) = $0 { text } else { InspectedValue($0).description }
+            }
+        }
+        tombstones = kept.isEmpty ? nil : kept
     }
 }

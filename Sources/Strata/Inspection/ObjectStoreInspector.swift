@@ -361,22 +361,9 @@ public final class ObjectStoreInspector: Sendable {
         guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
             throw RecordCoding.undecodable("the record of \(id)", format: bytes.first, under: "the stored model")
         }
-        let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
         var properties: [InspectedProperty] = []
         for (property, value) in zip(id.entity.properties, snapshot.values) {
-            let inspected: InspectedValue
-            switch value {
-            case .null: inspected = .null
-            case .string(let s): inspected = .string(s)
-            case .integer(let i): inspected = .integer(i)
-            case .double(let d): inspected = .double(d)
-            case .bool(let b): inspected = .bool(b)
-            case .date(let d): inspected = .date(d.formatted(dateStyle))
-            case .data(let d): inspected = .data(d)
-            case .uuid(let u): inspected = .uuid(u.uuidString)
-            case .object(let target): inspected = .object(target.description)
-            case .objects(let targets): inspected = .objects(targets.sorted { $0.primaryKey < $1.primaryKey }.map(\.description))
-            }
+            let inspected = InspectedValue(value)
             switch property {
             case .attribute(let a):
                 properties.append(InspectedProperty(name: a.name, kind: .attribute, type: "\(a.type)", value: inspected))

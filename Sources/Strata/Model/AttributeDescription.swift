@@ -39,20 +39,27 @@ public struct AttributeDescription: Sendable, Hashable {
     /// carries the stored values over from the attribute of that name (see
     /// ``EntityDescription/renamingIdentifier``).
     public var renamingIdentifier: String?
+    /// Whether the persistent history keeps this attribute's value when an
+    /// object is deleted, in the delete's ``HistoryChange/tombstone`` — a
+    /// key a consumer needs to find its own copy of the object by (Core
+    /// Data's `preservesValueInHistoryOnDeletion`). No migration follows
+    /// a change of it.
+    public var preservesValueInHistoryOnDeletion: Bool
 
     /// An attribute named `name` holding values of `type`. `isOptional` lets a saved object hold no
     /// value; `defaultValue` is what a new object starts with (`.null` for none);
     /// `renamingIdentifier` is the attribute's name in an earlier model version, when it was
-    /// renamed.
+    /// renamed; `preservesValueInHistoryOnDeletion` keeps its value in the history of a delete.
     public init(
         name: String, type: AttributeType, isOptional: Bool = false, defaultValue: PropertyValue = .null,
-        renamingIdentifier: String? = nil
+        renamingIdentifier: String? = nil, preservesValueInHistoryOnDeletion: Bool = false
     ) {
         self.name = name
         self.type = type
         self.isOptional = isOptional
         self.defaultValue = defaultValue
         self.renamingIdentifier = renamingIdentifier
+        self.preservesValueInHistoryOnDeletion = preservesValueInHistoryOnDeletion
     }
 }
 
@@ -145,13 +152,15 @@ public enum PropertyDescription: Sendable, Hashable {
     ///
     /// ```swift
     /// .attribute("servings", .integer64, defaultValue: .integer(1))
+    /// .attribute("remoteID", .string, preservesValueInHistoryOnDeletion: true)
     /// ```
     public static func attribute(
         _ name: String, _ type: AttributeType, optional: Bool = false, defaultValue: PropertyValue = .null,
-        renamedFrom renamingIdentifier: String? = nil
+        renamedFrom renamingIdentifier: String? = nil, preservesValueInHistoryOnDeletion: Bool = false
     ) -> PropertyDescription {
         .attribute(AttributeDescription(
-            name: name, type: type, isOptional: optional, defaultValue: defaultValue, renamingIdentifier: renamingIdentifier))
+            name: name, type: type, isOptional: optional, defaultValue: defaultValue, renamingIdentifier: renamingIdentifier,
+            preservesValueInHistoryOnDeletion: preservesValueInHistoryOnDeletion))
     }
 
     /// A to-one relationship.

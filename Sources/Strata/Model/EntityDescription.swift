@@ -101,6 +101,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) private(set) var relationshipIndices: [Int] = []
     /// Positions of relationships with the deny rule.
     @exclusivity(unchecked) private(set) var denyIndices: [Int] = []
+    /// Positions of attributes whose values a delete's history keeps
+    /// (``AttributeDescription/preservesValueInHistoryOnDeletion``).
+    @exclusivity(unchecked) private(set) var tombstoneIndices: [Int] = []
 
     /// `uniquenessConstraints`: sets of attributes whose values no two
     /// objects may share (Core Data's), each backed by a unique index — an
@@ -150,6 +153,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             switch property {
             case .attribute(let a):
                 if !a.isOptional { requiredIndices.append(i) }
+                if a.preservesValueInHistoryOnDeletion { tombstoneIndices.append(i) }
             case .relationship(let r):
                 relationshipIndices.append(i)
                 if !r.isToMany && !r.isOptional { requiredIndices.append(i) }
