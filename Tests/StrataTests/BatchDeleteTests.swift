@@ -97,7 +97,13 @@ import Testing
             #expect(error.validationFailures.map(\.reason) == [.deleteDenied])
         }
         #expect(try container.coordinator.snapshot(for: seeded.author) != nil)
-        try container.coordinator.execute(BatchDeleteRequest<Recipe>())
+        var all = BatchDeleteRequest<Recipe>()
+        all.batchSize = 1
+        let heard = Recorded<BatchProgress>()
+        all.progress = { heard.append($0) }
+        try container.coordinator.execute(all)
+        // Each recipe with its two ingredients and card.
+        #expect(heard.values.map(\.completedCount) == [1, 2] && heard.values.map(\.result.deletedCount) == [4, 8])
         let result = try container.coordinator.execute(BatchDeleteRequest<Author>(objectIDs: [seeded.author]))
         #expect(result.objectIDs == [seeded.author])
         try container.close()

@@ -20,8 +20,13 @@ import Testing
         var request = BatchInsertRequest<Recipe>(objects: (0..<25).map { Self.row("R\($0)", servings: $0) })
         request.author = "feed"
         request.batchSize = 10
+        let heard = Recorded<BatchProgress>()
+        request.progress = { heard.append($0) }
         let result = try container.coordinator.execute(request)
         #expect(result.insertedCount == 25 && result.updatedCount == 0 && result.objectIDs.count == 25)
+        // After each batch: how far, of how many, and what was written so far.
+        #expect(heard.values.map(\.completedCount) == [10, 20, 25] && heard.values.allSatisfy { $0.totalCount == 25 })
+        #expect(heard.values.map(\.result.insertedCount) == [10, 20, 25])
         #expect(result.objectIDs.allSatisfy { !$0.isTemporaryID })
 
         // The values, the defaults of what a row leaves out, the index.

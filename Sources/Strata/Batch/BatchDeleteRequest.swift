@@ -32,6 +32,9 @@ public struct BatchDeleteRequest<Object: ManagedObject>: Sendable {
     /// failure (a deny rule, a full disk) leaves the batches before it
     /// written and the rest not.
     public var batchSize = 10_000
+    /// Called after each batch is written, on the thread that runs the
+    /// request (outside the coordinator's locks), with how far it has come.
+    public var progress: (@Sendable (BatchProgress) -> Void)?
 
     /// A request deleting the objects `predicate` selects.
     public init(_ type: Object.Type = Object.self, where predicate: Predicate<Object>? = nil) {

@@ -31,6 +31,9 @@ public struct BatchInsertRequest<Object: ManagedObject>: Sendable {
     /// values meet a second stored object on another constraint) leaves
     /// the batches before it written and the rest not.
     public var batchSize = 10_000
+    /// Called after each batch is written, on the thread that runs the
+    /// request (outside the coordinator's locks), with how far it has come.
+    public var progress: (@Sendable (BatchProgress) -> Void)?
 
     /// A request inserting `objects` as objects of `Object`'s entity.
     public init(_ type: Object.Type = Object.self, objects: [[String: PropertyValue]]) {

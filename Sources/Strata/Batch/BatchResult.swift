@@ -28,3 +28,16 @@ public struct BatchResult: Sendable {
         deletedCount += written.deleted.count
     }
 }
+
+/// How far a batch request has come: what a request's `progress` handler
+/// hears after each batch is written (``BatchInsertRequest/progress``,
+/// ``BatchUpdateRequest/progress``, ``BatchDeleteRequest/progress``).
+public struct BatchProgress: Sendable {
+    /// The request's rows (a batch insert) or chosen objects (an update or
+    /// a delete) done so far: written, or found unchanged or gone.
+    public var completedCount: Int
+    /// How many rows or chosen objects the request has.
+    public var totalCount: Int
+    /// What the batches done so far wrote.
+    public var result: BatchResult
+}

@@ -27,6 +27,9 @@ public struct BatchUpdateRequest<Object: ManagedObject>: Sendable {
     /// one history transaction; a failure (a uniqueness conflict, a full
     /// disk) leaves the batches before it written and the rest not.
     public var batchSize = 10_000
+    /// Called after each batch is written, on the thread that runs the
+    /// request (outside the coordinator's locks), with how far it has come.
+    public var progress: (@Sendable (BatchProgress) -> Void)?
 
     /// A request setting `properties` on the objects `predicate` selects.
     public init(_ type: Object.Type = Object.self, where predicate: Predicate<Object>? = nil, set properties: [String: PropertyValue]) {

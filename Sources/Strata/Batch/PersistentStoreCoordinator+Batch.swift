@@ -50,6 +50,7 @@ extension PersistentStoreCoordinator {
                 return changes
             }
             result.add(written)
+            request.progress?(BatchProgress(completedCount: min(start + batchSize, selected.count), totalCount: selected.count, result: result))
         }
         result.historyToken = try currentHistoryToken()
         return result

@@ -38,6 +38,7 @@ extension PersistentStoreCoordinator {
                 try BatchDeletion.changes(deleting: chosen[start..<min(start + batchSize, chosen.count)], at: self, authors: authors)
             }
             result.add(written)
+            request.progress?(BatchProgress(completedCount: min(start + batchSize, chosen.count), totalCount: chosen.count, result: result))
         }
         result.historyToken = try currentHistoryToken()
         return result

@@ -29,6 +29,7 @@ extension PersistentStoreCoordinator {
                 try rows.changes(at: self, authors: authors)
             }
             result.add(written)
+            request.progress?(BatchProgress(completedCount: min(start + batchSize, request.objects.count), totalCount: request.objects.count, result: result))
         }
         result.historyToken = try currentHistoryToken()
         return result
