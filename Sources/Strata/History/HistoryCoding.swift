@@ -335,7 +335,8 @@ package enum HistoryCoding {
         }
         guard readObjects(.insert), readObjects(.update), readObjects(.delete) else { return nil }
         if recordFormat == formatWithTombstones {
-            guard let count = reader.readLength(limit: record.count), count > 0 else { return nil }
+            // Tombstones are of deletes: a record with none has none to keep.
+            guard !deletePositions.isEmpty, let count = reader.readLength(limit: record.count), count > 0 else { return nil }
             var previous = -1
             for _ in 0..<count {
                 // Ascending, one per delete.
