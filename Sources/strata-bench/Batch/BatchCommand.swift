@@ -10,8 +10,9 @@ import StrataStore
 /// - insert of 1,000,000 products from values (`BatchInsertRequest`),
 ///   beside the same products inserted in a private context on the
 ///   coordinator and saved every batch, and SQLite's prepared `INSERT`;
-/// - the same rows again, unchanged (an upsert that writes nothing),
-///   beside SQLite's `INSERT … ON CONFLICT DO UPDATE`;
+/// - the same rows again, unchanged (an upsert that writes nothing), and
+///   a later feed of them (70% with a new price and stock, 30% new),
+///   each beside SQLite's `INSERT … ON CONFLICT DO UPDATE`;
 /// - an update of one attribute of every product (`BatchUpdateRequest`)
 ///   beside SQLite's `UPDATE`;
 /// - a delete of every invoice (a quarter of the objects) with its three
@@ -38,9 +39,15 @@ struct BatchCommand: ParsableCommand {
         var order = Array(0..<objects)
         order.shuffle(using: &random)
         let records = order.map { data.record($0) }
-        let rows: [[String: PropertyValue]] = records.map {
-            ["sku": .string($0.sku), "title": .string($0.title), "price": .double($0.price), "stock": .integer(Int64($0.stock))]
+        func rows(_ records: [CatalogueRecord]) -> [[String: PropertyValue]] {
+            records.map { ["sku": .string($0.sku), "title": .string($0.title), "price": .double($0.price), "stock": .integer(Int64($0.stock))] }
         }
+        // A later feed: 70% of the products with a new price and stock, 30% new ones, shuffled.
+        var mixed = ImportCommand.sample(objects * 7 / 10, of: objects, seed: 5).map { data.record($0, revision: 1) }
+            + (objects..<(objects + objects * 3 / 10)).map { data.record($0) }
+        mixed.shuffle(using: &random)
+        let mixedRows = rows(mixed)
+        let afterFeed = objects + objects * 3 / 10  // the products once the feed is in
         var times: [String: [Double]] = [:]
         /// Runs `body`, adding its time to those of `key`.
         func timed<T>(_ key: String, _ body: () throws -> T) rethrows -> T {
@@ -55,7 +62,7 @@ struct BatchCommand: ParsableCommand {
             progress("batch: round \(round + 1) of \(rounds), batch requests ...")
             let path = work.path + "/batch-\(round)"
             let container = try PersistentContainer(name: "Catalogue", model: model, directory: path, viewContext: .privateQueue)
-            var insert = BatchInsertRequest<CatalogueProduct>(objects: rows)
+            var insert = BatchInsertRequest<CatalogueProduct>(objects: rows(records))
             insert.batchSize = batch
             let inserted = try timed("insert") { try container.coordinator.execute(insert) }
             guard inserted.insertedCount == objects else { throw CatalogueFailure("the batch insert inserted \(inserted.insertedCount) of \(objects)") }
@@ -63,10 +70,16 @@ struct BatchCommand: ParsableCommand {
             let again = try timed("reinsert") { try container.coordinator.execute(insert) }
             reinsertBytes = ProcessFigures.bytesWritten() - written
             guard again.objectIDs.isEmpty else { throw CatalogueFailure("the unchanged rows changed \(again.objectIDs.count) objects") }
+            var mixedInsert = BatchInsertRequest<CatalogueProduct>(objects: mixedRows)
+            mixedInsert.batchSize = batch
+            let merged = try timed("mixed") { try container.coordinator.execute(mixedInsert) }
+            guard merged.insertedCount == objects * 3 / 10, merged.updatedCount == objects * 7 / 10 else {
+                throw CatalogueFailure("the mixed feed inserted \(merged.insertedCount) and updated \(merged.updatedCount)")
+            }
             var update = BatchUpdateRequest<CatalogueProduct>(set: ["stock": .integer(-1)])
             update.batchSize = batch
             let updated = try timed("update") { try container.coordinator.execute(update) }
-            guard updated.updatedCount == objects else { throw CatalogueFailure("the batch update changed \(updated.updatedCount) of \(objects)") }
+            guard updated.updatedCount == afterFeed else { throw CatalogueFailure("the batch update changed \(updated.updatedCount) of \(afterFeed)") }
             try container.close()
             try? FileManager.default.removeItem(atPath: path)
 
@@ -99,8 +112,9 @@ struct BatchCommand: ParsableCommand {
             let sqlite = try SQLiteBatch(path: sqlitePath)
             times["sqlite insert", default: []].append(try seconds { try sqlite.insert(records, batch: batch, upsert: false) })
             times["sqlite reinsert", default: []].append(try seconds { try sqlite.insert(records, batch: batch, upsert: true) })
+            times["sqlite mixed", default: []].append(try seconds { try sqlite.insert(mixed, batch: batch, upsert: true) })
             times["sqlite update", default: []].append(try seconds { _ = try sqlite.run("UPDATE product SET stock = -1") })
-            guard try sqlite.count("product") == objects else { throw CatalogueFailure("SQLite holds another number of products") }
+            guard try sqlite.count("product") == afterFeed else { throw CatalogueFailure("SQLite holds another number of products") }
 
             // Delete with a cascade: invoices of three lines each.
             progress("batch: round \(round + 1) of \(rounds), deletes ...")
@@ -132,8 +146,10 @@ struct BatchCommand: ParsableCommand {
         add("SQLite: prepared INSERT, a transaction per batch", "sqlite insert", "sqlite insert", count: objects)
         add("Strata: BatchInsertRequest of the same rows again (upsert, unchanged)", "reinsert", "sqlite reinsert", count: objects)
         add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of the same rows", "sqlite reinsert", "sqlite reinsert", count: objects)
-        add("Strata: BatchUpdateRequest of one attribute of every product", "update", "sqlite update", count: objects)
-        add("SQLite: UPDATE product SET stock = -1", "sqlite update", "sqlite update", count: objects)
+        add("Strata: BatchInsertRequest of a later feed (70% changed, 30% new)", "mixed", "sqlite mixed", count: objects)
+        add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of that feed", "sqlite mixed", "sqlite mixed", count: objects)
+        add("Strata: BatchUpdateRequest of one attribute of every product", "update", "sqlite update", count: afterFeed)
+        add("SQLite: UPDATE product SET stock = -1", "sqlite update", "sqlite update", count: afterFeed)
         add("Strata: BatchDeleteRequest of every invoice, its 3 lines by cascade", "delete", "sqlite delete", count: objects)
         add("SQLite: DELETE FROM invoice, lines ON DELETE CASCADE", "sqlite delete", "sqlite delete", count: objects)
         out += table.render()
