@@ -184,4 +184,46 @@ import Testing
         print("a batch insert beside context saves: \(refused) of the context's 200 saves met a name the batch stored first")
         try container.close()
     }
+
+    /// Each batch request reads a stored object it changes once, whatever
+    /// the row cache holds (here nothing: a budget of 0): its check of
+    /// versions, its index maintenance and its history take the state it
+    /// read under the save lock, and an unchanged row costs that read alone.
+    @Test func aBatchRequestReadsEachStoredObjectOnce() throws {
+        let directory = TemporaryDirectory()
+        let model = makeModel(recipeIndexes: [IndexDescription("servings")], recipeUniqueness: [["name"]])
+        let container = try PersistentContainer(name: "App", model: model, directory: directory.path + "/store", options: testStoreOptions(),
+                                                viewContext: .privateQueue, rowCacheBudget: 0)
+        let count = 60
+        _ = try BatchUpdateTests.seed(container, count: count)
+        let coordinator = container.coordinator
+        func reads(_ body: () throws -> BatchResult) throws -> (Int, BatchResult) {
+            let before = coordinator.recordsRead.load(ordering: .relaxed)
+            let result = try body()
+            return (coordinator.recordsRead.load(ordering: .relaxed) - before, result)
+        }
+        let rows = (0..<count).map { Self.row("R\($0)", servings: $0) }
+        let (unchangedReads, unchanged) = try reads { try coordinator.execute(BatchInsertRequest<Recipe>(objects: rows)) }
+        #expect(unchanged.updatedCount == 0 && unchangedReads == count)
+        let (changedReads, changed) = try reads {
+            try coordinator.execute(BatchInsertRequest<Recipe>(objects: (0..<count).map { Self.row("R\($0)", servings: $0 + 100) }))
+        }
+        #expect(changed.updatedCount == count && changedReads == count)
+        var update = BatchUpdateRequest<Recipe>(set: ["rating": .double(4)])
+        update.batchSize = 25
+        let (updateReads, updated) = try reads { try coordinator.execute(update) }
+        #expect(updated.updatedCount == count && updateReads == count)
+        let (deleteReads, deleted) = try reads { try coordinator.execute(BatchDeleteRequest<Recipe>(where: #Predicate { $0.servings >= 130 })) }
+        #expect(deleted.deletedCount == 30 && deleteReads == 30)
+        // What was written is whole: the values, the index, no stale row.
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            #expect(try reader.count(for: FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 100 })) == 30)
+            let recipe = try #require(try Recipe.first(in: reader, where: #Predicate { $0.name == "R7" }))
+            #expect(recipe.servings == 107 && recipe.rating == 4)
+        }
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+        try container.close()
+    }
 }

@@ -14,11 +14,15 @@ enum BatchDeletion {
         var going: [ObjectID] = []
         var stored: [ObjectID: Snapshot] = [:]
         var queue = Array(chosen)
+        // The chosen read together, in key order; what cascades, one by one.
+        let chosenStored = try coordinator.storedSnapshots(queue)
         var next = 0
         while next < queue.count {
             let id = queue[next]
             next += 1
-            guard stored[id] == nil, let snapshot = try coordinator.snapshot(for: id) else { continue }
+            guard stored[id] == nil,
+                  let snapshot = try next <= chosenStored.count ? chosenStored[next - 1] : coordinator.snapshot(for: id, offered: true)
+            else { continue }
             going.append(id)
             stored[id] = snapshot
             for i in id.entity.relationshipIndices {
@@ -31,7 +35,7 @@ enum BatchDeletion {
         var changed: [(id: ObjectID, stored: Snapshot, values: [PropertyValue])] = []
         func stayingObject(_ id: ObjectID) throws(StrataError) -> Int? {
             if let known = staying[id] { return known }
-            guard let snapshot = try coordinator.snapshot(for: id) else { return nil }
+            guard let snapshot = try coordinator.snapshot(for: id, offered: true) else { return nil }
             staying[id] = changed.count
             changed.append((id, snapshot, snapshot.values))
             return changed.count - 1
@@ -87,6 +91,7 @@ enum BatchDeletion {
             changes.deletedBase.append(stored[id]!.values)
         }
         for (id, stored, values) in changed where values != stored.values { changes.update(id, from: stored, to: values) }
+        changes.basesAreStored = true
         return changes
     }
 }

@@ -21,6 +21,11 @@ struct BatchInsertion {
         self.entity = entity
         uniqueIndexCount = entity.uniqueIndexNumbers.count
         values.reserveCapacity(rows.count)
+        if uniqueIndexCount > 0 {
+            given.reserveCapacity(rows.count)
+            keys.reserveCapacity(rows.count * uniqueIndexCount)
+            claims.reserveCapacity(rows.count * uniqueIndexCount)
+        }
         for row in rows { add(row) }
     }
 
@@ -45,8 +50,15 @@ struct BatchInsertion {
             values.append(objectValues)
             return
         }
-        let rowKeys = entity.uniqueIndexNumbers.map { index in IndexKeyCoding.uniqueKey(objectValues, of: entity, index: index).map(UniqueKey.init) }
-        if let earlier = rowKeys.first(where: { $0.flatMap { claims[$0] } != nil })?.flatMap({ claims[$0] }) {
+        let firstKey = keys.count
+        var earlier: Int?
+        for index in entity.uniqueIndexNumbers {
+            let key = IndexKeyCoding.uniqueKey(objectValues, of: entity, index: index).map(UniqueKey.init)
+            if earlier == nil, let key { earlier = claims[key] }
+            keys.append(key)
+        }
+        if let earlier {
+            keys.removeSubrange(firstKey...)
             rowGives.forEach { values[earlier][$0] = objectValues[$0] }
             given[earlier].formUnion(rowGives)
             for i in 0..<uniqueIndexCount {
@@ -55,10 +67,9 @@ struct BatchInsertion {
                 if let key, claims[key] == nil { claims[key] = earlier }
             }
         } else {
-            for case let key? in rowKeys { claims[key] = values.count }
+            for case let key? in keys[firstKey...] { claims[key] = values.count }
             values.append(objectValues)
             given.append(rowGives)
-            keys += rowKeys
         }
     }
 
@@ -74,17 +85,23 @@ struct BatchInsertion {
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
         if !holders.isEmpty {
             for j in values.indices {
-                holder[j] = keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount].lazy.compactMap { $0.flatMap { holders[$0]?.first } }.first
+                for case let key? in keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
+                    if let id = holders[key]?.first {
+                        holder[j] = id
+                        break
+                    }
+                }
             }
         }
         let newCount = holder.lazy.filter { $0 == nil }.count
         var nextKey = coordinator.reservePrimaryKeys(for: entity, count: UInt64(newCount)).lowerBound
         changes.inserted.reserveCapacity(newCount)
         changes.insertedValues.reserveCapacity(newCount)
-        // Stored objects met, in the order first met: their stored state and
-        // the values the batch gives them.
+        // Stored objects met, in the order first met, and the values the
+        // batch gives them over their stored ones.
         var updates: [ObjectID: Int] = [:]
-        var updated: [(id: ObjectID, stored: Snapshot, values: [PropertyValue])] = []
+        var updatedIDs: [ObjectID] = []
+        var objectOf: [Int] = []  // per object of the batch holding a stored one: its position in `updatedIDs`
         for j in values.indices {
             guard let id = holder[j] else {
                 changes.inserted.append(ObjectID(entity: entity, primaryKey: nextKey, isTemporary: false))
@@ -92,20 +109,34 @@ struct BatchInsertion {
                 nextKey += 1
                 continue
             }
-            let u: Int
             if let known = updates[id] {
-                u = known
+                objectOf.append(known)
             } else {
-                guard let stored = try coordinator.snapshot(for: id) else {
-                    throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(id), which is not stored")
-                }
-                u = updated.count
-                updates[id] = u
-                updated.append((id, stored, stored.values))
+                updates[id] = updatedIDs.count
+                objectOf.append(updatedIDs.count)
+                updatedIDs.append(id)
             }
-            given[j].forEach { updated[u].values[$0] = values[j][$0] }
         }
-        for (id, stored, values) in updated where values != stored.values { changes.update(id, from: stored, to: values) }
+        guard !updatedIDs.isEmpty else { return changes }
+        let stored = try coordinator.storedSnapshots(updatedIDs)
+        var updatedValues: [[PropertyValue]] = []
+        updatedValues.reserveCapacity(updatedIDs.count)
+        for (u, snapshot) in stored.enumerated() {
+            guard let snapshot else {
+                throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(updatedIDs[u]), which is not stored")
+            }
+            updatedValues.append(snapshot.values)
+        }
+        var next = 0
+        for j in values.indices where holder[j] != nil {
+            let u = objectOf[next]
+            next += 1
+            given[j].forEach { updatedValues[u][$0] = values[j][$0] }
+        }
+        for (u, id) in updatedIDs.enumerated() where updatedValues[u] != stored[u]!.values {
+            changes.update(id, from: stored[u]!, to: updatedValues[u])
+        }
+        changes.basesAreStored = true
         return changes
     }
 }

@@ -41,12 +41,14 @@ extension PersistentStoreCoordinator {
             let written = try writeBatch(from: context, uniquenessChecked: keysUnchanged) { () throws(StrataError) -> ChangeSet in
                 var changes = ChangeSet()
                 changes.authors = authors
-                for id in selected[start..<min(start + batchSize, selected.count)] {
-                    guard let stored = try snapshot(for: id) else { continue }
+                let ids = Array(selected[start..<min(start + batchSize, selected.count)])
+                for (id, stored) in zip(ids, try storedSnapshots(ids)) {
+                    guard let stored else { continue }
                     var values = stored.values
                     for (index, value) in updates { values[index] = value }
                     if values != stored.values { changes.update(id, from: stored, to: values) }
                 }
+                changes.basesAreStored = true
                 return changes
             }
             result.add(written)

@@ -21,6 +21,8 @@ struct IndexMaintenance {
     /// entry is written as new).
     mutating func update(from old: [PropertyValue]?, to new: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
         for index in id.entity.indexes.indices {
+            // An entry whose values did not change stays: no key to encode.
+            if let old, id.entity.indexedProperties[index].allSatisfy({ old[$0] == new[$0] }) { continue }
             IndexKeyCoding.writeKey(new, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
             if let old {
                 IndexKeyCoding.writeKey(old, of: id.entity, index: index, primaryKey: id.primaryKey, into: &oldKey)

@@ -82,6 +82,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     var aliases: [ObjectID: ObjectID] = [:]  // guarded by `aliasLock`
     /// `aliases.count`, read without the lock: most coordinators have none.
     let aliasCount = Atomic<Int>(0)
+    /// How many records this coordinator has read from its store one by
+    /// one (scans aside): what a save or a batch request costs, counted
+    /// rather than timed (tests pin that a batch reads each object once).
+    let recordsRead = Atomic<Int>(0)
 
     /// Tests only: runs inside every save once its batch is in the store,
     /// while the saving context is still parked — the window in which a
@@ -270,16 +274,48 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The store's snapshot of `id`, through the row cache; nil when absent.
-    func snapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
+    /// `offered`: a row read from the store is cached only if it fits
+    /// without pushing anything out (a batch request's reads, as a
+    /// fetch's: far more rows than anyone reads again).
+    func snapshot(for id: ObjectID, offered: Bool = false) throws(StrataError) -> Snapshot? {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached }
+        guard let snapshot = try read(id, from: try currentStore()) else { return nil }
+        cacheLock.withLock {
+            guard rowCache.epoch == epoch else { return }
+            if offered { rowCache.insertIfRoom(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
+        }
+        return snapshot
+    }
+
+    /// The store's snapshots of `ids`, in their order (nil: not stored),
+    /// for a batch request: the row cache's where it holds them, the others
+    /// read from the store in primary-key order (neighbouring records share
+    /// the engine's index nodes and blocks) and offered to the cache
+    /// (``snapshot(for:offered:)``).
+    func storedSnapshots(_ ids: [ObjectID]) throws(StrataError) -> [Snapshot?] {
+        var (snapshots, epoch) = cacheLock.withLock { (ids.map { rowCache[$0] }, rowCache.epoch) }
+        let missing = ids.indices.filter { snapshots[$0] == nil }.sorted { a, b in
+            (ids[a].entity.index, ids[a].primaryKey) < (ids[b].entity.index, ids[b].primaryKey)
+        }
+        guard !missing.isEmpty else { return snapshots }
         let store = try currentStore()
+        for i in missing { snapshots[i] = try read(ids[i], from: store) }
+        cacheLock.withLock {
+            guard rowCache.epoch == epoch else { return }
+            for i in missing {
+                if let snapshot = snapshots[i] { rowCache.insertIfRoom(snapshot, for: ids[i]) }
+            }
+        }
+        return snapshots
+    }
+
+    /// `id`'s record in `store`, decoded; nil when absent.
+    private func read(_ id: ObjectID, from store: any RecordStore) throws(StrataError) -> Snapshot? {
+        recordsRead.add(1, ordering: .relaxed)
         guard let bytes = try store.get(RecordCoding.key(id)) else { return nil }
         guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
             throw RecordCoding.undecodable(id, format: bytes.first)
-        }
-        cacheLock.withLock {
-            if rowCache.epoch == epoch { rowCache.insert(snapshot, for: id) }
         }
         return snapshot
     }
@@ -456,7 +492,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func write(_ changes: ChangeSet, from context: ManagedObjectContext, uniquenessChecked: Bool = false) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
         let insertOrder = KeyOrder.positions(of: changes.inserted)
         let store = try currentStore()
-        let (updates, deletes) = try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
+        let (updates, deletes) = changes.basesAreStored
+            ? ConflictResolution.unopposed(changes)
+            : try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
         // Under the save lock: no other save can claim a key between
         // this look-up and the write.
         if !uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
@@ -503,7 +541,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let version = current + 1
                 RecordCoding.put(id, values, version: version, generation: generation, into: &batch)
                 if !id.entity.indexes.isEmpty {
-                    indexEntries.update(from: try snapshot(for: id)?.values, to: values, of: id, into: &batch)
+                    let stored = changes.basesAreStored ? changes.updatedBase[i] : try snapshot(for: id)?.values
+                    indexEntries.update(from: stored, to: values, of: id, into: &batch)
                 }
                 let snapshot = Snapshot(values: values, version: version)
                 written.append((id, snapshot))
@@ -530,14 +569,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             switch deletes[i] {
             case .delete:
                 batch.delete(RecordCoding.key(id))
-                if !id.entity.indexes.isEmpty, let stored = try snapshot(for: id) {
-                    indexEntries.delete(stored.values, of: id, into: &batch)
-                }
+                let kept = recordsHistory ? id.entity.tombstoneIndices : []
+                let stored = id.entity.indexes.isEmpty && kept.isEmpty ? nil
+                    : changes.basesAreStored ? changes.deletedBase[i] : try snapshot(for: id)?.values
+                if !id.entity.indexes.isEmpty, let stored { indexEntries.delete(stored, of: id, into: &batch) }
                 removed.append(id)
                 if recordsHistory {
-                    let kept = id.entity.tombstoneIndices
-                    if !kept.isEmpty, let stored = try snapshot(for: id) {
-                        tombstones.append((historyDeletes.count, kept.map { ($0, stored.values[$0]) }))
+                    if !kept.isEmpty, let stored {
+                        tombstones.append((historyDeletes.count, kept.map { ($0, stored[$0]) }))
                     }
                     historyDeletes.append(id)
                 }
@@ -564,7 +603,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         changeLog.record(changes.inserted + written.map(\.0) + removed)
         cacheLock.withLock {
             rowCache.advanceEpoch()
-            for (id, snapshot) in written { rowCache.insert(snapshot, for: id) }
+            // A batch request's rows replace only what the cache holds: it
+            // writes far more of them than anyone reads again.
+            for (id, snapshot) in written {
+                if changes.basesAreStored { rowCache.refresh(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
+            }
             for id in removed { rowCache.remove(id) }
         }
         return (outcome, payload)

@@ -50,6 +50,12 @@ struct RowCache {
         store(snapshot, size, for: id)
     }
 
+    /// Replaces `id`'s entry with `snapshot` if the cache holds one.
+    mutating func refresh(_ snapshot: Snapshot, for id: ObjectID) {
+        guard contains(id) else { return }
+        insert(snapshot, for: id)
+    }
+
     mutating func remove(_ id: ObjectID) {
         if let old = entries.removeValue(forKey: id) { bytes -= old.bytes }
     }

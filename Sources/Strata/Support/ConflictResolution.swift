@@ -22,6 +22,14 @@ enum DeleteDecision {
 /// coordinator: a change conflicts when the destination's version of the
 /// object is no longer the one the saving context started from.
 enum ConflictResolution {
+    /// The decisions for changes whose bases are the destination's present
+    /// state (``ChangeSet/basesAreStored``): every update written over the
+    /// version it started from, every delete made.
+    static func unopposed(_ changes: ChangeSet) -> (updates: [UpdateDecision], deletes: [DeleteDecision]) {
+        (changes.updated.indices.map { .write(changes.updatedValues[$0], over: changes.updatedVersions[$0]) },
+         Array(repeating: .delete, count: changes.deleted.count))
+    }
+
     /// `current(id, seen)`: the destination's present snapshot of an object,
     /// nil when it no longer has it; `seen` is the version the saving
     /// context started from. Throws ``StrataError/Code/mergeConflict``

@@ -43,6 +43,11 @@ struct ChangeSet: Sendable {
     /// Who made these changes, for the store's history (see
     /// ``ManagedObjectContext/transactionAuthor``).
     var authors = TransactionAuthors()
+    /// Whether the bases and versions are the store's present state of each
+    /// updated and deleted object, read under the coordinator's save lock
+    /// by whoever built this change set (a batch request): the coordinator
+    /// then neither reads those objects again nor judges conflicts.
+    var basesAreStored = false
 
     /// Adds an update of `id` from its `stored` state to `values` (a
     /// change made at the destination's own level: a batch request's).
