@@ -133,8 +133,10 @@ struct BatchInsertion {
             next += 1
             given[j].forEach { updatedValues[u][$0] = values[j][$0] }
         }
-        for (u, id) in updatedIDs.enumerated() where updatedValues[u] != stored[u]!.values {
-            changes.update(id, from: stored[u]!, to: updatedValues[u])
+        // In key order: the save's records then go to the engine as one ascending run.
+        for u in updatedIDs.indices.sorted(by: { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey })
+        where updatedValues[u] != stored[u]!.values {
+            changes.update(updatedIDs[u], from: stored[u]!, to: updatedValues[u])
         }
         changes.basesAreStored = true
         return changes

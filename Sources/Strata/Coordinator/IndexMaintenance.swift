@@ -1,25 +1,32 @@
-internal import StrataStore
+import Foundation
+@_spi(Coding) internal import StrataStore
 
 /// Keeps an entity's attribute indexes in step with its objects: the
 /// entries a save adds and removes go into the save's own batch, so the
 /// store holds both or neither, whatever happens to the process.
 ///
-/// One per save: the entries are encoded into two buffers it reuses (the
-/// batch copies each key), not into a fresh array per entry.
+/// One per save. The entries are gathered in one buffer and written to the
+/// batch in key order by ``write(into:)``, after the save's records: the
+/// engine then takes each as one ascending run (a walk down the index per
+/// leaf, not per key) rather than an index entry between every two records.
 struct IndexMaintenance {
     private var key: [UInt8] = []
     private var oldKey: [UInt8] = []
+    /// Every entry's key, one after the other.
+    private var keys: [UInt8] = []
+    /// Each entry: where its key starts in `keys`, its length, put or delete.
+    private var entries: [(start: Int, count: Int, isPut: Bool)] = []
 
-    mutating func insert(_ values: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
+    mutating func insert(_ values: [PropertyValue], of id: ObjectID) {
         for index in id.entity.indexes.indices {
             IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
-            batch.put(key, Self.noValue)
+            add(key, isPut: true)
         }
     }
 
     /// `old`: the values stored before the update (nil: none, then every
     /// entry is written as new).
-    mutating func update(from old: [PropertyValue]?, to new: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
+    mutating func update(from old: [PropertyValue]?, to new: [PropertyValue], of id: ObjectID) {
         for index in id.entity.indexes.indices {
             // An entry whose values did not change stays: no key to encode.
             if let old, id.entity.indexedProperties[index].allSatisfy({ old[$0] == new[$0] }) { continue }
@@ -27,19 +34,41 @@ struct IndexMaintenance {
             if let old {
                 IndexKeyCoding.writeKey(old, of: id.entity, index: index, primaryKey: id.primaryKey, into: &oldKey)
                 if oldKey == key { continue }
-                batch.delete(oldKey)
+                add(oldKey, isPut: false)
             }
-            batch.put(key, Self.noValue)
+            add(key, isPut: true)
         }
     }
 
-    mutating func delete(_ values: [PropertyValue], of id: ObjectID, into batch: inout WriteBatch) {
+    mutating func delete(_ values: [PropertyValue], of id: ObjectID) {
         for index in id.entity.indexes.indices {
             IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
-            batch.delete(key)
+            add(key, isPut: false)
         }
     }
 
-    /// An index entry is a key alone.
-    private static let noValue: [UInt8] = []
+    /// Writes the entries into `batch`, ordered by key. Every entry ends
+    /// with its object's primary key, so no two name one key: the order
+    /// changes nothing the batch does.
+    func write(into batch: inout WriteBatch) {
+        keys.withUnsafeBytes { all in
+            func bytes(_ entry: (start: Int, count: Int, isPut: Bool)) -> UnsafeRawBufferPointer {
+                UnsafeRawBufferPointer(rebasing: all[entry.start..<entry.start + entry.count])
+            }
+            let ordered = entries.sorted { a, b in
+                let (x, y) = (bytes(a), bytes(b))
+                let common = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
+                return common != 0 ? common < 0 : x.count < y.count
+            }
+            let noValue = BorrowedBytes(UnsafeRawBufferPointer(start: nil, count: 0))  // an index entry is a key alone
+            for entry in ordered {
+                if entry.isPut { batch.put(BorrowedBytes(bytes(entry)), noValue) } else { batch.delete(bytes(entry)) }
+            }
+        }
+    }
+
+    private mutating func add(_ key: [UInt8], isPut: Bool) {
+        entries.append((keys.count, key.count, isPut))
+        keys += key
+    }
 }

@@ -531,7 +531,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             yields.pass()
             let id = changes.inserted[i]
             RecordCoding.put(id, changes.insertedValues[i], version: 1, generation: generation, into: &batch)
-            if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id, into: &batch) }
+            if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id) }
         }
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
@@ -542,7 +542,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 RecordCoding.put(id, values, version: version, generation: generation, into: &batch)
                 if !id.entity.indexes.isEmpty {
                     let stored = changes.basesAreStored ? changes.updatedBase[i] : try snapshot(for: id)?.values
-                    indexEntries.update(from: stored, to: values, of: id, into: &batch)
+                    indexEntries.update(from: stored, to: values, of: id)
                 }
                 let snapshot = Snapshot(values: values, version: version)
                 written.append((id, snapshot))
@@ -572,7 +572,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let kept = recordsHistory ? id.entity.tombstoneIndices : []
                 let stored = id.entity.indexes.isEmpty && kept.isEmpty ? nil
                     : changes.basesAreStored ? changes.deletedBase[i] : try snapshot(for: id)?.values
-                if !id.entity.indexes.isEmpty, let stored { indexEntries.delete(stored, of: id, into: &batch) }
+                if !id.entity.indexes.isEmpty, let stored { indexEntries.delete(stored, of: id) }
                 removed.append(id)
                 if recordsHistory {
                     if !kept.isEmpty, let stored {
@@ -586,6 +586,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 outcome.keptDeletes[i] = current
             }
         }
+        indexEntries.write(into: &batch)
         payload.deleted = removed
         payload.updatedSnapshots = payloadSnapshots
         let history = try recordTransaction(
