@@ -237,6 +237,47 @@ extension ReadersBesideAWriterTests {
     }
 
     /// `catchUp()` on a store open for writing is a typed error, not a no-op.
+    /// A close while a catch-up is under way waits for it (a catch-up that
+    /// went on after the close would lay a new index into a closed store),
+    /// and the next catch-up finds the store closed. The interleaving,
+    /// forced by a hook inside the catch-up:
+    ///
+    ///     reader thread                     closing thread
+    ///     catchUp(): store open ──hook──▶   close() ··· waits
+    ///     reads the writer's batch 2          ·
+    ///     returns                           ◀ close() returns
+    ///     catchUp() → .closed
+    @Test func aCloseWaitsForACatchUpUnderWay() throws {
+        let dir = ScratchDirectory()
+        let (writerOptions, readerOptions) = Self.busyWriterOptions()
+        let writer = try StrataStore(directory: dir.store, options: writerOptions)
+        var first = WriteBatch()
+        first.put(Array("k".utf8), Array("1".utf8))
+        _ = try writer.write(first)
+        let reader = try StrataStore(directory: dir.store, options: readerOptions)
+        var second = WriteBatch()
+        second.put(Array("k".utf8), Array("2".utf8))
+        _ = try writer.write(second)
+        let closed = Flag()
+        let closedDuringCatchUp = Flag()
+        let closeFailure = ErrorBox()
+        reader.catchUpCheckedOpenHook = {
+            Thread {
+                do { try reader.close() } catch { closeFailure.record(error) }
+                closed.raise()
+            }.start()
+            Thread.sleep(forTimeInterval: 0.2)
+            if closed.isRaised { closedDuringCatchUp.raise() }
+        }
+        let caughtUp = try reader.catchUp()
+        #expect(caughtUp.changedKeys == [Array("k".utf8)])
+        while !closed.isRaised { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(!closedDuringCatchUp.isRaised, "close() returned while a catch-up was under way")
+        #expect(closeFailure.error == nil)
+        #expect { try reader.catchUp() } throws: { ($0 as? StoreError)?.code == .closed }
+        try writer.close()
+    }
+
     @Test func catchingUpIsForReadOnlyStores() throws {
         let dir = ScratchDirectory()
         let writer = try StrataStore(directory: dir.store, options: smallOptions())

@@ -60,6 +60,7 @@ extension StrataStore {
         }
         return try followLock.withLock { () throws(StoreError) -> StoreCatchUp in
             try checkOpen()
+            catchUpCheckedOpenHook?()
             guard let point = followPoint else {
                 throw StoreError(.corruption, "this store was opened with recovery: .salvage past damage and cannot read on: open it again", path: directory)
             }

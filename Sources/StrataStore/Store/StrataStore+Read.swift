@@ -135,6 +135,12 @@ extension StrataStore {
     /// queue would hold the store past its end (the next open replays the
     /// log instead).
     func close(flushingLog: Bool, removingAnUnwrittenLog: Bool = false) throws(StoreError) {
+        // After a catch-up under way, and before any other (it finds the store closed).
+        try followLock.withLock { () throws(StoreError) in try closeFollowed(flushingLog: flushingLog, removingAnUnwrittenLog: removingAnUnwrittenLog) }
+    }
+
+    /// ``close(flushingLog:removingAnUnwrittenLog:)`` under `followLock`.
+    private func closeFollowed(flushingLog: Bool, removingAnUnwrittenLog: Bool) throws(StoreError) {
         manifestLock.withLock { compactsInBackground = false }
         // Best effort: a flush that fails leaves the log as it is (it is
         // retired only once its segment is in the manifest), and the open

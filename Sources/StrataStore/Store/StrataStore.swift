@@ -164,12 +164,17 @@ public final class StrataStore: @unchecked Sendable {
     var lastCompactionError: StoreError?
 
     // MARK: Following a writer — guarded by `followLock` (a read-only store's).
-    /// Held by ``catchUp()`` throughout: one catch-up at a time. Taken
-    /// before `manifestLock` and `state`.
+    /// Held by ``catchUp()`` throughout, one catch-up at a time, and by
+    /// `close()`, which so waits for a catch-up under way (one that went on
+    /// after it would lay a new index into a closed store). Taken before
+    /// `manifestLock`, `state` and `writers`.
     let followLock = Lock()
     /// Where the read-only open or the last catch-up left off; nil for a
     /// store open for writing. Guarded by `followLock`.
     var followPoint: Recovery.FollowPoint?
+    /// Called by ``catchUp()`` once it found the store open (tests close
+    /// the store there). Guarded by `followLock`.
+    package var catchUpCheckedOpenHook: (@Sendable () -> Void)?
 
     let flushQueue = DispatchQueue(label: "strata.store.flush")
     let compactionQueue = DispatchQueue(label: "strata.store.compaction")
