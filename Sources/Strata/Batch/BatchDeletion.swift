@@ -18,11 +18,11 @@ enum BatchDeletion {
         let chosenStored = try coordinator.storedSnapshots(queue)
         var next = 0
         while next < queue.count {
-            let id = queue[next]
+            let (id, position) = (queue[next], next)
             next += 1
-            guard stored[id] == nil,
-                  let snapshot = try next <= chosenStored.count ? chosenStored[next - 1] : coordinator.snapshot(for: id, offered: true)
-            else { continue }
+            guard stored[id] == nil else { continue }
+            let read = position < chosenStored.count ? chosenStored[position] : try coordinator.snapshot(for: id, offered: true)
+            guard let snapshot = read else { continue }
             going.append(id)
             stored[id] = snapshot
             for i in id.entity.relationshipIndices {
