@@ -71,6 +71,7 @@ bench: deps
 	$(SWIFT) run -c release strata-bench server
 	$(SWIFT) run -c release strata-bench follow
 	$(SWIFT) run -c release strata-bench history
+	$(SWIFT) run -c release strata-bench observe
 	$(SWIFT) run -c release strata-bench batch
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 scenarios=("$@")
-[ ${#scenarios[@]} -eq 0 ] && scenarios=(stall reads lookup upsert import pages server follow history batch compaction graph engine)
+[ ${#scenarios[@]} -eq 0 ] && scenarios=(stall reads lookup upsert import pages server follow history observe batch compaction graph engine)
 
 $SWIFT build -c release --product strata-bench >&2
 bench=$($SWIFT build -c release --show-bin-path)/strata-bench

@@ -331,6 +331,18 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(reads.first?.contains(" 100 ") == true, "the newest 100 are 100 transactions: \(reads)")
     }
 
+    /// `observe` on a small store: each change size delivers (the command
+    /// fails if a controller does not, or holds other objects first), and
+    /// the followed import ends with the controller holding every recipe.
+    @Test func observeMeasuresAControllerAndTheImportItFollows() throws {
+        let run = try runBench(["observe", "--objects", "3000", "--rounds", "1", "--import-objects", "4000", "--import-rounds", "1"])
+        #expect(run.status == 0, "\(run.stdout)")
+        let rows = run.stdout.split(separator: "\n").filter { $0.hasPrefix("N = ") }
+        #expect(rows.count == 2, "1 and 100 changed (10,000 is more than the store holds): \(run.stdout)")
+        #expect(run.stdout.contains("a controller following the recipes in main"), "\(run.stdout)")
+        #expect(run.stdout.contains("re-running the fetch"), "\(run.stdout)")
+    }
+
     @Test func batchMeasuresEachRequestBesideSQLite() throws {
         let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "1"])
         #expect(run.status == 0, "\(run.stdout)")

@@ -145,22 +145,24 @@ extension ManagedObjectContext {
         case .objects(var ids):
             guard !ids.contains(id) else { return }
             objectWillChange(target)
-            target.values[inverse] = .null
-            // Room for a few at once: a to-many inverse filled one link at
-            // a time (a recipe's ingredients) would otherwise grow its set
-            // at the first, second and fourth.
-            if ids.isEmpty { ids = Set(minimumCapacity: 4) }
-            ids.insert(id)
-            target.values[inverse] = .objects(ids)
+            target.changingValue(at: inverse) {
+                target.values[inverse] = .null
+                // Room for a few at once: a to-many inverse filled one link at
+                // a time (a recipe's ingredients) would otherwise grow its set
+                // at the first, second and fourth.
+                if ids.isEmpty { ids = Set(minimumCapacity: 4) }
+                ids.insert(id)
+                target.values[inverse] = .objects(ids)
+            }
         case .object(let previous):
             guard previous != id else { return }
             objectWillChange(target)
-            target.values[inverse] = .object(id)
+            target.changingValue(at: inverse) { target.values[inverse] = .object(id) }
             // The target belonged to another object: take it from there.
             if let other = liveObject(for: previous) { unlink(targetID, from: other, at: index) }
         default:
             objectWillChange(target)
-            target.values[inverse] = .object(id)
+            target.changingValue(at: inverse) { target.values[inverse] = .object(id) }
         }
     }
 
@@ -170,12 +172,14 @@ extension ManagedObjectContext {
         case .objects(var ids):
             guard ids.contains(id) else { return }
             objectWillChange(target)
-            target.values[index] = .null
-            ids.remove(id)
-            target.values[index] = .objects(ids)
+            target.changingValue(at: index) {
+                target.values[index] = .null
+                ids.remove(id)
+                target.values[index] = .objects(ids)
+            }
         case .object(let current) where current == id:
             objectWillChange(target)
-            target.values[index] = .null
+            target.changingValue(at: index) { target.values[index] = .null }
         default:
             break
         }
@@ -253,6 +257,13 @@ extension ManagedObjectContext {
         processingScheduled = false
         publishPendingChanges()
         recordUnsavedCount()
+        let changes = pendingObjectChanges()
+        observation.gather(changes)
+        return changes
+    }
+
+    /// The objects-did-change payload for what changed since the last one.
+    private func pendingObjectChanges() -> ObjectChanges? {
         guard !pendingChanges.isEmpty || !pendingRefreshed.isEmpty || !pendingInvalidated.isEmpty
                 || !heldInsertsToAnnounce.isEmpty else { return nil }
         var changes = ObjectChanges()
@@ -263,7 +274,11 @@ extension ManagedObjectContext {
         for object in pendingChanges {
             object.flags.remove(.pendingNotification)
             if object.flags.contains(.inserted) {
-                if !object.flags.contains(.deleted) { changes.inserted.append(object.objectID) }
+                if !object.flags.contains(.deleted) {
+                    changes.inserted.append(object.objectID)
+                } else if observation.isObserved {
+                    changes.discarded.append(object.objectID)
+                }
             } else if object.flags.contains(.deleted) {
                 changes.deleted.append(object.objectID)
             } else if object.flags.contains(.dirty) {
@@ -276,7 +291,7 @@ extension ManagedObjectContext {
         pendingChangesPublished = 0
         pendingRefreshed.removeAll()
         pendingInvalidated.removeAll()
-        return changes.isEmpty ? nil : changes
+        return changes.isEmpty && changes.discarded.isEmpty ? nil : changes
     }
 
     /// What ``unsavedObjectCount`` says, from this context's tables (on its queue).
@@ -285,7 +300,8 @@ extension ManagedObjectContext {
     }
 
     func postObjectsDidChange(_ changes: ObjectChanges?) {
-        guard let changes else { return }
+        deliverObservedChanges()
+        guard let changes, !changes.isEmpty else { return }
         NotificationCenter.default.post(
             name: ManagedObjectContext.objectsDidChange, object: self, userInfo: [ObjectChanges.userInfoKey: changes])
     }

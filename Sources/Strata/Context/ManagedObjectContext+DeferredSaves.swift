@@ -444,7 +444,7 @@ extension ManagedObjectContext {
         for (i, id) in changes.updated.enumerated() {
             guard let object = objectForTakingIn(id, below: entry.below[i], base: changes.updatedBase[i]) else { continue }
             objectWillChange(object)
-            object.values = changes.updatedValues[i]
+            object.replaceValues(with: changes.updatedValues[i])
             object.exposedVersion = entry.updatedVersion(at: i)
             object.flags.remove(.exposedVersionFresh)  // the child holds this version
             object.flags.insert(.validatedByChild)

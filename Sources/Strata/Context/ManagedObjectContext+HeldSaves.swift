@@ -48,6 +48,7 @@ extension ManagedObjectContext {
         guard let entry else { return nil }
         heldSaveCount += 1
         heldInsertsToAnnounce.append((entry.sequence, changes.inserted))
+        observation.noteHeldInserts(changes.inserted, values: changes.insertedValues)
         scheduleProcessingIfUsedDirectly()
         var outcome = SaveOutcome()
         outcome.numberInserts(from: entry.firstVersion, count: count)

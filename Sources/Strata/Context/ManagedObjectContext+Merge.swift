@@ -18,6 +18,7 @@ extension ManagedObjectContext {
     public func mergeChanges(fromContextDidSave changes: ObjectChanges) {
         checkQueue()
         guard changes.sourceSerial != serial else { return }
+        observation.noteMerged(changes)
         for (i, id) in changes.updated.enumerated() {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
             if let snapshots = changes.updatedSnapshots, i < snapshots.count {
@@ -52,9 +53,11 @@ extension ManagedObjectContext {
     }
 
     /// Refreshes `object` from this context's source. With `mergeChanges`
-    /// false its unsaved changes are discarded and it becomes a fault; with
-    /// true it takes the source's present values and keeps its own changes on
-    /// top (an object gone from the source becomes inaccessible).
+    /// false its unsaved changes are discarded and it becomes a fault (one
+    /// whose properties something observes takes the source's values
+    /// instead: see ``tracksObservation``); with true it takes the source's
+    /// present values and keeps its own changes on top (an object gone from
+    /// the source becomes inaccessible).
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         checkQueue()
         guard object.context === self, !object.flags.contains(.inserted), !object.flags.contains(.fault) else { return }
@@ -66,15 +69,20 @@ extension ManagedObjectContext {
             }
             updated[id] = nil
             deleted[id] = nil
-            object.values = []
-            object.committed = nil
-            // Keep its place in the pending notification (it is listed once).
-            object.flags = object.flags.intersection(.pendingNotification).union(.fault)
-            return
+            guard object.observation != nil else {
+                object.values = []
+                object.committed = nil
+                // Keep its place in the pending notification (it is listed once).
+                object.flags = object.flags.intersection(.pendingNotification).union(.fault)
+                return
+            }
+            // Observed: filled with the source's values rather than made a
+            // fault, so that its observers hear of exactly what changed.
+            object.flags.remove([.dirty, .deleted])
         }
         do {
             if let snapshot = try sourceSnapshot(for: object.objectID) {
-                refresh(object, with: snapshot, keepingChanges: true)
+                refresh(object, with: snapshot, keepingChanges: mergeChanges)
                 return
             }
         } catch {
@@ -137,7 +145,7 @@ extension ManagedObjectContext {
         }
         for object in Array(updated.values) + Array(deleted.values) {
             guard let committed = object.committed else { continue }
-            object.values = committed
+            object.replaceValues(with: committed)
             object.flags.remove([.dirty, .deleted])
             object.exposedVersion = nextVersion()
             object.flags.insert(.exposedVersionFresh)
@@ -163,9 +171,9 @@ extension ManagedObjectContext {
             let base = object.committed ?? snapshot.values
             var merged = snapshot.values
             for i in merged.indices where object.values[i] != base[i] { merged[i] = object.values[i] }
-            object.values = merged
+            object.replaceValues(with: merged)
         } else {
-            object.values = snapshot.values
+            object.replaceValues(with: snapshot.values)
             if object.flags.contains(.dirty) {
                 object.flags.remove(.dirty)
                 updated[object.objectID] = nil

@@ -386,7 +386,7 @@ extension ManagedObjectContext {
                 continue
             }
             if let values = outcome.resolvedValues[i] {
-                object.values = values
+                object.replaceValues(with: values)
                 object.exposedVersion = nextVersion()
                 object.flags.insert(.exposedVersionFresh)
                 pendingRefreshed.append(id)
@@ -480,7 +480,7 @@ extension ManagedObjectContext {
             case .write(let values, _):
                 let object = registry[id]!  // registered by currentSnapshot(of:)
                 objectWillChange(object)
-                object.values = values
+                object.replaceValues(with: values)
                 object.exposedVersion = nextVersion()
                 object.flags.remove(.exposedVersionFresh)
                 outcome.updatedVersions.append(object.exposedVersion)
@@ -561,7 +561,7 @@ extension ManagedObjectContext {
             } else if let existing = registry[id] {
                 object = existing
                 objectWillChange(object)
-                object.values = changes.insertedValues[i]
+                object.replaceValues(with: changes.insertedValues[i])
             } else {
                 object = id.entity.managedObjectClass.init(entity: id.entity, insertInto: nil)
                 object.primaryKey = id.primaryKey

@@ -136,6 +136,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// The new objects of held saves that the next objects-did-change
     /// carries, per save (by its ``DeferredChildSaves/Entry/sequence``), oldest first.
     var heldInsertsToAnnounce: [(sequence: UInt64, ids: [ObjectID])] = []
+    /// The fetched-results controllers following this context, and what
+    /// they are to hear next.
+    var observation = ResultsObservation()
     /// How many of ``pendingChanges`` (from the front) are published already,
     /// by a publication in the middle of a block.
     var pendingChangesPublished = 0
@@ -279,6 +282,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
         link.unmanaged = .passUnretained(self)
+        link.tracksObservation = concurrencyType == .mainQueue
         coordinator.register(self)
     }
 
@@ -299,6 +303,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
         self.name = name ?? "context #\(serial)"
         (self.queue, self.owningThread) = Self.binding(concurrencyType, serial: serial, name: self.name)
         link.unmanaged = .passUnretained(self)
+        link.tracksObservation = concurrencyType == .mainQueue
         let serial = serial
         parent.relationsLock.withLock { parent._children[serial] = WeakContext(self) }
         parent.publishes.store(true, ordering: .relaxed)

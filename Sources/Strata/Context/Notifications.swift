@@ -31,6 +31,10 @@ public struct ObjectChanges: Sendable, Hashable {
     var updatedSnapshots: [Snapshot]?
     /// The context whose save this describes (did-save only).
     var sourceSerial: UInt64 = 0
+    /// Objects inserted and deleted again before a save, which the lists
+    /// leave out (objects-did-change only): a fetched-results controller
+    /// may hold one from an earlier notification, and must let go of it.
+    var discarded: [ObjectID] = []
 
     /// Changes to these objects, with none refreshed or invalidated: for instance to tell a context
     /// about changes made elsewhere with

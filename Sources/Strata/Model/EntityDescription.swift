@@ -94,6 +94,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) private(set) var destinations: [EntityDescription?] = []
     @exclusivity(unchecked) private(set) var inverses: [Int?] = []
     @exclusivity(unchecked) private(set) var initialValues: [PropertyValue] = []
+    /// Each property's key path for Swift's Observation (see ``ObjectObservation``).
+    @exclusivity(unchecked) private(set) var observationKeyPaths: [KeyPath<ManagedObject, PropertyValue>] = []
     @exclusivity(unchecked) private(set) var isResolved = false
     /// Positions of non-optional attributes and to-one relationships.
     @exclusivity(unchecked) private(set) var requiredIndices: [Int] = []
@@ -149,6 +151,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         destinations = resolved.destinations
         inverses = resolved.inverses
         initialValues = resolved.initialValues
+        observationKeyPaths = properties.indices.map { \ManagedObject.[observedProperty: $0] }
         for (i, property) in properties.enumerated() {
             switch property {
             case .attribute(let a):

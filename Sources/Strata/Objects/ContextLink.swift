@@ -21,6 +21,10 @@
 /// those writes cannot overlap (see above).
 final class ContextLink: @unchecked Sendable {
     var unmanaged: Unmanaged<ManagedObjectContext>?
+    /// The context's ``ManagedObjectContext/tracksObservation``, where
+    /// every property read of its objects can check it (written on the
+    /// context's queue, like the reads).
+    @exclusivity(unchecked) var tracksObservation = false
 
     /// The context, retained (nil once it is gone).
     var context: ManagedObjectContext? { unmanaged?.takeUnretainedValue() }

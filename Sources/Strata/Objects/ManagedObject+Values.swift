@@ -152,6 +152,11 @@ extension ManagedObject {
             values[index] = value
             return
         }
+        changingValue(at: index) { write(value, at: index, in: unmanaged) }
+    }
+
+    @inline(__always)
+    private final func write(_ value: PropertyValue, at index: Int, in unmanaged: Unmanaged<ManagedObjectContext>) {
         // At +0: a retain and release of the context per write showed up in
         // every import profile.
         unmanaged._withUnsafeGuaranteedRef { context in

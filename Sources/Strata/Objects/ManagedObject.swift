@@ -59,6 +59,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// ``ManagedObjectContext/childAccess(_:)``: a save that wrote while a
     /// child changed the object keeps it dirty).
     @exclusivity(unchecked) final var changeStamp: UInt64 = 0
+    /// Swift Observation's registrar and the properties read through it,
+    /// made by the first read while the context tracks observation (nil
+    /// for every object nobody observed).
+    @exclusivity(unchecked) final var observation: ObjectObservation?
 
     struct Flags: OptionSet {
         let rawValue: UInt8

@@ -103,6 +103,7 @@ public struct Attribute<Value: AttributeValueConvertible> {
     ) -> Value {
         get {
             let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
+            if object.isObservationTracked { object.observeAccess(at: index) }
             return Value.fromPropertyValue(object.storedValue(at: index))
         }
         set {
@@ -184,6 +185,7 @@ public struct Relationship<Value: RelationshipValueConvertible> {
     ) -> Value {
         get {
             let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
+            if object.isObservationTracked { object.observeAccess(at: index) }
             return Value.fromPropertyValue(object.storedValue(at: index), in: object.managedObjectContext)
         }
         set {

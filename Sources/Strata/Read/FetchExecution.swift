@@ -207,9 +207,30 @@ extension ManagedObjectContext {
     }
 
     /// Sorts matches on their values — a registered object's own, an
-    /// unregistered one's as read — through two scratch objects, so nothing
-    /// is materialized to be sorted.
+    /// unregistered one's as read — so nothing is materialized to be
+    /// sorted: by their sort values where every descriptor reads a stored
+    /// attribute (``ResultsOrder``), else through two scratch objects.
     private func sorted<Result: ManagedObject>(_ matches: [FetchMatch], by descriptors: [SortDescriptor<Result>]) throws(StrataError) -> [FetchMatch] {
+        guard let entity = matches.first?.objectID.entity else { return matches }
+        if let order = try? ResultsOrder(descriptors, entity: entity) {
+            // Descriptors that each read a stored attribute: the sort values
+            // compared as the descriptors compare them, without a key path
+            // read through an object per comparison; ties by primary key.
+            var keyed: [(match: FetchMatch, key: [PropertyValue])] = []
+            keyed.reserveCapacity(matches.count)
+            for match in matches {
+                switch match {
+                case .registered(let object):
+                    object.fulfill()
+                    keyed.append((match, order.key(of: object.values)))
+                case .unregistered(_, let row):
+                    guard let row else { preconditionFailure("rows are kept for sorting") }
+                    keyed.append((match, order.key(of: try row.snapshot().values)))
+                }
+            }
+            keyed.sort { order.precedes($0.key, $0.match.objectID, $1.key, $1.match.objectID) }
+            return keyed.map(\.match)
+        }
         var keyed: [(match: FetchMatch, values: [PropertyValue])] = []
         keyed.reserveCapacity(matches.count)
         for match in matches {
@@ -222,7 +243,6 @@ extension ManagedObjectContext {
                 keyed.append((match, try row.snapshot().values))
             }
         }
-        guard let entity = matches.first?.objectID.entity else { return matches }
         let a = unsafeDowncast(entity.scratchObject(linkedTo: link), to: Result.self)
         let b = unsafeDowncast(entity.scratchObject(linkedTo: link), to: Result.self)
         keyed.sort { x, y in
@@ -520,11 +540,18 @@ struct PredicateEvaluation {
         return try foundation(object)
     }
 
-    /// An object as the source has it: judged on its stored values.
-    mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
+    /// An object holding `values`, not registered in the context.
+    mutating func matches(_ id: ObjectID, values: [PropertyValue]) throws(StrataError) -> Bool {
         judged &+= 1
-        if let compiled { return try row.passes(compiled, fields: &fields) }
+        if let compiled { return compiled.test.evaluate(values) }
         guard let foundation else { return true }
+        let object = scratchObject(for: id)
+        object.values = values
+        return try foundation(object)
+    }
+
+    /// The scratch object, holding `id`.
+    private mutating func scratchObject(for id: ObjectID) -> ManagedObject {
         let object: ManagedObject
         if let scratch {
             object = scratch
@@ -534,6 +561,15 @@ struct PredicateEvaluation {
         }
         object.primaryKey = id.primaryKey
         object.isTemporary = id.isTemporaryID
+        return object
+    }
+
+    /// An object as the source has it: judged on its stored values.
+    mutating func matches(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
+        judged &+= 1
+        if let compiled { return try row.passes(compiled, fields: &fields) }
+        guard let foundation else { return true }
+        let object = scratchObject(for: id)
         object.values = try row.snapshot().values
         return try foundation(object)
     }

@@ -52,8 +52,11 @@ struct ImportRun: Codable, Sendable {
 /// Imports `objects` recipe-like objects (recipes with `ingredients` each)
 /// into a fresh store at `directory` through `layout`, saving every
 /// `saveEvery` objects, while a ``StallProbe`` watches the main queue. Runs on a
-/// worker thread; the main thread must be spinning the main run loop.
-func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: Int, directory: String) throws -> ImportRun {
+/// worker thread; the main thread must be spinning the main run loop. With
+/// `observing`, a ``FetchedResultsController`` in the main context follows
+/// the imported recipes, newest first (a list on screen), throughout: it must
+/// hold every one of them at the end.
+func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: Int, directory: String, observing: Bool = false) throws -> ImportRun {
     let coordinator = PersistentStoreCoordinator(model: try makeBenchModel())
     try coordinator.addPersistentStore(.log, directory: directory)
     defer { try? coordinator.close() }
@@ -81,6 +84,12 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
         main.automaticallyMergesChangesFromParent = !viewChild
         let importer = ManagedObjectContext(.privateQueue, parent: viewChild ? main : writer, name: "import")
         let failure = FailureBox()
+        let controller = observing ? try main.performAndWait { () throws -> FetchedResultsController<BenchRecipe> in
+            let controller = try FetchedResultsController(
+                fetchRequest: FetchRequest<BenchRecipe>(sortBy: [SortDescriptor(\.created, order: .reverse)]), context: main)
+            try controller.performFetch()
+            return controller
+        } : nil
         for count in chunks {
             try importer.performAndWait {
                 insertObjects(count, ingredientsPerRecipe: ingredients, into: importer, offset: offset)
@@ -93,6 +102,14 @@ func runImport(layout: ImportLayout, objects: Int, saveEvery: Int, ingredients: 
         try writer.performAndWait { try writer.save() }
         main.performAndWait {}  // the merges queued on the main queue have run
         try failure.check()
+        if let controller {
+            let recipes = (objects + ingredients) / (ingredients + 1)
+            let deadline = Date().addingTimeInterval(30)
+            // Its last differences are computed off the main queue, then taken in there.
+            while main.performAndWait({ controller.objectIDs.count }) < recipes && Date() < deadline { usleep(1_000) }
+            let held = main.performAndWait { controller.objectIDs.count }
+            guard held == recipes else { throw ImportCheckFailure(description: "the controller holds \(held) recipes of \(recipes)") }
+        }
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
     let mainThreadCPUms = (MainThreadDriver.mainThreadCPUMilliseconds() ?? 0) - cpuBefore
