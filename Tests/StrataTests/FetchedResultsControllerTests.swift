@@ -266,6 +266,39 @@ import Testing
         }
     }
 
+    /// `updates()`: the results first, then one element per change that
+    /// changed them, in order, read from another task.
+    @Test func updatesDeliverTheResultsThenEachChange() async throws {
+        let coordinator = try makeCoordinator()
+        _ = try seedNumberedRecipes(coordinator, count: 3)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let controller = try context.performAndWait { () throws -> FetchedResultsController<Recipe> in
+            let controller = try FetchedResultsController(
+                fetchRequest: FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings, order: .reverse)]), context: context)
+            try controller.performFetch()
+            return controller
+        }
+        var updates = context.performAndWait { controller.updates() }.makeAsyncIterator()
+        let first = await updates.next()
+        #expect(first?.objectIDs.count == 3 && first?.difference.isEmpty == true)
+        let added = try context.performAndWait { () throws -> ObjectID in
+            let recipe = Recipe(context: context)
+            recipe.servings = 10
+            return recipe.objectID
+        }
+        let second = await updates.next()
+        #expect(second?.objectIDs.first == added)
+        #expect(second?.difference.inserted.map(\.position) == [.init(section: 0, item: 0)])
+        context.performAndWait {
+            (try? context.existingObject(with: added)).map { ($0 as! Recipe).notes = "no move" }  // nothing to deliver
+            (try? context.existingObject(with: added)).map { ($0 as! Recipe).servings = -1 }  // to the end
+        }
+        let third = await updates.next()
+        #expect(third?.objectIDs.last == added)
+        #expect(third?.difference.moved.map(\.from) == [.init(section: 0, item: 0)])
+        #expect(third?.difference.moved.map(\.to) == [.init(section: 0, item: 3)])
+    }
+
     @Test func anEditOutsideThePredicateAndTheSortDeliversNothing() throws {
         let coordinator = try makeCoordinator()
         _ = try seedNumberedRecipes(coordinator, count: 10)

@@ -35,12 +35,16 @@ extension ManagedObjectContext {
     public func insert(_ object: ManagedObject) {
         checkQueue()
         if object.link === link {
-            if object.flags.contains(.deleted) { undelete(object) }
+            if object.flags.contains(.deleted) {
+                undo?.willChange(object, exists: false)
+                undelete(object)
+            }
             return
         }
         precondition(object.link?.unmanaged == nil, "Strata: \(object) belongs to another context")
         precondition(model.contains(object.entity),
                      "Strata: \(object.entity.name) is not an entity of this context's model")
+        undo?.willInsert(object)
         object.primaryKey = allocatePrimaryKey(for: object.entity)
         object.isTemporary = true
         object.link = link
@@ -63,6 +67,7 @@ extension ManagedObjectContext {
         precondition(object.context === self, "Strata: \(object) is not registered in \(name)")
         guard !object.flags.contains(.deleted) else { return }
         object.fulfill()
+        undo?.willChange(object, exists: true)
         carriedAuthors.noteOwnChange()
         let id = object.objectID
         object.flags.insert(.deleted)
@@ -94,7 +99,7 @@ extension ManagedObjectContext {
         if object.flags.contains(.inserted) { object.context = nil }
     }
 
-    private func undelete(_ object: ManagedObject) {
+    func undelete(_ object: ManagedObject) {
         object.flags.remove(.deleted)
         deleted[object.objectID] = nil
         if object.flags.contains(.dirty) { updated[object.objectID] = object }
@@ -197,6 +202,7 @@ extension ManagedObjectContext {
     /// Called before every change to `object`'s values.
     func objectWillChange(_ object: ManagedObject) {
         // (A child save taken in comes through here too: see ``CarriedAuthors/endTakingIn(_:)``.)
+        undo?.willChange(object, exists: !object.flags.contains(.deleted))
         carriedAuthors.noteOwnChange()
         object.flags.remove(.validatedByChild)
         if !object.flags.contains(.dirty) {
@@ -300,6 +306,7 @@ extension ManagedObjectContext {
     }
 
     func postObjectsDidChange(_ changes: ObjectChanges?) {
+        undo?.blockEnded()
         deliverObservedChanges()
         guard let changes, !changes.isEmpty else { return }
         NotificationCenter.default.post(

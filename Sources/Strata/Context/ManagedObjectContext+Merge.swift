@@ -105,6 +105,7 @@ extension ManagedObjectContext {
     /// held from before leave the context.
     public func reset() {
         checkQueue()
+        undo?.removeAllActions()
         takeHeldChildSaves()
         if hasChanges { noteChangesDroppedUnsaved() }
         carriedAuthors.forget()
@@ -135,6 +136,7 @@ extension ManagedObjectContext {
     /// deleted ones return to their last saved values.
     public func rollback() {
         checkQueue()
+        undo?.removeAllActions()
         takeHeldChildSaves()
         if hasChanges { noteChangesDroppedUnsaved() }
         carriedAuthors.forget()

@@ -552,6 +552,7 @@ extension ManagedObjectContext {
                 // A fault registered for the ID before the object came
                 // (`object(with:)`): it is the new object.
                 object = existing
+                undo?.willInsert(object)
                 object.values = changes.insertedValues[i]
                 object.committed = nil
                 object.version = 0
@@ -567,6 +568,7 @@ extension ManagedObjectContext {
                 object.primaryKey = id.primaryKey
                 object.isTemporary = id.isTemporaryID
                 object.link = link
+                undo?.willInsert(object)
                 object.values = changes.insertedValues[i]
                 object.flags = [.inserted, .dirty]
                 registry[id] = object

@@ -139,6 +139,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// The fetched-results controllers following this context, and what
     /// they are to hear next.
     var observation = ResultsObservation()
+    /// What ``undoManager`` says (nil: nothing is recorded).
+    var undo: ContextUndoManager?
     /// How many of ``pendingChanges`` (from the front) are published already,
     /// by a publication in the middle of a block.
     var pendingChangesPublished = 0

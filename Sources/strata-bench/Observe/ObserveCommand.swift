@@ -33,6 +33,8 @@ struct ObserveCommand: ParsableCommand {
         var initialFetchMs = 0.0
         /// Nanoseconds per property read through the wrappers, tracking off and on (no observer).
         var readNanoseconds: (off: Double, on: Double) = (0, 0)
+        /// Nanoseconds per object changed (inserted, then updated) with undo off and on.
+        var undoNanoseconds: (off: Double, on: Double) = (0, 0)
         var imports: [(label: String, runs: [ImportRun])] = []
         var floor: StallFigures?
     }
@@ -86,6 +88,7 @@ struct ObserveCommand: ParsableCommand {
             return controller
         }
         report.readNanoseconds = try readCost(writer: writer, rounds: rounds)
+        report.undoNanoseconds = try undoCost(writer: writer, objects: min(objects, 20_000), rounds: rounds)
         var refetches: [Double] = []
         for _ in 0..<rounds {
             refetches.append(try view.performAndWait { () throws -> Double in
@@ -158,6 +161,43 @@ struct ObserveCommand: ParsableCommand {
         return (median(off), median(on))
     }
 
+    /// What recording undo costs per changed object: `objects` recipes
+    /// inserted in one block, then each updated in another, in a child of
+    /// the writer (no save), with no undo manager and with one.
+    static func undoCost(writer: ManagedObjectContext, objects: Int, rounds: Int) throws -> (off: Double, on: Double) {
+        var off: [Double] = [], on: [Double] = []
+        for round in 0..<rounds {
+            for recording in round % 2 == 0 ? [false, true] : [true, false] {
+                let context = ManagedObjectContext(.privateQueue, parent: writer, name: "editor")
+                if recording { context.performAndWait { context.undoManager = ContextUndoManager() } }
+                var recipes: [BenchRecipe] = []
+                let inserting = seconds {
+                    context.performAndWait {
+                        for i in 0..<objects {
+                            let recipe = BenchRecipe(context: context)
+                            recipe.name = "Recipe \(i)"
+                            recipe.servings = i % 6
+                            recipes.append(recipe)
+                        }
+                    }
+                }
+                let updating = seconds {
+                    context.performAndWait { for recipe in recipes { recipe.servings += 1 } }
+                }
+                if recording {
+                    let undone = context.performAndWait { () -> Bool in
+                        context.undoManager?.undo()
+                        return recipes.allSatisfy { $0.servings < 6 }
+                    }
+                    guard undone else { throw ImportCheckFailure(description: "undo did not take the updates back") }
+                }
+                let nanoseconds = (inserting + updating) * 1e9 / Double(2 * objects)
+                if recording { on.append(nanoseconds) } else { off.append(nanoseconds) }
+            }
+        }
+        return (median(off), median(on))
+    }
+
     func render(_ report: Report) -> String {
         var out = "strata-bench observe — \(objects) recipes sorted by rating in a main-queue view context (a child of the writer that merges its changes); "
         out += "\(ProcessInfo.processInfo.activeProcessorCount) cores; " + ISO8601DateFormatter().string(from: Date()) + "\n\n"
@@ -169,7 +209,9 @@ struct ObserveCommand: ParsableCommand {
         table.add("the controller's first fetch", fixed(report.initialFetchMs, 2), "-")
         out += table.render() + "\n"
         out += "a property read through the wrappers: \(fixed(report.readNanoseconds.off, 1)) ns in a context that does not track observation, "
-        out += "\(fixed(report.readNanoseconds.on, 1)) ns in one that does (no observer)\n\n"
+        out += "\(fixed(report.readNanoseconds.on, 1)) ns in one that does (no observer)\n"
+        out += "a changed object (an insert, then an update, in blocks of \(thousands(Double(min(objects, 20_000)))) objects): "
+        out += "\(fixed(report.undoNanoseconds.off, 0)) ns without an undo manager, \(fixed(report.undoNanoseconds.on, 0)) ns recording undo\n\n"
         var stalls = Table(["import of \(thousands(Double(importObjects))) objects (medians of \(importRounds))", "import s", "p99 ms", "max ms", "worst max", "main CPU ms"])
         if let floor = report.floor {
             stalls.add("the probe alone, nothing imported", "-", fixed(floor.p99, 2), fixed(floor.max, 2), fixed(floor.max, 2), "-")

@@ -1,0 +1,69 @@
+extension ManagedObjectContext {
+    /// The context's undo manager: nil (the default) records nothing, so
+    /// imports and servers pay nothing for undo. Set it on the context's
+    /// queue; see ``ContextUndoManager``.
+    public var undoManager: ContextUndoManager? {
+        get { undo }
+        set {
+            checkQueue(function: "undoManager")
+            undo?.link = nil
+            newValue?.link = link
+            undo = newValue
+        }
+    }
+
+    /// An object's state as undo keeps it.
+    static func undoState(of object: ManagedObject) -> ContextUndoManager.State {
+        let exists = object.link?.unmanaged != nil && !object.flags.contains(.deleted) && !object.flags.contains(.invalidated)
+        return ContextUndoManager.State(exists: exists, values: exists ? object.values : [])
+    }
+
+    /// Puts each object in the state given: inserted again (under its ID)
+    /// or undeleted where it should exist and does not, deleted (an
+    /// inserted object discarded) where it should not, and its values
+    /// replaced — as changes of this context, announced and saved like any.
+    func restore(_ states: [(ManagedObject, ContextUndoManager.State)], for manager: ContextUndoManager) {
+        manager.isApplying = true
+        defer { manager.isApplying = false }
+        for (object, state) in states where state.exists {
+            let id = object.objectID
+            if object.link !== link {
+                // Gone from the context (a discarded insert, a saved delete):
+                // inserted again under its ID.
+                object.link = link
+                object.committed = nil
+                object.version = 0
+                object.exposedVersion = nextVersion()
+                object.flags = [.inserted, .dirty, .exposedVersionFresh]
+                registry[id] = object
+                inserted[id] = object
+                discardedInserts.remove(id)
+                carriedAuthors.noteOwnChange()
+                noteChange(object)
+            } else if object.flags.contains(.deleted) {
+                undelete(object)
+            }
+            if object.values != state.values {
+                objectWillChange(object)
+                object.replaceValues(with: state.values)
+            }
+        }
+        for (object, state) in states where !state.exists && object.link === link && !object.flags.contains(.deleted) {
+            let id = object.objectID
+            carriedAuthors.noteOwnChange()
+            object.flags.insert(.deleted)
+            if object.flags.contains(.inserted) {
+                inserted[id] = nil
+                registry[id] = nil
+                discardedInserts.insert(id)
+                noteChange(object)
+                object.link = nil
+            } else {
+                updated[id] = nil
+                deleted[id] = object
+                noteChange(object)
+            }
+        }
+        scheduleProcessingIfUsedDirectly()
+    }
+}
