@@ -266,8 +266,9 @@ import Testing
         }
     }
 
-    /// `updates()`: the results first, then one element per change that
-    /// changed them, in order, read from another task.
+    /// `updates()`, asked for off the context's queue: the results first,
+    /// then one element per change that changed them, in order, read from
+    /// another task.
     @Test func updatesDeliverTheResultsThenEachChange() async throws {
         let coordinator = try makeCoordinator()
         _ = try seedNumberedRecipes(coordinator, count: 3)
@@ -278,7 +279,8 @@ import Testing
             try controller.performFetch()
             return controller
         }
-        var updates = context.performAndWait { controller.updates() }.makeAsyncIterator()
+        // Asked for off the context's queue: it starts on the queue, with the results then.
+        var updates = controller.updates().makeAsyncIterator()
         let first = await updates.next()
         #expect(first?.objectIDs.count == 3 && first?.difference.isEmpty == true)
         let added = try context.performAndWait { () throws -> ObjectID in

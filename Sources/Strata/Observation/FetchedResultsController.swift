@@ -195,9 +195,11 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
 
     /// The results, then each change to them, as an `AsyncSequence` that
     /// any task can consume: the current results first (empty before
-    /// ``performFetch()``), then one element per change, in order. It ends
-    /// when the controller does. A consumer slower than the changes gets
-    /// every one of them (none is dropped: the elements wait for it).
+    /// ``performFetch()``), then one element per change, in order. Ask for
+    /// it from any thread: it starts on the context's queue (at once when
+    /// called there). It ends when the controller does. A consumer slower
+    /// than the changes gets every one of them (none is dropped: the
+    /// elements wait for it, unbounded).
     ///
     /// ```swift
     /// for await update in controller.updates() {
@@ -207,15 +209,23 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
     public func updates() -> AsyncStream<FetchedResultsUpdate> {
         let (stream, continuation) = AsyncStream.makeStream(of: FetchedResultsUpdate.self)
         let key = UUID()
-        let current = context.isCurrent ? published : nil
-        lock.withLock { continuations[key] = continuation }
-        if let current {
-            continuation.yield(FetchedResultsUpdate(objectIDs: current.objectIDs, sections: current.sections,
-                                                    difference: FetchedResultsDifference()))
-        }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             _ = self.lock.withLock { self.continuations.removeValue(forKey: key) }
+        }
+        // On the context's queue, where results are taken in: the current
+        // results first, then every change taken in after them, none before.
+        let start: @Sendable () -> Void = { [self] in
+            lock.withLock { continuations[key] = continuation }
+            continuation.yield(FetchedResultsUpdate(objectIDs: published.objectIDs, sections: published.sections,
+                                                    difference: FetchedResultsDifference()))
+        }
+        if context.isCurrent {
+            start()
+        } else {
+            precondition(context.concurrencyType != .confinement,
+                         "Strata: call updates() of a .confinement context's controller on the context's thread")
+            context.perform(start)
         }
         return stream
     }
@@ -298,8 +308,10 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
     private func take(_ result: (FetchedResultsDifference, FetchedResultsUpdate), generation: Int) {
         guard generation == self.generation else { return }
         published = Published(objectIDs: result.1.objectIDs, sections: result.1.sections)
-        onChange?(result.0)
+        // The sequence hears first: `onChange` may cause the next change
+        // (a save, a new fetch), which must reach it after this one.
         yield(result.1)
+        onChange?(result.0)
     }
 }
 

@@ -17,8 +17,12 @@ struct ResultsObservation {
     /// controllers run their owners' code).
     private var gathered: ObservedChanges?
 
+    /// Whether a delivery is under way: a controller's owner whose code
+    /// changes the context again (a save in `onChange`) gets the next
+    /// delivery after this one, not inside it.
+    var delivering = false
+
     var isObserved: Bool { !observers.isEmpty }
-    var hasUndelivered: Bool { !known.isEmpty }
 
     mutating func add(_ observer: any ContextChangeObserver) {
         observers.removeAll { $0.observer == nil || $0.observer === observer }
@@ -119,8 +123,12 @@ extension ManagedObjectContext {
     /// Hands the gathered changes to the controllers; called where
     /// objects-did-change is posted, just before it.
     func deliverObservedChanges() {
-        guard let (changes, observers) = observation.takeDelivery() else { return }
-        for observer in observers { observer.contextDidChange(changes) }
+        guard !observation.delivering else { return }
+        observation.delivering = true
+        defer { observation.delivering = false }
+        while let (changes, observers) = observation.takeDelivery() {
+            for observer in observers { observer.contextDidChange(changes) }
+        }
     }
 
     /// `id`'s values as this context sees them now, nil when it does not
