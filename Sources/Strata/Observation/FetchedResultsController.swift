@@ -287,7 +287,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
             for (i, (id, values)) in candidatesJudged.enumerated() {
                 var key: [PropertyValue]?
                 if let values, foundationJudged?[i] ?? (test?.evaluate(values) ?? true) { key = order.key(of: values) }
-                judged.append(JudgedObject(id: id, key: key, changed: true))
+                judged.append(JudgedObject(id: id, key: key))
             }
             guard let difference = list.apply(judged, order: order) else { return nil }
             return (difference, FetchedResultsUpdate(objectIDs: list.publishedIDs, sections: list.sections(), difference: difference))

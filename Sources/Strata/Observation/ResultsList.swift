@@ -1,12 +1,9 @@
 /// An object's state after a change, as its context sees it: in the
-/// results with these sort values (`key`), or not (`key` nil).
+/// results with these sort values (`key`), or not (`key` nil). Every
+/// object a delivery names counts as changed (for `reportsUpdates`).
 struct JudgedObject: Sendable {
     let id: ObjectID
     let key: [PropertyValue]?
-    /// The object changed (not only was named by a merge that left it as it was).
-    let changed: Bool
-    /// Its section value, when the controller has sections.
-    var section: PropertyValue? { key?.first }
 }
 
 /// The whole of a controller's results, in its order, and how to change
@@ -114,7 +111,7 @@ struct ResultsList: Sendable {
                 keyOf[change.id] = new
             case (let old?, let new?):
                 if old == new {
-                    if change.changed && reportsUpdates { inPlace.append(InPlace(id: change.id, key: old, from: index(of: change.id, key: old, order: order))) }
+                    if reportsUpdates { inPlace.append(InPlace(id: change.id, key: old, from: index(of: change.id, key: old, order: order))) }
                     continue
                 }
                 let from = index(of: change.id, key: old, order: order)
