@@ -45,6 +45,9 @@ extension ManagedObjectContext {
             : try orderedPage(of: request, keepingRows: true)
         var objects: [Result] = []
         objects.reserveCapacity(page.count)
+        // Room for every object the page may register, made once rather
+        // than by doubling as they come.
+        if page.count > 64 { registry.reserveCapacity(registry.count + page.count) }
         for match in page {
             objects.append(unsafeDowncast(try object(for: match, asFault: request.returnsObjectsAsFaults, cacheEpoch: cacheEpoch), to: Result.self))
         }
