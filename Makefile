@@ -59,8 +59,8 @@ test-tsan: deps
 # and upserts under a uniqueness constraint (beside SQLite), an app's
 # catalogue import in five styles and a server's request loop (beside
 # SQLite), reader processes following a writer (beside SQLite), persistent
-# history's cost, batch requests (beside SQLite), the object graph's and the
-# engine's figures; see README.
+# history's cost, a fetched-results controller's cost, batch requests (beside
+# SQLite), the object graph's and the engine's figures; see README.
 bench: deps
 	$(SWIFT) run -c release strata-bench
 	$(SWIFT) run -c release strata-bench reads
@@ -78,7 +78,7 @@ bench: deps
 	$(SWIFT) run -c release strata-bench engine
 
 # BENCHMARKS.md and the README's headline figures, regenerated from one run
-# of every scenario `bench` runs (scripts/bench-report.sh; about 15 minutes).
+# of every scenario `bench` runs (scripts/bench-report.sh; about 22 minutes on 2 cores).
 bench-report: deps
 	SWIFT=$(SWIFT) scripts/bench-report.sh
 

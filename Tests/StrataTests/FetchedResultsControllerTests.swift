@@ -271,7 +271,7 @@ import Testing
     /// `updates()`, asked for off the context's queue: the results first,
     /// then one element per change that changed them, in order, read from
     /// another task.
-    @Test func updatesDeliverTheResultsThenEachChange() async throws {
+    @Test(.timeLimit(.minutes(1))) func updatesDeliverTheResultsThenEachChange() async throws {
         let coordinator = try makeCoordinator()
         _ = try seedNumberedRecipes(coordinator, count: 3)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
@@ -303,6 +303,41 @@ import Testing
         #expect(third?.difference.moved.map(\.to) == [.init(section: 0, item: 3)])
     }
 
+    /// A NaN sorts after every number, in a fetch and in a controller: one
+    /// place in a total order, where a binary search finds it (Swift's `<`
+    /// says a NaN is neither before nor after anything).
+    @Test func aNaNSortsLastAndKeepsItsPlace() throws {
+        let coordinator = try makeCoordinator()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            for rating in [2.0, .nan, 1.0, 3.0] {
+                let recipe = Recipe(context: context)
+                recipe.name = "stored"
+                recipe.rating = rating
+            }
+            try context.save()
+            let request = FetchRequest<Recipe>(sortBy: [SortDescriptor(\.rating)])
+            let controller = try FetchedResultsController(fetchRequest: request, context: context)
+            try controller.performFetch()
+            let ratings = controller.fetchedObjects.map(\.rating)
+            #expect(Array(ratings.prefix(3)) == [1, 2, 3] && ratings.last?.isNaN == true, "\(ratings)")
+            var recipes: [Recipe] = []
+            for rating in [0.5, .nan, 2.5, 4.0, .nan] {
+                let recipe = Recipe(context: context)
+                recipe.rating = rating
+                recipes.append(recipe)
+                context.processPendingChanges()
+                #expect(controller.objectIDs == (try context.fetch(request)).map(\.objectID))
+            }
+            recipes[1].rating = 1.5  // out of the NaNs
+            recipes[2].rating = .nan  // into them
+            context.processPendingChanges()
+            let fetched = try context.fetch(request)
+            #expect(controller.objectIDs == fetched.map(\.objectID))
+            #expect(fetched.suffix(3).allSatisfy(\.rating.isNaN) && !fetched.dropLast(3).contains { $0.rating.isNaN })
+        }
+    }
+
     @Test func anEditOutsideThePredicateAndTheSortDeliversNothing() throws {
         let coordinator = try makeCoordinator()
         _ = try seedNumberedRecipes(coordinator, count: 10)
@@ -314,10 +349,21 @@ import Testing
             try controller.performFetch()
             var heard: [FetchedResultsDifference] = []
             controller.onChange = { heard.append($0) }
+            // The same request with `reportsUpdates`: the edit is an update in place.
+            let reporting = try FetchedResultsController(
+                fetchRequest: FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 3 }, sortBy: [SortDescriptor(\.servings)]),
+                context: context, reportsUpdates: true)
+            try reporting.performFetch()
+            var reported: [FetchedResultsDifference] = []
+            reporting.onChange = { reported.append($0) }
             let recipes = try context.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings)]))
             recipes[5].notes = "edited"
             context.processPendingChanges()
             #expect(heard.isEmpty)
+            #expect(reported.count == 1)
+            #expect(reported.last?.updated.map(\.objectID) == [recipes[5].objectID])
+            #expect(reported.last?.updated.map(\.to) == [.init(section: 0, item: 2)])
+            #expect(reported.last.map { $0.inserted.isEmpty && $0.deleted.isEmpty && $0.moved.isEmpty } == true)
             recipes[5].servings = 1  // leaves the results
             context.processPendingChanges()
             #expect(heard.count == 1)

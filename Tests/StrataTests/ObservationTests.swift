@@ -51,11 +51,23 @@ import Testing
             withObservationTracking { _ = tag.recipes } onChange: { heard.add("tag.recipes") }
             recipe.servings = 4
             #expect(heard.take() == ["r.servings"])
+            Self.track(recipe, as: "r", into: heard)
             recipe.servings = 4  // the same value: no change
             #expect(heard.take().isEmpty)
-            Self.track(recipe, as: "r", into: heard)
             tag.recipes = [recipe]  // the inverse, recipe.tags, changes too
             #expect(heard.take() == ["tag.recipes", "r.tags"])
+            // A membership edit in place, on either side.
+            let other = Tag(context: context)
+            other.label = "cold"
+            Self.track(recipe, as: "r", into: heard)
+            withObservationTracking { _ = other.recipes } onChange: { heard.add("other.recipes") }
+            recipe.add(other, to: "tags")
+            #expect(heard.take() == ["r.tags", "other.recipes"])
+            Self.track(recipe, as: "r", into: heard)
+            withObservationTracking { _ = tag.recipes } onChange: { heard.add("tag.recipes") }
+            tag.remove(recipe, from: "recipes")
+            #expect(heard.take() == ["tag.recipes", "r.tags"])
+            #expect(Set(recipe.tags.map(\.label)) == ["cold"])
         }
     }
 

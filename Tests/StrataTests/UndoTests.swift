@@ -75,8 +75,18 @@ import Testing
                         done.append("servings")
                     case 2 where !recipes.isEmpty && !tags.isEmpty:
                         let recipe = recipes.randomElement(using: &local)!
-                        recipe.tags = Set(tags.shuffled(using: &local).prefix(Int(local.next() % 3)))
-                        done.append("tags")
+                        switch local.next() % 3 {
+                        case 0:
+                            recipe.tags = Set(tags.shuffled(using: &local).prefix(Int(local.next() % 3)))
+                            done.append("tags")
+                        case 1:
+                            recipe.add(tags.randomElement(using: &local)!, to: "tags")  // edited in place
+                            done.append("add tag")
+                        default:
+                            // From the other side, in place.
+                            if let tag = recipe.tags.sorted(by: { $0.label < $1.label }).first { tag.remove(recipe, from: "recipes") }
+                            done.append("remove tag")
+                        }
                     case 3 where !recipes.isEmpty:
                         context.delete(recipes.randomElement(using: &local)!)
                         done.append("delete recipe")
@@ -129,30 +139,40 @@ import Testing
     @Test func explicitGroupsLevelsAndWhatForgetsThem() throws {
         let coordinator = try makeCoordinator()
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        try context.performAndWait { () throws in
-            let manager = ContextUndoManager(levelsOfUndo: 2)
+        let manager = ContextUndoManager(levelsOfUndo: 2)
+        let recipe = context.performAndWait { () -> Recipe in
             context.undoManager = manager
             let recipe = Recipe(context: context)
-            context.processPendingChanges()  // the end of a group, as a block's end
+            recipe.name = "one"
+            return recipe
+        }
+        context.performAndWait {
             manager.beginUndoGrouping()
             recipe.servings = 1
-            context.processPendingChanges()
+        }
+        context.performAndWait {
             recipe.servings = 2
             manager.endUndoGrouping()
-            recipe.servings = 3
-            context.processPendingChanges()
+        }
+        context.performAndWait { recipe.servings = 3 }
+        try context.performAndWait { () throws in
             recipe.servings = 4
-            context.processPendingChanges()
-            // Groups: insert, 1→2 (explicit, across two blocks), 3, 4; the limit keeps the last two.
+            try context.save()  // inside the block: its group goes on
+            recipe.name = "four"
+        }
+        context.performAndWait {
+            // Groups: insert, 1→2 (explicit, across two blocks), 3, 4 and
+            // the name (one block, a save in it); the limit keeps the last two.
             manager.undo()
-            #expect(recipe.servings == 3)
+            #expect(recipe.servings == 3 && recipe.name == "one", "the whole block, across its save")
             manager.undo()
             #expect(recipe.servings == 2)
             #expect(!manager.canUndo, "older groups beyond the limit are forgotten")
             manager.redo()
             #expect(recipe.servings == 3)
-            recipe.servings = 7  // a new change: nothing to redo
-            context.processPendingChanges()
+        }
+        context.performAndWait { recipe.servings = 7 }  // a new change: nothing to redo
+        context.performAndWait {
             #expect(!manager.canRedo)
             context.rollback()
             #expect(!manager.canUndo && !manager.canRedo, "rollback forgets every group")

@@ -20,6 +20,21 @@ extension PropertyValue {
         }
     }
 
+    /// Where `a` stands against `b` in the order of ``precedes(_:_:)``
+    /// (two NaNs are the same), comparing a number, date or string once.
+    static func compare(_ a: PropertyValue, _ b: PropertyValue) -> ComparisonResult {
+        func order<T: Comparable>(_ x: T, _ y: T) -> ComparisonResult {
+            x < y ? .orderedAscending : y < x ? .orderedDescending : .orderedSame
+        }
+        switch (a, b) {
+        case (.integer(let x), .integer(let y)): return order(x, y)
+        case (.double(let x), .double(let y)) where !x.isNaN && !y.isNaN: return order(x, y)
+        case (.string(let x), .string(let y)): return order(x, y)
+        case (.date(let x), .date(let y)): return order(x, y)
+        default: return precedes(a, b) ? .orderedAscending : precedes(b, a) ? .orderedDescending : .orderedSame
+        }
+    }
+
     private var kindRank: Int {
         switch self {
         case .null: 0

@@ -47,6 +47,11 @@ extension ManagedObjectContext {
         undo?.willInsert(object)
         object.primaryKey = allocatePrimaryKey(for: object.entity)
         object.isTemporary = true
+        registerInserted(object)
+    }
+
+    /// Registers `object` as inserted here, under the ID it has.
+    func registerInserted(_ object: ManagedObject) {
         object.link = link
         object.committed = nil
         object.version = 0
@@ -68,18 +73,8 @@ extension ManagedObjectContext {
         guard !object.flags.contains(.deleted) else { return }
         object.fulfill()
         undo?.willChange(object, exists: true)
-        carriedAuthors.noteOwnChange()
+        markDeleted(object)
         let id = object.objectID
-        object.flags.insert(.deleted)
-        if object.flags.contains(.inserted) {
-            inserted[id] = nil
-            registry[id] = nil
-            discardedInserts.insert(id)
-        } else {
-            updated[id] = nil
-            deleted[id] = object
-        }
-        noteChange(object)
         let inverses = object.entity.inverses
         for (i, property) in object.entity.properties.enumerated() {
             guard case .relationship(let relationship) = property else { continue }
@@ -99,6 +94,23 @@ extension ManagedObjectContext {
         if object.flags.contains(.inserted) { object.context = nil }
     }
 
+    /// Marks `object` deleted here (its delete rules aside): an insert is
+    /// discarded, a stored object listed as deleted.
+    func markDeleted(_ object: ManagedObject) {
+        carriedAuthors.noteOwnChange()
+        let id = object.objectID
+        object.flags.insert(.deleted)
+        if object.flags.contains(.inserted) {
+            inserted[id] = nil
+            registry[id] = nil
+            discardedInserts.insert(id)
+        } else {
+            updated[id] = nil
+            deleted[id] = object
+        }
+        noteChange(object)
+    }
+
     func undelete(_ object: ManagedObject) {
         object.flags.remove(.deleted)
         deleted[object.objectID] = nil
@@ -109,29 +121,43 @@ extension ManagedObjectContext {
     // MARK: Relationship upkeep
 
     /// Sets relationship `index` of `object` and keeps the inverse in step on
-    /// the objects added and removed (computed from the old value when not given).
-    func setRelationship(
-        of object: ManagedObject, at index: Int, to value: PropertyValue,
-        added addedGiven: [ObjectID]?, removed removedGiven: [ObjectID]?
-    ) {
+    /// the objects added and removed.
+    func setRelationship(of object: ManagedObject, at index: Int, to value: PropertyValue) {
         let old = object.values[index]
         objectWillChange(object)
-        object.values[index] = value
+        object.changingValue(at: index) { object.values[index] = value }
         guard let inverse = object.entity.inverses[index] else { return }
         let id = object.objectID
-        // Unlinks first, then links, as the lists say or as the old and new
-        // values differ; walked in place rather than gathered into arrays,
-        // which cost a to-one set (an ingredient's recipe) two allocations.
-        switch (addedGiven, removedGiven, old, value) {
-        case (let added?, let removed?, _, _):
-            for targetID in removed { unlink(id, fromTargetOf: targetID, at: inverse) }
-            for targetID in added { link(id, to: targetID, at: inverse, relationship: index) }
-        case (_, _, .objects(let before), .objects(let after)):
+        // Unlinks first, then links, as the old and new values differ;
+        // walked in place rather than gathered into arrays, which cost a
+        // to-one set (an ingredient's recipe) two allocations.
+        if case .objects(let before) = old, case .objects(let after) = value {
             for targetID in before where !after.contains(targetID) { unlink(id, fromTargetOf: targetID, at: inverse) }
             for targetID in after where !before.contains(targetID) { link(id, to: targetID, at: inverse, relationship: index) }
-        default:
+        } else {
             old.forEachObjectID { unlink(id, fromTargetOf: $0, at: inverse) }
             value.forEachObjectID { link(id, to: $0, at: inverse, relationship: index) }
+        }
+    }
+
+    /// Adds `id` to, or removes it from, to-many relationship `index` of
+    /// `object` (which does not hold it, or does), editing its set in place,
+    /// and keeps the inverse in step. The change is announced (undo's
+    /// record of the set as it was, Observation's will-set) before the set
+    /// is touched.
+    func changeMembership(of object: ManagedObject, at index: Int, id: ObjectID, adding: Bool) {
+        objectWillChange(object)
+        object.changingValue(at: index) {
+            guard case .objects(var ids) = object.values[index] else { return }
+            object.values[index] = .null  // so that `ids` is the only reference and changes in place
+            if adding { ids.insert(id) } else { ids.remove(id) }
+            object.values[index] = .objects(ids)
+        }
+        guard let inverse = object.entity.inverses[index] else { return }
+        if adding {
+            link(object.objectID, to: id, at: inverse, relationship: index)
+        } else {
+            unlink(object.objectID, fromTargetOf: id, at: inverse)
         }
     }
 
@@ -306,7 +332,11 @@ extension ManagedObjectContext {
     }
 
     func postObjectsDidChange(_ changes: ObjectChanges?) {
-        undo?.blockEnded()
+        // Outside a block (a main-queue context used directly, a
+        // confinement context's save or fetch): the end of an undo group.
+        // Inside one, its end is (``endBlock()``): a save in a block
+        // splits nothing.
+        if let undo, !isInsideBlock { undo.blockEnded() }
         deliverObservedChanges()
         guard let changes, !changes.isEmpty else { return }
         NotificationCenter.default.post(

@@ -184,13 +184,14 @@ extension ManagedObjectContext {
     }
 
     /// What the outermost block of the context does last: process pending
-    /// changes (one objects-did-change per block) and let go of what it
-    /// fetched. For a private context, once what the block changed is
+    /// changes (one objects-did-change per block), let go of what it
+    /// fetched, and end the undo group. For a private context, once what the block changed is
     /// published, gathering the notification and letting go are an open
     /// window (Rule 10): O(the block's changes), not to be waited for by a
     /// child's save.
     private func endBlock() {
         processPendingChangesInWindow(thenInWindow: releaseUnreferencedFetched)
+        undo?.blockEnded()
     }
 
     /// ``processPendingChanges()`` as Strata's own work does it: for a

@@ -14,9 +14,8 @@ extension ManagedObject: Observable {}
 ///
 /// The registrar tells properties apart by key path. Each property's is
 /// the entity's `\ManagedObject.[observedProperty: index]`, made once per
-/// entity (``EntityDescription/observationKeyPaths``): a read registers it
-/// without the property wrapper's own key path, whose making costs a
-/// runtime call on every read, observed or not.
+/// entity (``EntityDescription/observationKeyPaths``), so that a read
+/// registers it without making the property wrapper's own key path.
 final class ObjectObservation {
     let registrar = ObservationRegistrar()
     /// The properties read with tracking on: a bit per property index.
@@ -40,9 +39,9 @@ final class ObjectObservation {
         return word < observed.count && observed[word] & (1 << UInt64(index & 63)) != 0
     }
 
-    /// The observed properties among the first `count`.
-    func observedIndices(below count: Int) -> [Int] {
-        (0..<min(count, observed.count * 64)).filter(observes)
+    /// The observed properties among the first `count` that `including` keeps.
+    func observedIndices(below count: Int, where including: (Int) -> Bool) -> [Int] {
+        (0..<min(count, observed.count * 64)).filter { observes($0) && including($0) }
     }
 }
 
@@ -50,15 +49,12 @@ extension ManagedObject {
     /// A stored value by position: the member Observation's key paths name.
     subscript(observedProperty index: Int) -> PropertyValue { values[index] }
 
-    /// Whether the object's context tracks observation: a call the property
-    /// wrappers make on every read (kept out of line: inlined into the
-    /// caller's module, it paid a retain of the link and an exclusivity check).
-    @usableFromInline
+    /// Whether the object's context tracks observation (checked by every read).
+    @inline(__always)
     final var isObservationTracked: Bool { link?.tracksObservation ?? false }
 
-    /// Registers a read of the property at `index` with Observation. Called
-    /// by the property wrappers when the context tracks observation.
-    @usableFromInline
+    /// Registers a read of the property at `index` with Observation, where
+    /// the context tracks it.
     final func observeAccess(at index: Int) {
         let observation = self.observation ?? {
             let made = ObjectObservation()
@@ -88,7 +84,7 @@ extension ManagedObject {
             return
         }
         let old = values
-        let changed = observation.observedIndices(below: new.count).filter { $0 >= old.count || old[$0] != new[$0] }
+        let changed = observation.observedIndices(below: new.count) { $0 >= old.count || old[$0] != new[$0] }
         let keyPaths = entity.observationKeyPaths
         for index in changed { observation.registrar.willSet(self, keyPath: keyPaths[index]) }
         values = new

@@ -87,11 +87,11 @@ extension ManagedObject {
             preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
         }
         guard ids.contains(id) != adding else { return }
-        values[index] = .null  // so that `ids` is the only reference and changes in place
-        if adding { ids.insert(id) } else { ids.remove(id) }
         if let context {
-            context.setRelationship(of: self, at: index, to: .objects(ids), added: adding ? [id] : [], removed: adding ? [] : [id])
+            context.changeMembership(of: self, at: index, id: id, adding: adding)
         } else {
+            values[index] = .null  // so that `ids` is the only reference and changes in place
+            if adding { ids.insert(id) } else { ids.remove(id) }
             values[index] = .objects(ids)
         }
     }
@@ -136,9 +136,12 @@ extension ManagedObject {
         return index
     }
 
+    /// Every public read goes through here, and registers with Observation
+    /// where the context tracks it.
     @usableFromInline
     final func storedValue(at index: Int) -> PropertyValue {
         checkQueue()
+        if isObservationTracked { observeAccess(at: index) }
         fulfill()
         return values[index]
     }
@@ -152,7 +155,7 @@ extension ManagedObject {
             values[index] = value
             return
         }
-        changingValue(at: index) { write(value, at: index, in: unmanaged) }
+        write(value, at: index, in: unmanaged)
     }
 
     @inline(__always)
@@ -161,10 +164,10 @@ extension ManagedObject {
         // every import profile.
         unmanaged._withUnsafeGuaranteedRef { context in
             if entity.destinations[index] != nil {
-                context.setRelationship(of: self, at: index, to: value, added: nil, removed: nil)
+                context.setRelationship(of: self, at: index, to: value)
             } else {
                 context.objectWillChange(self)
-                values[index] = value
+                changingValue(at: index) { values[index] = value }
             }
         }
     }

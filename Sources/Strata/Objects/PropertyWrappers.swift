@@ -103,7 +103,6 @@ public struct Attribute<Value: AttributeValueConvertible> {
     ) -> Value {
         get {
             let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
-            if object.isObservationTracked { object.observeAccess(at: index) }
             return Value.fromPropertyValue(object.storedValue(at: index))
         }
         set {
@@ -185,7 +184,6 @@ public struct Relationship<Value: RelationshipValueConvertible> {
     ) -> Value {
         get {
             let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
-            if object.isObservationTracked { object.observeAccess(at: index) }
             return Value.fromPropertyValue(object.storedValue(at: index), in: object.managedObjectContext)
         }
         set {

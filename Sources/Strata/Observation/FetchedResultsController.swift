@@ -63,6 +63,9 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
 
     private let entity: EntityDescription
     private let order: ResultsOrder
+    /// The request's predicate translated once, for judging each change
+    /// (nil: there is none, or Foundation evaluates it).
+    private let translatedPredicate: ValueTest?
     private let sectioned: Bool
     private var list: ResultsList
     private var published = Published()
@@ -101,7 +104,12 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
                 """)
         }
         let entity = try fetchRequest.entity(in: context.model)
-        let order = try ResultsOrder(fetchRequest.sortDescriptors, entity: entity)
+        guard let order = ResultsOrder(sorting: fetchRequest.sortDescriptors, entity: entity) else {
+            throw StrataError(.invalidArgument, """
+                a FetchedResultsController sorts by stored attributes of \(entity.name); \
+                a sort descriptor of its request reads something else
+                """)
+        }
         if let sectionKeyPath {
             guard let read = PropertyProbe.property(read: sectionKeyPath, entity: entity), read.index == order.propertyIndexes[0] else {
                 throw StrataError(.invalidArgument, """
@@ -115,6 +123,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         self.reportsUpdates = reportsUpdates
         self.entity = entity
         self.order = order
+        translatedPredicate = fetchRequest.predicate.flatMap { ValueTest.compile($0, entity: entity) }
         sectioned = sectionKeyPath != nil
         list = ResultsList(limit: fetchRequest.fetchLimit, sectioned: sectioned, reportsUpdates: reportsUpdates)
         computing = context.concurrencyType == .mainQueue
@@ -136,27 +145,23 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         let matches = try context.matches(of: request, keepingRows: true)
         var keyed: [(ObjectID, [PropertyValue])] = []
         keyed.reserveCapacity(matches.count)
-        for match in matches {
-            switch match {
-            case .registered(let object):
-                object.fulfill()
-                keyed.append((object.objectID, order.key(of: object.values)))
-            case .unregistered(let id, let row):
-                guard let row else { continue }
-                keyed.append((id, order.key(of: try row.snapshot().values)))
-            }
-        }
+        for match in matches { keyed.append((match.objectID, order.key(of: try match.values()))) }
         var fresh = ResultsList(limit: fetchRequest.fetchLimit, sectioned: sectioned, reportsUpdates: reportsUpdates)
-        fresh.fill(keyed, order: order)
-        let update = FetchedResultsUpdate(
-            objectIDs: fresh.publishedIDs, sections: fresh.sections(), difference: FetchedResultsDifference())
         generation += 1
         if let computing {
-            // Differences computed before for the old list are dropped when they arrive.
-            computing.sync { list = fresh }
+            // Sorted where the order is used (a difference may be under way
+            // there); differences computed for the old list are dropped
+            // when they arrive.
+            computing.sync {
+                fresh.fill(keyed, order: order)
+                list = fresh
+            }
         } else {
+            fresh.fill(keyed, order: order)
             list = fresh
         }
+        let update = FetchedResultsUpdate(
+            objectIDs: fresh.publishedIDs, sections: fresh.sections, difference: FetchedResultsDifference())
         published = Published(objectIDs: update.objectIDs, sections: update.sections)
         if !fetched {
             fetched = true
@@ -261,7 +266,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         var judgedHere: [Bool]?
         let candidatesJudged = candidates
         do {
-            var evaluation = try PredicateEvaluation(fetchRequest.predicate, entity: entity, context: context)
+            var evaluation = try PredicateEvaluation(fetchRequest.predicate, entity: entity, context: context, test: translatedPredicate)
             if fetchRequest.predicate == nil || evaluation.compiled != nil {
                 test = evaluation.compiled?.test
             } else {
@@ -290,7 +295,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
                 judged.append(JudgedObject(id: id, key: key))
             }
             guard let difference = list.apply(judged, order: order) else { return nil }
-            return (difference, FetchedResultsUpdate(objectIDs: list.publishedIDs, sections: list.sections(), difference: difference))
+            return (difference, FetchedResultsUpdate(objectIDs: list.publishedIDs, sections: list.sections, difference: difference))
         }
         let generation = generation
         if let computing {

@@ -41,6 +41,8 @@ struct ResultsList: Sendable {
     private(set) var keys: [[PropertyValue]] = []
     /// Each match's sort values, for finding its place.
     private var keyOf: [ObjectID: [PropertyValue]] = [:]
+    /// The published results' sections, as of the last fill or change.
+    private(set) var sections: [FetchedResultsSection] = []
 
     let limit: Int
     let sectioned: Bool
@@ -58,14 +60,15 @@ struct ResultsList: Sendable {
         ids = sorted.map(\.0)
         keys = sorted.map(\.1)
         keyOf = Dictionary(sorted.lazy.map { ($0.0, $0.1) }, uniquingKeysWith: { a, _ in a })
+        sections = publishedSections()
     }
 
     /// What is published: the first `limit` matches (all of them without a limit).
     var publishedCount: Int { limit > 0 ? min(limit, ids.count) : ids.count }
     var publishedIDs: [ObjectID] { limit > 0 && ids.count > limit ? Array(ids.prefix(limit)) : ids }
 
-    /// The published results' sections.
-    func sections() -> [FetchedResultsSection] {
+    /// The published results' sections, from the list.
+    private func publishedSections() -> [FetchedResultsSection] {
         let count = publishedCount
         guard sectioned else { return [FetchedResultsSection(name: "", value: .null, range: 0..<count)] }
         var sections: [FetchedResultsSection] = []
@@ -88,7 +91,7 @@ struct ResultsList: Sendable {
     /// Applies `changes` (an object named again is taken once) and returns
     /// how the published results changed; nil when they did not.
     mutating func apply(_ changes: [JudgedObject], order: ResultsOrder) -> FetchedResultsDifference? {
-        let oldSections = sections()
+        let oldSections = sections
         let oldIDs = ids
         // The objects that leave (old place) or are placed anew (with their
         // old place when they were there before: they stay, with new sort
@@ -125,6 +128,7 @@ struct ResultsList: Sendable {
         removedAt.sort()
         placed.sort { order.precedes($0.key, $0.id, $1.key, $1.id) }
         let to = rebuild(removing: removedAt, placing: placed, order: order)
+        sections = publishedSections()
 
         var stayed: [Shift] = []
         var joined: [Int] = []
@@ -181,11 +185,7 @@ struct ResultsList: Sendable {
         }
         for item in placed {
             // Its place among the old entries (removed ones included: they are skipped when copied).
-            var low = start, high = ids.count
-            while low < high {
-                let mid = (low + high) / 2
-                if order.precedes(keys[mid], ids[mid], item.key, item.id) { low = mid + 1 } else { high = mid }
-            }
+            let low = firstPlace(notBefore: item.key, item.id, from: start, order: order)
             copy(upTo: low)
             to.append(newIDs.count)
             newIDs.append(item.id)
@@ -199,12 +199,19 @@ struct ResultsList: Sendable {
 
     /// The place of `id`, which holds `key`, in the list.
     private func index(of id: ObjectID, key: [PropertyValue], order: ResultsOrder) -> Int {
-        var low = 0, high = ids.count
+        let low = firstPlace(notBefore: key, id, from: 0, order: order)
+        precondition(low < ids.count && ids[low] == id, "a fetched-results controller lost the place of \(id)")
+        return low
+    }
+
+    /// The first place from `start` whose entry does not come before `id`
+    /// holding `key` (a binary search).
+    private func firstPlace(notBefore key: [PropertyValue], _ id: ObjectID, from start: Int, order: ResultsOrder) -> Int {
+        var low = start, high = ids.count
         while low < high {
             let mid = (low + high) / 2
             if order.precedes(keys[mid], ids[mid], key, id) { low = mid + 1 } else { high = mid }
         }
-        precondition(low < ids.count && ids[low] == id, "a fetched-results controller lost the place of \(id)")
         return low
     }
 
@@ -252,8 +259,8 @@ struct ResultsList: Sendable {
         old: [ObjectID], oldSections: [FetchedResultsSection], left: [Int], joined: [Int],
         moved: [Shift], updated: [Shift]
     ) -> FetchedResultsDifference {
-        let newSections = sections()
-        let new = limit > 0 ? publishedIDs : ids
+        let newSections = sections
+        let new = publishedIDs
         func position(_ index: Int, in sections: [FetchedResultsSection]) -> FetchedResultsDifference.Position {
             var low = 0, high = sections.count
             while low < high {
@@ -264,11 +271,11 @@ struct ResultsList: Sendable {
         }
         var result = FetchedResultsDifference()
         result.flat.reserveCapacity(left.count + joined.count + 2 * moved.count)
-        for i in left.sorted() {
+        for i in left {  // ascending, as `removedAt`
             result.deleted.append(.init(objectID: old[i], position: position(i, in: oldSections)))
             result.flat.append(.init(isRemoval: true, offset: i, id: old[i], associated: nil))
         }
-        for i in joined.sorted() {
+        for i in joined {  // ascending, as the places they were given
             result.inserted.append(.init(objectID: new[i], position: position(i, in: newSections)))
             result.flat.append(.init(isRemoval: false, offset: i, id: new[i], associated: nil))
         }

@@ -29,10 +29,6 @@ struct ResultsObservation {
         observers.append(WeakObserver(observer: observer))
     }
 
-    mutating func remove(_ observer: any ContextChangeObserver) {
-        observers.removeAll { $0.observer == nil || $0.observer === observer }
-    }
-
     /// A merge changed these objects (with the source's new values where it had them).
     mutating func noteMerged(_ changes: ObjectChanges) {
         guard isObserved else { return }
@@ -114,10 +110,6 @@ extension ManagedObjectContext {
     /// Starts handing `observer` every change to this context's view. On its queue.
     func addChangeObserver(_ observer: any ContextChangeObserver) {
         observation.add(observer)
-    }
-
-    func removeChangeObserver(_ observer: any ContextChangeObserver) {
-        observation.remove(observer)
     }
 
     /// Hands the gathered changes to the controllers; called where

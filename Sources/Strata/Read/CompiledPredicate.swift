@@ -318,9 +318,9 @@ extension PredicateExpressions.Value: ConstantSequence {
         guard let sequence = value as? any Sequence, !(value is String) else { return nil }
         // The lists an `IN` is mostly given, converted by code made for
         // them, not through the generic sequence below.
-        if let strings = value as? [String] { return strings.map { .string($0) } }
-        if let integers = value as? [Int] { return integers.map { .integer(Int64($0)) } }
-        if let uuids = value as? [UUID] { return uuids.map { .uuid($0) } }
+        if let strings = value as? [String] { return strings.map { $0.propertyValue } }
+        if let integers = value as? [Int] { return integers.map { $0.propertyValue } }
+        if let uuids = value as? [UUID] { return uuids.map { $0.propertyValue } }
         func values<S: Sequence>(_ sequence: S) -> [PropertyValue]? {
             // An attribute type's elements (`[String]`, `Set<Int>`): the
             // element type is cast once, not each element.

@@ -15,6 +15,19 @@ enum FetchMatch {
         case .unregistered(let id, _): id
         }
     }
+
+    /// The matched object's values: a registered object's own (filled), an
+    /// unregistered one's as read (its row must have been kept).
+    func values() throws(StrataError) -> [PropertyValue] {
+        switch self {
+        case .registered(let object):
+            object.fulfill()
+            return object.values
+        case .unregistered(_, let row):
+            guard let row else { preconditionFailure("Strata: a match's values were asked for without its row") }
+            return try row.snapshot().values
+        }
+    }
 }
 
 extension ManagedObjectContext {
@@ -45,9 +58,10 @@ extension ManagedObjectContext {
             : try orderedPage(of: request, keepingRows: true)
         var objects: [Result] = []
         objects.reserveCapacity(page.count)
-        // Room for every object the page may register, made once rather
-        // than by doubling as they come.
-        if page.count > 64 { registry.reserveCapacity(registry.count + page.count) }
+        // Room for the objects the page registers, made once rather than by
+        // doubling as they come.
+        let registering = page.count { if case .unregistered = $0 { true } else { false } }
+        if registering > 64 { registry.reserveCapacity(registry.count + registering) }
         for match in page {
             objects.append(unsafeDowncast(try object(for: match, asFault: request.returnsObjectsAsFaults, cacheEpoch: cacheEpoch), to: Result.self))
         }
@@ -215,37 +229,19 @@ extension ManagedObjectContext {
     /// attribute (``ResultsOrder``), else through two scratch objects.
     private func sorted<Result: ManagedObject>(_ matches: [FetchMatch], by descriptors: [SortDescriptor<Result>]) throws(StrataError) -> [FetchMatch] {
         guard let entity = matches.first?.objectID.entity else { return matches }
-        if let order = try? ResultsOrder(descriptors, entity: entity) {
+        if let order = ResultsOrder(sorting: descriptors, entity: entity) {
             // Descriptors that each read a stored attribute: the sort values
             // compared as the descriptors compare them, without a key path
             // read through an object per comparison; ties by primary key.
             var keyed: [(match: FetchMatch, key: [PropertyValue])] = []
             keyed.reserveCapacity(matches.count)
-            for match in matches {
-                switch match {
-                case .registered(let object):
-                    object.fulfill()
-                    keyed.append((match, order.key(of: object.values)))
-                case .unregistered(_, let row):
-                    guard let row else { preconditionFailure("rows are kept for sorting") }
-                    keyed.append((match, order.key(of: try row.snapshot().values)))
-                }
-            }
+            for match in matches { keyed.append((match, order.key(of: try match.values()))) }
             keyed.sort { order.precedes($0.key, $0.match.objectID, $1.key, $1.match.objectID) }
             return keyed.map(\.match)
         }
         var keyed: [(match: FetchMatch, values: [PropertyValue])] = []
         keyed.reserveCapacity(matches.count)
-        for match in matches {
-            switch match {
-            case .registered(let object):
-                object.fulfill()
-                keyed.append((match, object.values))
-            case .unregistered(_, let row):
-                guard let row else { preconditionFailure("rows are kept for sorting") }
-                keyed.append((match, try row.snapshot().values))
-            }
-        }
+        for match in matches { keyed.append((match, try match.values())) }
         let a = unsafeDowncast(entity.scratchObject(linkedTo: link), to: Result.self)
         let b = unsafeDowncast(entity.scratchObject(linkedTo: link), to: Result.self)
         keyed.sort { x, y in

@@ -53,9 +53,10 @@ public final class ContextUndoManager: @unchecked Sendable {
 
     private var undoStack: [[Entry]] = []
     private var redoStack: [[Entry]] = []
-    /// The group being recorded, and each object's place in it.
+    /// The group being recorded.
     private var open: [Entry] = []
-    private var openIndex: [ObjectIdentifier: Int] = [:]
+    /// The objects in `open`.
+    private var openObjects: Set<ObjectIdentifier> = []
     private var explicitDepth = 0
     /// While an undo or redo applies a group: nothing is recorded.
     var isApplying = false
@@ -90,7 +91,7 @@ public final class ContextUndoManager: @unchecked Sendable {
         undoStack.removeAll()
         redoStack.removeAll()
         open.removeAll()
-        openIndex.removeAll()
+        openObjects.removeAll()
     }
 
     // MARK: Recording (on the context's queue)
@@ -98,17 +99,19 @@ public final class ContextUndoManager: @unchecked Sendable {
     /// `object` is about to change, or to be deleted: remembered as it is,
     /// once per group.
     func willChange(_ object: ManagedObject, exists: Bool) {
-        guard !isApplying, openIndex[ObjectIdentifier(object)] == nil else { return }
-        let state = State(exists: exists, values: object.values)
-        openIndex[ObjectIdentifier(object)] = open.count
-        open.append(Entry(object: object, before: state, after: state))
+        record(object) { State(exists: exists, values: object.values) }
     }
 
     /// `object` is about to be inserted: it did not exist before.
     func willInsert(_ object: ManagedObject) {
-        guard !isApplying, openIndex[ObjectIdentifier(object)] == nil else { return }
-        let state = State(exists: false, values: [])
-        openIndex[ObjectIdentifier(object)] = open.count
+        record(object) { State(exists: false, values: []) }
+    }
+
+    /// Remembers `object` in the open group as `before` has it, the first
+    /// time it changes in the group.
+    private func record(_ object: ManagedObject, before: () -> State) {
+        guard !isApplying, openObjects.insert(ObjectIdentifier(object)).inserted else { return }
+        let state = before()
         open.append(Entry(object: object, before: state, after: state))
     }
 
@@ -128,7 +131,7 @@ public final class ContextUndoManager: @unchecked Sendable {
             if entry.after != entry.before { group.append(entry) }
         }
         open.removeAll()
-        openIndex.removeAll()
+        openObjects.removeAll()
         guard !group.isEmpty else { return }
         undoStack.append(group)
         redoStack.removeAll()

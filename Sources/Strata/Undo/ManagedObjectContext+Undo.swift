@@ -26,20 +26,11 @@ extension ManagedObjectContext {
         manager.isApplying = true
         defer { manager.isApplying = false }
         for (object, state) in states where state.exists {
-            let id = object.objectID
             if object.link !== link {
                 // Gone from the context (a discarded insert, a saved delete):
                 // inserted again under its ID.
-                object.link = link
-                object.committed = nil
-                object.version = 0
-                object.exposedVersion = nextVersion()
-                object.flags = [.inserted, .dirty, .exposedVersionFresh]
-                registry[id] = object
-                inserted[id] = object
-                discardedInserts.remove(id)
-                carriedAuthors.noteOwnChange()
-                noteChange(object)
+                discardedInserts.remove(object.objectID)
+                registerInserted(object)
             } else if object.flags.contains(.deleted) {
                 undelete(object)
             }
@@ -49,20 +40,8 @@ extension ManagedObjectContext {
             }
         }
         for (object, state) in states where !state.exists && object.link === link && !object.flags.contains(.deleted) {
-            let id = object.objectID
-            carriedAuthors.noteOwnChange()
-            object.flags.insert(.deleted)
-            if object.flags.contains(.inserted) {
-                inserted[id] = nil
-                registry[id] = nil
-                discardedInserts.insert(id)
-                noteChange(object)
-                object.link = nil
-            } else {
-                updated[id] = nil
-                deleted[id] = object
-                noteChange(object)
-            }
+            markDeleted(object)
+            if object.flags.contains(.inserted) { object.link = nil }
         }
         scheduleProcessingIfUsedDirectly()
     }
