@@ -278,6 +278,49 @@ extension ReadersBesideAWriterTests {
         try writer.close()
     }
 
+    /// A writer that opens and closes without writing removes the log its
+    /// open started (`closeUntouched()`), and the next writer may start a
+    /// log of the same number, with another salt. A reader that was
+    /// reading on in the first must read the store again, not wait for
+    /// frames with its old salt:
+    ///
+    ///     writer 1: open, put k=1, close      log A: k=1
+    ///     writer 2: open (starts log B)       log B: header, salt 2
+    ///     reader:   open — reads on in B from its header
+    ///     writer 2: closeUntouched()          log B removed
+    ///     writer 3: open (starts B again), put k=2
+    ///                                         log B: header, salt 3, k=2
+    ///     reader:   catchUp() → k=2
+    @Test func aReaderCatchesUpWhenALogNumberComesBackWithAnotherSalt() throws {
+        let dir = ScratchDirectory()
+        var readOnly = smallOptions()
+        readOnly.readOnly = true
+        let first = try StrataStore(directory: dir.store, options: smallOptions())
+        try first.put("k", "1")
+        try first.close()
+        let untouched = try StrataStore(directory: dir.store, options: smallOptions())
+        let reader = try StrataStore(directory: dir.store, options: readOnly)
+        #expect(try reader.string("k") == "1")
+        let logsBefore = try Self.logNames(dir.store)
+        try untouched.closeUntouched()
+        let third = try StrataStore(directory: dir.store, options: smallOptions())
+        try third.put("k", "2")
+        // The interleaving this test is about: the same log name again.
+        #expect(try Self.logNames(dir.store) == logsBefore)
+        let caughtUp = try reader.catchUp()
+        #expect(try reader.string("k") == "2", "the reader kept waiting on a log another writer started again")
+        #expect(caughtUp.changedKeys == [Array("k".utf8)])
+        #expect(caughtUp.reopened)
+        let statistics = reader.statistics
+        #expect(statistics.catchUps == 1 && statistics.catchUpsReopened == 1 && statistics.batchesCaughtUp == 1)
+        try third.close()
+        try reader.close()
+    }
+
+    static func logNames(_ directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted()
+    }
+
     @Test func catchingUpIsForReadOnlyStores() throws {
         let dir = ScratchDirectory()
         let writer = try StrataStore(directory: dir.store, options: smallOptions())

@@ -29,6 +29,13 @@ import Testing
         }
     }
 
+    /// A container writing the store at `path`, and one reading it (with a private view context).
+    static func writerAndReader(of path: String) throws -> (writer: PersistentContainer, reader: PersistentContainer) {
+        let writer = try PersistentContainer(name: "Writer", model: Workload.makeModel(), directory: path, options: Workload.options())
+        let reader = try PersistentContainer(name: "Reader", model: Workload.makeModel(), directory: path, options: readOnly(), viewContext: .privateQueue)
+        return (writer, reader)
+    }
+
     @Test func aReadOnlyContainerCatchesUpWithTheWritersSaves() throws {
         let directory = TemporaryDirectory()
         let store = directory.path + "/store"
@@ -91,6 +98,75 @@ import Testing
         usleep(400_000)
         orphan.cancel()
         withExtendedLifetime(confined) {}
+        try writer.coordinator.close()
+    }
+
+    /// `cancel()` waits for a catch-up's store work, never for the
+    /// notification's observers: an observer that waits for the thread
+    /// calling `cancel()` cannot deadlock with it.
+    ///
+    ///     follow thread                       this thread
+    ///     catch-up: save 1 read in
+    ///     post → observer: arrived.signal()   arrived.wait()
+    ///            observer: waits for released cancel()   ← returns, the observer still waiting
+    ///                                         released.signal()
+    ///            observer returns
+    ///     no catch-up after cancel()          save 2: no notification
+    @Test func cancellingDoesNotWaitForTheNotificationsObservers() throws {
+        let directory = TemporaryDirectory()
+        let (writer, reader) = try Self.writerAndReader(of: directory.path + "/store")
+        let arrived = DispatchSemaphore(value: 0)
+        let released = DispatchSemaphore(value: 0)
+        let notified = Counter()
+        let observer = NotificationCenter.default.addObserver(
+            forName: PersistentStoreCoordinator.storeDidChangeRemotely, object: reader.coordinator, queue: nil
+        ) { _ in
+            notified.increment()
+            arrived.signal()
+            _ = released.wait(timeout: .now() + 30)
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let following = try reader.coordinator.followStore()
+        #expect(following.watchesDirectory)
+        try writer.saveAndWait { context in try Workload.applySave(1, in: context) }
+        #expect(arrived.wait(timeout: .now() + 30) == .success, "the follower did not bring save 1 in")
+        let cancelled = DispatchSemaphore(value: 0)
+        Thread {
+            following.cancel()
+            cancelled.signal()
+        }.start()
+        #expect(cancelled.wait(timeout: .now() + 5) == .success, "cancel() waited for the observer")
+        released.signal()
+        try writer.saveAndWait { context in try Workload.applySave(2, in: context) }
+        usleep(300_000)
+        #expect(notified.value == 1, "a catch-up ran after cancel() returned")
+        try reader.coordinator.close()
+        try writer.coordinator.close()
+    }
+
+    /// Without inotify (here: its instance refused, as at the per-user
+    /// limit), a follower says so once and looks at the store every 10 ms.
+    @Test func aFollowerWithoutInotifySaysSoAndPolls() throws {
+        let directory = TemporaryDirectory()
+        let store = directory.path + "/store"
+        let (writer, reader) = try Self.writerAndReader(of: store)
+        let errors = CheckLog()
+        let following = try StoreFollowing(directory: store, coordinator: reader.coordinator, onError: { errors.record("\($0)") }, makeWatch: {
+            errno = EMFILE
+            return -1
+        })
+        #expect(!following.watchesDirectory)
+        try writer.saveAndWait { context in try Workload.applySave(1, in: context) }
+        let deadline = Date().addingTimeInterval(30)
+        while try Self.recipeIDs(Array(1...10), in: reader.newBackgroundContext()).isEmpty && Date() < deadline { usleep(5_000) }
+        #expect(try !Self.recipeIDs(Array(1...10), in: reader.newBackgroundContext()).isEmpty, "the polling follower did not bring save 1 in")
+        // And a save after the follower started, by polling.
+        try writer.saveAndWait { context in try Workload.applySave(2, in: context) }
+        while try Self.recipeIDs([2], in: reader.newBackgroundContext()).isEmpty && Date() < deadline { usleep(5_000) }
+        #expect(try Self.recipeIDs([2], in: reader.newBackgroundContext()).count == 1, "the polling follower did not bring save 2 in")
+        following.cancel()
+        #expect(errors.problems.count == 1 && errors.problems.first?.contains("following by looking every 10 ms") == true, "\(errors.problems)")
+        try reader.coordinator.close()
         try writer.coordinator.close()
     }
 

@@ -48,6 +48,21 @@ extension PersistentStoreCoordinator {
     /// ``StrataError/Code/storage`` when the store cannot be read.
     @discardableResult
     public func catchUpWithStore() throws(StrataError) -> ObjectChanges {
+        let caughtUp = try catchUpWithoutNotifying()
+        postStoreDidChangeRemotely(caughtUp)
+        return caughtUp.changes
+    }
+
+    /// What a catch-up brought in: the changes, and the newest transaction
+    /// the store's history holds after them.
+    struct CaughtUp {
+        let changes: ObjectChanges
+        let token: HistoryToken?
+    }
+
+    /// ``catchUpWithStore()`` but for its notification: no code of the
+    /// app's runs in it (the contexts' merges are queued on their queues).
+    func catchUpWithoutNotifying() throws(StrataError) -> CaughtUp {
         let (changes, token) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
             let store = try currentStore()
             guard Self.readOnlyDirectory(of: store) != nil else { throw Self.notFollowable }
@@ -95,13 +110,16 @@ extension PersistentStoreCoordinator {
             // The newest transaction of what was just read in.
             return (changes, try? currentHistoryToken())
         }
-        // Outside the lock: an observer may catch up again.
-        if !changes.isEmpty {
-            var userInfo: [String: any Sendable] = [ObjectChanges.userInfoKey: changes]
-            if let token { userInfo[HistoryToken.userInfoKey] = token }
-            NotificationCenter.default.post(name: Self.storeDidChangeRemotely, object: self, userInfo: userInfo)
-        }
-        return changes
+        return CaughtUp(changes: changes, token: token)
+    }
+
+    /// Posts ``storeDidChangeRemotely`` for `caughtUp`, when it brought
+    /// something in. Outside the catch-up's lock: an observer may catch up again.
+    func postStoreDidChangeRemotely(_ caughtUp: CaughtUp) {
+        guard !caughtUp.changes.isEmpty else { return }
+        var userInfo: [String: any Sendable] = [ObjectChanges.userInfoKey: caughtUp.changes]
+        if let token = caughtUp.token { userInfo[HistoryToken.userInfoKey] = token }
+        NotificationCenter.default.post(name: Self.storeDidChangeRemotely, object: self, userInfo: userInfo)
     }
 
     /// Merges `changes` into `context` if it merges automatically (and
@@ -131,9 +149,11 @@ extension PersistentStoreCoordinator {
     /// // the view context merges the importer's saves as they land
     /// ```
     ///
-    /// On Linux the store's directory is watched with inotify; elsewhere it
-    /// is looked at every 10 ms. Throws ``StrataError/Code/invalidArgument``
-    /// for a store open for writing or in memory.
+    /// On Linux the store's directory is watched with inotify; elsewhere,
+    /// or when inotify cannot be had (`onError` hears why, once), it is
+    /// looked at every 10 ms (``StoreFollowing/watchesDirectory``). Throws
+    /// ``StrataError/Code/invalidArgument`` for a store open for writing or
+    /// in memory.
     public func followStore(onError: @escaping @Sendable (StrataError) -> Void = { _ in }) throws(StrataError) -> StoreFollowing {
         guard let directory = Self.readOnlyDirectory(of: try currentStore()) else { throw Self.notFollowable }
         return try StoreFollowing(directory: directory, coordinator: self, onError: onError)

@@ -13,24 +13,18 @@ import Musl
 /// store's files brings a ``PersistentStoreCoordinator/catchUpWithStore()``,
 /// on a thread of its own, until ``cancel()`` or the end of this object.
 /// It does not keep the coordinator alive.
-///
-/// `@unchecked Sendable`: `cancelled`, `ended` and `followingThread` are
-/// guarded by `lock`; the descriptors are made by `init` and closed by the
-/// thread when it ends, under `lock` (so ``cancel()`` never writes to a
-/// pipe with no reader, which would raise SIGPIPE).
-public final class StoreFollowing: @unchecked Sendable {
-    private let lock = Lock()
-    private var cancelled = false  // guarded by `lock`
-    private var ended = false      // guarded by `lock`
-    /// The following thread, once it runs: ``cancel()`` called on it
-    /// (from `onError`) does not wait for itself. Guarded by `lock`.
-    private var followingThread: pthread_t?
-    /// Written to by ``cancel()`` to wake the thread.
-    private let wakeWrite: Int32
-    /// Signalled by the thread when it ends.
-    private let finished = DispatchSemaphore(value: 0)
+public final class StoreFollowing: Sendable {
+    /// Whether the store's directory is watched (inotify, on Linux); false
+    /// when it is looked at every 10 ms instead — another system, or inotify
+    /// could not be had (`onError` heard why).
+    public let watchesDirectory: Bool
+    private let control: Control
 
-    init(directory: String, coordinator: PersistentStoreCoordinator, onError: @escaping @Sendable (StrataError) -> Void) throws(StrataError) {
+    /// `makeWatch` makes the inotify instance (a seam: tests make it fail).
+    init(
+        directory: String, coordinator: PersistentStoreCoordinator, onError: @escaping @Sendable (StrataError) -> Void,
+        makeWatch: () -> Int32 = StoreFollowing.makeWatch
+    ) throws(StrataError) {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else {
             throw StrataError(.storage, "cannot follow the store: pipe() failed (errno \(errno))")
@@ -40,67 +34,131 @@ public final class StoreFollowing: @unchecked Sendable {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         }
         let wakeRead = fds[0]
-        wakeWrite = fds[1]
+        var watch: Int32 = -1
+        var unwatched: StrataError?
         #if os(Linux)
-        let watch = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        // Appends to a log, new logs and segments, the manifest's switch.
-        if watch >= 0, inotify_add_watch(watch, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE)) < 0 {
+        watch = makeWatch()
+        if watch < 0 {
+            unwatched = StrataError(.storage, """
+                cannot watch \(directory) for the writer's changes (inotify_init1: errno \(errno); the per-user limit \
+                fs.inotify.max_user_instances may be reached): following by looking every 10 ms instead
+                """)
+        } else if inotify_add_watch(watch, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE)) < 0 {
+            // Appends to a log, new logs and segments, the manifest's switch.
             let error = errno
             close(watch)
             close(wakeRead)
-            close(wakeWrite)
+            close(fds[1])
             throw StrataError(.storage, "cannot watch \(directory) for the writer's changes (inotify_add_watch: errno \(error))")
         }
-        #else
-        let watch: Int32 = -1
         #endif
-        let finished = self.finished
-        let started = DispatchSemaphore(value: 0)
-        let wakeWrite = self.wakeWrite
-        let lock = self.lock
-        let thread = Thread { [weak self, weak coordinator] in
-            lock.withLock { self?.followingThread = pthread_self() }
-            started.signal()
-            defer {
-                lock.withLock {
-                    self?.ended = true
-                    if watch >= 0 { close(watch) }
-                    close(wakeRead)
-                    close(wakeWrite)
-                }
-                finished.signal()
-            }
+        watchesDirectory = watch >= 0
+        let control = Control(wakeWrite: fds[1], onError: onError)
+        self.control = control
+        let thread = Thread { [weak coordinator, watch, unwatched] in
+            defer { control.end(closing: watch, wakeRead) }
+            if let unwatched { control.report(unwatched) }
             Self.follow(watch: watch, wake: wakeRead) { () -> Bool in
                 guard let coordinator else { return false }
-                do throws(StrataError) { try coordinator.catchUpWithStore() } catch {
+                // The store's part, under the gate that `cancel()` waits
+                // for; the notification and `onError` after it, outside.
+                let outcome = control.gate.withLock { () -> Result<PersistentStoreCoordinator.CaughtUp, StrataError>? in
+                    guard !control.isCancelled else { return nil }
+                    do throws(StrataError) { return .success(try coordinator.catchUpWithoutNotifying()) } catch { return .failure(error) }
+                }
+                switch outcome {
+                case nil:
+                    return false
+                case .success(let caughtUp)?:
+                    if !control.isCancelled { coordinator.postStoreDidChangeRemotely(caughtUp) }
+                case .failure(let error)?:
                     // A closed coordinator has nothing more to follow.
                     if error.code == .noPersistentStore { return false }
-                    onError(error)
+                    control.report(error)
                 }
                 return true
             }
         }
         thread.name = "strata.follow"
         thread.start()
-        started.wait()
     }
 
-    deinit { cancel() }
+    deinit { control.cancel() }
 
-    /// Stops following: no catch-up starts after this returns (one under
-    /// way when it is called ends first). Idempotent.
-    public func cancel() {
-        let wait = lock.withLock { () -> Bool in
-            guard !cancelled else { return false }
-            cancelled = true
-            // A thread that ended (its coordinator closed) closed the pipe.
-            guard !ended else { return false }
-            var byte: UInt8 = 1
-            _ = write(wakeWrite, &byte, 1)
-            // On the thread itself the wake is seen once `onError` returns.
-            return !(followingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false)
+    /// Stops following: no catch-up starts after this returns, and one
+    /// under way when it is called has brought its changes into the store
+    /// by then (its contexts' merges queued). It does not wait for the
+    /// observers of a ``PersistentStoreCoordinator/storeDidChangeRemotely``
+    /// being posted, nor for `onError`, so an observer that waits for the
+    /// thread calling this cannot deadlock with it; one being posted as
+    /// this is called may still arrive, none starts after. `onError` is let
+    /// go of. Idempotent; may be called from an observer or from `onError`.
+    public func cancel() { control.cancel() }
+
+    private static func makeWatch() -> Int32 {
+        #if os(Linux)
+        inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        #else
+        -1
+        #endif
+    }
+
+    /// What the following thread and its ``StoreFollowing`` share. The thread
+    /// holds this, never the ``StoreFollowing``: so the last reference to
+    /// that is never let go of on the thread, under the gate.
+    ///
+    /// `@unchecked Sendable`: `cancelled`, `ended` and `onError` are guarded
+    /// by `lock`; `gate` is held by the thread while a catch-up reads the
+    /// store (and by `cancel()`, to wait for it); the wake pipe's write end
+    /// is written under `lock` and closed by the thread when it ends, under
+    /// `lock` (so `cancel()` never writes to a pipe with no reader, which
+    /// would raise SIGPIPE).
+    private final class Control: @unchecked Sendable {
+        let lock = Lock()
+        let gate = Lock()
+        private var cancelled = false  // guarded by `lock`
+        private var ended = false      // guarded by `lock`
+        private var onError: (@Sendable (StrataError) -> Void)?  // guarded by `lock`
+        private let wakeWrite: Int32
+
+        init(wakeWrite: Int32, onError: @escaping @Sendable (StrataError) -> Void) {
+            self.wakeWrite = wakeWrite
+            self.onError = onError
         }
-        if wait { finished.wait() }
+
+        var isCancelled: Bool { lock.withLock { cancelled } }
+
+        /// Calls `onError` (outside the lock: it may cancel), unless cancelled.
+        func report(_ error: StrataError) {
+            lock.withLock { onError }?(error)
+        }
+
+        func cancel() {
+            lock.withLock {
+                guard !cancelled else { return }
+                cancelled = true
+                onError = nil
+                // A thread that ended (its coordinator closed) closed the pipe.
+                guard !ended else { return }
+                var byte: UInt8 = 1
+                _ = write(wakeWrite, &byte, 1)
+            }
+            // A catch-up's store work under way ends first. The gate is never
+            // held while the app's code runs on the thread (an observer,
+            // `onError`), so a call from there does not wait for itself.
+            gate.withLock {}
+        }
+
+        /// The thread's end: its descriptors closed.
+        func end(closing watch: Int32, _ wakeRead: Int32) {
+            lock.withLock {
+                ended = true
+                onError = nil
+                if watch >= 0 { close(watch) }
+                close(wakeRead)
+                close(wakeWrite)
+            }
+        }
     }
 
     /// The shortest time between the starts of two catch-ups: a writer

@@ -164,8 +164,26 @@ extension FileSystem {
 
     /// Reads a file into memory, from `offset` (the start by default) to its end.
     package func readFile(_ path: String, from offset: Int = 0) throws(SystemCallError) -> [UInt8] {
+        try readFile(path, header: 0, from: offset).tail
+    }
+
+    /// Reads a file's first `header` bytes (fewer when it is shorter) and
+    /// its bytes from `offset` to its end, through one open: a reader that
+    /// reads on in a file can check that the file is still the one it read.
+    package func readFile(_ path: String, header: Int, from offset: Int) throws(SystemCallError) -> (header: [UInt8], tail: [UInt8]) {
         let fd = try open(path, .readOnly)
         defer { try? close(fd) }
+        var head = [UInt8](repeating: 0, count: header)
+        if header > 0 {
+            let n = try head.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemCallError) -> Int in try readAll(fd, into: buffer, at: 0, path: path) }
+            }.get()
+            if n < head.count { head.removeLast(head.count - n) }
+        }
+        return (head, try readTail(fd, from: offset, path: path))
+    }
+
+    private func readTail(_ fd: FileDescriptor, from offset: Int, path: String) throws(SystemCallError) -> [UInt8] {
         let size = Int(try self.size(fd))
         guard size > offset else { return [] }
         var bytes = [UInt8](repeating: 0, count: size - offset)

@@ -65,10 +65,18 @@ extension StrataStore {
                 throw StoreError(.corruption, "this store was opened with recovery: .salvage past damage and cannot read on: open it again", path: directory)
             }
             let previous = sequence
+            let caughtUp: StoreCatchUp
             if let readOn = readOn(from: point, after: previous) {
-                return applying(readOn, to: point, after: previous)
+                caughtUp = applying(readOn, to: point, after: previous)
+            } else {
+                caughtUp = try reopening(after: previous)
             }
-            return try reopening(after: previous)
+            state.withLock {
+                counters.catchUps += 1
+                if caughtUp.reopened { counters.catchUpsReopened += 1 }
+                if caughtUp.sequence > caughtUp.previousSequence { counters.batchesCaughtUp += Int(caughtUp.sequence - caughtUp.previousSequence) }
+            }
+            return caughtUp
         }
     }
 
@@ -101,7 +109,13 @@ extension StrataStore {
         for (position, n) in logs.enumerated() {
             let isNewest = position == logs.count - 1
             let start = point.log.flatMap { $0.number == n && $0.salt != nil ? $0.end : nil } ?? 0
-            guard let bytes = try? fs.readFile(path(LogFormat.fileName(n)), from: start) else { return nil }
+            // Reading on in a log, its header too: a writer that opened and
+            // closed without writing removed its log, and the next one may
+            // have started one of the same number with another salt, whose
+            // frames the old salt would never accept (the store is read again).
+            guard let (header, bytes) = try? fs.readFile(path(LogFormat.fileName(n)), header: start == 0 ? 0 : LogFormat.fileHeaderSize, from: start)
+            else { return nil }
+            if start > 0, header.withUnsafeBytes({ try? LogFormat.decodeFileHeader($0).get().salt }) != point.log!.salt { return nil }
             let frames: [LogScanner.Frame], end: Int, salt: UInt32
             if start == 0 {
                 let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: last) }

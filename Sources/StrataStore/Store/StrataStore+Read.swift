@@ -97,6 +97,9 @@ extension StrataStore {
         s.flushedBytes = counters.flushedBytes
         s.compactionBytesWritten = counters.compactedBytesWritten
         s.compactionBytesRemoved = counters.compactedBytesRemoved
+        s.catchUps = counters.catchUps
+        s.catchUpsReopened = counters.catchUpsReopened
+        s.batchesCaughtUp = counters.batchesCaughtUp
         s.lastCompactionError = manifestLock.withLock { lastCompactionError }.map { "\($0)" }
         let cacheCounters = cache.counters
         s.cacheHits = cacheCounters.hits
@@ -239,6 +242,16 @@ public struct StoreStatistics: Sendable, Equatable {
     public var compactionBytesWritten: UInt64 = 0
     /// Bytes of the segments those compactions replaced and deleted.
     public var compactionBytesRemoved: UInt64 = 0
+    /// Catch-ups of a store opened read-only (``StrataStore/catchUp()``)
+    /// since it was opened, those that found nothing new included.
+    public var catchUps = 0
+    /// Those of them that read the store again (the writer had flushed,
+    /// compacted or changed logs since the last): each costs about an open.
+    public var catchUpsReopened = 0
+    /// The writer's batches those catch-ups brought in, counted by
+    /// sequence number (a catch-up that read the store again counts every
+    /// batch between the sequence it left and the one it found).
+    public var batchesCaughtUp = 0
     /// Segment blocks the block cache held when a read needed them, since the store was opened.
     public var cacheHits = 0
     /// Segment blocks a read needed that the block cache did not hold, since the store was opened:

@@ -197,6 +197,10 @@ public final class StrataStore: @unchecked Sendable {
         var flushedBytes: UInt64 = 0
         var compactedBytesWritten: UInt64 = 0
         var compactedBytesRemoved: UInt64 = 0
+        /// A read-only store's catch-ups (``StrataStore/catchUp()``).
+        var catchUps = 0
+        var catchUpsReopened = 0
+        var batchesCaughtUp = 0
         /// Bytes in the active memtable, as of the last batch.
         var memtableBytes = 0
     }
