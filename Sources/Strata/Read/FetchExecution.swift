@@ -315,6 +315,19 @@ extension ManagedObjectContext {
         case lent
     }
 
+    /// What ``forEachMatch(of:includesPending:evaluation:rows:stopAfter:_:)``
+    /// counts and keeps as it walks.
+    struct MatchWalk {
+        /// Where the fields the test reads lie in the record being judged.
+        var fields: RecordCoding.FieldOffsets
+        /// Registered objects an index scan passed by: judged afterwards.
+        var visited: Set<ObjectID> = []
+        /// What the walk judged outside its evaluation, for ``judgedObjects``.
+        var judged = 0
+        /// Matches handed to the body: past `stopAfter`, nothing more is read.
+        var delivered = 0
+    }
+
     /// Calls `body` with every match (see ``matches(of:keepingRows:)``) and,
     /// for one this context does not hold under ``RowUse/lent``, its row.
     /// `test`, when given, stands for the request's predicate.
@@ -339,10 +352,10 @@ extension ManagedObjectContext {
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
         let compiled = evaluation.compiled
-        var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
+        // What the walk counts and keeps, in one local: the nested functions
+        // below share it, and capture one variable rather than four.
+        var walk = MatchWalk(fields: RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0))
         let plan = QueryPlanner.plan(compiled?.test, entity: entity)
-        // Registered objects an index scan passed by: judged afterwards.
-        var visited: Set<ObjectID> = []
         let source = try SourceView(of: self)
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
@@ -352,22 +365,18 @@ extension ManagedObjectContext {
         // A stored record an exact plan's index selected matches by itself
         // (``QueryPlan/isExact``): an `IN` of many keys reads each once.
         let trustsIndex = plan.isExact
-        // What this fetch judged outside `evaluation`, for ``judgedObjects``.
-        var judged = 0
-        defer { judgedObjects &+= judged &+ evaluation.judged }
-        // Matches handed to `body`: past `stopAfter`, nothing more is read.
-        var delivered = 0
+        defer { judgedObjects &+= walk.judged &+ evaluation.judged }
         func deliver(_ match: FetchMatch, _ row: SourceRow?) throws(StrataError) {
             try body(match, row)
-            delivered &+= 1
+            walk.delivered &+= 1
         }
         @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
             let passes: Bool
             if trustsIndex, case .stored = row {
                 passes = true
             } else if let compiled {
-                judged &+= 1
-                passes = try row.passes(compiled, fields: &fields)
+                walk.judged &+= 1
+                passes = try row.passes(compiled, fields: &walk.fields)
             } else {
                 passes = try evaluation.matches(id, row)
             }
@@ -381,7 +390,7 @@ extension ManagedObjectContext {
             } else if let object = registry[id] {
                 // Judged here, so the pass over held objects below skips it
                 // (which a lookup stopped by its first match never makes).
-                defer { if plan.indexNumber != nil && delivered < stopAfter { visited.insert(id) } }
+                defer { if plan.indexNumber != nil && walk.delivered < stopAfter { walk.visited.insert(id) } }
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
@@ -444,10 +453,10 @@ extension ManagedObjectContext {
         } : nil
         try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread, recordsWanted: recordsWanted) { (id, row) throws(StrataError) -> Bool in
             try visit(id, row)
-            return delivered < stopAfter
+            return walk.delivered < stopAfter
         }
         // A fetch with a limit and no order has its page: nothing else is judged.
-        guard delivered < stopAfter else { return }
+        guard walk.delivered < stopAfter else { return }
         if includesPending && plan.indexNumber != nil && checksRegistry {
             // An object held here may match on its own values (a change, or
             // a snapshot older than the source, contract C10) where
@@ -458,18 +467,18 @@ extension ManagedObjectContext {
                 if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try deliver(.registered(object), nil) }
             }
             if let candidates = possiblyStaleObjects(of: entity, source: source, updatedAmong: pendingByKey) {
-                for id in candidates where !visited.contains(id) && delivered < stopAfter { try judge(registry[id]!) }
+                for id in candidates where !walk.visited.contains(id) && walk.delivered < stopAfter { try judge(registry[id]!) }
             } else {
-                for (id, object) in registry where id.entity === entity && !visited.contains(id) && delivered < stopAfter { try judge(object) }
+                for (id, object) in registry where id.entity === entity && !walk.visited.contains(id) && walk.delivered < stopAfter { try judge(object) }
             }
         }
         if includesPending {
             if let pendingByKey {
-                for object in pendingByKey where object.flags.contains(.inserted) && delivered < stopAfter {
+                for object in pendingByKey where object.flags.contains(.inserted) && walk.delivered < stopAfter {
                     if try evaluation.matches(object) { try deliver(.registered(object), nil) }
                 }
             } else {
-                for object in inserted.values where object.entity === entity && delivered < stopAfter {
+                for object in inserted.values where object.entity === entity && walk.delivered < stopAfter {
                     if try evaluation.matches(object) { try deliver(.registered(object), nil) }
                 }
             }
@@ -491,7 +500,11 @@ struct PredicateEvaluation {
     /// The translated predicate, when it translates.
     let compiled: CompiledTest?
     private let entity: EntityDescription
-    private let context: ManagedObjectContext
+    /// Not retained: an evaluation lives within one call on the context's
+    /// queue, by a caller that holds the context; a context is weakly
+    /// referenced (its parent's list of children), so each retain and
+    /// release of one takes the slow, side-table path.
+    private unowned(unsafe) let context: ManagedObjectContext
     private var scratch: ManagedObject?
     private var fields: RecordCoding.FieldOffsets
     /// How many objects it judged.

@@ -56,6 +56,9 @@ struct SourceView {
             }
         }
 
+        /// Whether this level changed nothing.
+        var isEmpty: Bool { published.objects.isEmpty && deferred.isEmpty }
+
         /// How many objects this level changed, of every entity.
         var changeCount: Int { published.objects.count + deferred.reduce(0) { $0 + $1.changes.inserted.count + $1.changes.updated.count + $1.changes.deleted.count } }
 
@@ -83,15 +86,23 @@ struct SourceView {
     }
 
     let layers: [Layer]
-    let coordinator: PersistentStoreCoordinator
+    /// Not retained: a source view lives within one call on its context's
+    /// queue, and the context holds its coordinator.
+    unowned(unsafe) let coordinator: PersistentStoreCoordinator
 
     /// The source of `context`: its ancestors' pending changes and the store.
     init(of context: ManagedObjectContext) throws(StrataError) {
         var layers: [Layer] = []
-        var ancestor = context.parent
+        // The ancestors are walked without retaining them (each child holds
+        // its parent): contexts are weakly referenced, so a retain of one
+        // takes the slow, side-table path, and a lookup builds a view each time.
+        var ancestor = context.parent.map { Unmanaged.passUnretained($0) }
         while let level = ancestor {
-            layers.append(try level.layerForChildren())
-            ancestor = level.parent
+            let layer = try level._withUnsafeGuaranteedRef { level in Result { () throws(StrataError) in try level.layerForChildren() } }.get()
+            // A level with no change says nothing of any object: left out, a
+            // lookup under a parent that saved all it had builds no list.
+            if !layer.isEmpty { layers.append(layer) }
+            ancestor = level._withUnsafeGuaranteedRef { $0.parent.map { Unmanaged.passUnretained($0) } }
         }
         self.layers = layers
         self.coordinator = context.persistentStoreCoordinator
