@@ -303,6 +303,53 @@ import Testing
         #expect(third?.difference.moved.map(\.to) == [.init(section: 0, item: 3)])
     }
 
+    /// A consumer that falls behind: 120 changes (inserts, moves, deletes)
+    /// and a new fetch wait for it, and each element it then reads holds the
+    /// results the controller had after that change — rebuilt from the
+    /// element before it and the change's difference, since what waits is
+    /// the difference, not the whole list.
+    @Test(.timeLimit(.minutes(1))) func aConsumerThatFallsBehindGetsEveryChangeInOrder() async throws {
+        let coordinator = try makeCoordinator()
+        let ids = try seedNumberedRecipes(coordinator, count: 40)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let (controller, expected) = try context.performAndWait { () throws -> (FetchedResultsController<Recipe>, [[ObjectID]]) in
+            let controller = try FetchedResultsController(
+                fetchRequest: FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 0 }, sortBy: [SortDescriptor(\.servings)]), context: context)
+            try controller.performFetch()
+            return (controller, [controller.objectIDs])
+        }
+        var updates = controller.updates().makeAsyncIterator()
+        var lists = expected
+        try context.performAndWait { () throws in
+            controller.onChange = { _ in lists.append(controller.objectIDs) }
+            var random = SeededGenerator(seed: 7)
+            var recipes = try ids.map { try context.existingObject(with: $0) as! Recipe }
+            for step in 0..<120 {
+                switch random.next() % 3 {
+                case 0:
+                    let recipe = Recipe(context: context)
+                    recipe.servings = Int(random.next() % 100)
+                    recipes.append(recipe)
+                case 1:
+                    recipes[Int(random.next() % UInt64(recipes.count))].servings = Int(random.next() % 100) - 10  // a move, or out
+                default:
+                    if recipes.count > 10 { context.delete(recipes.remove(at: Int(random.next() % UInt64(recipes.count)))) }
+                }
+                context.processPendingChanges()
+                if step == 60 {
+                    try controller.performFetch()  // new results, then changes after them
+                    lists.append(controller.objectIDs)
+                }
+            }
+            controller.onChange = nil
+        }
+        #expect(lists.count > 80)
+        for (n, list) in lists.enumerated() {
+            let update = await updates.next()
+            #expect(update?.objectIDs == list, "element \(n) of \(lists.count)")
+        }
+    }
+
     /// A NaN sorts after every number, in a fetch and in a controller: one
     /// place in a total order, where a binary search finds it (Swift's `<`
     /// says a NaN is neither before nor after anything).

@@ -76,7 +76,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
     /// For a main-queue context: where the differences are computed.
     private let computing: DispatchQueue?
     private let lock = Lock()
-    private var continuations: [UUID: AsyncStream<FetchedResultsUpdate>.Continuation] = [:]
+    private var continuations: [UUID: AsyncStream<FetchedResultsUpdates.Event>.Continuation] = [:]
 
     private struct Published {
         var objectIDs: [ObjectID] = []
@@ -167,7 +167,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
             fetched = true
             context.addChangeObserver(self)
         }
-        yield(update)
+        yield(.results(objectIDs: update.objectIDs, sections: update.sections))
     }
 
     /// The results' IDs, in order.
@@ -203,16 +203,18 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
     /// ``performFetch()``), then one element per change, in order. Ask for
     /// it from any thread: it starts on the context's queue (at once when
     /// called there). It ends when the controller does. A consumer slower
-    /// than the changes gets every one of them (none is dropped: the
-    /// elements wait for it, unbounded).
+    /// than the changes gets every one of them (none is dropped); what
+    /// waits for it is each change's difference, not the list it leads to
+    /// (see ``FetchedResultsUpdates``). After ``performFetch()`` the next
+    /// element holds the new results with an empty difference.
     ///
     /// ```swift
     /// for await update in controller.updates() {
     ///     send(update.objectIDs, update.difference)   // a server-sent-events feed
     /// }
     /// ```
-    public func updates() -> AsyncStream<FetchedResultsUpdate> {
-        let (stream, continuation) = AsyncStream.makeStream(of: FetchedResultsUpdate.self)
+    public func updates() -> FetchedResultsUpdates {
+        let (stream, continuation) = AsyncStream.makeStream(of: FetchedResultsUpdates.Event.self)
         let key = UUID()
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
@@ -222,8 +224,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         // results first, then every change taken in after them, none before.
         let start: @Sendable () -> Void = { [self] in
             lock.withLock { continuations[key] = continuation }
-            continuation.yield(FetchedResultsUpdate(objectIDs: published.objectIDs, sections: published.sections,
-                                                    difference: FetchedResultsDifference()))
+            continuation.yield(.results(objectIDs: published.objectIDs, sections: published.sections))
         }
         if context.isCurrent {
             start()
@@ -232,12 +233,12 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
                          "Strata: call updates() of a .confinement context's controller on the context's thread")
             context.perform(start)
         }
-        return stream
+        return FetchedResultsUpdates(events: stream)
     }
 
-    private func yield(_ update: FetchedResultsUpdate) {
+    private func yield(_ event: FetchedResultsUpdates.Event) {
         let continuations = lock.withLock { Array(self.continuations.values) }
-        for continuation in continuations { continuation.yield(update) }
+        for continuation in continuations { continuation.yield(event) }
     }
 
     // MARK: Following the context
@@ -315,7 +316,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         published = Published(objectIDs: result.1.objectIDs, sections: result.1.sections)
         // The sequence hears first: `onChange` may cause the next change
         // (a save, a new fetch), which must reach it after this one.
-        yield(result.1)
+        yield(.change(result.0, sections: result.1.sections))
         onChange?(result.0)
     }
 }
