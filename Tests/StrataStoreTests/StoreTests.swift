@@ -24,8 +24,12 @@ import Testing
         #expect(try store.string("b") == nil)
         #expect(store.sequence == 4)
         #expect(store.recoveryReport.batchesReplayed == 4)
+        let view = store.readView()
         try store.put("c", "5")
         #expect(store.sequence == 5)
+        // A view says which keys it holds as its gets do, whatever comes after it.
+        #expect(try view.contains(Array("a".utf8)) && !view.contains(Array("b".utf8)) && !view.contains(Array("c".utf8)))
+        #expect(try store.readView().contains(Array("c".utf8)))
     }
 
     @Test func laterOperationsInABatchWin() throws {

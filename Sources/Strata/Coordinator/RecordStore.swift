@@ -108,7 +108,7 @@ final class LogRecordStore: RecordStore {
             let after = engine.readView()
             var keys: [CaughtUpKey] = []
             for key in caughtUp.changedKeys where keeping(key) {
-                keys.append(CaughtUpKey(key: key, existedBefore: try before.get(key) != nil, existsNow: try after.get(key) != nil))
+                keys.append(CaughtUpKey(key: key, existedBefore: try before.contains(key), existsNow: try after.contains(key)))
             }
             return keys
         } catch {

@@ -41,6 +41,15 @@ public struct ReadView: Sendable {
         }
     }
 
+    /// Whether the view holds `key`: its index says, no value is read.
+    public func contains(_ key: [UInt8]) throws(StoreError) -> Bool {
+        try key.withBytes { (k) throws(StoreError) -> Bool in
+            if index.lookup(k) != nil { return true }
+            if let why = index.damage { throw StoreError.damagedIndex(why) }
+            return false
+        }
+    }
+
     /// The values of several keys, from this one view.
     public func get(_ keys: [[UInt8]]) throws(StoreError) -> [[UInt8]?] {
         var values: [[UInt8]?] = []
