@@ -156,9 +156,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if ConcurrencyDebug.isEnabled, let context { context.checkQueue(function: "a managed object") }
     }
 
-    /// Loads the values of a fault from the context's source.
+    /// Loads the values of a fault from the context's source, with the
+    /// context at +0 as the write path has it (``ContextLink``): a retain of
+    /// a context takes the slow, side-table path, once per fault read.
     @inline(__always)
     final func fulfill() {
-        if flags.contains(.fault) { context?.fulfillFault(self) }
+        if flags.contains(.fault), let unmanaged = link?.unmanaged { unmanaged._withUnsafeGuaranteedRef { $0.fulfillFault(self) } }
     }
 }
