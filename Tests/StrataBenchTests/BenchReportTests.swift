@@ -347,11 +347,11 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "1"])
         #expect(run.status == 0, "\(run.stdout)")
         let rows = run.stdout.split(separator: "\n").filter { $0.hasPrefix("Strata: ") || $0.hasPrefix("SQLite: ") }
-        #expect(rows.count == 11, "\(run.stdout)")
+        #expect(rows.count == 12, "\(run.stdout)")
         for row in rows {
             #expect(!row.split(separator: " ", omittingEmptySubsequences: true).contains("-"), "every row has its figures: \(row)")
         }
-        #expect(run.stdout.contains("batch insert: "), "\(run.stdout)")
+        #expect(run.stdout.contains("batch insert: ") && run.stdout.contains("batch insert, filled: "), "\(run.stdout)")
         #expect(run.stdout.contains("the unchanged re-insert wrote "), "\(run.stdout)")
     }
 }

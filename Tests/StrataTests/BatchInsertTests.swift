@@ -125,6 +125,59 @@ import Testing
         try container.close()
     }
 
+    /// A request that fills each object through its class's properties:
+    /// new objects as rows by name would make them; under a uniqueness
+    /// constraint a row gives the stored object it meets every attribute
+    /// (what it did not set takes its default); a row that leaves a
+    /// required attribute nil or sets a relationship stops the request
+    /// with the batches before it written.
+    @Test func aBatchInsertFillsObjectsThroughTheirProperties() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"]]))
+        let stored = try BatchUpdateTests.seed(container, count: 3)  // R0…R2, servings 0…2
+        try container.saveAndWait { context in (try context.existingObject(with: stored[1]) as! Recipe).notes = "replaced" }
+        var request = BatchInsertRequest<Recipe>(count: 25) { i, recipe in
+            recipe.name = "R\(i)"
+            recipe.servings = 100 + i
+            if i % 2 == 0 { recipe.rating = Double(i) }
+        }
+        request.batchSize = 10
+        let heard = Recorded<BatchProgress>()
+        request.progress = { heard.append($0) }
+        let result = try container.coordinator.execute(request)
+        #expect(result.insertedCount == 22 && result.updatedCount == 3)
+        #expect(heard.values.map(\.completedCount) == [10, 20, 25] && heard.values.allSatisfy { $0.totalCount == 25 })
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipes = try Recipe.all(in: reader)
+            #expect(recipes.count == 25)
+            let r1 = try #require(recipes.first { $0.name == "R1" })
+            #expect(r1.objectID == stored[1] && r1.servings == 101 && r1.notes == nil && r1.rating == 0)
+            let r8 = try #require(recipes.first { $0.name == "R8" })
+            #expect(r8.servings == 108 && r8.rating == 8 && r8.notes == nil)
+        }
+
+        func failure(_ fill: @escaping @Sendable (Int, Recipe) -> Void) -> (StrataError.Code?, inserted: Int) {
+            let before = (try? reader.performAndWait { () throws -> Int in try Recipe.count(in: reader) }) ?? -1
+            var request = BatchInsertRequest<Recipe>(count: 4, fill: fill)
+            request.batchSize = 1
+            var code: StrataError.Code?
+            do { try container.coordinator.execute(request) } catch { code = error.code }
+            let after = (try? reader.performAndWait { () throws -> Int in try Recipe.count(in: reader) }) ?? -1
+            return (code, after - before)
+        }
+        // Row 2 leaves the required name nil: rows 0 and 1 are written.
+        let unnamed = failure { i, recipe in if i != 2 { recipe.name = "N\(i)" } }
+        #expect(unnamed.0 == .validationFailed && unnamed.inserted == 2)
+        let model = container.coordinator.model
+        let linked = failure { i, recipe in
+            recipe.name = "L\(i)"
+            if i == 1 { recipe.author = Author(entity: model.entity(for: Author.self)!, insertInto: nil) }
+        }
+        #expect(linked.0 == .invalidArgument && linked.inserted == 1)
+        try container.close()
+    }
+
     /// A row whose name meets one stored recipe and whose other unique
     /// value meets a second: a constraint conflict, that batch unwritten.
     @Test func aRowMeetingTwoStoredObjectsIsAConflict() throws {

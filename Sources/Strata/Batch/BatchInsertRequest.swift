@@ -21,9 +21,26 @@
 /// transaction per batch of ``batchSize`` rows, under ``author``), and
 /// every context that merges automatically is brought up to date as by
 /// another context's save.
+///
+/// Or fill each object through its class's properties, as Core Data's
+/// `managedObjectHandler` does — no dictionary, no names looked up, the
+/// types checked by Swift — row by row, a batch at a time, so a feed of a
+/// million rows never sits in memory as dictionaries:
+///
+/// ```swift
+/// let request = BatchInsertRequest<Product>(count: feed.count) { i, product in
+///     product.sku = feed[i].sku
+///     product.price = feed[i].price
+/// }
+/// try container.coordinator.execute(request)
+/// ```
 public struct BatchInsertRequest<Object: ManagedObject>: Sendable {
-    /// The objects to insert, each as its attributes' values by name.
+    /// The objects to insert, each as its attributes' values by name
+    /// (empty for a request that fills them, ``init(_:count:fill:)``).
     public var objects: [[String: PropertyValue]]
+    /// How many objects ``init(_:count:fill:)``'s closure fills, and the
+    /// closure; nil for a request of ``objects``.
+    let filled: (count: Int, fill: @Sendable (Int, Object) -> Void)?
     /// The author the store's history records (``HistoryTransaction/author``).
     public var author: String?
     /// Rows written per atomic batch: each batch is one store write and one
@@ -38,5 +55,24 @@ public struct BatchInsertRequest<Object: ManagedObject>: Sendable {
     /// A request inserting `objects` as objects of `Object`'s entity.
     public init(_ type: Object.Type = Object.self, objects: [[String: PropertyValue]]) {
         self.objects = objects
+        filled = nil
+    }
+
+    /// A request inserting `count` objects of `Object`'s entity, each filled
+    /// by `fill` (called with the row's number, 0 ..< `count`, in order, on
+    /// the thread that runs the request) on an object in no context that
+    /// starts with the entity's defaults. Set attributes only.
+    ///
+    /// Rows are checked a batch at a time, as they are filled: a row that
+    /// sets a relationship, leaves a required attribute nil or holds a
+    /// value its attribute does not take stops the request with the
+    /// batches before it written. Where the entity has uniqueness
+    /// constraints, a row that meets a stored object gives it every
+    /// attribute — the row is the object whole (an attribute `fill` did not
+    /// set takes its default), unlike a row of ``objects``, which gives only
+    /// the attributes it names.
+    public init(_ type: Object.Type = Object.self, count: Int, fill: @escaping @Sendable (_ row: Int, _ object: Object) -> Void) {
+        objects = []
+        filled = (max(count, 0), fill)
     }
 }

@@ -18,15 +18,28 @@ struct BatchInsertion {
     private let uniqueIndexCount: Int
 
     init(entity: EntityDescription, rows: ArraySlice<[String: PropertyValue]>) {
+        self.init(entity: entity, reserving: rows.count)
+        for row in rows { add(row) }
+    }
+
+    /// Rows that are each object's values whole (``BatchInsertRequest/init(_:count:fill:)``):
+    /// a stored object one meets takes every attribute from it.
+    init(entity: EntityDescription, filledRows rows: [[PropertyValue]]) {
+        self.init(entity: entity, reserving: rows.count)
+        var everyAttribute = PropertyMask()
+        for index in entity.properties.indices where entity.destinations[index] == nil { everyAttribute.insert(index) }
+        for row in rows { add(row, giving: everyAttribute) }
+    }
+
+    private init(entity: EntityDescription, reserving count: Int) {
         self.entity = entity
         uniqueIndexCount = entity.uniqueIndexNumbers.count
-        values.reserveCapacity(rows.count)
+        values.reserveCapacity(count)
         if uniqueIndexCount > 0 {
-            given.reserveCapacity(rows.count)
-            keys.reserveCapacity(rows.count * uniqueIndexCount)
-            claims.reserveCapacity(rows.count * uniqueIndexCount)
+            given.reserveCapacity(count)
+            keys.reserveCapacity(count * uniqueIndexCount)
+            claims.reserveCapacity(count * uniqueIndexCount)
         }
-        for row in rows { add(row) }
     }
 
     /// Whether ``changes(at:authors:)`` leaves no uniqueness question for
@@ -46,6 +59,11 @@ struct BatchInsertion {
             objectValues[index] = value
             rowGives.insert(index)
         }
+        add(objectValues, giving: rowGives)
+    }
+
+    /// An object's values, of which the row gave the properties `rowGives` holds.
+    private mutating func add(_ objectValues: [PropertyValue], giving rowGives: PropertyMask) {
         guard uniqueIndexCount > 0 else {
             values.append(objectValues)
             return

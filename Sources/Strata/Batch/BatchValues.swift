@@ -12,6 +12,39 @@ enum BatchValues {
         return index
     }
 
+    /// Checks one row a batch insert's closure filled (``BatchInsertRequest/init(_:count:fill:)``):
+    /// its relationships as they started (a batch insert sets attributes
+    /// only), each attribute a value its type takes, and none required nil.
+    static func checkFilled(_ values: [PropertyValue], row: Int, of entity: EntityDescription) throws(StrataError) {
+        let initial = entity.initialValues
+        for index in values.indices {
+            let value = values[index]
+            if entity.destinations[index] != nil {
+                if entity.requiredIndices.contains(index) { throw requiredRelationship(index, of: entity) }
+                guard value == initial[index] else {
+                    throw StrataError(.invalidArgument, """
+                        row \(row) sets the relationship \(entity.name).\(entity.properties[index].name): a batch insert sets attributes only
+                        """)
+                }
+                continue
+            }
+            if case .null = value {
+                guard !entity.requiredIndices.contains(index) else {
+                    throw StrataError(.validationFailed, "row \(row) leaves \(entity.name).\(entity.properties[index].name) nil, and it is required")
+                }
+            } else if !entity.accepts(value, at: index) {
+                throw StrataError(.invalidArgument, "row \(row): \(entity.name).\(entity.properties[index].name) does not take \(value)")
+            }
+        }
+    }
+
+    private static func requiredRelationship(_ index: Int, of entity: EntityDescription) -> StrataError {
+        StrataError(.validationFailed, """
+            \(entity.name).\(entity.properties[index].name) is a required relationship: a batch insert sets attributes only; \
+            insert these objects in a context, or make the relationship optional
+            """)
+    }
+
     /// Checks every row of a batch insert before any is written: each name
     /// an attribute that takes its value, and every required attribute
     /// given a value or holding a default. A required to-one relationship
@@ -23,12 +56,7 @@ enum BatchValues {
         var required = Array(repeating: false, count: entity.properties.count)
         var mustGive = required
         for index in entity.requiredIndices {
-            guard case .attribute = entity.properties[index] else {
-                throw StrataError(.validationFailed, """
-                    \(entity.name).\(entity.properties[index].name) is a required relationship: a batch insert sets attributes only; \
-                    insert these objects in a context, or make the relationship optional
-                    """)
-            }
+            guard case .attribute = entity.properties[index] else { throw requiredRelationship(index, of: entity) }
             required[index] = true
             if case .null = entity.initialValues[index] { mustGive[index] = true }
         }

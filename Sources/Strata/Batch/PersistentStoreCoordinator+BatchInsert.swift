@@ -18,18 +18,38 @@ extension PersistentStoreCoordinator {
     @discardableResult
     public func execute<Object: ManagedObject>(_ request: BatchInsertRequest<Object>) throws(StrataError) -> BatchResult {
         let entity = try Self.entity(of: Object.self, in: model)
-        try BatchValues.checkInsert(request.objects, of: entity)
+        let total: Int
+        let batch: (Range<Int>) throws(StrataError) -> BatchInsertion
+        if let (count, fill) = request.filled {
+            total = count
+            let scratch = Object(entity: entity, insertInto: nil)
+            batch = { (rows) throws(StrataError) in
+                var values: [[PropertyValue]] = []
+                values.reserveCapacity(rows.count)
+                for row in rows {
+                    scratch.values = entity.initialValues
+                    fill(row, scratch)
+                    try BatchValues.checkFilled(scratch.values, row: row, of: entity)
+                    values.append(scratch.values)
+                }
+                return BatchInsertion(entity: entity, filledRows: values)
+            }
+        } else {
+            total = request.objects.count
+            try BatchValues.checkInsert(request.objects, of: entity)
+            batch = { rows in BatchInsertion(entity: entity, rows: request.objects[rows]) }
+        }
         let context = batchContext(named: "batch insert of \(entity.name)")
         let authors = TransactionAuthors(batchAuthor: request.author)
         let batchSize = max(request.batchSize, 1)
         var result = BatchResult()
-        for start in stride(from: 0, to: request.objects.count, by: batchSize) {
-            let rows = BatchInsertion(entity: entity, rows: request.objects[start..<min(start + batchSize, request.objects.count)])
+        for start in stride(from: 0, to: total, by: batchSize) {
+            let rows = try batch(start..<min(start + batchSize, total))
             let written = try writeBatch(from: context, uniquenessChecked: rows.checksUniqueness) { () throws(StrataError) -> ChangeSet in
                 try rows.changes(at: self, authors: authors)
             }
             result.add(written)
-            request.progress?(BatchProgress(completedCount: min(start + batchSize, request.objects.count), totalCount: request.objects.count, result: result))
+            request.progress?(BatchProgress(completedCount: min(start + batchSize, total), totalCount: total, result: result))
         }
         result.historyToken = try currentHistoryToken()
         return result
