@@ -350,6 +350,33 @@ import Testing
         }
     }
 
+    /// The first element read by one iterator, the next by a `for await`
+    /// over the same sequence (a second iterator, which goes on where the
+    /// first stopped): the second gets the whole list, not the change
+    /// applied to nothing.
+    @Test(.timeLimit(.minutes(1))) func aSecondIteratorGoesOnFromTheFirst() async throws {
+        let coordinator = try makeCoordinator()
+        _ = try seedNumberedRecipes(coordinator, count: 5)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let controller = try context.performAndWait { () throws -> FetchedResultsController<Recipe> in
+            let controller = try FetchedResultsController(fetchRequest: FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings)]), context: context)
+            try controller.performFetch()
+            return controller
+        }
+        let updates = controller.updates()
+        var first = updates.makeAsyncIterator()
+        #expect(await first.next()?.objectIDs.count == 5)
+        let expected = context.performAndWait { () -> [ObjectID] in
+            Recipe(context: context).servings = -1  // an insert at the front, which applies to any list
+            context.processPendingChanges()
+            return controller.objectIDs
+        }
+        for await update in updates {
+            #expect(update.objectIDs == expected, "got \(update.objectIDs.count) IDs, expected \(expected.count)")
+            break
+        }
+    }
+
     /// A NaN sorts after every number, in a fetch and in a controller: one
     /// place in a total order, where a binary search finds it (Swift's `<`
     /// says a NaN is neither before nor after anything).

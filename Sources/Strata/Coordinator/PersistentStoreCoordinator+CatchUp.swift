@@ -60,8 +60,8 @@ extension PersistentStoreCoordinator {
         let token: HistoryToken?
     }
 
-    /// ``catchUpWithStore()`` but for its notification: no code of the
-    /// app's runs in it (the contexts' merges are queued on their queues).
+    /// ``catchUpWithStore()`` but for its notification: it calls none of
+    /// the app's callbacks (the contexts' merges are queued on their queues).
     func catchUpWithoutNotifying() throws(StrataError) -> CaughtUp {
         let (changes, token) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
             let store = try currentStore()

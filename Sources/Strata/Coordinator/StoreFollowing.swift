@@ -56,6 +56,7 @@ public final class StoreFollowing: Sendable {
         let control = Control(wakeWrite: fds[1], onError: onError)
         self.control = control
         let thread = Thread { [weak coordinator, watch, unwatched] in
+            control.followingThreadStarted()
             defer { control.end(closing: watch, wakeRead) }
             if let unwatched { control.report(unwatched) }
             Self.follow(watch: watch, wake: wakeRead) { () -> Bool in
@@ -90,9 +91,11 @@ public final class StoreFollowing: Sendable {
     /// by then (its contexts' merges queued). It does not wait for the
     /// observers of a ``PersistentStoreCoordinator/storeDidChangeRemotely``
     /// being posted, nor for `onError`, so an observer that waits for the
-    /// thread calling this cannot deadlock with it; one being posted as
-    /// this is called may still arrive, none starts after. `onError` is let
-    /// go of. Idempotent; may be called from an observer or from `onError`.
+    /// thread calling this cannot deadlock with it: the notification of the
+    /// catch-up under way, or its `onError`, may still come just after this
+    /// returns (remove the observer to be sure of silence). `onError` is let
+    /// go of. Idempotent; may be called from an observer, from `onError`,
+    /// or from anything else that runs on the following thread.
     public func cancel() { control.cancel() }
 
     private static func makeWatch() -> Int32 {
@@ -107,8 +110,8 @@ public final class StoreFollowing: Sendable {
     /// holds this, never the ``StoreFollowing``: so the last reference to
     /// that is never let go of on the thread, under the gate.
     ///
-    /// `@unchecked Sendable`: `cancelled`, `ended` and `onError` are guarded
-    /// by `lock`; `gate` is held by the thread while a catch-up reads the
+    /// `@unchecked Sendable`: `cancelled`, `ended`, `onError` and
+    /// `followingThread` are guarded by `lock`; `gate` is held by the thread while a catch-up reads the
     /// store (and by `cancel()`, to wait for it); the wake pipe's write end
     /// is written under `lock` and closed by the thread when it ends, under
     /// `lock` (so `cancel()` never writes to a pipe with no reader, which
@@ -119,6 +122,11 @@ public final class StoreFollowing: Sendable {
         private var cancelled = false  // guarded by `lock`
         private var ended = false      // guarded by `lock`
         private var onError: (@Sendable (StrataError) -> Void)?  // guarded by `lock`
+        /// The following thread, once it runs: a `cancel()` there (a
+        /// context let go of under the gate can end an object whose `deinit`
+        /// lets go of the last ``StoreFollowing``) does not wait for the
+        /// gate it holds. Guarded by `lock`.
+        private var followingThread: pthread_t?
         private let wakeWrite: Int32
 
         init(wakeWrite: Int32, onError: @escaping @Sendable (StrataError) -> Void) {
@@ -128,25 +136,29 @@ public final class StoreFollowing: Sendable {
 
         var isCancelled: Bool { lock.withLock { cancelled } }
 
+        func followingThreadStarted() { lock.withLock { followingThread = pthread_self() } }
+
         /// Calls `onError` (outside the lock: it may cancel), unless cancelled.
         func report(_ error: StrataError) {
             lock.withLock { onError }?(error)
         }
 
         func cancel() {
-            lock.withLock {
-                guard !cancelled else { return }
+            let onFollowingThread = lock.withLock { () -> Bool in
+                let onFollowingThread = followingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+                guard !cancelled else { return onFollowingThread }
                 cancelled = true
                 onError = nil
                 // A thread that ended (its coordinator closed) closed the pipe.
-                guard !ended else { return }
+                guard !ended else { return onFollowingThread }
                 var byte: UInt8 = 1
                 _ = write(wakeWrite, &byte, 1)
+                return onFollowingThread
             }
-            // A catch-up's store work under way ends first. The gate is never
-            // held while the app's code runs on the thread (an observer,
-            // `onError`), so a call from there does not wait for itself.
-            gate.withLock {}
+            // A catch-up's store work under way ends first. On the following
+            // thread there is none to wait for, or it is this thread's own
+            // (the flag stops the next one).
+            if !onFollowingThread { gate.withLock {} }
         }
 
         /// The thread's end: its descriptors closed.

@@ -223,8 +223,12 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         // On the context's queue, where results are taken in: the current
         // results first, then every change taken in after them, none before.
         let start: @Sendable () -> Void = { [self] in
-            lock.withLock { continuations[key] = continuation }
-            continuation.yield(.results(objectIDs: published.objectIDs, sections: published.sections))
+            // Registered and given the results in one hold of the lock: no
+            // change can come between them, whatever queue sends it.
+            lock.withLock {
+                continuations[key] = continuation
+                continuation.yield(.results(objectIDs: published.objectIDs, sections: published.sections))
+            }
         }
         if context.isCurrent {
             start()
