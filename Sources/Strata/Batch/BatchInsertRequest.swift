@@ -61,7 +61,8 @@ public struct BatchInsertRequest<Object: ManagedObject>: Sendable {
     /// A request inserting `count` objects of `Object`'s entity, each filled
     /// by `fill` (called with the row's number, 0 ..< `count`, in order, on
     /// the thread that runs the request) on an object in no context that
-    /// starts with the entity's defaults. Set attributes only.
+    /// starts with the entity's defaults — the same object for every row,
+    /// its values reset in between, so keep none of it. Set attributes only.
     ///
     /// Rows are checked a batch at a time, as they are filled: a row that
     /// sets a relationship, leaves a required attribute nil or holds a
