@@ -34,24 +34,14 @@ public final class StoreFollowing: Sendable {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         }
         let wakeRead = fds[0]
-        var watch: Int32 = -1
-        var unwatched: StrataError?
-        #if os(Linux)
-        watch = makeWatch()
-        if watch < 0 {
-            unwatched = StrataError(.storage, """
-                cannot watch \(directory) for the writer's changes (inotify_init1: errno \(errno); the per-user limit \
-                fs.inotify.max_user_instances may be reached): following by looking every 10 ms instead
-                """)
-        } else if inotify_add_watch(watch, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE)) < 0 {
-            // Appends to a log, new logs and segments, the manifest's switch.
-            let error = errno
-            close(watch)
+        let watch: Int32, unwatched: StrataError?
+        do throws(StrataError) {
+            (watch, unwatched) = try Self.watch(directory, makeWatch: makeWatch)
+        } catch {
             close(wakeRead)
             close(fds[1])
-            throw StrataError(.storage, "cannot watch \(directory) for the writer's changes (inotify_add_watch: errno \(error))")
+            throw error
         }
-        #endif
         watchesDirectory = watch >= 0
         let control = Control(wakeWrite: fds[1], onError: onError)
         self.control = control
@@ -97,6 +87,29 @@ public final class StoreFollowing: Sendable {
     /// go of. Idempotent; may be called from an observer, from `onError`,
     /// or from anything else that runs on the following thread.
     public func cancel() { control.cancel() }
+
+    /// An inotify instance watching `directory` for the writer's changes —
+    /// appends to a log, new logs and segments, the manifest's switch — or
+    /// -1 and why there is none (another system: no reason).
+    private static func watch(_ directory: String, makeWatch: () -> Int32) throws(StrataError) -> (Int32, StrataError?) {
+        #if os(Linux)
+        let watch = makeWatch()
+        guard watch >= 0 else {
+            return (-1, StrataError(.storage, """
+                cannot watch \(directory) for the writer's changes (inotify_init1: errno \(errno); the per-user limit \
+                fs.inotify.max_user_instances may be reached): following by looking every 10 ms instead
+                """))
+        }
+        guard inotify_add_watch(watch, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE)) >= 0 else {
+            let error = errno
+            close(watch)
+            throw StrataError(.storage, "cannot watch \(directory) for the writer's changes (inotify_add_watch: errno \(error))")
+        }
+        return (watch, nil)
+        #else
+        return (-1, nil)
+        #endif
+    }
 
     private static func makeWatch() -> Int32 {
         #if os(Linux)

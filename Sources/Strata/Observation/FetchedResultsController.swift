@@ -291,7 +291,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
         }
         let order = order
         let foundationJudged = judgedHere
-        let compute: @Sendable () -> (FetchedResultsDifference, FetchedResultsUpdate)? = { [self] in
+        let compute: @Sendable () -> FetchedResultsUpdate? = { [self] in
             var judged: [JudgedObject] = []
             judged.reserveCapacity(candidatesJudged.count)
             for (i, (id, values)) in candidatesJudged.enumerated() {
@@ -300,7 +300,7 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
                 judged.append(JudgedObject(id: id, key: key))
             }
             guard let difference = list.apply(judged, order: order) else { return nil }
-            return (difference, FetchedResultsUpdate(objectIDs: list.publishedIDs, sections: list.sections, difference: difference))
+            return FetchedResultsUpdate(objectIDs: list.publishedIDs, sections: list.sections, difference: difference)
         }
         let generation = generation
         if let computing {
@@ -315,13 +315,13 @@ public final class FetchedResultsController<Object: ManagedObject>: @unchecked S
     }
 
     /// Takes a computed change in, on the context's queue, and tells the owner.
-    private func take(_ result: (FetchedResultsDifference, FetchedResultsUpdate), generation: Int) {
+    private func take(_ result: FetchedResultsUpdate, generation: Int) {
         guard generation == self.generation else { return }
-        published = Published(objectIDs: result.1.objectIDs, sections: result.1.sections)
+        published = Published(objectIDs: result.objectIDs, sections: result.sections)
         // The sequence hears first: `onChange` may cause the next change
         // (a save, a new fetch), which must reach it after this one.
-        yield(.change(result.0, sections: result.1.sections))
-        onChange?(result.0)
+        yield(.change(result.difference, sections: result.sections))
+        onChange?(result.difference)
     }
 }
 

@@ -12,8 +12,8 @@ import StrataStore
 ///   beside the same products inserted in a private context on the
 ///   coordinator and saved every batch, and SQLite's prepared `INSERT`;
 /// - the same rows again, unchanged (an upsert that writes nothing), and
-///   a later feed of them (70% with a new price and stock, 30% new),
-///   each beside SQLite's `INSERT … ON CONFLICT DO UPDATE`;
+///   a later feed of them (70% with a new price and stock, 30% new; by
+///   name and filled), each beside SQLite's `INSERT … ON CONFLICT DO UPDATE`;
 /// - an update of one attribute of every product (`BatchUpdateRequest`)
 ///   beside SQLite's `UPDATE`;
 /// - a delete of every invoice (a quarter of the objects) with its three
@@ -87,16 +87,24 @@ struct BatchCommand: ParsableCommand {
             // Strata: the same insert, each object filled through its properties.
             let fillPath = work.path + "/fill-\(round)"
             let filling = try PersistentContainer(name: "Catalogue", model: model, directory: fillPath, viewContext: .privateQueue)
-            var fill = BatchInsertRequest<CatalogueProduct>(count: records.count) { i, product in
-                let record = records[i]
-                product.sku = record.sku
-                product.title = record.title
-                product.price = record.price
-                product.stock = record.stock
+            func filledRequest(_ records: [CatalogueRecord]) -> BatchInsertRequest<CatalogueProduct> {
+                var request = BatchInsertRequest<CatalogueProduct>(count: records.count) { i, product in
+                    let record = records[i]
+                    product.sku = record.sku
+                    product.title = record.title
+                    product.price = record.price
+                    product.stock = record.stock
+                }
+                request.batchSize = batch
+                return request
             }
-            fill.batchSize = batch
-            let filled = try timed("fill") { try filling.coordinator.execute(fill) }
+            let filled = try timed("fill") { try filling.coordinator.execute(filledRequest(records)) }
             guard filled.insertedCount == objects else { throw CatalogueFailure("the filled batch insert inserted \(filled.insertedCount) of \(objects)") }
+            // The later feed too, filled: an upsert of existing and new products.
+            let filledFeed = try timed("fill mixed") { try filling.coordinator.execute(filledRequest(mixed)) }
+            guard filledFeed.insertedCount == objects * 3 / 10, filledFeed.updatedCount == objects * 7 / 10 else {
+                throw CatalogueFailure("the filled feed inserted \(filledFeed.insertedCount) and updated \(filledFeed.updatedCount)")
+            }
             try filling.close()
             try? FileManager.default.removeItem(atPath: fillPath)
 
@@ -165,6 +173,7 @@ struct BatchCommand: ParsableCommand {
         add("Strata: BatchInsertRequest of the same rows again (upsert, unchanged)", "reinsert", "sqlite reinsert", count: objects)
         add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of the same rows", "sqlite reinsert", "sqlite reinsert", count: objects)
         add("Strata: BatchInsertRequest of a later feed (70% changed, 30% new)", "mixed", "sqlite mixed", count: objects)
+        add("Strata: BatchInsertRequest(count:fill:) of that feed", "fill mixed", "sqlite mixed", count: objects)
         add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of that feed", "sqlite mixed", "sqlite mixed", count: objects)
         add("Strata: BatchUpdateRequest of one attribute of every product", "update", "sqlite update", count: afterFeed)
         add("SQLite: UPDATE product SET stock = -1", "sqlite update", "sqlite update", count: afterFeed)
