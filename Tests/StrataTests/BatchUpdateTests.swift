@@ -71,6 +71,87 @@ import Testing
         try container.close()
     }
 
+    /// Attributes no index holds are set in the stored records where they
+    /// lie, without decoding them: every other attribute and relationship
+    /// keeps its bytes, an object holding the values already is not
+    /// written, the version moves (a context's copy from before conflicts),
+    /// and neither the row cache nor a context holds the old values.
+    @Test func aBatchUpdateOfAttributesNoIndexHoldsPatchesTheRecords() throws {
+        let directory = TemporaryDirectory()
+        let container = try Self.container(directory, model: makeModel(recipeIndexes: [IndexDescription("servings")]))
+        let patched = "patched, longer than any note before: " + String(repeating: "ü", count: 150)
+        var ids: [ObjectID] = []
+        try container.saveAndWait { context in
+            let author = Author(context: context)
+            author.name = "Ada"
+            for i in 0..<20 {
+                let recipe = Recipe(context: context)
+                recipe.name = "R\(i)"
+                recipe.servings = i
+                recipe.notes = i < 3 ? patched : i % 3 == 0 ? nil : "note \(i)"
+                recipe.vegetarian = i < 2
+                recipe.rating = Double(i) / 4
+                recipe.photo = i % 2 == 0 ? Data(repeating: UInt8(i), count: i * 10) : nil
+                recipe.uuid = i % 4 == 0 ? UUID() : nil
+                recipe.author = i % 5 == 0 ? nil : author
+                for g in 0..<(i % 3) {
+                    let ingredient = Ingredient(context: context)
+                    ingredient.name = "I\(i).\(g)"
+                    ingredient.recipe = recipe
+                }
+                ids.append(recipe.objectID)
+            }
+        }
+        let entity = try #require(container.coordinator.model.entity(named: "Recipe"))
+        let (notesIndex, vegetarianIndex) = (try #require(entity.indexOfProperty("notes")), try #require(entity.indexOfProperty("vegetarian")))
+        func stored() throws -> [[PropertyValue]] {
+            try container.coordinator.storedSnapshots(ids).map { try #require($0).values }
+        }
+        let before = try stored()
+        // The row cache holds every recipe; an editor on the store holds one with a change.
+        let editor = ManagedObjectContext(.privateQueue, coordinator: container.coordinator)
+        editor.automaticallyMergesChangesFromParent = false
+        let edited = try editor.performAndWait { () throws -> Recipe in
+            let recipe = try editor.existingObject(with: ids[5]) as! Recipe
+            recipe.rating = 99
+            return recipe
+        }
+        let start = try #require(try container.coordinator.currentHistoryToken())
+
+        let request = BatchUpdateRequest<Recipe>(where: #Predicate { $0.servings < 10 }, set: ["notes": .string(patched), "vegetarian": .bool(true)])
+        let result = try container.coordinator.execute(request)
+        #expect(Set(result.objectIDs) == Set(ids[2..<10]))
+        let after = try stored()
+        for i in 0..<20 {
+            var expected = before[i]
+            if i < 10 {
+                expected[notesIndex] = .string(patched)
+                expected[vegetarianIndex] = .bool(true)
+            }
+            #expect(after[i] == expected, "recipe \(i)")
+        }
+        let history = try container.coordinator.fetchHistory(HistoryRequest(after: start))
+        #expect(history.count == 1 && history[0].changes.count == 8)
+        for change in history[0].changes {
+            #expect(change.kind == .update && change.updatedProperties == (change.objectID == ids[2] ? ["vegetarian"] : ["notes", "vegetarian"]))
+        }
+        // The editor's copy is of the version before: its save conflicts.
+        let conflict = editor.performAndWait { () -> StrataError? in
+            do { try editor.save() } catch { return error as? StrataError }
+            return nil
+        }
+        #expect(conflict?.code == .mergeConflict)
+        editor.performAndWait { editor.refresh(edited, mergeChanges: false) }
+        #expect(editor.performAndWait { (edited.notes, edited.vegetarian, edited.rating) } == (patched, true, 5.0 / 4))
+        // Reopened: the same values, and the store checks clean.
+        try container.close()
+        let reopened = try Self.container(directory, model: makeModel(recipeIndexes: [IndexDescription("servings")]))
+        #expect(try reopened.coordinator.storedSnapshots(ids).map { try #require($0).values } == after)
+        try reopened.close()
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+    }
+
     @Test func aBatchUpdateInBatchesWritesEachAsOneTransaction() throws {
         let directory = TemporaryDirectory()
         let container = try Self.container(directory)

@@ -358,6 +358,43 @@ extension MigrationTests {
 }
 
 extension MigrationTests {
+    /// A batch update patches records where they lie: one of an older
+    /// schema is patched as the current schema reads it (upgraded first),
+    /// and written under the current generation.
+    @Test func aBatchUpdatePatchesRecordsOfAnOlderSchema() throws {
+        let directory = TemporaryDirectory()
+        try Self.seed(directory)
+        let v2 = { Self.v1(note: [.attribute("pinned", .bool, defaultValue: .bool(true))]) }
+        let coordinator = try Self.open(directory, v2())
+        // The five notes are of the schema before (the folders did not change).
+        let awaiting = try Self.inspect(directory).summary().recordsAwaitingUpgrade
+        #expect(awaiting == 5, "\(awaiting)")
+        let result = try coordinator.execute(BatchUpdateRequest<MNote>(where: #Predicate { $0.views >= 2 }, set: ["body": .string("patched")]))
+        #expect(result.updatedCount == 3)
+        func bodies(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            return try context.performAndWait { () throws in
+                try context.fetch(FetchRequest<MNote>()).map { note in
+                    "\(note.views)|\(note.value(forKey: "body") as? String ?? "-")|\(note.value(forKey: "pinned") as? Bool == true)"
+                }.sorted()
+            }
+        }
+        let expected = ["0|-|true", "1|body 1|true", "2|patched|true", "3|patched|true", "4|patched|true"]
+        #expect(try bodies(coordinator) == expected)
+        #expect(try Self.notes(coordinator) == Self.seeded)
+        try coordinator.close()
+        // The three patched records are of the current generation now.
+        let stillAwaiting = try Self.inspect(directory).summary().recordsAwaitingUpgrade
+        #expect(stillAwaiting == 2, "\(stillAwaiting)")
+        let reopened = try Self.open(directory, v2())
+        #expect(try bodies(reopened) == expected)
+        try reopened.close()
+        let check = try Self.inspect(directory).verifyRecords()
+        #expect(check.problems.isEmpty, "\(check.problems)")
+    }
+}
+
+extension MigrationTests {
     /// A migration is one atomic batch: a write, a sync or a short write
     /// failing at any of its calls leaves a store that is at the old model
     /// or the new, never between — an old-model open either works or is

@@ -501,7 +501,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
         }
 
-        let generation = lock.withLock { schemas?.current ?? 0 }
+        let generation = schemaGeneration
         var batch = WriteBatch()
         var indexEntries = IndexMaintenance()
         var outcome = SaveOutcome()
@@ -591,17 +591,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         payload.updatedSnapshots = payloadSnapshots
         let history = try recordTransaction(
             of: changes, updated: historyUpdates, deleted: historyDeletes, tombstones: tombstones, from: context, store: store, into: &batch)
-        let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
-        if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
-        if !batch.isEmpty { try store.write(batch) }
-        if let history { recordedTransaction(history, store: store) }
-        afterStoreWriteForTesting?()
-        if let keys { lock.withLock { persistedKeys = keys } }
-        // After the write is readable: an object loaded before this is
-        // listed as changed since (see ``StoreChangeLog``). Inserts too:
-        // a context may hold a new object as a level above had it
-        // before this save's values.
-        changeLog.record(changes.inserted + written.map(\.0) + removed)
+        // Inserts are listed as changed too: a context may hold a new
+        // object as a level above had it before this save's values.
+        try commit(&batch, history: history, to: store, changing: changes.inserted + written.map(\.0) + removed)
         cacheLock.withLock {
             rowCache.advanceEpoch()
             // A batch request's rows replace only what the cache holds: it
@@ -612,5 +604,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             for id in removed { rowCache.remove(id) }
         }
         return (outcome, payload)
+    }
+
+    /// The schema generation records are written under (0: the store's first schema).
+    var schemaGeneration: UInt64 { lock.withLock { schemas?.current ?? 0 } }
+
+    /// Writes `batch`, one atomic store write — with the next primary keys
+    /// when some were handed out since the last — then takes in the
+    /// transaction `history` recorded in it and lists `ids` as changed.
+    /// The row cache is the caller's to bring up to date.
+    func commit(_ batch: inout WriteBatch, history: HistoryState?, to store: any RecordStore, changing ids: [ObjectID]) throws(StrataError) {
+        let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
+        if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
+        if !batch.isEmpty { try store.write(batch) }
+        if let history { recordedTransaction(history, store: store) }
+        afterStoreWriteForTesting?()
+        if let keys { lock.withLock { persistedKeys = keys } }
+        // After the write is readable: an object loaded before this is
+        // listed as changed since (see ``StoreChangeLog``).
+        changeLog.record(ids)
     }
 }

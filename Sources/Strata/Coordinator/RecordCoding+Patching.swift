@@ -1,0 +1,116 @@
+import Foundation
+@_spi(Coding) internal import StrataStore
+
+/// Records rewritten where they lie: a batch update sets a few attributes
+/// of many objects, and decoding each whole record into values and
+/// encoding it again was most of its cost. A patch copies the stored
+/// record's bytes with a new version in its header and each attribute it
+/// sets in its new encoding.
+extension RecordCoding {
+    /// Attributes set to values, applied to one stored record at a time.
+    /// Reused from record to record: it keeps the positions it found in
+    /// the last record it read.
+    struct RecordPatch {
+        /// Each attribute set: its position and its new field (tag and
+        /// payload), ascending by position.
+        let fields: [(index: Int, bytes: [UInt8])]
+        /// The positions of `fields`.
+        private let allIndices: [Int]
+        /// Where each of `fields` lies in the record last read.
+        private var spans: [Range<Int>]
+        /// The record last read: its version, its property count, where its first property starts.
+        private var version: UInt64 = 0
+        private var count = 0
+        private var body = 0
+
+        /// A patch setting each attribute to its value; `updates` name each at most once.
+        init(_ updates: [(index: Int, value: PropertyValue)]) {
+            fields = updates.sorted { $0.index < $1.index }.map { update in
+                var bytes: [UInt8] = []
+                RecordCoding.appendValue(update.value, into: &bytes)
+                return (update.index, bytes)
+            }
+            allIndices = fields.map(\.index)
+            spans = Array(repeating: 0..<0, count: fields.count)
+        }
+
+        /// Reads the header of `raw`, a current-generation record of
+        /// `entity`, and walks its properties up to the last one the patch
+        /// sets, checking each tag and length as a decode would; false when
+        /// the record is malformed.
+        mutating func read(_ raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Bool {
+            var reader = ByteReader(raw)
+            guard RecordCoding.readGeneration(&reader) != nil, let version = reader.readVarint(),
+                  let count = reader.readLength(limit: 1 << 16), count == entity.properties.count,
+                  let last = fields.last?.index, last < count
+            else { return false }
+            self.version = version
+            self.count = count
+            body = reader.offset
+            var next = 0
+            for i in 0...last {
+                let start = reader.offset
+                guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag),
+                      RecordCoding.tag(tag, fits: i, of: entity), RecordCoding.skipValue(tag, &reader)
+                else { return false }
+                if fields[next].index == i {
+                    spans[next] = start..<reader.offset
+                    next += 1
+                }
+            }
+            return true
+        }
+
+        /// The positions of the attributes whose stored field (in `raw`,
+        /// last ``read(_:entity:)``) differs from the patch's, ascending:
+        /// empty when the patch would change nothing.
+        func changedProperties(in raw: UnsafeRawBufferPointer) -> [Int] {
+            func differs(_ field: (index: Int, bytes: [UInt8]), _ span: Range<Int>) -> Bool {
+                field.bytes.count != span.count
+                    || field.bytes.withUnsafeBytes { memcmp($0.baseAddress!, raw.baseAddress! + span.lowerBound, span.count) } != 0
+            }
+            var changed = 0
+            for (field, span) in zip(fields, spans) where differs(field, span) { changed += 1 }
+            // Mostly all or none: the list of all is shared, not made again.
+            if changed == fields.count { return allIndices }
+            if changed == 0 { return [] }
+            return zip(fields, spans).filter { differs($0, $1) }.map(\.0.index)
+        }
+
+        /// `raw`, last ``read(_:entity:)``, patched: the next version, written
+        /// under schema generation `generation`.
+        func patched(_ raw: UnsafeRawBufferPointer, generation: UInt64) -> PatchedRecordBytes {
+            PatchedRecordBytes(
+                header: HeaderBytes(version: version + 1, generation: generation, count: count),
+                record: raw, body: body, fields: fields, spans: spans)
+        }
+    }
+
+    /// A stored record with a new header and a patch's fields in place of its own.
+    struct PatchedRecordBytes: ByteWriting {
+        let header: HeaderBytes
+        let record: UnsafeRawBufferPointer
+        /// Where the record's first property starts.
+        let body: Int
+        let fields: [(index: Int, bytes: [UInt8])]
+        /// Where each of `fields` lies in `record`.
+        let spans: [Range<Int>]
+
+        var byteCount: Int {
+            var size = header.byteCount + record.count - body
+            for (field, span) in zip(fields, spans) { size += field.bytes.count - span.count }
+            return size
+        }
+
+        func write(to writer: inout ByteWriter) {
+            header.write(to: &writer)
+            var copied = body
+            for (field, span) in zip(fields, spans) {
+                writer.writeBytes(UnsafeRawBufferPointer(rebasing: record[copied..<span.lowerBound]))
+                field.bytes.withUnsafeBytes { writer.writeBytes($0) }
+                copied = span.upperBound
+            }
+            writer.writeBytes(UnsafeRawBufferPointer(rebasing: record[copied...]))
+        }
+    }
+}
