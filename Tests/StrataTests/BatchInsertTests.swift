@@ -98,6 +98,59 @@ import Testing
         try container.close()
     }
 
+    /// In one batch, an upsert patches the stored records whose changed
+    /// attributes no index holds, and reads and re-indexes the others: the
+    /// relationships and the attributes the rows do not give stay, the
+    /// index answers with the new values, one transaction lists both.
+    @Test func anUpsertPatchesWhatNoIndexHoldsAndReindexesTheRest() throws {
+        let directory = TemporaryDirectory()
+        let model = makeModel(recipeIndexes: [IndexDescription("servings")], recipeUniqueness: [["name"]])
+        let container = try BatchUpdateTests.container(directory, model: model)
+        try container.saveAndWait { context in
+            let author = Author(context: context)
+            author.name = "Ada"
+            for i in 0..<3 {
+                let recipe = Recipe(context: context)
+                recipe.name = "R\(i)"
+                recipe.servings = i
+                recipe.notes = "note \(i)"
+                recipe.author = author
+                let ingredient = Ingredient(context: context)
+                ingredient.name = "I\(i)"
+                ingredient.recipe = recipe
+            }
+        }
+        let start = try #require(try container.coordinator.currentHistoryToken())
+        let rows: [[String: PropertyValue]] = [
+            ["name": .string("R0"), "servings": .integer(10)],      // an indexed attribute: read, re-indexed
+            ["name": .string("R1"), "rating": .double(4.5)],        // patched
+            ["name": .string("R2"), "servings": .integer(2)],       // unchanged
+            ["name": .string("R3"), "servings": .integer(3)],       // new
+        ]
+        let result = try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows))
+        #expect(result.insertedCount == 1 && result.updatedCount == 2)
+        let history = try container.coordinator.fetchHistory(HistoryRequest(after: start))
+        #expect(history.count == 1)
+        let updates = Dictionary(uniqueKeysWithValues: history.first?.changes.filter { $0.kind == .update }.map { ($0.objectID, $0.updatedProperties) } ?? [])
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipes = Dictionary(uniqueKeysWithValues: try Recipe.all(in: reader).map { ($0.name, $0) })
+            let (r0, r1, r2) = (try #require(recipes["R0"]), try #require(recipes["R1"]), try #require(recipes["R2"]))
+            #expect(updates == [r0.objectID: ["servings"], r1.objectID: ["rating"]])
+            #expect((r0.servings, r0.rating, r0.notes) == (10, 0, "note 0"))
+            #expect((r1.servings, r1.rating, r1.notes) == (1, 4.5, "note 1"))
+            #expect((r2.servings, r2.rating) == (2, 0))
+            for (i, recipe) in [r0, r1, r2].enumerated() {
+                #expect(recipe.author?.name == "Ada" && recipe.ingredients.map(\.name) == ["I\(i)"])
+            }
+            #expect(try reader.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings == 10 })).map(\.name) == ["R0"])
+            #expect(try reader.count(for: FetchRequest<Recipe>(predicate: #Predicate { $0.servings == 0 })) == 0)
+        }
+        try container.close()
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+    }
+
     @Test func aBatchInsertChecksEveryRowBeforeWritingAny() throws {
         let directory = TemporaryDirectory()
         let container = try BatchUpdateTests.container(directory)

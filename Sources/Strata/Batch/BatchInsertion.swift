@@ -16,6 +16,8 @@ struct BatchInsertion {
     /// The object claiming each key of a unique index.
     private var claims: [UniqueKey: Int] = [:]
     private let uniqueIndexCount: Int
+    /// The positions of the properties some index holds.
+    private let indexedProperties: Set<Int>
 
     init(entity: EntityDescription, rows: ArraySlice<[String: PropertyValue]>) {
         self.init(entity: entity, reserving: rows.count)
@@ -34,6 +36,7 @@ struct BatchInsertion {
     private init(entity: EntityDescription, reserving count: Int) {
         self.entity = entity
         uniqueIndexCount = entity.uniqueIndexNumbers.count
+        indexedProperties = Set(entity.indexedProperties.joined())
         values.reserveCapacity(count)
         if uniqueIndexCount > 0 {
             given.reserveCapacity(count)
@@ -98,17 +101,19 @@ struct BatchInsertion {
     func changes(at coordinator: PersistentStoreCoordinator, authors: TransactionAuthors) throws(StrataError) -> ChangeSet {
         var changes = ChangeSet()
         changes.authors = authors
-        var holders: [UniqueKey: [ObjectID]] = [:]
-        if !claims.isEmpty { holders = try coordinator.storedUniqueHolders(claims.keys.sorted()) }
+        // Each object's holder: that of the first of its keys, by the order
+        // of the unique indexes, that a stored object holds.
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
-        if !holders.isEmpty {
+        if !claims.isEmpty {
+            let claimed = claims.sorted { $0.key < $1.key }
+            var keyHolders: [ObjectID?] = Array(repeating: nil, count: keys.count)
+            for ((key, j), id) in zip(claimed, try coordinator.firstStoredUniqueHolders(ofSorted: claimed.map(\.key))) {
+                // A key an object no longer holds (a later row changed it) is passed by.
+                guard let id, let i = keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount].firstIndex(of: key) else { continue }
+                keyHolders[i] = id
+            }
             for j in values.indices {
-                for case let key? in keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
-                    if let id = holders[key]?.first {
-                        holder[j] = id
-                        break
-                    }
-                }
+                holder[j] = keyHolders[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount].lazy.compactMap { $0 }.first
             }
         }
         let newCount = holder.lazy.filter { $0 == nil }.count
@@ -136,25 +141,43 @@ struct BatchInsertion {
             }
         }
         guard !updatedIDs.isEmpty else { return changes }
-        let stored = try coordinator.storedSnapshots(updatedIDs)
-        var updatedValues: [[PropertyValue]] = []
-        updatedValues.reserveCapacity(updatedIDs.count)
-        for (u, snapshot) in stored.enumerated() {
-            guard let snapshot else {
-                throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(updatedIDs[u]), which is not stored")
-            }
-            updatedValues.append(snapshot.values)
-        }
+        // Each stored object's new values: the properties its rows give,
+        // later rows' over earlier ones'.
+        var given = Array(repeating: [(index: Int, value: PropertyValue)](), count: updatedIDs.count)
         var next = 0
         for j in values.indices where holder[j] != nil {
             let u = objectOf[next]
             next += 1
-            given[j].forEach { updatedValues[u][$0] = values[j][$0] }
+            self.given[j].forEach { index in
+                if let k = given[u].firstIndex(where: { $0.index == index }) {
+                    given[u][k].value = values[j][index]
+                } else {
+                    given[u].append((index, values[j][index]))
+                }
+            }
         }
-        // In key order: the save's records then go to the engine as one ascending run.
-        for u in updatedIDs.indices.sorted(by: { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey })
-        where updatedValues[u] != stored[u]!.values {
-            changes.update(updatedIDs[u], from: stored[u]!, to: updatedValues[u])
+        // In key order: the save's records then go to the engine as one
+        // ascending run. Each record is patched where it lies, unless the
+        // patch changes a value an index holds: then the record read is
+        // decoded, and the object's index entries moved.
+        let order = updatedIDs.indices.sorted { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey }
+        let patches = try coordinator.patchStoredRecords(
+            of: order.map { updatedIDs[$0] }, { RecordCoding.RecordPatch(given[order[$0]]) },
+            decoding: { changed in changed.contains(where: indexedProperties.contains) }, into: &changes.patchedRecords)
+        for (u, patch) in zip(order, patches) {
+            let id = updatedIDs[u]
+            switch patch {
+            case .gone:
+                throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(id), which is not stored")
+            case .unchanged:
+                continue
+            case .patched(let changed):
+                changes.patched.append(PatchedRecord(id: id, changedProperties: changed))
+            case .decoded(let snapshot, _):
+                var values = snapshot.values
+                for (index, value) in given[u] { values[index] = value }
+                changes.update(id, from: snapshot, to: values)
+            }
         }
         changes.basesAreStored = true
         return changes

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Coding) internal import StrataStore
 
 extension PersistentStoreCoordinator {
     /// The one entity of the model whose class is `type`.
@@ -29,18 +30,12 @@ extension PersistentStoreCoordinator {
     func writeBatch(
         from context: ManagedObjectContext, uniquenessChecked: Bool = false, _ build: () throws(StrataError) -> ChangeSet
     ) throws(StrataError) -> ObjectChanges {
-        try writeBatch(from: context) { () throws(StrataError) -> ObjectChanges? in
+        let payload = try saveLock.withLock { () throws(StrataError) -> ObjectChanges? in
             let changes = try build()
-            guard !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
+            guard !changes.isEmpty else { return nil }
             return try write(changes, from: context, uniquenessChecked: uniquenessChecked).1
         }
-    }
-
-    /// ``writeBatch(from:uniquenessChecked:_:)`` of a batch `write` writes
-    /// itself, under the save lock, returning the payload of the save it
-    /// made (nil: it wrote nothing).
-    func writeBatch(from context: ManagedObjectContext, writing write: () throws(StrataError) -> ObjectChanges?) throws(StrataError) -> ObjectChanges {
-        guard let payload = try saveLock.withLock(write) else { return ObjectChanges() }
+        guard let payload else { return ObjectChanges() }
         let roots = liveRootContexts.filter { $0 !== context }
         for listener in roots where listener.automaticallyMergesChangesFromParent {
             listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
@@ -48,6 +43,64 @@ extension PersistentStoreCoordinator {
         let written = ObjectChanges(inserted: payload.inserted, updated: payload.updated, deleted: payload.deleted)
         for root in roots { Self.mergeRemote(written, into: root, includingItself: false) }
         return written
+    }
+}
+
+/// What a batch request's patch (``RecordCoding/RecordPatch``) makes of one stored object.
+enum StoredPatch {
+    /// The object is not stored.
+    case gone
+    /// Its record holds the patch's values already.
+    case unchanged
+    /// Its record patched, into the batch given, changing these properties.
+    case patched(changed: [Int])
+    /// The patch changes properties the caller wanted the values for
+    /// (`changed`): the stored values, decoded.
+    case decoded(Snapshot, changed: [Int])
+}
+
+extension PersistentStoreCoordinator {
+    /// Under the save lock, for a batch request's ``ChangeSet/patched``:
+    /// puts the stored record of each of `ids` (in key order, for the
+    /// store's sake) with `patch(i)` applied to the i-th into `batch` —
+    /// read and rewritten as bytes, no value decoded — unless `decoding`
+    /// asks for the values for what the patch changes. Throws
+    /// ``StrataError/Code/corruptRecord`` for a record that does not read
+    /// as its entity's.
+    func patchStoredRecords(
+        of ids: [ObjectID], _ patch: (Int) -> RecordCoding.RecordPatch, decoding: ([Int]) -> Bool = { _ in false },
+        into batch: inout WriteBatch
+    ) throws(StrataError) -> [StoredPatch] {
+        let store = try currentStore()
+        let generation = schemaGeneration
+        var result: [StoredPatch] = []
+        result.reserveCapacity(ids.count)
+        var site = RecordCoding.RecordPatch.Site()
+        var yields = YieldPoints()
+        for (i, id) in ids.enumerated() {
+            yields.pass()
+            recordsRead.add(1, ordering: .relaxed)
+            guard let record = try store.get(RecordCoding.key(id)) else {
+                result.append(.gone)
+                continue
+            }
+            let patch = patch(i)
+            try record.withBytes { (raw) throws(StrataError) in
+                guard patch.locate(in: raw, entity: id.entity, site: &site) else { throw RecordCoding.undecodable(id, format: record.first) }
+                let changed = patch.changedProperties(in: raw, at: site)
+                if changed.isEmpty {
+                    result.append(.unchanged)
+                } else if !decoding(changed) {
+                    patch.put(raw, at: site, of: id, generation: generation, into: &batch)
+                    result.append(.patched(changed: changed))
+                } else if let snapshot = RecordCoding.decode(raw, entity: id.entity) {
+                    result.append(.decoded(snapshot, changed: changed))
+                } else {
+                    throw RecordCoding.undecodable(id, format: record.first)
+                }
+            }
+        }
+        return result
     }
 }
 

@@ -37,16 +37,13 @@ extension PersistentStoreCoordinator {
         let indexed = Set(entity.indexedProperties.joined())
         let patch = updates.allSatisfy { !indexed.contains($0.index) } ? RecordCoding.RecordPatch(updates) : nil
         if patch != nil { selected.sort { $0.primaryKey < $1.primaryKey } }
+        let uniquenessChecked = updatesNoUniqueKey(updates, of: entity)
         for start in stride(from: 0, to: selected.count, by: batchSize) {
             let ids = Array(selected[start..<min(start + batchSize, selected.count)])
-            let written = if let patch {
-                try writeBatch(from: context) { () throws(StrataError) -> ObjectChanges? in
-                    try writePatches(patch, to: ids, from: context, authors: authors)
-                }
-            } else {
-                try writeBatch(from: context, uniquenessChecked: updatesNoUniqueKey(updates, of: entity)) { () throws(StrataError) -> ChangeSet in
-                    try updating(ids, setting: updates, authors: authors)
-                }
+            let written = try writeBatch(from: context, uniquenessChecked: uniquenessChecked) { () throws(StrataError) -> ChangeSet in
+                var changes = if let patch { try patching(ids, with: patch) } else { try updating(ids, setting: updates) }
+                changes.authors = authors
+                return changes
             }
             result.add(written)
             request.progress?(BatchProgress(completedCount: min(start + batchSize, selected.count), totalCount: selected.count, result: result))
@@ -65,11 +62,8 @@ extension PersistentStoreCoordinator {
     /// The changes setting `updates` on `ids`, from their stored values
     /// (read under the save lock; an object gone is passed by, one that
     /// holds the values already is left out).
-    private func updating(
-        _ ids: [ObjectID], setting updates: [(index: Int, value: PropertyValue)], authors: TransactionAuthors
-    ) throws(StrataError) -> ChangeSet {
+    private func updating(_ ids: [ObjectID], setting updates: [(index: Int, value: PropertyValue)]) throws(StrataError) -> ChangeSet {
         var changes = ChangeSet()
-        changes.authors = authors
         for (id, stored) in zip(ids, try storedSnapshots(ids)) {
             guard let stored else { continue }
             var values = stored.values
@@ -80,45 +74,17 @@ extension PersistentStoreCoordinator {
         return changes
     }
 
-    /// Under the save lock: applies `patch` to the stored record of each of
-    /// `ids` (ascending) that it changes, as one atomic store write with its
-    /// history, and returns the save's payload (nil: nothing changed). An
-    /// object gone is passed by; one that holds the values already is not
-    /// written. No record is decoded: the row cache lets go of the objects
-    /// written, and the payload carries no values, so a context that merges
-    /// it reads those of the objects it holds.
-    private func writePatches(
-        _ patch: RecordCoding.RecordPatch, to ids: [ObjectID], from context: ManagedObjectContext, authors: TransactionAuthors
-    ) throws(StrataError) -> ObjectChanges? {
-        let store = try currentStore()
-        let generation = schemaGeneration
-        let recordsHistory = withHistoryState { $0?.settings.isEnabled ?? false }
-        var patch = patch
-        var batch = WriteBatch()
-        var written: [ObjectID] = []
-        var historyUpdates: [(ObjectID, [Int])] = []
-        var yields = YieldPoints()
-        for id in ids {
-            yields.pass()
-            recordsRead.add(1, ordering: .relaxed)
-            guard let record = try store.get(RecordCoding.key(id)) else { continue }
-            try record.withBytes { (raw) throws(StrataError) in
-                guard patch.read(raw, entity: id.entity) else { throw RecordCoding.undecodable(id, format: record.first) }
-                let changed = patch.changedProperties(in: raw)
-                guard !changed.isEmpty else { return }
-                batch.put(RecordCoding.KeyBytes(id), patch.patched(raw, generation: generation))
-                written.append(id)
-                if recordsHistory { historyUpdates.append((id, changed)) }
-            }
-        }
-        guard !written.isEmpty else { return nil }
+    /// The changes applying `patch` to the stored records of `ids`
+    /// (ascending), read under the save lock: no record decoded, the row
+    /// cache letting go of those written, and the save's payload carrying
+    /// no values, so a context that merges it reads those of the objects it
+    /// holds. An object gone is passed by; one whose stored fields encode
+    /// as the patch's is left out.
+    private func patching(_ ids: [ObjectID], with patch: RecordCoding.RecordPatch) throws(StrataError) -> ChangeSet {
         var changes = ChangeSet()
-        changes.authors = authors
-        let history = try recordTransaction(of: changes, updated: historyUpdates, deleted: [], tombstones: [], from: context, store: store, into: &batch)
-        try commit(&batch, history: history, to: store, changing: written)
-        forgetCachedRows(written)
-        var payload = ObjectChanges(updated: written)
-        payload.sourceSerial = context.serial
-        return payload
+        for (id, patched) in zip(ids, try patchStoredRecords(of: ids, { _ in patch }, into: &changes.patchedRecords)) {
+            if case .patched(let changed) = patched { changes.patched.append(PatchedRecord(id: id, changedProperties: changed)) }
+        }
+        return changes
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 internal import StrataStore
 
 extension PersistentStoreCoordinator {
@@ -13,15 +14,44 @@ extension PersistentStoreCoordinator {
         var ranges = KeyRanges()
         for key in keys { ranges.appendPrefix { $0 += key.bytes } }
         try store.forEachKey(in: ranges) { entry, _ throws(StrataError) in
-            guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry),
-                  let entity = model.entity(at: UInt16(entry[1]) << 8 | UInt16(entry[2])) else {
-                throw StrataError(.corruptRecord, "a unique index entry is malformed")
-            }
             let key = UniqueKey(bytes: Array(entry[..<(entry.count - 8)]))
-            holders[key, default: []].append(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
+            holders[key, default: []].append(try holder(ofEntry: entry))
             return true
         }
         return holders
+    }
+
+    /// The first stored holder of each of `keys` (ascending, distinct),
+    /// by position: ``storedUniqueHolders(_:)`` for a batch, with no
+    /// dictionary made and no key copied. The walk meets entries in key
+    /// order, so each belongs to the first key, at or after the last one
+    /// matched, that it holds.
+    func firstStoredUniqueHolders(ofSorted keys: [UniqueKey]) throws(StrataError) -> [ObjectID?] {
+        guard !keys.isEmpty else { return [] }
+        let store = try currentStore()
+        var holders = [ObjectID?](repeating: nil, count: keys.count)
+        var ranges = KeyRanges()
+        for key in keys { ranges.appendPrefix { $0 += key.bytes } }
+        var k = 0
+        try store.forEachKey(in: ranges) { entry, _ throws(StrataError) in
+            let key = UnsafeRawBufferPointer(rebasing: entry[..<(entry.count - 8)])
+            while k < keys.count, !keys[k].bytes.withUnsafeBytes({ $0.count == key.count && memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }) {
+                k += 1
+            }
+            guard k < keys.count else { throw StrataError(.corruptRecord, "a unique index entry is out of order") }
+            if holders[k] == nil { holders[k] = try holder(ofEntry: entry) }
+            return true
+        }
+        return holders
+    }
+
+    /// The object a unique index entry names.
+    private func holder(ofEntry entry: UnsafeRawBufferPointer) throws(StrataError) -> ObjectID {
+        guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry),
+              let entity = model.entity(at: UInt16(entry[1]) << 8 | UInt16(entry[2])) else {
+            throw StrataError(.corruptRecord, "a unique index entry is malformed")
+        }
+        return ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
     }
 
     // MARK: Aliases

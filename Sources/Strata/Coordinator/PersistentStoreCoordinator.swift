@@ -470,6 +470,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return primaryKey
     }
 
+    /// The schema generation records are written under (0: the store's first schema).
+    var schemaGeneration: UInt64 { lock.withLock { schemas?.current ?? 0 } }
+
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version
     /// and every unique key the save claims against the store's unique
@@ -502,7 +505,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
 
         let generation = schemaGeneration
-        var batch = WriteBatch()
+        var batch = changes.patchedRecords
         var indexEntries = IndexMaintenance()
         var outcome = SaveOutcome()
         outcome.reachedStore = true
@@ -560,6 +563,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 outcome.drop(update: i)
             }
         }
+        // After the updates with values: the payload's snapshots stay
+        // aligned with its first IDs, and a merge reads these from the store.
+        for patched in changes.patched {
+            if recordsHistory { historyUpdates.append((patched.id, patched.changedProperties)) }
+            payload.updated.append(patched.id)
+        }
         var removed: [ObjectID] = []
         // Those this save deletes (not those gone already), for history.
         var historyDeletes: [ObjectID] = []
@@ -591,29 +600,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         payload.updatedSnapshots = payloadSnapshots
         let history = try recordTransaction(
             of: changes, updated: historyUpdates, deleted: historyDeletes, tombstones: tombstones, from: context, store: store, into: &batch)
-        // Inserts are listed as changed too: a context may hold a new
-        // object as a level above had it before this save's values.
-        try commit(&batch, history: history, to: store, changing: changes.inserted + written.map(\.0) + removed)
-        cacheLock.withLock {
-            rowCache.advanceEpoch()
-            // A batch request's rows replace only what the cache holds: it
-            // writes far more of them than anyone reads again.
-            for (id, snapshot) in written {
-                if changes.basesAreStored { rowCache.refresh(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
-            }
-            for id in removed { rowCache.remove(id) }
-        }
-        return (outcome, payload)
-    }
-
-    /// The schema generation records are written under (0: the store's first schema).
-    var schemaGeneration: UInt64 { lock.withLock { schemas?.current ?? 0 } }
-
-    /// Writes `batch`, one atomic store write — with the next primary keys
-    /// when some were handed out since the last — then takes in the
-    /// transaction `history` recorded in it and lists `ids` as changed.
-    /// The row cache is the caller's to bring up to date.
-    func commit(_ batch: inout WriteBatch, history: HistoryState?, to store: any RecordStore, changing ids: [ObjectID]) throws(StrataError) {
         let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
         if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
         if !batch.isEmpty { try store.write(batch) }
@@ -621,7 +607,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         afterStoreWriteForTesting?()
         if let keys { lock.withLock { persistedKeys = keys } }
         // After the write is readable: an object loaded before this is
-        // listed as changed since (see ``StoreChangeLog``).
-        changeLog.record(ids)
+        // listed as changed since (see ``StoreChangeLog``). Inserts too:
+        // a context may hold a new object as a level above had it
+        // before this save's values.
+        changeLog.record(changes.inserted + written.map(\.0) + changes.patched.map(\.id) + removed)
+        cacheLock.withLock {
+            rowCache.advanceEpoch()
+            // A batch request's rows replace only what the cache holds: it
+            // writes far more of them than anyone reads again.
+            for (id, snapshot) in written {
+                if changes.basesAreStored { rowCache.refresh(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
+            }
+            // Patched: no values were decoded to put there.
+            for patched in changes.patched { rowCache.remove(patched.id) }
+            for id in removed { rowCache.remove(id) }
+        }
+        return (outcome, payload)
     }
 }

@@ -8,20 +8,12 @@ import Foundation
 /// sets in its new encoding.
 extension RecordCoding {
     /// Attributes set to values, applied to one stored record at a time.
-    /// Reused from record to record: it keeps the positions it found in
-    /// the last record it read.
     struct RecordPatch {
         /// Each attribute set: its position and its new field (tag and
         /// payload), ascending by position.
         let fields: [(index: Int, bytes: [UInt8])]
         /// The positions of `fields`.
         private let allIndices: [Int]
-        /// Where each of `fields` lies in the record last read.
-        private var spans: [Range<Int>]
-        /// The record last read: its version, its property count, where its first property starts.
-        private var version: UInt64 = 0
-        private var count = 0
-        private var body = 0
 
         /// A patch setting each attribute to its value; `updates` name each at most once.
         init(_ updates: [(index: Int, value: PropertyValue)]) {
@@ -31,22 +23,33 @@ extension RecordCoding {
                 return (update.index, bytes)
             }
             allIndices = fields.map(\.index)
-            spans = Array(repeating: 0..<0, count: fields.count)
+        }
+
+        /// Where a patch's fields lie in one stored record, and its header:
+        /// found by ``locate(in:entity:site:)``, reused from record to record.
+        struct Site {
+            fileprivate var spans: [Range<Int>] = []
+            fileprivate var version: UInt64 = 0
+            fileprivate var count = 0
+            /// Where the record's first property starts.
+            fileprivate var body = 0
         }
 
         /// Reads the header of `raw`, a current-generation record of
         /// `entity`, and walks its properties up to the last one the patch
-        /// sets, checking each tag and length as a decode would; false when
-        /// the record is malformed.
-        mutating func read(_ raw: UnsafeRawBufferPointer, entity: EntityDescription) -> Bool {
+        /// sets, checking each tag and length as a decode would, into
+        /// `site`; false when the record is malformed.
+        func locate(in raw: UnsafeRawBufferPointer, entity: EntityDescription, site: inout Site) -> Bool {
             var reader = ByteReader(raw)
             guard RecordCoding.readGeneration(&reader) != nil, let version = reader.readVarint(),
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count,
-                  let last = fields.last?.index, last < count
+                  (fields.last?.index ?? 0) < count
             else { return false }
-            self.version = version
-            self.count = count
-            body = reader.offset
+            site.version = version
+            site.count = count
+            site.body = reader.offset
+            if site.spans.count != fields.count { site.spans = Array(repeating: 0..<0, count: fields.count) }
+            guard let last = fields.last?.index else { return true }
             var next = 0
             for i in 0...last {
                 let start = reader.offset
@@ -54,40 +57,40 @@ extension RecordCoding {
                       RecordCoding.tag(tag, fits: i, of: entity), RecordCoding.skipValue(tag, &reader)
                 else { return false }
                 if fields[next].index == i {
-                    spans[next] = start..<reader.offset
+                    site.spans[next] = start..<reader.offset
                     next += 1
                 }
             }
             return true
         }
 
-        /// The positions of the attributes whose stored field (in `raw`,
-        /// last ``read(_:entity:)``) differs from the patch's, ascending:
-        /// empty when the patch would change nothing.
-        func changedProperties(in raw: UnsafeRawBufferPointer) -> [Int] {
+        /// The positions of the attributes whose stored field (in `raw`, at
+        /// `site`) differs from the patch's, ascending: empty when the patch
+        /// would change nothing.
+        func changedProperties(in raw: UnsafeRawBufferPointer, at site: Site) -> [Int] {
             func differs(_ field: (index: Int, bytes: [UInt8]), _ span: Range<Int>) -> Bool {
                 field.bytes.count != span.count
                     || field.bytes.withUnsafeBytes { memcmp($0.baseAddress!, raw.baseAddress! + span.lowerBound, span.count) } != 0
             }
             var changed = 0
-            for (field, span) in zip(fields, spans) where differs(field, span) { changed += 1 }
+            for (field, span) in zip(fields, site.spans) where differs(field, span) { changed += 1 }
             // Mostly all or none: the list of all is shared, not made again.
             if changed == fields.count { return allIndices }
             if changed == 0 { return [] }
-            return zip(fields, spans).filter { differs($0, $1) }.map(\.0.index)
+            return zip(fields, site.spans).filter { differs($0, $1) }.map(\.0.index)
         }
 
-        /// `raw`, last ``read(_:entity:)``, patched: the next version, written
-        /// under schema generation `generation`.
-        func patched(_ raw: UnsafeRawBufferPointer, generation: UInt64) -> PatchedRecordBytes {
-            PatchedRecordBytes(
-                header: HeaderBytes(version: version + 1, generation: generation, count: count),
-                record: raw, body: body, fields: fields, spans: spans)
+        /// Puts `raw` (at `site`) patched into `batch`: the next version
+        /// of `id`'s record, written under schema generation `generation`.
+        func put(_ raw: UnsafeRawBufferPointer, at site: Site, of id: ObjectID, generation: UInt64, into batch: inout WriteBatch) {
+            batch.put(KeyBytes(id), PatchedRecordBytes(
+                header: HeaderBytes(version: site.version + 1, generation: generation, count: site.count),
+                record: raw, body: site.body, fields: fields, spans: site.spans))
         }
     }
 
     /// A stored record with a new header and a patch's fields in place of its own.
-    struct PatchedRecordBytes: ByteWriting {
+    private struct PatchedRecordBytes: ByteWriting {
         let header: HeaderBytes
         let record: UnsafeRawBufferPointer
         /// Where the record's first property starts.
@@ -113,4 +116,12 @@ extension RecordCoding {
             writer.writeBytes(UnsafeRawBufferPointer(rebasing: record[copied...]))
         }
     }
+}
+
+/// An object whose stored record a batch request patched
+/// (``RecordCoding/RecordPatch``), for ``ChangeSet/patched``.
+struct PatchedRecord: Sendable {
+    let id: ObjectID
+    /// The positions of the properties whose values it changed, ascending.
+    let changedProperties: [Int]
 }

@@ -48,6 +48,17 @@ struct ChangeSet: Sendable {
     /// by whoever built this change set (a batch request): the coordinator
     /// then neither reads those objects again nor judges conflicts.
     var basesAreStored = false
+    /// Updates of stored records patched where they lie, read under the
+    /// coordinator's save lock (a batch request's, for the coordinator
+    /// only): each one changes no value an index holds, so it needs no
+    /// check and no index entry; its values are the store's to read.
+    var patched: [PatchedRecord] = []
+    /// The patched records, written as they go to the store: the batch
+    /// the coordinator's write starts from.
+    var patchedRecords = WriteBatch()
+
+    /// Whether it changes nothing.
+    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && patched.isEmpty }
 
     /// Adds an update of `id` from its `stored` state to `values` (a
     /// change made at the destination's own level: a batch request's).
@@ -71,6 +82,7 @@ struct ChangeSet: Sendable {
         empty(&updated)
         empty(&deletedBase)
         empty(&deleted)
+        empty(&patched)
     }
 }
 
