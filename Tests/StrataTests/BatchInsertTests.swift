@@ -151,6 +151,27 @@ import Testing
         #expect(verified.problems.isEmpty, "\(verified.problems)")
     }
 
+    /// Under two uniqueness constraints a row merged into an earlier
+    /// object can move it off a key it claimed, or give it a key another
+    /// object of the batch claimed: each object still meets the stored one
+    /// that holds a key it holds.
+    @Test(arguments: [
+        ([("x", 2), ("x", 40), ("y", 30), ("y", 2)], 1),  // the first object leaves servings 2; the second takes it
+        ([("x", 2), ("y", 30), ("y", 2)], 0),             // both objects hold servings 2
+    ])
+    func aRowMergedIntoAnEarlierOneMeetsTheStoredHolderOfItsKeys(_ rows: [(String, Int)], inserted: Int) throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"], ["servings"]]))
+        try container.saveAndWait { context in
+            let recipe = Recipe(context: context)
+            recipe.name = "s"
+            recipe.servings = 2
+        }
+        let result = try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows.map { Self.row($0.0, servings: $0.1) }))
+        #expect(result.updatedCount == 1 && result.insertedCount == inserted)
+        try container.close()
+    }
+
     @Test func aBatchInsertChecksEveryRowBeforeWritingAny() throws {
         let directory = TemporaryDirectory()
         let container = try BatchUpdateTests.container(directory)

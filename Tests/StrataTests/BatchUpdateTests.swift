@@ -152,6 +152,43 @@ import Testing
         #expect(verified.problems.isEmpty, "\(verified.problems)")
     }
 
+    /// A stored record that does not read as its entity's — here a byte
+    /// past its last property — stops the batch with a typed error: it is
+    /// not patched and written on under a new version, nor is the batch.
+    @Test func aBatchUpdateRefusesARecordThatDoesNotRead() throws {
+        let directory = TemporaryDirectory()
+        var container = try Self.container(directory)
+        let ids = try Self.seed(container, count: 3)
+        try container.close()
+        let store = try StrataStore(directory: directory.path + "/store", options: testStoreOptions())
+        let key = RecordCoding.key(ids[1])
+        let record = try #require(try store.get(key))
+        var batch = WriteBatch()
+        batch.put(key, record + [0])
+        _ = try store.write(batch)
+        try store.close()
+
+        container = try Self.container(directory)
+        let error = #expect(throws: StrataError.self) {
+            try container.coordinator.execute(BatchUpdateRequest<Recipe>(set: ["rating": .double(5)]))
+        }
+        #expect(error?.code == .corruptRecord)
+        #expect(try container.coordinator.storedSnapshots([ids[0]]).first??.values[2] == .double(0))
+        try container.close()
+    }
+
+    /// Setting nothing writes nothing, even of an entity with no properties.
+    @Test func aBatchUpdateSettingNothingWritesNothing() throws {
+        let model = try ManagedObjectModel(entities: [EntityDescription(name: "Marker", managedObjectClass: Marker.self, properties: [])])
+        let coordinator = try makeCoordinator(model: model)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait { () throws in
+            _ = Marker(context: context)
+            try context.save()
+        }
+        #expect(try coordinator.execute(BatchUpdateRequest<Marker>(set: [:])).updatedCount == 0)
+    }
+
     @Test func aBatchUpdateInBatchesWritesEachAsOneTransaction() throws {
         let directory = TemporaryDirectory()
         let container = try Self.container(directory)
@@ -189,3 +226,6 @@ import Testing
         try container.close()
     }
 }
+
+/// An entity without properties.
+final class Marker: ManagedObject {}

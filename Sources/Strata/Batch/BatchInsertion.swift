@@ -105,15 +105,26 @@ struct BatchInsertion {
         // of the unique indexes, that a stored object holds.
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
         if !claims.isEmpty {
-            let claimed = claims.sorted { $0.key < $1.key }
-            var keyHolders: [ObjectID?] = Array(repeating: nil, count: keys.count)
-            for ((key, j), id) in zip(claimed, try coordinator.firstStoredUniqueHolders(ofSorted: claimed.map(\.key))) {
-                // A key an object no longer holds (a later row changed it) is passed by.
-                guard let id, let i = keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount].firstIndex(of: key) else { continue }
-                keyHolders[i] = id
+            // Found by each key an object holds now, not by whom `claims`
+            // names: a row merged into an earlier object can move it off a
+            // key it claimed, or give it one another object claimed.
+            let sortedKeys = claims.keys.sorted()
+            let holders = try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
+            func held(_ key: UniqueKey) -> ObjectID? {
+                var low = 0, high = sortedKeys.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if sortedKeys[middle] < key { low = middle + 1 } else { high = middle }
+                }
+                return low < sortedKeys.count && sortedKeys[low] == key ? holders[low] : nil
             }
             for j in values.indices {
-                holder[j] = keyHolders[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount].lazy.compactMap { $0 }.first
+                for case let key? in keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
+                    if let id = held(key) {
+                        holder[j] = id
+                        break
+                    }
+                }
             }
         }
         let newCount = holder.lazy.filter { $0 == nil }.count

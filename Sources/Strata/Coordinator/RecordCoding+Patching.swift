@@ -36,32 +36,35 @@ extension RecordCoding {
         }
 
         /// Reads the header of `raw`, a current-generation record of
-        /// `entity`, and walks its properties up to the last one the patch
-        /// sets, checking each tag and length as a decode would, into
-        /// `site`; false when the record is malformed.
+        /// `entity`, and walks its properties, checking each tag and length
+        /// as a decode would (not the values: a string's UTF-8, an
+        /// integer's range, a relationship's target), into `site`; false
+        /// when the record is malformed.
         func locate(in raw: UnsafeRawBufferPointer, entity: EntityDescription, site: inout Site) -> Bool {
             var reader = ByteReader(raw)
             guard RecordCoding.readGeneration(&reader) != nil, let version = reader.readVarint(),
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count,
-                  (fields.last?.index ?? 0) < count
+                  fields.last.map({ $0.index < count }) ?? true
             else { return false }
             site.version = version
             site.count = count
             site.body = reader.offset
             if site.spans.count != fields.count { site.spans = Array(repeating: 0..<0, count: fields.count) }
-            guard let last = fields.last?.index else { return true }
+            // Every property, not only those up to the last one set: a
+            // record whose layout is broken past it is refused, not copied
+            // on under a new version.
             var next = 0
-            for i in 0...last {
+            for i in 0..<count {
                 let start = reader.offset
                 guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag),
                       RecordCoding.tag(tag, fits: i, of: entity), RecordCoding.skipValue(tag, &reader)
                 else { return false }
-                if fields[next].index == i {
+                if next < fields.count, fields[next].index == i {
                     site.spans[next] = start..<reader.offset
                     next += 1
                 }
             }
-            return true
+            return reader.isAtEnd
         }
 
         /// The positions of the attributes whose stored field (in `raw`, at
