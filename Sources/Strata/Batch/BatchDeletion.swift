@@ -64,11 +64,7 @@ enum BatchDeletion {
                         }
                     case .nullify:
                         guard let inverse else { break }
-                        switch changed[t].values[inverse] {
-                        case .objects(var ids):
-                            ids.remove(id)
-                            changed[t].values[inverse] = .objects(ids)
-                        default:
+                        if !changed[t].values[inverse].editMembers({ $0.remove(id) }) {
                             changed[t].values[inverse] = .null
                             if target.entity.requiredIndices.contains(inverse) {
                                 failures.append(ValidationFailure(objectID: target, property: target.entity.properties[inverse].name, reason: .missingValue))

@@ -148,10 +148,9 @@ extension ManagedObjectContext {
     func changeMembership(of object: ManagedObject, at index: Int, id: ObjectID, adding: Bool) {
         objectWillChange(object)
         object.changingValue(at: index) {
-            guard case .objects(var ids) = object.values[index] else { return }
-            object.values[index] = .null  // so that `ids` is the only reference and changes in place
-            if adding { ids.insert(id) } else { ids.remove(id) }
-            object.values[index] = .objects(ids)
+            object.editMembers(at: index) { ids in
+                if adding { ids.insert(id) } else { ids.remove(id) }
+            }
         }
         guard let inverse = object.entity.inverses[index] else { return }
         if adding {
@@ -172,26 +171,26 @@ extension ManagedObjectContext {
     /// gives it up: that object's relationship `index` loses the target).
     private func link(_ id: ObjectID, to targetID: ObjectID, at inverse: Int, relationship index: Int) {
         guard let target = liveObject(for: targetID) else { return }
-        switch target.values[inverse] {
-        case .objects(var ids):
-            guard !ids.contains(id) else { return }
+        switch RelationshipHolding(target.values[inverse], of: id) {
+        case .inSet, .theOne:
+            return
+        case .notInSet:
             objectWillChange(target)
             target.changingValue(at: inverse) {
-                target.values[inverse] = .null
-                // Room for a few at once: a to-many inverse filled one link at
-                // a time (a recipe's ingredients) would otherwise grow its set
-                // at the first, second and fourth.
-                if ids.isEmpty { ids = Set(minimumCapacity: 4) }
-                ids.insert(id)
-                target.values[inverse] = .objects(ids)
+                target.editMembers(at: inverse) { ids in
+                    // Room for a few at once: a to-many inverse filled one link
+                    // at a time (a recipe's ingredients) would otherwise grow
+                    // its set at the first, second and fourth.
+                    if ids.isEmpty { ids = Set(minimumCapacity: 4) }
+                    ids.insert(id)
+                }
             }
-        case .object(let previous):
-            guard previous != id else { return }
+        case .another(let previous):
             objectWillChange(target)
             target.changingValue(at: inverse) { target.values[inverse] = .object(id) }
             // The target belonged to another object: take it from there.
             if let other = liveObject(for: previous) { unlink(targetID, from: other, at: index) }
-        default:
+        case .nothing:
             objectWillChange(target)
             target.changingValue(at: inverse) { target.values[inverse] = .object(id) }
         }
@@ -199,19 +198,14 @@ extension ManagedObjectContext {
 
     /// Removes `id` from relationship `index` of `target` (one side only).
     func unlink(_ id: ObjectID, from target: ManagedObject, at index: Int) {
-        switch target.values[index] {
-        case .objects(var ids):
-            guard ids.contains(id) else { return }
+        switch RelationshipHolding(target.values[index], of: id) {
+        case .inSet:
             objectWillChange(target)
-            target.changingValue(at: index) {
-                target.values[index] = .null
-                ids.remove(id)
-                target.values[index] = .objects(ids)
-            }
-        case .object(let current) where current == id:
+            target.changingValue(at: index) { target.editMembers(at: index) { $0.remove(id) } }
+        case .theOne:
             objectWillChange(target)
             target.changingValue(at: index) { target.values[index] = .null }
-        default:
+        case .notInSet, .another, .nothing:
             break
         }
     }
@@ -341,5 +335,26 @@ extension ManagedObjectContext {
         guard let changes, !changes.isEmpty else { return }
         NotificationCenter.default.post(
             name: ManagedObjectContext.objectsDidChange, object: self, userInfo: [ObjectChanges.userInfoKey: changes])
+    }
+}
+
+/// What a relationship's value holds of one object — asked before the
+/// value is changed, and holding none of it: a set still held by a match
+/// on the value (`case .objects(let held)`) while it is edited has two
+/// owners, and the edit copies it whole, every time.
+private enum RelationshipHolding {
+    /// A to-many relationship that holds the object, or does not.
+    case inSet, notInSet
+    /// A to-one relationship that holds the object, or another.
+    case theOne, another(ObjectID)
+    /// An empty to-one relationship.
+    case nothing
+
+    init(_ value: PropertyValue, of id: ObjectID) {
+        switch value {
+        case .objects(let ids): self = ids.contains(id) ? .inSet : .notInSet
+        case .object(let current): self = current == id ? .theOne : .another(current)
+        default: self = .nothing
+        }
     }
 }

@@ -81,18 +81,24 @@ extension ManagedObject {
         let index = propertyIndex(forKey: key)
         checkQueue()
         fulfill()
-        guard case .objects(var ids) = values[index] else { preconditionFailure("Strata: \(entity.name).\(key) is not to-many") }
         let id = object.objectID
+        // Asked of the value without keeping its set: the edit below then
+        // holds the set's only reference and changes it in place.
+        let holds: Bool
+        switch values[index] {
+        case .objects(let ids): holds = ids.contains(id)
+        default: preconditionFailure("Strata: \(entity.name).\(key) is not to-many")
+        }
         guard !adding || id.entity === entity.destinations[index] else {
             preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
         }
-        guard ids.contains(id) != adding else { return }
+        guard holds != adding else { return }
         if let context {
             context.changeMembership(of: self, at: index, id: id, adding: adding)
         } else {
-            values[index] = .null  // so that `ids` is the only reference and changes in place
-            if adding { ids.insert(id) } else { ids.remove(id) }
-            values[index] = .objects(ids)
+            editMembers(at: index) { ids in
+                if adding { ids.insert(id) } else { ids.remove(id) }
+            }
         }
     }
 
@@ -192,5 +198,14 @@ extension ManagedObject {
         case let v as any Sequence<ObjectID>: return .objects(Set(v))
         default: throw StrataError(.invalidArgument, "\(type(of: value!)) is not a property value type")
         }
+    }
+}
+
+extension ManagedObject {
+    /// Edits the set of the to-many relationship at `index` where it lies
+    /// (``PropertyValue/editMembers(_:)``).
+    @inline(__always)
+    final func editMembers(at index: Int, _ edit: (inout Set<ObjectID>) -> Void) {
+        values[index].editMembers(edit)
     }
 }
