@@ -297,6 +297,43 @@ import Testing
         }
     }
 
+    /// An upsert merges an importer's new soup into the view's unsaved one,
+    /// and the writer's save merges that into the stored soup: the
+    /// importer's ID resolves to the stored soup, through the view's.
+    @Test func anIDMergedIntoOneMergedLaterResolvesToTheLast() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: Self.model())
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        writer.mergePolicy = .mergeByPropertyObjectTrump
+        let stored = try writer.performAndWait { () throws in
+            let soup = Self.insertRecipe("Soup", servings: 2, notes: "salt", in: writer)
+            try writer.save()
+            return soup.objectID
+        }
+        let view = ManagedObjectContext(.privateQueue, parent: writer)
+        view.mergePolicy = .mergeByPropertyObjectTrump
+        let viewID = view.performAndWait { Self.insertRecipe("Soup", servings: 4, in: view).objectID }
+        let importer = ManagedObjectContext(.privateQueue, parent: view)
+        importer.mergePolicy = .mergeByPropertyObjectTrump
+        let importedID = try importer.performAndWait { () throws in
+            let soup = Self.insertRecipe("Soup", servings: 6, in: importer)
+            try importer.save()
+            return soup.objectID
+        }
+        try view.performAndWait { () throws in try view.save() }
+        try writer.performAndWait { () throws in try writer.save() }
+        #expect(Set([importedID, viewID, stored]).count == 3)
+        #expect(try Self.storedRecipes(coordinator)["Soup"]?.count == 1)
+        #expect(coordinator.aliasLock.withLock { coordinator.aliases } == [importedID: viewID, viewID: stored])
+        #expect(coordinator.resolvingAlias(importedID) == stored)
+        let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try reader.performAndWait { () throws in
+            for id in [importedID, viewID] {
+                let soup = try reader.existingObject(with: id) as! Recipe
+                #expect(soup.objectID == stored && soup.servings == 6 && soup.notes == "salt")
+            }
+        }
+    }
+
     /// Under store trump the stored values stay; the new object fills only
     /// what the stored one holds no value for. Found at the store by the
     /// coordinator's own check (the saving context is attached to it).

@@ -61,16 +61,27 @@ extension PersistentStoreCoordinator {
     func recordAliases(_ merged: [ObjectID: ObjectID]) {
         guard !merged.isEmpty else { return }
         aliasLock.withLock {
-            for (from, to) in merged { aliases[from] = aliases[to] ?? to }
-            // An ID merged earlier into one merged now follows it on.
-            for (from, to) in aliases where merged[to] != nil { aliases[from] = aliases[merged[to]!] ?? merged[to]! }
+            // An ID merged earlier into one merged now is followed on when
+            // it is resolved, not rewritten here: that walked every alias
+            // ever recorded at every upsert.
+            for (from, to) in merged { aliases[from] = to }
             aliasCount.store(aliases.count, ordering: .releasing)
         }
     }
 
-    /// The ID `id` resolves to: the object an upsert merged it into, or itself.
+    /// The ID `id` resolves to: the object an upsert merged it into (and
+    /// on, through the one that was merged into later), or itself.
     func resolvingAlias(_ id: ObjectID) -> ObjectID {
         guard aliasCount.load(ordering: .acquiring) > 0 else { return id }
-        return aliasLock.withLock { aliases[id] } ?? id
+        return aliasLock.withLock {
+            var resolved = id
+            // An object is merged away once, into one that exists: a chain
+            // is no longer than the aliases (the bound only guards the loop).
+            for _ in 0..<aliases.count {
+                guard let next = aliases[resolved] else { break }
+                resolved = next
+            }
+            return resolved
+        }
     }
 }
