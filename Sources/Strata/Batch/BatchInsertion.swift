@@ -154,16 +154,16 @@ struct BatchInsertion {
         guard !updatedIDs.isEmpty else { return changes }
         // Each stored object's new values: the properties its rows give,
         // later rows' over earlier ones'.
-        var given = Array(repeating: [(index: Int, value: PropertyValue)](), count: updatedIDs.count)
+        var newValues = Array(repeating: [(index: Int, value: PropertyValue)](), count: updatedIDs.count)
         var next = 0
         for j in values.indices where holder[j] != nil {
             let u = objectOf[next]
             next += 1
-            self.given[j].forEach { index in
-                if let k = given[u].firstIndex(where: { $0.index == index }) {
-                    given[u][k].value = values[j][index]
+            given[j].forEach { index in
+                if let k = newValues[u].firstIndex(where: { $0.index == index }) {
+                    newValues[u][k].value = values[j][index]
                 } else {
-                    given[u].append((index, values[j][index]))
+                    newValues[u].append((index, values[j][index]))
                 }
             }
         }
@@ -173,7 +173,7 @@ struct BatchInsertion {
         // decoded, and the object's index entries moved.
         let order = updatedIDs.indices.sorted { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey }
         let patches = try coordinator.patchStoredRecords(
-            of: order.map { updatedIDs[$0] }, { RecordCoding.RecordPatch(given[order[$0]]) },
+            of: order.map { updatedIDs[$0] }, { RecordCoding.RecordPatch(newValues[order[$0]]) },
             decoding: { changed in changed.contains(where: indexedProperties.contains) }, into: &changes.patchedRecords)
         for (u, patch) in zip(order, patches) {
             let id = updatedIDs[u]
@@ -186,7 +186,7 @@ struct BatchInsertion {
                 changes.patched.append(PatchedRecord(id: id, changedProperties: changed))
             case .decoded(let snapshot, _):
                 var values = snapshot.values
-                for (index, value) in given[u] { values[index] = value }
+                for (index, value) in newValues[u] { values[index] = value }
                 changes.update(id, from: snapshot, to: values)
             }
         }

@@ -1,9 +1,10 @@
 import Foundation
 @_spi(Coding) internal import StrataStore
 
-/// Records rewritten where they lie: a batch update sets a few attributes
-/// of many objects, and decoding each whole record into values and
-/// encoding it again was most of its cost. A patch copies the stored
+/// Records rewritten where they lie: a batch request sets a few attributes
+/// of many stored objects (a batch update; an upsert meeting stored
+/// objects), and decoding each whole record into values to encode it again
+/// costs far more than the bytes that change. A patch copies the stored
 /// record's bytes with a new version in its header and each attribute it
 /// sets in its new encoding.
 extension RecordCoding {
