@@ -6,43 +6,47 @@ extension PersistentStoreCoordinator {
     /// without their primary key; distinct and ascending), read at one read
     /// view of the store.
     func storedUniqueHolders(_ keys: [UniqueKey]) throws(StrataError) -> [UniqueKey: [ObjectID]] {
-        guard !keys.isEmpty else { return [:] }
-        let store = try currentStore()
         var holders: [UniqueKey: [ObjectID]] = [:]
-        // Each value encodes self-delimited, so an entry holds exactly the
-        // values of the key it starts with: the range of a key is its prefix.
-        var ranges = KeyRanges()
-        for key in keys { ranges.appendPrefix { $0 += key.bytes } }
-        try store.forEachKey(in: ranges) { entry, _ throws(StrataError) in
-            let key = UniqueKey(bytes: Array(entry[..<(entry.count - 8)]))
-            holders[key, default: []].append(try holder(ofEntry: entry))
-            return true
+        try forEachStoredUniqueHolder(of: keys) { (k, id) throws(StrataError) in holders[keys[k], default: []].append(id) }
+        return holders
+    }
+
+    /// The first stored holder of each of `keys` (distinct and ascending),
+    /// by position: ``storedUniqueHolders(_:)`` for a batch, with no
+    /// dictionary made.
+    func firstStoredUniqueHolders(ofSorted keys: [UniqueKey]) throws(StrataError) -> [ObjectID?] {
+        var holders = [ObjectID?](repeating: nil, count: keys.count)
+        try forEachStoredUniqueHolder(of: keys) { (k, id) throws(StrataError) in
+            if holders[k] == nil { holders[k] = id }
         }
         return holders
     }
 
-    /// The first stored holder of each of `keys` (ascending, distinct),
-    /// by position: ``storedUniqueHolders(_:)`` for a batch, with no
-    /// dictionary made and no key copied. The walk meets entries in key
-    /// order, so each belongs to the first key, at or after the last one
-    /// matched, that it holds.
-    func firstStoredUniqueHolders(ofSorted keys: [UniqueKey]) throws(StrataError) -> [ObjectID?] {
-        guard !keys.isEmpty else { return [] }
+    /// Calls `body` with each stored object holding one of `keys`
+    /// (distinct and ascending) and that key's position, in key order,
+    /// at one read view of the store. Each value encodes self-delimited,
+    /// so an entry holds exactly the values of the key it starts with: the
+    /// range of a key is its prefix, and as the walk meets entries in key
+    /// order, each belongs to the first key, at or after the last one
+    /// matched, that it starts with — no key is copied to find it.
+    private func forEachStoredUniqueHolder(
+        of keys: [UniqueKey], _ body: (Int, ObjectID) throws(StrataError) -> Void
+    ) throws(StrataError) {
+        guard !keys.isEmpty else { return }
         let store = try currentStore()
-        var holders = [ObjectID?](repeating: nil, count: keys.count)
         var ranges = KeyRanges()
         for key in keys { ranges.appendPrefix { $0 += key.bytes } }
         var k = 0
         try store.forEachKey(in: ranges) { entry, _ throws(StrataError) in
+            let id = try holder(ofEntry: entry)  // (checks the entry's length first)
             let key = UnsafeRawBufferPointer(rebasing: entry[..<(entry.count - 8)])
             while k < keys.count, !keys[k].bytes.withUnsafeBytes({ $0.count == key.count && memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }) {
                 k += 1
             }
             guard k < keys.count else { throw StrataError(.corruptRecord, "a unique index entry is out of order") }
-            if holders[k] == nil { holders[k] = try holder(ofEntry: entry) }
+            try body(k, id)
             return true
         }
-        return holders
     }
 
     /// The object a unique index entry names.

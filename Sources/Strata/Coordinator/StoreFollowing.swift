@@ -124,11 +124,11 @@ public final class StoreFollowing: Sendable {
     /// that is never let go of on the thread, under the gate.
     ///
     /// `@unchecked Sendable`: `cancelled`, `ended`, `onError` and
-    /// `followingThread` are guarded by `lock`; `gate` is held by the thread while a catch-up reads the
-    /// store (and by `cancel()`, to wait for it); the wake pipe's write end
-    /// is written under `lock` and closed by the thread when it ends, under
-    /// `lock` (so `cancel()` never writes to a pipe with no reader, which
-    /// would raise SIGPIPE).
+    /// `followingThread` are guarded by `lock`; `gate` is held by the
+    /// thread while a catch-up reads the store (and by `cancel()`, to wait
+    /// for it); the wake pipe's write end is written under `lock` and
+    /// closed by the thread when it ends, under `lock` (so `cancel()` never
+    /// writes to a pipe with no reader, which would raise SIGPIPE).
     private final class Control: @unchecked Sendable {
         let lock = Lock()
         let gate = Lock()

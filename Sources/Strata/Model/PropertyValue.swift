@@ -70,9 +70,8 @@ extension PropertyValue {
     /// for any other value. The value is null while `edit` runs, so that
     /// `edit` holds the set's only reference — unless something else
     /// shares it (an object's committed values; a caller that matched the
-    /// value and still holds what it bound) — and changes it without a
-    /// copy. A set edited while a match on its value still held it was
-    /// copied whole at every change.
+    /// value and still holds what it bound, which makes every edit copy
+    /// the whole set) — and changes it without a copy.
     @discardableResult
     mutating func editMembers(_ edit: (inout Set<ObjectID>) -> Void) -> Bool {
         guard case .objects(var ids) = self else { return false }
