@@ -116,6 +116,97 @@ import Testing
         #expect(throws: StrataError.self) { _ = try Recipe.first(in: context, where: \.name, equals: "Soup") }
     }
 
+    /// A lookup by one indexed attribute's value (the point lookup every
+    /// `first(in:where:equals:)` and find-or-create makes) answers what a
+    /// fetch of every match answers (the general walk), through random
+    /// changes: inserts, edits and deletes here; inserts deleted again
+    /// before a save; saves (refused ones rolled back); another context
+    /// renaming and deleting stored objects (so objects held here hold
+    /// values older than the store's, contract C10); faults; refreshes.
+    /// Checked after each step for every name (a unique index) and every
+    /// serving count (a plain one), in a context on the coordinator and in
+    /// a child of a writer.
+    @Test(arguments: [false, true]) func aPointLookupAnswersWhatAFetchAnswers(childOfWriter: Bool) throws {
+        let seed = testSeed()
+        var random = SeededGenerator(seed: seed)
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: Self.model())
+        let names = (0..<10).map { "name \($0)" }
+        _ = try seedNumberedRecipes(coordinator, count: 6, name: { names[$0] })
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let context = childOfWriter
+            ? ManagedObjectContext(.privateQueue, parent: writer, name: "child")
+            : ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "context")
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other")
+        var lookups = 0
+        for step in 0..<300 {
+            let action = Int.random(in: 0..<10, using: &random)
+            let name = names.randomElement(using: &random)!
+            let servings = Int.random(in: 0..<4, using: &random)
+            let pick = Int.random(in: 0..<1_000, using: &random)
+            if action == 9 {
+                // Another context changes the store under the one looked in.
+                try other.performAndWait { () throws in
+                    let stored = try other.fetch(FetchRequest<Recipe>())
+                    guard !stored.isEmpty else { return }
+                    let target = stored[pick % stored.count]
+                    if pick % 3 == 0 { other.delete(target) } else { target.name = name; target.servings = servings }
+                    do { try other.save() } catch { other.rollback() }
+                }
+                continue
+            }
+            try context.performAndWait { () throws in
+                func order(_ recipe: Recipe) -> UInt64 { recipe.objectID.primaryKey }
+                let held: [Recipe] = context.registeredObjects.compactMap { $0 as? Recipe }.filter { !$0.isDeleted }
+                    .sorted { (a: Recipe, b: Recipe) in order(a) < order(b) }
+                switch action {
+                case 0, 1:
+                    let recipe = Recipe(context: context)
+                    recipe.name = name
+                    recipe.servings = servings
+                case 2, 3:
+                    if !held.isEmpty {
+                        let recipe = held[pick % held.count]
+                        if pick % 2 == 0 { recipe.name = name } else { recipe.servings = servings }
+                    }
+                case 4:
+                    if !held.isEmpty { context.delete(held[pick % held.count]) }
+                case 5:
+                    let discarded = Recipe(context: context)
+                    discarded.name = name
+                    context.delete(discarded)
+                case 6:
+                    do {
+                        try context.save()
+                        if childOfWriter { try writer.performAndWait { () throws(StrataError) in try writer.save() } }
+                    } catch {
+                        context.rollback()
+                        writer.performAndWait { writer.rollback() }
+                    }
+                case 7:
+                    // Faults: objects fetched and not yet used.
+                    _ = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings == servings }))
+                default:
+                    if held.isEmpty || pick % 4 == 0 { context.refreshAllObjects() } else { context.refresh(held[pick % held.count], mergeChanges: pick % 2 == 0) }
+                }
+                for name in names {
+                    let all = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == name }))
+                    let first = try Recipe.first(in: context, where: \.name, equals: name)
+                    #expect((first == nil) == all.isEmpty && (first.map { found in all.contains { $0 === found } } ?? true),
+                            "seed \(seed), step \(step): \(name): \(String(describing: first?.objectID)) among \(all.map(\.objectID))")
+                    lookups += 1
+                }
+                for servings in 0..<4 {
+                    let all = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings == servings }))
+                    let first = try Recipe.first(in: context, where: \.servings, equals: servings)
+                    #expect((first == nil) == all.isEmpty && (first.map { found in all.contains { $0 === found } } ?? true),
+                            "seed \(seed), step \(step): servings \(servings): \(String(describing: first?.objectID)) among \(all.map(\.objectID))")
+                    lookups += 1
+                }
+            }
+        }
+        #expect(lookups > 2_000)
+    }
+
     /// The plan of a lookup by one attribute's value, made without weighing
     /// every index, is the plan the general planner makes of it — for each
     /// kind of value, a leading attribute of a unique, a plain and a

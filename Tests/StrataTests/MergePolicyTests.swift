@@ -522,6 +522,42 @@ import Testing
     }
 
     // C10
+    /// A fault whose object was deleted at the source becomes inaccessible
+    /// when first used; writing to it afterwards (an attribute, a to-many
+    /// member, the inverse of a live object's relationship) changes its own
+    /// values only: the context holds no change, a save writes nothing, and
+    /// a fetch does not meet it (it once stayed among the updates, outside
+    /// the registry, and the next indexed fetch trapped).
+    @Test func writingToAnObjectFoundDeletedChangesNothingToSave() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeIndexes: [IndexDescription("servings")]))
+        let id = try MergeSupport.seedRecipe(coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let fault = context.performAndWait { context.object(with: id) as! Recipe }
+        try other.performAndWait {
+            other.delete(try other.existingObject(with: id))
+            try other.save()
+        }
+        try context.performAndWait { () throws in
+            #expect(fault.isFault)
+            fault.servings = 4
+            #expect(fault.isDeleted && fault.servings == 4)
+            let ingredient = Ingredient(context: context)
+            ingredient.name = "salt"
+            try context.save()
+            fault.add(ingredient, to: "ingredients")
+            #expect(!context.hasChanges && context.updatedObjects.isEmpty)
+            #expect(try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings == 4 })).isEmpty)
+            #expect(try Recipe.first(in: context, where: \.servings, equals: 4) == nil)
+            try context.save()
+        }
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try fresh.performAndWait { () throws in
+            #expect(try fresh.count(for: FetchRequest<Recipe>()) == 0)
+        }
+    }
+
+    // C10
     @Test func refreshAllObjectsRefreshesEveryRegisteredObject() throws {
         let coordinator = try makeCoordinator()
         let ids = try MergeSupport.seedRecipes(coordinator, ["Soup", "Stew"])

@@ -221,6 +221,10 @@ extension ManagedObjectContext {
 
     /// Called before every change to `object`'s values.
     func objectWillChange(_ object: ManagedObject) {
+        // Found deleted at the source, the object left this context
+        // (``invalidate(_:)``): an inverse kept in step on it is its own
+        // value, never a change to save.
+        guard !object.flags.contains(.invalidated) else { return }
         // (A child save taken in comes through here too: see ``CarriedAuthors/endTakingIn(_:)``.)
         undo?.willChange(object, exists: !object.flags.contains(.deleted))
         carriedAuthors.noteOwnChange()

@@ -411,12 +411,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         of entity: EntityDescription, in plan: QueryPlan, reading wanted: (ObjectID) -> Bool,
         _ body: (ObjectID, BorrowedRecord?) throws(StrataError) -> Bool
     ) throws(StrataError) {
+        try forEachStored(of: entity, in: plan.ranges, descending: plan.isDescending, index: plan.index, reading: wanted, body)
+    }
+
+    /// ``forEachStored(of:in:reading:_:)`` for the entries of `index` in
+    /// `ranges`, without a plan (a point lookup makes none).
+    func forEachStored(
+        of entity: EntityDescription, in ranges: KeyRanges, descending: Bool = false, index: IndexDescription?,
+        reading wanted: (ObjectID) -> Bool, _ body: (ObjectID, BorrowedRecord?) throws(StrataError) -> Bool
+    ) throws(StrataError) {
         let store = try currentStore()
-        try store.forEachKey(in: plan.ranges, descending: plan.isDescending) { entry, get throws(StrataError) -> Bool in
-            let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan), isTemporary: false)
+        try store.forEachKey(in: ranges, descending: descending) { entry, get throws(StrataError) -> Bool in
+            let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, index: index), isTemporary: false)
             guard wanted(id) else { return try body(id, nil) }
             guard let bytes = try get(RecordCoding.key(id)) else {
-                throw StrataError(.corruptRecord, "\(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
+                throw StrataError(.corruptRecord, "\(entity.name)'s index \(index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
             }
             return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(id, BorrowedRecord(id: id, bytes: raw, owner: bytes)) }
         }
@@ -458,14 +467,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     ) throws(StrataError) {
         let store = try currentStore()
         try store.forEachKey(in: plan.ranges, descending: plan.isDescending) { entry, _ throws(StrataError) -> Bool in
-            try body(entry, try Self.primaryKey(ofEntry: entry, entity: entity, plan: plan))
+            try body(entry, try Self.primaryKey(ofEntry: entry, entity: entity, index: plan.index))
         }
     }
 
     /// The primary key an entry of the plan's index ends with.
-    private static func primaryKey(ofEntry entry: UnsafeRawBufferPointer, entity: EntityDescription, plan: QueryPlan) throws(StrataError) -> UInt64 {
+    private static func primaryKey(ofEntry entry: UnsafeRawBufferPointer, entity: EntityDescription, index: IndexDescription?) throws(StrataError) -> UInt64 {
         guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
-            throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(plan.index.map(String.init(describing:)) ?? "") is malformed")
+            throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(index.map(String.init(describing:)) ?? "") is malformed")
         }
         return primaryKey
     }

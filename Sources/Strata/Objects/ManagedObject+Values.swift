@@ -93,7 +93,7 @@ extension ManagedObject {
             preconditionFailure("Strata: \(entity.name).\(key) cannot hold a \(id.entity.name)")
         }
         guard holds != adding else { return }
-        if let context {
+        if let context, !flags.contains(.invalidated) {
             context.changeMembership(of: self, at: index, id: id, adding: adding)
         } else {
             editMembers(at: index) { ids in
@@ -157,7 +157,10 @@ extension ManagedObject {
         checkQueue()
         fulfill()
         guard values[index] != value else { return }
-        guard let unmanaged = link?.unmanaged else {
+        // No context, or one the object left (found deleted at the source,
+        // ``ManagedObjectContext/invalidate(_:)``): a value of its own, which
+        // no context tracks or saves.
+        guard let unmanaged = link?.unmanaged, !flags.contains(.invalidated) else {
             values[index] = value
             return
         }

@@ -143,7 +143,15 @@ extension Set: RelationshipValueConvertible where Element: ManagedObject {
         for id in ids { if let object = context.registeredOrFault(for: id) as? Element { result.insert(object) } }
         return result
     }
-    public var propertyValue: PropertyValue { .objects(Set<ObjectID>(self.map(\.objectID))) }
+    /// Inlinable, so a `@Relationship` setter's call is specialized for its
+    /// element type: generic, the loop reads each element through a witness
+    /// table (and a `map(\.objectID)` instantiated its key path every call).
+    @inlinable
+    public var propertyValue: PropertyValue {
+        var ids = Set<ObjectID>(minimumCapacity: count)
+        for object in self { ids.insert(object.objectID) }
+        return .objects(ids)
+    }
 }
 
 /// A typed relationship of a ``ManagedObject`` subclass, stored under the

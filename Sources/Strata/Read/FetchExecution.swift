@@ -102,6 +102,12 @@ extension ManagedObjectContext {
     func firstObject<Result: ManagedObject>(of type: Result.Type, entity: EntityDescription, passing test: ValueTest) throws(StrataError) -> Result? {
         beginRead()
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
+        if let term = PointTerm(test, entity: entity),
+           case .found(let object) = try pointLookup(of: entity, term, test: test, cacheEpoch: cacheEpoch) {
+            guard let object else { return nil }
+            countFetched(1)
+            return unsafeDowncast(object, to: Result.self)
+        }
         var evaluation = try PredicateEvaluation(test, entity: entity, context: self)
         var found: FetchMatch?
         try forEachMatch(of: entity, includesPending: true, evaluation: &evaluation, rows: .kept, stopAfter: 1) { match, _ in

@@ -166,35 +166,12 @@ enum QueryPlanner {
     }
 
     /// The plan of a lookup by one attribute's value (`$0.sku == sku`,
-    /// what every find-or-create asks), made without collecting terms or
-    /// weighing every index: the first index the attribute leads, one key
-    /// prefix. It is the plan ``generalPlan(_:entity:)`` makes of such a
-    /// test (each index the attribute leads scores the same, and the first
-    /// wins); nil for any other test, and for a constant a stored null
-    /// reads as (which needs the null's key too).
+    /// what every find-or-create asks): ``PointTerm/plan(of:)``. It is the
+    /// plan ``generalPlan(_:entity:)`` makes of such a test (each index the
+    /// attribute leads scores the same, and the first wins); nil for any
+    /// other test.
     static func pointPlan(_ test: ValueTest, entity: EntityDescription) -> QueryPlan? {
-        let term: Term
-        switch test {
-        case .compare(.property(let index, let null), .equal, .constant(let value)),
-             .compare(.constant(let value), .equal, .property(let index, let null)):
-            term = Term(property: index, null: null, comparison: .equal, constant: value)
-        default:
-            return nil
-        }
-        guard term.constant != .null, !ValueTest.holds(term.null, .equal, term.constant), usable(term, entity),
-              let number = entity.indexedProperties.firstIndex(where: { $0.first == term.property }) else { return nil }
-        let key = encoding(of: term.constant)
-        // The index's prefix and the key, in the ranges' one buffer.
-        var ranges = KeyRanges()
-        ranges.reserveCapacity(ranges: 1, bytes: 2 * (IndexKeyCoding.prefixLength + key.count))
-        ranges.appendPrefix { start in
-            IndexKeyCoding.appendPrefix(of: entity, index: number, to: &start)
-            start.append(contentsOf: key)
-        }
-        let index = entity.indexes[number]
-        return QueryPlan(index: index, indexNumber: number, ranges: ranges,
-                         isExact: true, text: .searchEqual(entity, index, property: term.property),
-                         leading: QueryPlan.LeadingEquality(property: term.property, encodings: SortedKeys(one: key)))
+        PointTerm(test, entity: entity)?.plan(of: entity)
     }
 
     /// ``plan(_:entity:)`` for any test: every index weighed.
@@ -389,9 +366,15 @@ enum QueryPlanner {
         guard let type = entity.attributeTypes[term.property], term.prefix == nil, !term.constants.isEmpty else { return false }
         return term.constants.allSatisfy { constant in
             if case .null = constant { return term.comparison == .equal }
-            if case .double(let d) = constant, d.isNaN { return false }
-            return IndexKeyCoding.matches(constant, type)
+            return usable(constant, type)
         }
+    }
+
+    /// Whether an index of an attribute of `type` can hold `constant`: one
+    /// of its type, and no NaN (which equals nothing).
+    static func usable(_ constant: PropertyValue, _ type: AttributeType) -> Bool {
+        if case .double(let d) = constant, d.isNaN { return false }
+        return IndexKeyCoding.matches(constant, type)
     }
 
     /// Whether an index serves `starts(with: prefix)`: a non-empty ASCII
@@ -431,7 +414,7 @@ enum QueryPlanner {
         return SortedKeys(sorting: spans, of: bytes)
     }
 
-    private static func encoding(of value: PropertyValue) -> [UInt8] {
+    static func encoding(of value: PropertyValue) -> [UInt8] {
         var bytes: [UInt8] = []
         // One allocation: a string's bytes, its tag and its end (escapes aside).
         if case .string(let string) = value { bytes.reserveCapacity(string.utf8.count + 3) }
@@ -508,5 +491,60 @@ extension QueryPlanner {
         guard var plan = best?.plan else { return nil }
         plan.isDescending = descending
         return plan
+    }
+}
+
+/// One attribute equal to one constant, read through the first index that
+/// attribute leads (`$0.sku == sku`): the test of every find-or-create,
+/// recognized without collecting terms or weighing every index, and its
+/// constant encoded once — for the plan's key prefix and for the lookup of
+/// pending objects by key alike.
+struct PointTerm {
+    let property: Int
+    /// The index read: the first the attribute leads.
+    let indexNumber: Int
+    /// The constant's encoding in the index.
+    let key: [UInt8]
+
+    /// Nil for any other test, and for a constant a stored null reads as
+    /// (which needs the null's key too).
+    init?(_ test: ValueTest, entity: EntityDescription) {
+        let property: Int, null: PropertyValue, constant: PropertyValue
+        switch test {
+        case .compare(.property(let index, let nullValue), .equal, .constant(let value)),
+             .compare(.constant(let value), .equal, .property(let index, let nullValue)):
+            (property, null, constant) = (index, nullValue, value)
+        default:
+            return nil
+        }
+        guard constant != .null, !ValueTest.holds(null, .equal, constant), let type = entity.attributeTypes[property],
+              QueryPlanner.usable(constant, type),
+              let number = entity.indexedProperties.firstIndex(where: { $0.first == property }) else { return nil }
+        self.property = property
+        indexNumber = number
+        key = QueryPlanner.encoding(of: constant)
+    }
+
+    /// The pending objects a lookup of the term meets are those keyed so (``PendingKeyIndex``).
+    var leading: QueryPlan.LeadingEquality {
+        QueryPlan.LeadingEquality(property: property, encodings: SortedKeys(one: key))
+    }
+
+    /// The index's entries for the constant: its prefix and the key, in the
+    /// ranges' one buffer.
+    func ranges(of entity: EntityDescription) -> KeyRanges {
+        var ranges = KeyRanges()
+        ranges.reserveCapacity(ranges: 1, bytes: 2 * (IndexKeyCoding.prefixLength + key.count))
+        ranges.appendPrefix { start in
+            IndexKeyCoding.appendPrefix(of: entity, index: indexNumber, to: &start)
+            start.append(contentsOf: key)
+        }
+        return ranges
+    }
+
+    func plan(of entity: EntityDescription) -> QueryPlan {
+        let index = entity.indexes[indexNumber]
+        return QueryPlan(index: index, indexNumber: indexNumber, ranges: ranges(of: entity),
+                         isExact: true, text: .searchEqual(entity, index, property: property), leading: leading)
     }
 }
