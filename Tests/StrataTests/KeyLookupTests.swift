@@ -116,6 +116,48 @@ import Testing
         #expect(throws: StrataError.self) { _ = try Recipe.first(in: context, where: \.name, equals: "Soup") }
     }
 
+    /// A fetch of faults through an index, and a lookup by key, read a
+    /// stored record only for the row cache, so they read none it holds
+    /// already or has no room for: the fault reads its row when it is used
+    /// (from the cache, or the store). Counted in records read one by one.
+    @Test(arguments: [32 << 20, 0]) func faultsAreFetchedWithoutRecordsTheRowCacheWouldNotTake(budget: Int) throws {
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(model: Self.model(), rowCacheBudget: budget)
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
+        let names = (0..<200).map { "stored \($0)" }
+        _ = try seedNumberedRecipes(coordinator, count: 200, name: { names[$0] })
+        let wanted = Array(names.prefix(100))
+        func read(_ body: (ManagedObjectContext) throws -> Void) throws -> Int {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            let before = coordinator.recordsRead.load(ordering: .relaxed)
+            try context.performAndWait { () throws in try body(context) }
+            return coordinator.recordsRead.load(ordering: .relaxed) - before
+        }
+        // With room, the first fetch reads each record once, for the cache.
+        let first = try read { context in
+            let found = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { wanted.contains($0.name) }))
+            #expect(found.count == 100 && found.allSatisfy(\.isFault))
+        }
+        #expect(first == (budget > 0 ? 100 : 0))
+        // The rows are cached (or there is no room): none is read again, and
+        // each fault filled reads its row from the cache or, with no room, the store.
+        let again = try read { context in
+            let found = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { wanted.contains($0.name) }))
+            #expect(found.count == 100 && found.allSatisfy(\.isFault))
+            #expect(Set(found.map(\.name)) == Set(wanted))
+        }
+        #expect(again == (budget > 0 ? 0 : 100))
+        let lookedUp = try read { context in
+            let soup = try #require(try Recipe.first(in: context, where: \.name, equals: "stored 7"))
+            #expect(soup.isFault && soup.servings == 7)
+            let other = try #require(try Recipe.first(in: context, where: \.name, equals: "stored 150"))
+            #expect(other.servings == 150)
+        }
+        // "stored 7" is cached (with room); "stored 150" is read once, at the
+        // lookup with room (for the cache), when filled without.
+        #expect(lookedUp == (budget > 0 ? 1 : 2))
+    }
+
     /// A lookup by one indexed attribute's value (the point lookup every
     /// `first(in:where:equals:)` and find-or-create makes) answers what a
     /// fetch of every match answers (the general walk), through random

@@ -83,8 +83,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// `aliases.count`, read without the lock: most coordinators have none.
     let aliasCount = Atomic<Int>(0)
     /// How many records this coordinator has read from its store one by
-    /// one (scans aside): what a save or a batch request costs, counted
-    /// rather than timed (tests pin that a batch reads each object once).
+    /// one (scans aside), an index entry's included: what a save, a batch
+    /// request or a fetch through an index costs, counted rather than timed
+    /// (tests pin that a batch reads each object once, and that a fetch of
+    /// faults reads no record the row cache would not take).
     let recordsRead = Atomic<Int>(0)
 
     /// Tests only: runs inside every save once its batch is in the store,
@@ -348,6 +350,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// scan's older snapshots out.
     var rowCacheEpoch: UInt64 { cacheLock.withLock { rowCache.epoch } }
 
+    /// Whether the row cache would take `id`'s row from a fetch
+    /// (``offerFetched(_:epoch:_:)``): it is below its budget and does not
+    /// hold the row. A fetch of faults reads no record it would not take.
+    func rowCacheWants(_ id: ObjectID) -> Bool {
+        cacheLock.withLock { rowCache.bytes < rowCache.budget && !rowCache.contains(id) }
+    }
+
     /// Offers the row cache `id`'s row, which a fetch read from the store:
     /// decoded (`snapshot`) and cached only while the cache is below its
     /// budget (a fetch fills it only while it is, never evicting for a
@@ -355,7 +364,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// current, so decoding the row again would only replace it); dropped
     /// when a save came in since `epoch` or it does not fit.
     func offerFetched(_ id: ObjectID, epoch: UInt64, _ snapshot: () throws(StrataError) -> Snapshot) throws(StrataError) {
-        guard cacheLock.withLock({ rowCache.bytes < rowCache.budget && !rowCache.contains(id) }) else { return }
+        guard rowCacheWants(id) else { return }
         let snapshot = try snapshot()
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
@@ -424,6 +433,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try store.forEachKey(in: ranges, descending: descending) { entry, get throws(StrataError) -> Bool in
             let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, index: index), isTemporary: false)
             guard wanted(id) else { return try body(id, nil) }
+            recordsRead.add(1, ordering: .relaxed)
             guard let bytes = try get(RecordCoding.key(id)) else {
                 throw StrataError(.corruptRecord, "\(entity.name)'s index \(index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
             }

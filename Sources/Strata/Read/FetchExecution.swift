@@ -73,12 +73,13 @@ extension ManagedObjectContext {
     /// row goes to the row cache as it is read (what ``object(for:asFault:cacheEpoch:)``
     /// would do with it once the page is cut), so no match keeps a copy of
     /// its record until then (an array per match, to allocate, touch again
-    /// and free).
+    /// and free); through an exact plan, a record the cache would not take
+    /// (it holds the row, or has no room) is not read at all.
     private func unorderedPageOfFaults<Result: ManagedObject>(of request: FetchRequest<Result>, cacheEpoch: UInt64) throws(StrataError) -> [FetchMatch] {
         var page: [FetchMatch] = []
         var skip = request.fetchOffset
         let limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
-        try forEachMatch(of: request, rows: .lent, stopAfter: request.pageEnd) { (match, row) throws(StrataError) in
+        try forEachMatch(of: request, rows: .offered, stopAfter: request.pageEnd) { (match, row) throws(StrataError) in
             if skip > 0 {
                 skip -= 1
                 return
@@ -319,6 +320,14 @@ extension ManagedObjectContext {
         case kept
         /// The row, lent to the body for the call: read values from it there.
         case lent
+        /// The row, lent to the body, where the row cache would take it: an
+        /// exact plan reads the record of no other object it does not hold
+        /// (a fetch of faults reads a record only to cache it, and the
+        /// cache is full, or holds the row already).
+        case offered
+
+        /// Whether the body is lent the row.
+        var lends: Bool { self == .lent || self == .offered }
     }
 
     /// What ``forEachMatch(of:includesPending:evaluation:rows:stopAfter:_:)``
@@ -378,7 +387,7 @@ extension ManagedObjectContext {
         }
         @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
             let passes: Bool
-            if trustsIndex, case .stored = row {
+            if trustsIndex, row.isStored {
                 passes = true
             } else if let compiled {
                 walk.judged &+= 1
@@ -386,7 +395,7 @@ extension ManagedObjectContext {
             } else {
                 passes = try evaluation.matches(id, row)
             }
-            if passes { try deliver(.unregistered(id, rows == .kept ? row.kept() : nil), rows == .lent ? row : nil) }
+            if passes { try deliver(.unregistered(id, rows == .kept ? row.kept() : nil), rows.lends ? row : nil) }
         }
         // A count or a fetch of IDs through an exact plan reads entries, not records.
         let unread = rows == .none && plan.isExact
@@ -412,7 +421,7 @@ extension ManagedObjectContext {
                     // selected: a match without judging them again.
                     if trustsIndex, case .stored = row, !object.flags.contains(.invalidated),
                        !(includesPending && object.flags.contains(.deleted)) {
-                        try deliver(.registered(object), !includesPending && rows == .lent ? row : nil)
+                        try deliver(.registered(object), !includesPending && rows.lends ? row : nil)
                         return
                     }
                 }
@@ -422,7 +431,7 @@ extension ManagedObjectContext {
                     if try evaluation.matches(object) { try deliver(.registered(object), nil) }
                 } else if try evaluation.matches(id, row) {
                     // Judged, and read, by the source's values.
-                    try deliver(.registered(object), rows == .lent ? row : nil)
+                    try deliver(.registered(object), rows.lends ? row : nil)
                 }
             } else if !discardedInserts.contains(id) {
                 try judgeUnregistered(id, row)
@@ -454,9 +463,19 @@ extension ManagedObjectContext {
         }
         // Kept rows of an exact plan: an object held here (and filled) is
         // judged by its own values, so its record is not read.
-        let recordsWanted: ((ObjectID) -> Bool)? = rows == .kept && checksRegistry ? { id in
-            self.registry[id].map { $0.flags.contains(.fault) } ?? true
-        } : nil
+        let recordsWanted: ((ObjectID) -> Bool)?
+        switch rows {
+        case .kept where checksRegistry:
+            recordsWanted = { id in self.registry[id].map { $0.flags.contains(.fault) } ?? true }
+        case .offered:
+            let coordinator = persistentStoreCoordinator
+            recordsWanted = { id in
+                if let object = self.registry[id] { return object.flags.contains(.fault) }
+                return coordinator.rowCacheWants(id)
+            }
+        default:
+            recordsWanted = nil
+        }
         try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread, recordsWanted: recordsWanted) { (id, row) throws(StrataError) -> Bool in
             try visit(id, row)
             return walk.delivered < stopAfter

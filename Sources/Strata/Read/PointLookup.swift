@@ -45,12 +45,14 @@ extension ManagedObjectContext {
         // here is judged by its own values (a fault is filled with the
         // record the entry names, and matches by it); one not held is a
         // match by its entry, and comes back as a fault, its row offered to
-        // the row cache.
+        // the row cache (and read only if the cache would take it: a fault
+        // filled later reads it anyway).
         var visited: [ObjectID] = []
         var found: ManagedObject?
-        try persistentStoreCoordinator.forEachStored(
+        let coordinator = persistentStoreCoordinator
+        try coordinator.forEachStored(
             of: entity, in: term.ranges(of: entity), index: entity.indexes[term.indexNumber],
-            reading: { id in registry[id].map { $0.flags.contains(.fault) } ?? true }
+            reading: { id in registry[id].map { $0.flags.contains(.fault) } ?? coordinator.rowCacheWants(id) }
         ) { (id, record) throws(StrataError) -> Bool in
             guard checksRegistry else {
                 found = try storedMatch(id, record, cacheEpoch: cacheEpoch)

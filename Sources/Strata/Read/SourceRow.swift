@@ -63,6 +63,13 @@ enum SourceRow {
     /// IDs asks for these, and neither needs the values.
     case indexed
 
+    /// Whether the row is the store's (its record read, or not): an exact
+    /// plan's entry selected it, and it matches by that.
+    var isStored: Bool {
+        if case .pending = self { return false }
+        return true
+    }
+
     func snapshot() throws(StrataError) -> Snapshot {
         switch self {
         case .stored(let record): return try record.snapshot()
