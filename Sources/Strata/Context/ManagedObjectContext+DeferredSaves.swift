@@ -1,4 +1,5 @@
 internal import StrataStore
+import Synchronization
 
 /// Deferred child saves: how a child's save into a busy or idle private-queue
 /// parent returns at once, without waiting for the parent's queue and
@@ -135,6 +136,9 @@ final class DeferredChildSaves: @unchecked Sendable {
     private var entries: [Entry] = []
     private var objects = 0
     private var lastSequence: UInt64 = 0
+    /// `entries.count`, stored under `lock` each time it changes and read
+    /// without it (``isEmpty``).
+    private let entryCount = Atomic<Int>(0)
 
     /// Records a save built by `make` with the next sequence number, unless
     /// the bounds are reached (nil). `paced`: the object bound applies (a
@@ -147,6 +151,7 @@ final class DeferredChildSaves: @unchecked Sendable {
             lastSequence += 1
             let entry = make(lastSequence)
             entries.append(entry)
+            entryCount.store(entries.count, ordering: .releasing)
             objects += objectCount
             return entry
         }
@@ -181,6 +186,9 @@ final class DeferredChildSaves: @unchecked Sendable {
 
     /// The recorded saves, oldest first (a copy).
     var all: [Entry] { lock.withLock { entries } }
+
+    /// Whether no save is recorded, without the lock (as ``all`` would say).
+    var isEmpty: Bool { entryCount.load(ordering: .acquiring) == 0 }
     /// Drops the `count` oldest saves (taken in and published by then).
     /// A child's check may still hold them: they are freed after a grace
     /// period, off this thread (``GracePeriod``).
@@ -189,6 +197,7 @@ final class DeferredChildSaves: @unchecked Sendable {
             let removed = Array(entries.prefix(count))
             for entry in removed { objects -= entry.objectCount }
             entries.removeFirst(count)
+            entryCount.store(entries.count, ordering: .releasing)
             return removed
         }
         // Their data only: an entry's child context, kept alive, would keep
@@ -206,6 +215,7 @@ final class DeferredChildSaves: @unchecked Sendable {
             let removed = Array(entries.prefix(count))
             for entry in removed { objects -= entry.objectCount }
             entries.removeFirst(count)
+            entryCount.store(entries.count, ordering: .releasing)
             return removed
         }
         return removed.count

@@ -110,6 +110,10 @@ extension ManagedObjectContext {
         if isCurrent { publishPendingChanges() }
         // Deferred saves first: the context publishes what it took in before
         // it drops them from the list, so reading in this order misses nothing.
+        // Nothing either way (most reads): no lock taken, nothing copied.
+        // Each is stored under its lock, after the state it says, so an
+        // empty list seen means its last save taken in is published.
+        if deferredChildSaves.isEmpty && publication.isEmptyAndComplete { return SourceView.Layer.nothing }
         let deferred = deferredChildSaves.all
         if let published = publication.read() { return SourceView.Layer(published: published, deferred: deferred) }
         try childAccess { () throws(StrataError) in publishPendingChanges() }

@@ -1,4 +1,5 @@
 internal import StrataStore
+import Synchronization
 
 /// One object's state in a context's unsaved changes, as that context's
 /// children read it.
@@ -26,6 +27,9 @@ struct PublishedChanges: Sendable {
     /// `objects` by the key of an attribute, built by the first reader that
     /// asks (one per copy: a copy never changes once published).
     let keys = PublishedKeys()
+
+    /// No change, shared (its key table stays empty: it has no object).
+    static let nothing = PublishedChanges()
 }
 
 /// A published copy's objects by the index key of one attribute of one
@@ -102,12 +106,16 @@ final class PublishedKeys: @unchecked Sendable {
 /// main queue here.
 ///
 /// `@unchecked Sendable`: `changes`, `isComplete` and `hasChildren` are
-/// guarded by `lock`, a leaf lock; `spare` and `spareLacks` belong to the
+/// guarded by `lock`, a leaf lock (`emptyAndComplete` is atomic, and
+/// stored under it); `spare` and `spareLacks` belong to the
 /// publishing context's queue (only its updates touch them).
 final class PendingChangesPublication: @unchecked Sendable {
     private let lock = Lock()
     private var changes = PublishedChanges()  // guarded by `lock`
     private var isComplete = true             // guarded by `lock`
+    /// `isComplete && changes.objects.isEmpty`, stored under `lock` each
+    /// time either changes and read without it (``isEmptyAndComplete``).
+    private let emptyAndComplete = Atomic<Bool>(true)
     private var hasChildren: Bool             // guarded by `lock`
     /// The copy before the published one (the context's queue).
     private var spare: [ObjectID: PendingState] = [:]
@@ -122,6 +130,12 @@ final class PendingChangesPublication: @unchecked Sendable {
 
     /// A child was created: from now on the context publishes.
     func childAdded() { lock.withLock { hasChildren = true } }
+
+    /// Whether the copy is complete and holds no change, without the lock:
+    /// a child's read of an ancestor that has nothing pending — most reads
+    /// — takes no lock and copies nothing (``ManagedObjectContext/layerForChildren()``).
+    /// As of the last update, as ``read()`` would be.
+    var isEmptyAndComplete: Bool { emptyAndComplete.load(ordering: .acquiring) }
 
     /// The published changes; nil while the copy is incomplete.
     func read() -> PublishedChanges? {
@@ -141,7 +155,10 @@ final class PendingChangesPublication: @unchecked Sendable {
         guard isRead else {
             // (`update` is left empty by a context with no child.)
             let right = replacing && !hasPending
-            lock.withLock { isComplete = right }
+            lock.withLock {
+                isComplete = right
+                emptyAndComplete.store(right && changes.objects.isEmpty, ordering: .releasing)
+            }
             return right
         }
         var next = spare
@@ -156,6 +173,7 @@ final class PendingChangesPublication: @unchecked Sendable {
         lock.withLock {
             swap(&changes, &published)
             isComplete = true
+            emptyAndComplete.store(changes.objects.isEmpty, ordering: .releasing)
         }
         if replacing {
             // The one swapped out is behind by everything: start it afresh.

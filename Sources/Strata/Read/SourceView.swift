@@ -59,6 +59,9 @@ struct SourceView {
         /// Whether this level changed nothing.
         var isEmpty: Bool { published.objects.isEmpty && deferred.isEmpty }
 
+        /// A level that changed nothing (made without an allocation).
+        static var nothing: Layer { Layer(published: PublishedChanges.nothing, deferred: []) }
+
         /// How many objects this level changed, of every entity.
         var changeCount: Int { published.objects.count + deferred.reduce(0) { $0 + $1.changes.inserted.count + $1.changes.updated.count + $1.changes.deleted.count } }
 
