@@ -49,13 +49,16 @@ extension ManagedObjectContext {
         // filled later reads it anyway).
         var visited: [ObjectID] = []
         var found: ManagedObject?
+        // One not held is registered after the walk, outside the store's read.
+        var foundStored: ObjectID?
         let coordinator = persistentStoreCoordinator
         try coordinator.forEachStored(
             of: entity, in: term.ranges(of: entity), index: entity.indexes[term.indexNumber],
             reading: { id in registry[id].map { $0.flags.contains(.fault) } ?? coordinator.rowCacheWants(id) }
         ) { (id, record) throws(StrataError) -> Bool in
             guard checksRegistry else {
-                found = try storedMatch(id, record, cacheEpoch: cacheEpoch)
+                try offer(id, record, cacheEpoch: cacheEpoch)
+                foundStored = id
                 return false
             }
             if let object = registry[id] {
@@ -77,9 +80,11 @@ extension ManagedObjectContext {
                 return true
             }
             if discardedInserts.contains(id) { return true }
-            found = try storedMatch(id, record, cacheEpoch: cacheEpoch)
+            try offer(id, record, cacheEpoch: cacheEpoch)
+            foundStored = id
             return false
         }
+        if let foundStored { found = registeredOrFault(for: foundStored, fetched: true) }
         if let found { return .found(found) }
         guard checksRegistry else { return .found(nil) }
         // An object held here may match on its own values (a change, or a
@@ -94,10 +99,10 @@ extension ManagedObjectContext {
         return .found(nil)
     }
 
-    /// A stored object this context does not hold, which an index entry
-    /// selected: a fault, its record offered to the row cache.
-    private func storedMatch(_ id: ObjectID, _ record: BorrowedRecord?, cacheEpoch: UInt64) throws(StrataError) -> ManagedObject {
+    /// Offers the row cache the record of a stored object this context
+    /// does not hold, which an index entry selected (it comes back as a
+    /// fault), when it was read.
+    private func offer(_ id: ObjectID, _ record: BorrowedRecord?, cacheEpoch: UInt64) throws(StrataError) {
         if let record { try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot) }
-        return registeredOrFault(for: id, fetched: true)
     }
 }
