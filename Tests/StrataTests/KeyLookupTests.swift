@@ -160,11 +160,12 @@ import Testing
 
     /// A lookup by one indexed attribute's value (the point lookup every
     /// `first(in:where:equals:)` and find-or-create makes) answers what a
-    /// fetch of every match answers (the general walk), through random
-    /// changes: inserts, edits and deletes here; inserts deleted again
-    /// before a save; saves (refused ones rolled back); another context
-    /// renaming and deleting stored objects (so objects held here hold
-    /// values older than the store's, contract C10); faults; refreshes.
+    /// scan of every object answers, through random changes: inserts,
+    /// edits and deletes here; inserts deleted again before a save; saves
+    /// (refused ones rolled back); another context inserting, renaming and
+    /// deleting stored objects (so objects held here hold values older
+    /// than the store's, contract C10, and stored ones are not held);
+    /// faults; refreshes.
     /// Checked after each step for every name (a unique index) and every
     /// serving count (a plain one), in a context on the coordinator and in
     /// a child of a writer.
@@ -190,8 +191,14 @@ import Testing
                 try other.performAndWait { () throws in
                     let stored = try other.fetch(FetchRequest<Recipe>())
                     guard !stored.isEmpty else { return }
-                    let target = stored[pick % stored.count]
-                    if pick % 3 == 0 { other.delete(target) } else { target.name = name; target.servings = servings }
+                    if pick % 2 == 0 || stored.isEmpty {
+                        let made = Recipe(context: other)
+                        made.name = name
+                        made.servings = servings
+                    } else {
+                        let target = stored[pick % stored.count]
+                        if pick % 3 == 0 { other.delete(target) } else { target.name = name; target.servings = servings }
+                    }
                     do { try other.save() } catch { other.rollback() }
                 }
                 continue
@@ -230,16 +237,19 @@ import Testing
                 default:
                     if held.isEmpty || pick % 4 == 0 { context.refreshAllObjects() } else { context.refresh(held[pick % held.count], mergeChanges: pick % 2 == 0) }
                 }
-                for name in names {
-                    let all = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.name == name }))
-                    let first = try Recipe.first(in: context, where: \.name, equals: name)
+                // Looked up first (objects stored since the last step are not
+                // held here yet), then judged against a scan of every object.
+                let byName = try names.map { try Recipe.first(in: context, where: \.name, equals: $0) }
+                let byServings = try (0..<4).map { try Recipe.first(in: context, where: \.servings, equals: $0) }
+                let everything = try context.fetch(FetchRequest<Recipe>()).filter { !$0.isDeleted }
+                for (name, first) in zip(names, byName) {
+                    let all = everything.filter { $0.name == name }
                     #expect((first == nil) == all.isEmpty && (first.map { found in all.contains { $0 === found } } ?? true),
                             "seed \(seed), step \(step): \(name): \(String(describing: first?.objectID)) among \(all.map(\.objectID))")
                     lookups += 1
                 }
-                for servings in 0..<4 {
-                    let all = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings == servings }))
-                    let first = try Recipe.first(in: context, where: \.servings, equals: servings)
+                for (servings, first) in zip(0..<4, byServings) {
+                    let all = everything.filter { $0.servings == servings }
                     #expect((first == nil) == all.isEmpty && (first.map { found in all.contains { $0 === found } } ?? true),
                             "seed \(seed), step \(step): servings \(servings): \(String(describing: first?.objectID)) among \(all.map(\.objectID))")
                     lookups += 1

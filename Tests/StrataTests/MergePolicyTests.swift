@@ -524,10 +524,11 @@ import Testing
     // C10
     /// A fault whose object was deleted at the source becomes inaccessible
     /// when first used; writing to it afterwards (an attribute, a to-many
-    /// member, the inverse of a live object's relationship) changes its own
-    /// values only: the context holds no change, a save writes nothing, and
-    /// a fetch does not meet it (it once stayed among the updates, outside
-    /// the registry, and the next indexed fetch trapped).
+    /// member), deleting or refreshing it changes its own values only: the
+    /// context holds no change, a save writes nothing, and a fetch does not
+    /// meet it (it once stayed among the updates, outside the registry, and
+    /// the next indexed fetch trapped; a delete was listed, and a refresh
+    /// made it a fault outside the registry).
     @Test func writingToAnObjectFoundDeletedChangesNothingToSave() throws {
         let coordinator = try makeCoordinator(model: makeModel(recipeIndexes: [IndexDescription("servings")]))
         let id = try MergeSupport.seedRecipe(coordinator)
@@ -546,7 +547,12 @@ import Testing
             ingredient.name = "salt"
             try context.save()
             fault.add(ingredient, to: "ingredients")
-            #expect(!context.hasChanges && context.updatedObjects.isEmpty)
+            // Neither a delete nor a refresh brings it back into the context.
+            context.delete(fault)
+            context.refresh(fault, mergeChanges: false)
+            #expect(fault.isDeleted && context.registeredObject(for: id) == nil)
+            fault.servings = 4
+            #expect(!context.hasChanges && context.updatedObjects.isEmpty && context.deletedObjects.isEmpty)
             #expect(try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings == 4 })).isEmpty)
             #expect(try Recipe.first(in: context, where: \.servings, equals: 4) == nil)
             try context.save()

@@ -182,4 +182,32 @@ import Testing
             #expect(untouched.undoManager == nil, "undo is off unless a context is given a manager")
         }
     }
+
+    /// Undoing the insert of an object another context has since deleted
+    /// at the source (found so, it left this context) deletes nothing: the
+    /// context holds no change, and the save writes none.
+    @Test func undoingTheInsertOfAnObjectDeletedAtTheSourceChangesNothing() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeIndexes: [IndexDescription("servings")]))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let (recipe, id) = try context.performAndWait { () throws -> (Recipe, ObjectID) in
+            context.undoManager = ContextUndoManager()
+            let soup = Recipe(context: context)
+            soup.name = "Soup"
+            soup.servings = 2
+            try context.save()
+            return (soup, soup.objectID)
+        }
+        try other.performAndWait { () throws in
+            other.delete(try other.existingObject(with: id))
+            try other.save()
+        }
+        try context.performAndWait { () throws in
+            context.refresh(recipe, mergeChanges: true)
+            #expect(recipe.isDeleted && !context.hasChanges)
+            context.undoManager?.undo()
+            #expect(!context.hasChanges && context.deletedObjects.isEmpty && context.registeredObject(for: id) == nil)
+            try context.save()
+        }
+    }
 }

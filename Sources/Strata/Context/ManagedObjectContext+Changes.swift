@@ -72,6 +72,9 @@ extension ManagedObjectContext {
         precondition(object.context === self, "Strata: \(object) is not registered in \(name)")
         guard !object.flags.contains(.deleted) else { return }
         object.fulfill()
+        // Found deleted at the source as it was filled (or before): gone
+        // already, and out of this context (``invalidate(_:)``).
+        guard !object.flags.contains(.invalidated) else { return }
         undo?.willChange(object, exists: true)
         markDeleted(object)
         let id = object.objectID

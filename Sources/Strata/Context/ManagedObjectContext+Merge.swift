@@ -60,7 +60,9 @@ extension ManagedObjectContext {
     /// the source becomes inaccessible).
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         checkQueue()
-        guard object.context === self, !object.flags.contains(.inserted), !object.flags.contains(.fault) else { return }
+        // An object found deleted at the source has left the context: made a
+        // fault again it would live outside the registry.
+        guard object.context === self, object.flags.isDisjoint(with: [.inserted, .fault, .invalidated]) else { return }
         if !mergeChanges {
             let id = object.objectID
             if !object.flags.isDisjoint(with: [.dirty, .deleted]) {

@@ -47,7 +47,7 @@ extension ManagedObjectContext {
         // match by its entry, and comes back as a fault, its row offered to
         // the row cache (and read only if the cache would take it: a fault
         // filled later reads it anyway).
-        var visited: [ObjectID] = []
+        var visited: Set<ObjectID> = []
         var found: ManagedObject?
         // One not held is registered after the walk, outside the store's read.
         var foundStored: ObjectID?
@@ -62,7 +62,7 @@ extension ManagedObjectContext {
                 return false
             }
             if let object = registry[id] {
-                visited.append(id)
+                visited.insert(id)
                 // An insert whose store save is in flight is in the store
                 // already: it was met (or not) with the pending ones.
                 if object.flags.contains(.inserted) { return true }

@@ -39,7 +39,10 @@ extension ManagedObjectContext {
                 object.replaceValues(with: state.values)
             }
         }
-        for (object, state) in states where !state.exists && object.link === link && !object.flags.contains(.deleted) {
+        // (An object found deleted at the source since has left the context:
+        // there is nothing of it to delete.)
+        for (object, state) in states
+        where !state.exists && object.link === link && object.flags.isDisjoint(with: [.deleted, .invalidated]) {
             markDeleted(object)
             if object.flags.contains(.inserted) { object.link = nil }
         }
