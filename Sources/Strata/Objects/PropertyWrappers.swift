@@ -144,8 +144,8 @@ extension Set: RelationshipValueConvertible where Element: ManagedObject {
         return result
     }
     /// Inlinable, so a `@Relationship` setter's call is specialized for its
-    /// element type: generic, the loop reads each element through a witness
-    /// table (and a `map(\.objectID)` instantiated its key path every call).
+    /// element type: generic, the loop would read each element through a
+    /// witness table.
     @inlinable
     public var propertyValue: PropertyValue {
         var ids = Set<ObjectID>(minimumCapacity: count)

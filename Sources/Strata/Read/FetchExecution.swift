@@ -103,15 +103,17 @@ extension ManagedObjectContext {
     func firstObject<Result: ManagedObject>(of type: Result.Type, entity: EntityDescription, passing test: ValueTest) throws(StrataError) -> Result? {
         beginRead()
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
-        if let term = PointTerm(test, entity: entity),
-           case .found(let object) = try pointLookup(of: entity, term, test: test, cacheEpoch: cacheEpoch) {
-            guard let object else { return nil }
+        let source = try SourceView(of: self)
+        // Where the ancestors hold no change, a lookup by one indexed
+        // attribute's value takes its own path (``pointLookup(of:_:test:source:cacheEpoch:)``).
+        if source.layers.isEmpty, let term = PointTerm(test, entity: entity) {
+            guard let object = try pointLookup(of: entity, term, test: test, source: source, cacheEpoch: cacheEpoch) else { return nil }
             countFetched(1)
             return unsafeDowncast(object, to: Result.self)
         }
         var evaluation = try PredicateEvaluation(test, entity: entity, context: self)
         var found: FetchMatch?
-        try forEachMatch(of: entity, includesPending: true, evaluation: &evaluation, rows: .kept, stopAfter: 1) { match, _ in
+        try forEachMatch(of: entity, includesPending: true, evaluation: &evaluation, rows: .kept, stopAfter: 1, source: source) { match, _ in
             if found == nil { found = match }
         }
         guard let found else { return nil }
@@ -330,7 +332,7 @@ extension ManagedObjectContext {
         var lends: Bool { self == .lent || self == .offered }
     }
 
-    /// What ``forEachMatch(of:includesPending:evaluation:rows:stopAfter:_:)``
+    /// What ``forEachMatch(of:includesPending:evaluation:rows:stopAfter:source:_:)``
     /// counts and keeps as it walks.
     struct MatchWalk {
         /// Where the fields the test reads lie in the record being judged.
@@ -359,10 +361,10 @@ extension ManagedObjectContext {
     /// ``forEachMatch(of:rows:test:stopAfter:_:)`` for the objects of
     /// `entity` that `evaluation` passes. Not generic: a lookup made in a
     /// loop does not ask the runtime for the metadata of generic types on
-    /// every call.
+    /// every call. `given`: the source, when the caller made it already.
     func forEachMatch(
         of entity: EntityDescription, includesPending: Bool, evaluation: inout PredicateEvaluation, rows: RowUse, stopAfter: Int,
-        _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
+        source given: SourceView? = nil, _ body: (FetchMatch, SourceRow?) throws(StrataError) -> Void
     ) throws(StrataError) {
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
@@ -371,7 +373,8 @@ extension ManagedObjectContext {
         // below share it, and capture one variable rather than four.
         var walk = MatchWalk(fields: RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0))
         let plan = QueryPlanner.plan(compiled?.test, entity: entity)
-        let source = try SourceView(of: self)
+        let source: SourceView
+        if let given { source = given } else { source = try SourceView(of: self) }
         // Most scans run in a context that holds none of the records: skip
         // the per-record lookups then.
         let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
