@@ -13,9 +13,8 @@ import Synchronization
 /// let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
 /// ```
 ///
-/// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys`,
-/// `rootContexts` and `historyState` are guarded by `lock` (the history
-/// changed only under `saveLock` as well); `rowCache` (with its epoch) by
+/// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
+/// `rootContexts` are guarded by `lock`; `rowCache` (with its epoch) by
 /// `cacheLock`; `aliases` by `aliasLock` (a leaf lock); saves are serialized
 /// by `saveLock`; catch-ups by `catchUpLock`. Lock order: saveLock →
 /// catchUpLock → lock → cacheLock; none is held while a context runs code
@@ -40,17 +39,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// `saveLock`, before `lock` and `cacheLock`.
     let catchUpLock = Lock()
     private let lock = Lock()
-    private var store: (any RecordStore)?   // guarded by `lock`
+    private var store: LogObjectStore?      // guarded by `lock`
     private var nextKeys: [UInt64]           // guarded by `lock`
     private var persistedKeys: [UInt64]      // guarded by `lock`
     /// By serial; a context leaves when it ends (``unregister(serial:)``).
     private var rootContexts: [UInt64: WeakContext] = [:]  // guarded by `lock`
     private var _storeIdentifier: UUID?      // guarded by `lock`
-    /// The store's schema generations (see ``StoredSchemas``).
-    var schemas: StoredSchemas?              // guarded by `lock`
     private var _erasesStoreOnModelMismatch = false  // guarded by `lock`
-    /// The store's persistent history, as saves number and prune it.
-    private var historyState: HistoryState?  // guarded by `lock`; changed under `saveLock` too
 
     #if DEBUG
     /// Development only (debug builds): a store whose model cannot be
@@ -143,44 +138,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             guard lock.withLock({ store == nil }) else {
                 throw StrataError(.storeAlreadyAdded, "the coordinator already has a store")
             }
-            var newStore: any RecordStore
-            switch type {
-            case .inMemory:
-                newStore = InMemoryRecordStore()
-            case .log:
-                guard let directory else { throw StrataError(.invalidArgument, "a log store needs a directory") }
-                newStore = try LogRecordStore(directory: directory, options: options)
-            }
-            do throws(StrataError) {
-                var prepared: PreparedStore
-                do throws(StrataError) {
-                    prepared = try prepare(newStore, readOnly: options.readOnly && type == .log, plan: migrationPlan, progress: migrationProgress)
-                } catch where error.code == .modelMismatch && type == .log && !options.readOnly && erasesOnModelMismatch {
-                    // Development only (see `erasesStoreOnModelMismatch`).
-                    try? newStore.close()
-                    try? FileManager.default.removeItem(atPath: directory!)
-                    newStore = try LogRecordStore(directory: directory!, options: options)
-                    prepared = try prepare(newStore, readOnly: false, plan: nil)
-                }
-                let (keys, identifier) = (prepared.keys, prepared.identifier)
-                // The engine's compactions upgrade the old records they copy.
-                (newStore as? LogRecordStore)?.engine.setCompactionRewriter(prepared.schemas.compactionRewriter)
-                let opened = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
-                let historyState = try HistoryState.load(from: opened, settings: history, readOnly: options.readOnly && type == .log)
-                lock.withLock {
-                    store = opened
-                    self.historyState = historyState
-                    schemas = prepared.schemas
-                    for (i, next) in keys.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
-                    persistedKeys = keys
-                    _storeIdentifier = identifier
-                }
-            } catch {
-                // A refused model, a store a newer model migrated: the
-                // directory is left as it was (a migration that wrote before
-                // failing leaves the store at the old model, closed as usual).
-                if let logStore = newStore as? LogRecordStore { try? logStore.closeUntouched() } else { try? newStore.close() }
-                throw error
+            let opened = try LogObjectStore.open(
+                type, directory: directory, options: options, model: model, migrationPlan: migrationPlan, migrationProgress: migrationProgress,
+                history: history, erasesOnModelMismatch: erasesOnModelMismatch, indexBuildBatchSize: indexBuildBatchSizeForTesting ?? 16_384)
+            lock.withLock {
+                store = opened
+                // Keys handed out before the store was added stay taken.
+                for (i, next) in opened.storedKeyCounters.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
+                persistedKeys = opened.storedKeyCounters
+                _storeIdentifier = opened.identifier
             }
         }
     }
@@ -190,7 +156,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try saveLock.withLock { () throws(StrataError) in
             // After a catch-up under way (``catchUpWithStore()``).
             let closing = catchUpLock.withLock {
-                lock.withLock { () -> (any RecordStore)? in
+                lock.withLock { () -> LogObjectStore? in
                     defer { store = nil }
                     return store
                 }
@@ -214,10 +180,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try currentStore().compact()
     }
 
-    /// Reads or changes the history's state under `lock` (change it under
-    /// `saveLock` too: see ``historyState``).
+    /// Reads or changes the store's history state (change it under
+    /// `saveLock` too: see ``LogObjectStore/withHistoryState(_:)``); nil
+    /// without a store.
     func withHistoryState<T>(_ body: (inout HistoryState?) -> T) -> T {
-        lock.withLock { body(&historyState) }
+        guard let store = lock.withLock({ store }) else {
+            var none: HistoryState?
+            return body(&none)
+        }
+        return store.withHistoryState(body)
     }
 
     /// The store's identity, made when it was created.
@@ -229,7 +200,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The storage engine's counters (nil for the in-memory store or none).
-    public var storeStatistics: StoreStatistics? { lock.withLock { store }?.statistics }
+    public var storeStatistics: StoreStatistics? { lock.withLock { store }?.records.statistics }
 
     /// The ID a URI from ``ObjectID/uriRepresentation()`` names; nil when it
     /// is not such a URI or names an entity this model lacks.
@@ -268,11 +239,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    func currentStore() throws(StrataError) -> any RecordStore {
+    /// The store, or ``StrataError/Code/noPersistentStore``.
+    func currentObjectStore() throws(StrataError) -> LogObjectStore {
         guard let store = lock.withLock({ store }) else {
             throw StrataError(.noPersistentStore, "the coordinator has no open store")
         }
         return store
+    }
+
+    /// The store's records (the read paths' way in, until reads go
+    /// through the store as saves do).
+    func currentStore() throws(StrataError) -> any RecordStore {
+        try currentObjectStore().records
     }
 
     /// The store's snapshot of `id`, through the row cache; nil when absent.
@@ -490,7 +468,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The schema generation records are written under (0: the store's first schema).
-    var schemaGeneration: UInt64 { lock.withLock { schemas?.current ?? 0 } }
+    var schemaGeneration: UInt64 { lock.withLock { store?.schemas.current ?? 0 } }
 
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version
@@ -512,8 +490,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// of `saveLock` (a batch insert), or they change no unique value (a
     /// batch update of other attributes).
     func write(_ changes: ChangeSet, from context: ManagedObjectContext, uniquenessChecked: Bool = false) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
-        let insertOrder = KeyOrder.positions(of: changes.inserted)
-        let store = try currentStore()
+        let store = try currentObjectStore()
         let (updates, deletes) = changes.basesAreStored
             ? ConflictResolution.unopposed(changes)
             : try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
@@ -523,57 +500,39 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
         }
 
-        let generation = schemaGeneration
-        var batch = changes.patchedRecords
-        var indexEntries = IndexMaintenance()
+        var request = StoreSaveRequest { [unowned self] id throws(StrataError) in try snapshot(for: id)?.values }
+        request.inserted = changes.inserted
+        request.insertedValues = changes.insertedValues
+        request.patched = changes.patched
+        request.patchedRecords = changes.patchedRecords
+        request.author = changes.authors.single
+        request.contextName = context.name
+        request.updated.reserveCapacity(changes.updated.count)
         var outcome = SaveOutcome()
         outcome.reachedStore = true
         var written: [(ObjectID, Snapshot)] = []
         written.reserveCapacity(changes.updated.count)
-        // Each written update and the properties it changed, for history.
-        let recordsHistory = withHistoryState { $0?.settings.isEnabled ?? false }
-        var historyUpdates: [(ObjectID, [Int])] = []
+        // The properties each written update changed, for history.
+        let recordsHistory = store.recordsHistory
         var payload = ObjectChanges(inserted: changes.inserted)
         payload.sourceSerial = context.serial
         var payloadSnapshots: [Snapshot] = []
 
         outcome.insertedVersions = Array(repeating: 1, count: changes.inserted.count)
-        // Inserted rows stay out of the row cache: filling it cost an
-        // import about a tenth of its time, and a new row is read back
-        // cheaply from the store's memtable if anyone asks. Updated rows
-        // must replace what the cache holds. In key order (a context's
-        // change set is in it already; one made otherwise is sorted):
-        // the engine's index then takes an import's keys as appends at
-        // its right edge, not as descents to random places.
-        // Yield points under `saveLock`: only saves to the coordinator
-        // take it — in the recommended stack, the writer's alone — and a
-        // reader never does, so a yield here keeps no read waiting.
-        var yields = YieldPoints()
-        for i in insertOrder {
-            yields.pass()
-            let id = changes.inserted[i]
-            RecordCoding.put(id, changes.insertedValues[i], version: 1, generation: generation, into: &batch)
-            if !id.entity.indexes.isEmpty { indexEntries.insert(changes.insertedValues[i], of: id) }
-        }
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
-            yields.pass()
             switch updates[i] {
             case .write(let values, let current):
                 let version = current + 1
-                RecordCoding.put(id, values, version: version, generation: generation, into: &batch)
-                if !id.entity.indexes.isEmpty {
-                    let stored = changes.basesAreStored ? changes.updatedBase[i] : try snapshot(for: id)?.values
-                    indexEntries.update(from: stored, to: values, of: id)
-                }
+                let base = changes.updatedBase[i]
+                request.updated.append(StoreSaveRequest.Update(
+                    id: id, values: values, version: version,
+                    changedProperties: recordsHistory ? values.indices.filter { $0 >= base.count || values[$0] != base[$0] } : [],
+                    storedValues: changes.basesAreStored ? base : nil))
                 let snapshot = Snapshot(values: values, version: version)
                 written.append((id, snapshot))
                 outcome.updatedVersions.append(version)
                 if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
-                if recordsHistory {
-                    let base = changes.updatedBase[i]
-                    historyUpdates.append((id, values.indices.filter { $0 >= base.count || values[$0] != base[$0] }))
-                }
                 payload.updated.append(id)
                 payloadSnapshots.append(snapshot)
             case .keep(let current):
@@ -584,45 +543,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         // After the updates with values: the payload's snapshots stay
         // aligned with its first IDs, and a merge reads these from the store.
-        for patched in changes.patched {
-            if recordsHistory { historyUpdates.append((patched.id, patched.changedProperties)) }
-            payload.updated.append(patched.id)
-        }
+        for patched in changes.patched { payload.updated.append(patched.id) }
         var removed: [ObjectID] = []
-        // Those this save deletes (not those gone already), for history.
-        var historyDeletes: [ObjectID] = []
-        // The values a delete's history keeps, by position among those.
-        var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
         for (i, id) in changes.deleted.enumerated() {
             switch deletes[i] {
             case .delete:
-                batch.delete(RecordCoding.key(id))
-                let kept = recordsHistory ? id.entity.tombstoneIndices : []
-                let stored = id.entity.indexes.isEmpty && kept.isEmpty ? nil
-                    : changes.basesAreStored ? changes.deletedBase[i] : try snapshot(for: id)?.values
-                if !id.entity.indexes.isEmpty, let stored { indexEntries.delete(stored, of: id) }
+                request.deleted.append(StoreSaveRequest.Delete(id: id, storedValues: changes.basesAreStored ? changes.deletedBase[i] : nil))
                 removed.append(id)
-                if recordsHistory {
-                    if !kept.isEmpty, let stored {
-                        tombstones.append((historyDeletes.count, kept.map { ($0, stored[$0]) }))
-                    }
-                    historyDeletes.append(id)
-                }
             case .alreadyGone:
                 removed.append(id)
             case .keep(let current):
                 outcome.keptDeletes[i] = current
             }
         }
-        indexEntries.write(into: &batch)
         payload.deleted = removed
         payload.updatedSnapshots = payloadSnapshots
-        let history = try recordTransaction(
-            of: changes, updated: historyUpdates, deleted: historyDeletes, tombstones: tombstones, from: context, store: store, into: &batch)
         let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
-        if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
-        if !batch.isEmpty { try store.write(batch) }
-        if let history { recordedTransaction(history, store: store) }
+        request.keyCounters = keys
+        try store.save(request)
         afterStoreWriteForTesting?()
         if let keys { lock.withLock { persistedKeys = keys } }
         // After the write is readable: an object loaded before this is

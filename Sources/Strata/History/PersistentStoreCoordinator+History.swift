@@ -212,50 +212,6 @@ extension PersistentStoreCoordinator {
         return summary
     }
 
-    // MARK: Recording a save
-
-    /// Puts the transaction a save writes into its `batch`, with the
-    /// removal of what pruning lets go of now; nil (and nothing put) when
-    /// history is off or the save changes no object.
-    func recordTransaction(
-        of changes: ChangeSet, updated: [(ObjectID, [Int])], deleted: [ObjectID],
-        tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])], from context: ManagedObjectContext,
-        store: any RecordStore, into batch: inout WriteBatch
-    ) throws(StrataError) -> HistoryState? {
-        guard var state = withHistoryState({ $0 }), state.settings.isEnabled else { return nil }
-        guard !changes.inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty else { return nil }
-        let now = Date()
-        let number = state.next
-        let author = changes.authors.single
-        batch.put(HistoryCoding.key(number), HistoryCoding.encode(HistoryCoding.Written(
-            timestamp: now, author: author, contextName: context.name,
-            inserted: changes.inserted, updated: updated, deleted: deleted, tombstones: tombstones)))
-        state.next = number + 1
-        if state.oldestTimestamp == nil { state.oldestTimestamp = now }
-        // A transaction that cannot be read stops pruning by age there
-        // (`strata-dump verify` reports it); it never fails the save.
-        if let pruning = state.pruning(newest: number, now: now, timestamps: { n in
-            (try? store.get(HistoryCoding.key(n)))?.flatMap(HistoryCoding.timestamp(of:))
-        }) {
-            for n in pruning { batch.delete(HistoryCoding.key(n)) }
-            state.pruned = max(state.pruned, pruning.upperBound)
-            batch.put(HistoryCoding.prunedKey, HistoryCoding.numberValue(state.pruned))
-            state.oldest = pruning.upperBound + 1
-            // Read once the batch is in (``recordedTransaction(_:store:)``).
-            state.oldestTimestamp = nil
-        }
-        return state
-    }
-
-    /// After the batch of ``recordTransaction(of:updated:deleted:tombstones:from:store:into:)`` is in the store.
-    func recordedTransaction(_ state: HistoryState, store: any RecordStore) {
-        var state = state
-        if state.oldestTimestamp == nil {
-            state.oldestTimestamp = (try? store.get(HistoryCoding.key(state.oldest)))?.flatMap(HistoryCoding.timestamp(of:))
-        }
-        withHistoryState { $0 = state }
-    }
-
     // MARK: Helpers
 
     private func historyStoreIdentifier() throws(StrataError) -> UUID {

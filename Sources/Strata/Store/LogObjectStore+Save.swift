@@ -1,0 +1,91 @@
+import Foundation
+internal import StrataStore
+
+extension LogObjectStore {
+    /// Writes `request` as ONE atomic batch (contract C11): the records,
+    /// their index entries, the history's transaction and what pruning lets
+    /// go of, and the key counters. Called under the coordinator's
+    /// `saveLock`. Nothing is written if it throws.
+    func save(_ request: StoreSaveRequest) throws(StrataError) {
+        let generation = schemas.current
+        var batch = request.patchedRecords
+        var indexEntries = IndexMaintenance()
+        // Yield points under `saveLock`: only saves to the coordinator
+        // take it — in the recommended stack, the writer's alone — and a
+        // reader never does, so a yield here keeps no read waiting.
+        var yields = YieldPoints()
+        // In key order (a context's change set is in it already; one made
+        // otherwise is sorted): the engine's index then takes an import's
+        // keys as appends at its right edge, not as descents to random places.
+        for i in KeyOrder.positions(of: request.inserted) {
+            yields.pass()
+            let id = request.inserted[i]
+            RecordCoding.put(id, request.insertedValues[i], version: 1, generation: generation, into: &batch)
+            if !id.entity.indexes.isEmpty { indexEntries.insert(request.insertedValues[i], of: id) }
+        }
+        for update in request.updated {
+            yields.pass()
+            RecordCoding.put(update.id, update.values, version: update.version, generation: generation, into: &batch)
+            if !update.id.entity.indexes.isEmpty {
+                indexEntries.update(from: try request.stored(update), to: update.values, of: update.id)
+            }
+        }
+        let recordsHistory = self.recordsHistory
+        // The values a delete's history keeps, by position among the deletes.
+        var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
+        for (i, delete) in request.deleted.enumerated() {
+            batch.delete(RecordCoding.key(delete.id))
+            let kept = recordsHistory ? delete.id.entity.tombstoneIndices : []
+            guard !delete.id.entity.indexes.isEmpty || !kept.isEmpty, let stored = try request.stored(delete) else { continue }
+            if !delete.id.entity.indexes.isEmpty { indexEntries.delete(stored, of: delete.id) }
+            if !kept.isEmpty { tombstones.append((i, kept.map { ($0, stored[$0]) })) }
+        }
+        indexEntries.write(into: &batch)
+        let history = recordsHistory ? try recordTransaction(of: request, tombstones: tombstones, into: &batch) : nil
+        if let keys = request.keyCounters { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
+        if !batch.isEmpty { try records.write(batch) }
+        if let history { recordedTransaction(history) }
+    }
+
+    // MARK: History
+
+    /// Puts the transaction `request` makes into its `batch`, with the
+    /// removal of what pruning lets go of now; nil (and nothing put) when
+    /// history is off or the save changes no object.
+    private func recordTransaction(
+        of request: StoreSaveRequest, tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])], into batch: inout WriteBatch
+    ) throws(StrataError) -> HistoryState? {
+        guard var state = withHistoryState({ $0 }), state.settings.isEnabled, !request.changesNoObject else { return nil }
+        let now = Date()
+        let number = state.next
+        var updated = request.updated.map { ($0.id, $0.changedProperties) }
+        for patched in request.patched { updated.append((patched.id, patched.changedProperties)) }
+        batch.put(HistoryCoding.key(number), HistoryCoding.encode(HistoryCoding.Written(
+            timestamp: now, author: request.author, contextName: request.contextName,
+            inserted: request.inserted, updated: updated, deleted: request.deleted.map(\.id), tombstones: tombstones)))
+        state.next = number + 1
+        if state.oldestTimestamp == nil { state.oldestTimestamp = now }
+        // A transaction that cannot be read stops pruning by age there
+        // (`strata-dump verify` reports it); it never fails the save.
+        if let pruning = state.pruning(newest: number, now: now, timestamps: { n in
+            (try? records.get(HistoryCoding.key(n)))?.flatMap(HistoryCoding.timestamp(of:))
+        }) {
+            for n in pruning { batch.delete(HistoryCoding.key(n)) }
+            state.pruned = max(state.pruned, pruning.upperBound)
+            batch.put(HistoryCoding.prunedKey, HistoryCoding.numberValue(state.pruned))
+            state.oldest = pruning.upperBound + 1
+            // Read once the batch is in (``recordedTransaction(_:)``).
+            state.oldestTimestamp = nil
+        }
+        return state
+    }
+
+    /// After the batch of ``recordTransaction(of:tombstones:into:)`` is in the store.
+    private func recordedTransaction(_ state: HistoryState) {
+        var state = state
+        if state.oldestTimestamp == nil {
+            state.oldestTimestamp = (try? records.get(HistoryCoding.key(state.oldest)))?.flatMap(HistoryCoding.timestamp(of:))
+        }
+        withHistoryState { $0 = state }
+    }
+}
