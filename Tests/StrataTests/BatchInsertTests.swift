@@ -325,9 +325,9 @@ import Testing
         _ = try BatchUpdateTests.seed(container, count: count)
         let coordinator = container.coordinator
         func reads(_ body: () throws -> BatchResult) throws -> (Int, BatchResult) {
-            let before = coordinator.recordsRead.load(ordering: .relaxed)
+            let before = coordinator.recordsRead.load()
             let result = try body()
-            return (coordinator.recordsRead.load(ordering: .relaxed) - before, result)
+            return (coordinator.recordsRead.load() - before, result)
         }
         let rows = (0..<count).map { Self.row("R\($0)", servings: $0) }
         let (unchangedReads, unchanged) = try reads { try coordinator.execute(BatchInsertRequest<Recipe>(objects: rows)) }

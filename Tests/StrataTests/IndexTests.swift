@@ -73,7 +73,7 @@ import Testing
             }
             let entity = try #require(model.entity(named: "Recipe"))
             let stored = try context.fetch(FetchRequest<Recipe>())
-            let store = try coordinator.currentStore()
+            let store = try coordinator.currentStore().records
             for number in Self.indexes.indices {
                 var entries: [[UInt8]] = []
                 try store.forEach(prefix: IndexKeyCoding.prefix(of: entity, index: number)) { key, _ in entries.append(Array(key)) }
@@ -109,7 +109,7 @@ import Testing
 
         // Damage: one object's name entry replaced by one for another name.
         let reopened = try makeCoordinator(directory, model: model)
-        let damaged = try reopened.currentStore()
+        let damaged = try reopened.currentStore().records
         var values = entity.initialValues
         values[entity.propertyIndex["name"]!] = .string("R0")
         var batch = WriteBatch()

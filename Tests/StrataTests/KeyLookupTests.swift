@@ -129,9 +129,9 @@ import Testing
         let wanted = Array(names.prefix(100))
         func read(_ body: (ManagedObjectContext) throws -> Void) throws -> Int {
             let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-            let before = coordinator.recordsRead.load(ordering: .relaxed)
+            let before = coordinator.recordsRead.load()
             try context.performAndWait { () throws in try body(context) }
-            return coordinator.recordsRead.load(ordering: .relaxed) - before
+            return coordinator.recordsRead.load() - before
         }
         // With room, the first fetch reads each record once, for the cache.
         let first = try read { context in

@@ -459,7 +459,7 @@ extension MigrationTests {
         let before = try Self.inspect(directory).summary()
         #expect(before.recordsAwaitingUpgrade == 5)
         #expect(before.recordsPerFile.map(\.records) == [[7, 0]], "\(before.recordsPerFile)")  // one segment
-        try coordinator.currentStore().compact()  // the engine's, alone
+        try coordinator.currentStore().records.compact()  // the engine's, alone
         #expect(try Self.notes(coordinator) == Self.seeded)
         try coordinator.close()
         let inspector = try Self.inspect(directory)

@@ -68,7 +68,7 @@ import Testing
         let reopened = try makeCoordinator(directory, model: Self.model())
         defer { try? reopened.close() }
         // The schema the store records reads back with its constraints.
-        let record = try reopened.currentStore().get(RecordCoding.modelKey)
+        let record = try reopened.currentStore().records.get(RecordCoding.modelKey)
         let decoded = try ModelSchema.decode(Array(try #require(record).dropFirst(16)))
         #expect(decoded.entity(named: "Recipe")?.uniquenessConstraints == [["name"], ["uuid"]])
         #expect(decoded.versionHash == model.versionHash)

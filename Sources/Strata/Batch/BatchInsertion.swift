@@ -172,7 +172,7 @@ struct BatchInsertion {
         // patch changes a value an index holds: then the record read is
         // decoded, and the object's index entries moved.
         let order = updatedIDs.indices.sorted { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey }
-        let patches = try coordinator.patchStoredRecords(
+        let patches = try coordinator.currentStore().patchRecords(
             of: order.map { updatedIDs[$0] }, { RecordCoding.RecordPatch(newValues[order[$0]]) },
             decoding: { changed in changed.contains(where: indexedProperties.contains) }, into: &changes.patchedRecords)
         for (u, patch) in zip(order, patches) {

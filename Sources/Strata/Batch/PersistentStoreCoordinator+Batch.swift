@@ -59,51 +59,6 @@ enum StoredPatch {
     case decoded(Snapshot, changed: [Int])
 }
 
-extension PersistentStoreCoordinator {
-    /// Under the save lock, for a batch request's ``ChangeSet/patched``:
-    /// puts the stored record of each of `ids` (in key order, for the
-    /// store's sake) with `patch(i)` applied to the i-th into `batch` —
-    /// read and rewritten as bytes, no value decoded — unless `decoding`
-    /// asks for the values for what the patch changes. Throws
-    /// ``StrataError/Code/corruptRecord`` for a record that does not read
-    /// as its entity's.
-    func patchStoredRecords(
-        of ids: [ObjectID], _ patch: (Int) -> RecordCoding.RecordPatch, decoding: ([Int]) -> Bool = { _ in false },
-        into batch: inout WriteBatch
-    ) throws(StrataError) -> [StoredPatch] {
-        let store = try currentStore()
-        let generation = schemaGeneration
-        var result: [StoredPatch] = []
-        result.reserveCapacity(ids.count)
-        var site = RecordCoding.RecordPatch.Site()
-        var yields = YieldPoints()
-        for (i, id) in ids.enumerated() {
-            yields.pass()
-            recordsRead.add(1, ordering: .relaxed)
-            guard let record = try store.get(RecordCoding.key(id)) else {
-                result.append(.gone)
-                continue
-            }
-            let patch = patch(i)
-            try record.withBytes { (raw) throws(StrataError) in
-                guard patch.locate(in: raw, entity: id.entity, site: &site) else { throw RecordCoding.undecodable(id, format: record.first) }
-                let changed = patch.changedProperties(in: raw, at: site)
-                if changed.isEmpty {
-                    result.append(.unchanged)
-                } else if !decoding(changed) {
-                    patch.put(raw, at: site, of: id, generation: generation, into: &batch)
-                    result.append(.patched(changed: changed))
-                } else if let snapshot = RecordCoding.decode(raw, entity: id.entity) {
-                    result.append(.decoded(snapshot, changed: changed))
-                } else {
-                    throw RecordCoding.undecodable(id, format: record.first)
-                }
-            }
-        }
-        return result
-    }
-}
-
 extension TransactionAuthors {
     /// A batch request's authors: its ``BatchUpdateRequest/author`` (or
     /// the like), else unnamed.

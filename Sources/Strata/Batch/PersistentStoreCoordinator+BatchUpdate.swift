@@ -82,7 +82,7 @@ extension PersistentStoreCoordinator {
     /// as the patch's is left out.
     private func patching(_ ids: [ObjectID], with patch: RecordCoding.RecordPatch) throws(StrataError) -> ChangeSet {
         var changes = ChangeSet()
-        for (id, patched) in zip(ids, try patchStoredRecords(of: ids, { _ in patch }, into: &changes.patchedRecords)) {
+        for (id, patched) in zip(ids, try currentStore().patchRecords(of: ids, { _ in patch }, into: &changes.patchedRecords)) {
             if case .patched(let changed) = patched { changes.patched.append(PatchedRecord(id: id, changedProperties: changed)) }
         }
         return changes

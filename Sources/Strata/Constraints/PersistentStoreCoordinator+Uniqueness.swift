@@ -7,7 +7,7 @@ extension PersistentStoreCoordinator {
     /// view of the store.
     func storedUniqueHolders(_ keys: [UniqueKey]) throws(StrataError) -> [UniqueKey: [ObjectID]] {
         var holders: [UniqueKey: [ObjectID]] = [:]
-        try forEachStoredUniqueHolder(of: keys) { (k, id) throws(StrataError) in holders[keys[k], default: []].append(id) }
+        try currentStore().forEachUniqueHolder(of: keys) { (k, id) throws(StrataError) in holders[keys[k], default: []].append(id) }
         return holders
     }
 
@@ -16,46 +16,10 @@ extension PersistentStoreCoordinator {
     /// dictionary made.
     func firstStoredUniqueHolders(ofSorted keys: [UniqueKey]) throws(StrataError) -> [ObjectID?] {
         var holders = [ObjectID?](repeating: nil, count: keys.count)
-        try forEachStoredUniqueHolder(of: keys) { (k, id) throws(StrataError) in
+        try currentStore().forEachUniqueHolder(of: keys) { (k, id) throws(StrataError) in
             if holders[k] == nil { holders[k] = id }
         }
         return holders
-    }
-
-    /// Calls `body` with each stored object holding one of `keys`
-    /// (distinct and ascending) and that key's position, in key order,
-    /// at one read view of the store. Each value encodes self-delimited,
-    /// so an entry holds exactly the values of the key it starts with: the
-    /// range of a key is its prefix, and as the walk meets entries in key
-    /// order, each belongs to the first key, at or after the last one
-    /// matched, that it starts with — no key is copied to find it.
-    private func forEachStoredUniqueHolder(
-        of keys: [UniqueKey], _ body: (Int, ObjectID) throws(StrataError) -> Void
-    ) throws(StrataError) {
-        guard !keys.isEmpty else { return }
-        let store = try currentStore()
-        var ranges = KeyRanges()
-        for key in keys { ranges.appendPrefix { $0 += key.bytes } }
-        var k = 0
-        try store.forEachKey(in: ranges) { entry, _ throws(StrataError) in
-            let id = try holder(ofEntry: entry)  // (checks the entry's length first)
-            let key = UnsafeRawBufferPointer(rebasing: entry[..<(entry.count - 8)])
-            while k < keys.count, !keys[k].bytes.withUnsafeBytes({ $0.count == key.count && memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }) {
-                k += 1
-            }
-            guard k < keys.count else { throw StrataError(.corruptRecord, "a unique index entry is out of order") }
-            try body(k, id)
-            return true
-        }
-    }
-
-    /// The object a unique index entry names.
-    private func holder(ofEntry entry: UnsafeRawBufferPointer) throws(StrataError) -> ObjectID {
-        guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry),
-              let entity = model.entity(at: UInt16(entry[1]) << 8 | UInt16(entry[2])) else {
-            throw StrataError(.corruptRecord, "a unique index entry is malformed")
-        }
-        return ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
     }
 
     // MARK: Aliases

@@ -65,19 +65,11 @@ extension PersistentStoreCoordinator {
     func catchUpWithoutNotifying() throws(StrataError) -> CaughtUp {
         let (changes, token) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
             let store = try currentStore()
-            guard Self.readOnlyDirectory(of: store) != nil else { throw Self.notFollowable }
-            let model = self.model
-            var modelChanged = false
-            let keys: [CaughtUpKey]
+            guard store.followsAnotherWriter else { throw Self.notFollowable }
+            let changes: ObjectChanges
+            let modelChanged: Bool
             do throws(StrataError) {
-                keys = try store.catchUp { key in
-                    if key.first == RecordCoding.metaTag {
-                        // The primary keys handed out are the writer's business.
-                        if key != RecordCoding.keysKey { modelChanged = true }
-                        return false
-                    }
-                    return RecordCoding.objectID(fromKey: key, model: model) != nil
-                }
+                (changes, modelChanged) = try store.catchUp()
             } catch {
                 // The store may have moved on before the failure: no cached
                 // row, no object loaded before, is trusted any more.
@@ -89,16 +81,6 @@ extension PersistentStoreCoordinator {
                 forgetAllCachedRows()
                 changeLog.recordUnknownChange()
                 throw StrataError(.modelMismatch, "the process writing the store changed its model (a migration) since this one opened it: open the store again")
-            }
-            var changes = ObjectChanges()
-            for changed in keys {
-                guard let id = RecordCoding.objectID(fromKey: changed.key, model: model) else { continue }
-                switch (changed.existedBefore, changed.existsNow) {
-                case (false, true): changes.inserted.append(id)
-                case (true, true): changes.updated.append(id)
-                case (true, false): changes.deleted.append(id)
-                case (false, false): continue
-                }
             }
             guard !changes.isEmpty else { return (changes, nil) }
             // Objects loaded before this are listed as changed since (see
@@ -155,7 +137,7 @@ extension PersistentStoreCoordinator {
     /// ``StrataError/Code/invalidArgument`` for a store open for writing or
     /// in memory.
     public func followStore(onError: @escaping @Sendable (StrataError) -> Void = { _ in }) throws(StrataError) -> StoreFollowing {
-        guard let directory = Self.readOnlyDirectory(of: try currentStore()) else { throw Self.notFollowable }
+        guard let directory = try currentStore().followedDirectory else { throw Self.notFollowable }
         return try StoreFollowing(directory: directory, coordinator: self, onError: onError)
     }
 
@@ -164,14 +146,5 @@ extension PersistentStoreCoordinator {
             only a store opened read-only (StoreOptions.readOnly) catches up with another process: this one is open for writing, \
             and holds every save already, or in memory
             """)
-    }
-
-    /// The directory of a log store opened read-only; nil for any other.
-    static func readOnlyDirectory(of store: any RecordStore) -> String? {
-        switch store {
-        case let log as LogRecordStore: log.engine.options.readOnly ? log.engine.directory : nil
-        case let migrated as MigratedRecordStore: readOnlyDirectory(of: migrated.base)
-        default: nil
-        }
     }
 }

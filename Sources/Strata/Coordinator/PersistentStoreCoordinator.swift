@@ -82,7 +82,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// request or a fetch through an index costs, counted rather than timed
     /// (tests pin that a batch reads each object once, and that a fetch of
     /// faults reads no record the row cache would not take).
-    let recordsRead = Atomic<Int>(0)
+    let recordsRead = RecordReadCount()
 
     /// Tests only: runs inside every save once its batch is in the store,
     /// while the saving context is still parked — the window in which a
@@ -140,7 +140,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             let opened = try LogObjectStore.open(
                 type, directory: directory, options: options, model: model, migrationPlan: migrationPlan, migrationProgress: migrationProgress,
-                history: history, erasesOnModelMismatch: erasesOnModelMismatch, indexBuildBatchSize: indexBuildBatchSizeForTesting ?? 16_384)
+                history: history, erasesOnModelMismatch: erasesOnModelMismatch, indexBuildBatchSize: indexBuildBatchSizeForTesting ?? 16_384,
+                recordsRead: recordsRead)
             lock.withLock {
                 store = opened
                 // Keys handed out before the store was added stay taken.
@@ -200,7 +201,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The storage engine's counters (nil for the in-memory store or none).
-    public var storeStatistics: StoreStatistics? { lock.withLock { store }?.records.statistics }
+    public var storeStatistics: StoreStatistics? { lock.withLock { store }?.statistics }
 
     /// The ID a URI from ``ObjectID/uriRepresentation()`` names; nil when it
     /// is not such a URI or names an entity this model lacks.
@@ -240,17 +241,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The store, or ``StrataError/Code/noPersistentStore``.
-    func currentObjectStore() throws(StrataError) -> LogObjectStore {
+    func currentStore() throws(StrataError) -> LogObjectStore {
         guard let store = lock.withLock({ store }) else {
             throw StrataError(.noPersistentStore, "the coordinator has no open store")
         }
         return store
-    }
-
-    /// The store's records (the read paths' way in, until reads go
-    /// through the store as saves do).
-    func currentStore() throws(StrataError) -> any RecordStore {
-        try currentObjectStore().records
     }
 
     /// The store's snapshot of `id`, through the row cache; nil when absent.
@@ -260,7 +255,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func snapshot(for id: ObjectID, offered: Bool = false) throws(StrataError) -> Snapshot? {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached }
-        guard let snapshot = try read(id, from: try currentStore()) else { return nil }
+        guard let snapshot = try currentStore().values(of: id) else { return nil }
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
             if offered { rowCache.insertIfRoom(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
@@ -280,7 +275,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         guard !missing.isEmpty else { return snapshots }
         let store = try currentStore()
-        for i in missing { snapshots[i] = try read(ids[i], from: store) }
+        for i in missing { snapshots[i] = try store.values(of: ids[i]) }
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
             for i in missing {
@@ -288,16 +283,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         return snapshots
-    }
-
-    /// `id`'s record in `store`, decoded; nil when absent.
-    private func read(_ id: ObjectID, from store: any RecordStore) throws(StrataError) -> Snapshot? {
-        recordsRead.add(1, ordering: .relaxed)
-        guard let bytes = try store.get(RecordCoding.key(id)) else { return nil }
-        guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
-            throw RecordCoding.undecodable(id, format: bytes.first)
-        }
-        return snapshot
     }
 
     /// Drops `ids` from the row cache and starts a new epoch: the store
@@ -365,14 +350,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// ``forEachStored(of:_:)`` until `body` returns false.
     func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
-        let store = try currentStore()
-        let prefix = RecordCoding.prefix(of: entity)
-        try store.forEachWhile(prefix: prefix) { (key, value) throws(StrataError) -> Bool in
-            guard let primaryKey = RecordCoding.primaryKey(fromKey: key, prefix: prefix) else {
-                throw StrataError(.corruptRecord, "a key of \(entity.name) does not decode under the model")
-            }
-            return try body(BorrowedRecord(id: ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false), bytes: value))
-        }
+        try currentStore().forEachStored(of: entity, body)
     }
 
     /// Calls `body` with every stored object of `entity` whose entry in the
@@ -407,16 +385,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         of entity: EntityDescription, in ranges: KeyRanges, descending: Bool = false, index: IndexDescription?,
         reading wanted: (ObjectID) -> Bool, _ body: (ObjectID, BorrowedRecord?) throws(StrataError) -> Bool
     ) throws(StrataError) {
-        let store = try currentStore()
-        try store.forEachKey(in: ranges, descending: descending) { entry, get throws(StrataError) -> Bool in
-            let id = ObjectID(entity: entity, primaryKey: try Self.primaryKey(ofEntry: entry, entity: entity, index: index), isTemporary: false)
-            guard wanted(id) else { return try body(id, nil) }
-            recordsRead.add(1, ordering: .relaxed)
-            guard let bytes = try get(RecordCoding.key(id)) else {
-                throw StrataError(.corruptRecord, "\(entity.name)'s index \(index.map(String.init(describing:)) ?? "") names \(id), which is not stored")
-            }
-            return try bytes.withBytes { (raw) throws(StrataError) -> Bool in try body(id, BorrowedRecord(id: id, bytes: raw, owner: bytes)) }
-        }
+        try currentStore().forEachStored(of: entity, in: ranges, descending: descending, index: index, reading: wanted, body)
     }
 
     /// Calls `body` with every stored object of `entity` that has an entry
@@ -431,7 +400,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// ``forEachIndexed(of:in:_:)`` until `body` returns false.
     func forEachIndexed(of entity: EntityDescription, in plan: QueryPlan, _ body: (ObjectID) throws(StrataError) -> Bool) throws(StrataError) {
-        try forEachEntryWhile(of: entity, in: plan) { _, primaryKey throws(StrataError) -> Bool in
+        try currentStore().forEachEntry(of: entity, in: plan.ranges, descending: plan.isDescending, index: plan.index) { _, primaryKey throws(StrataError) -> Bool in
             try body(ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false))
         }
     }
@@ -442,29 +411,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func forEachEntry(
         of entity: EntityDescription, in plan: QueryPlan, _ body: (UnsafeRawBufferPointer, UInt64) throws(StrataError) -> Void
     ) throws(StrataError) {
-        try forEachEntryWhile(of: entity, in: plan) { entry, primaryKey throws(StrataError) -> Bool in
+        try currentStore().forEachEntry(of: entity, in: plan.ranges, descending: plan.isDescending, index: plan.index) { entry, primaryKey throws(StrataError) -> Bool in
             try body(entry, primaryKey)
             return true
         }
-    }
-
-    /// The reads above that need no record: each entry of the plan's
-    /// ranges with the primary key it ends with, until `body` returns false.
-    private func forEachEntryWhile(
-        of entity: EntityDescription, in plan: QueryPlan, _ body: (UnsafeRawBufferPointer, UInt64) throws(StrataError) -> Bool
-    ) throws(StrataError) {
-        let store = try currentStore()
-        try store.forEachKey(in: plan.ranges, descending: plan.isDescending) { entry, _ throws(StrataError) -> Bool in
-            try body(entry, try Self.primaryKey(ofEntry: entry, entity: entity, index: plan.index))
-        }
-    }
-
-    /// The primary key an entry of the plan's index ends with.
-    private static func primaryKey(ofEntry entry: UnsafeRawBufferPointer, entity: EntityDescription, index: IndexDescription?) throws(StrataError) -> UInt64 {
-        guard let primaryKey = IndexKeyCoding.primaryKey(ofEntry: entry) else {
-            throw StrataError(.corruptRecord, "an entry of \(entity.name)'s index \(index.map(String.init(describing:)) ?? "") is malformed")
-        }
-        return primaryKey
     }
 
     /// The schema generation records are written under (0: the store's first schema).
@@ -490,7 +440,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// of `saveLock` (a batch insert), or they change no unique value (a
     /// batch update of other attributes).
     func write(_ changes: ChangeSet, from context: ManagedObjectContext, uniquenessChecked: Bool = false) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
-        let store = try currentObjectStore()
+        let store = try currentStore()
         let (updates, deletes) = changes.basesAreStored
             ? ConflictResolution.unopposed(changes)
             : try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }

@@ -47,7 +47,7 @@ extension PersistentStoreCoordinator {
         var start: UInt64 = 0
         if let after = request.after {
             try check(after, of: identifier)
-            if let next = withHistoryState({ $0?.next }), Self.readOnlyDirectory(of: store) == nil, after.transactionNumber >= next {
+            if let next = withHistoryState({ $0?.next }), !store.followsAnotherWriter, after.transactionNumber >= next {
                 throw StrataError(.invalidArgument, """
                     the history token \(after) is newer than any transaction of this store (the newest is #\(next - 1)): \
                     a token kept from a copy of the store that was later restored from an older one? Fetch from the start (after: nil)
@@ -55,15 +55,13 @@ extension PersistentStoreCoordinator {
             }
             start = after.transactionNumber + 1
         }
-        let model = self.model
         var result: [HistoryTransaction] = []
         var scanned: UInt64?
         var damaged: UInt64?
         var failure: String?
-        try store.forEachKey(in: HistoryCoding.ranges(from: start), descending: false) { key, get throws(StrataError) -> Bool in
-            guard let number = HistoryCoding.number(fromKey: key), let record = try get(Array(key)) else { return true }
+        try store.forEachHistoryTransaction(from: start) { number, transaction throws(StrataError) -> Bool in
             scanned = number
-            guard let transaction = record.withUnsafeBytes({ HistoryCoding.decode($0, number: number, store: identifier, model: model) }) else {
+            guard let transaction else {
                 damaged = number
                 return false
             }
@@ -80,7 +78,7 @@ extension PersistentStoreCoordinator {
         // Checked after the read: pruning only moves forward, so a mark at
         // or below the token now was there during the read too.
         if let after = request.after {
-            let pruned = try HistoryCoding.pruned(in: store)
+            let pruned = try store.historyBounds().pruned
             if pruned > after.transactionNumber {
                 throw StrataError(.historyExpired, """
                     the store no longer keeps the transactions after \(after): those up to #\(pruned) were pruned \
@@ -114,9 +112,7 @@ extension PersistentStoreCoordinator {
     /// let now = try container.coordinator.currentHistoryToken()
     /// ```
     public func currentHistoryToken() throws(StrataError) -> HistoryToken? {
-        let store = try currentStore()
-        let newest = try HistoryCoding.transactionNumber(in: store, newest: true)
-        let pruned = try HistoryCoding.pruned(in: store)
+        let (newest, pruned) = try currentStore().historyBounds()
         guard let number = newest ?? (pruned > 0 ? pruned : nil) else { return nil }
         return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
     }
@@ -126,8 +122,8 @@ extension PersistentStoreCoordinator {
     /// Where the consumer `name` has read history up to; nil when it has
     /// no cursor.
     public func historyCursor(_ name: String) throws(StrataError) -> HistoryToken? {
-        let store = try currentStore()
-        guard let number = try store.get(try Self.cursorKey(name)).flatMap(HistoryCoding.number(fromValue:)) else { return nil }
+        try Self.checkCursorName(name)
+        guard let number = try currentStore().historyCursor(name) else { return nil }
         return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
     }
 
@@ -142,26 +138,19 @@ extension PersistentStoreCoordinator {
     /// if let last = transactions.last { try coordinator.setHistoryCursor("search-index", to: last.token) }
     /// ```
     public func setHistoryCursor(_ name: String, to token: HistoryToken) throws(StrataError) {
-        let key = try Self.cursorKey(name)
+        try Self.checkCursorName(name)
         try saveLock.withLock { () throws(StrataError) in
             let store = try writableHistoryStore()
             try check(token, of: try historyStoreIdentifier())
-            var batch = WriteBatch()
-            batch.put(key, HistoryCoding.numberValue(token.transactionNumber))
-            try store.write(batch)
-            withHistoryState { $0?.cursors[name] = token.transactionNumber }
+            try store.setHistoryCursor(name, to: token.transactionNumber)
         }
     }
 
     /// Removes the consumer `name`'s cursor: pruning no longer waits for it.
     public func removeHistoryCursor(_ name: String) throws(StrataError) {
-        let key = try Self.cursorKey(name)
+        try Self.checkCursorName(name)
         try saveLock.withLock { () throws(StrataError) in
-            let store = try writableHistoryStore()
-            var batch = WriteBatch()
-            batch.delete(key)
-            try store.write(batch)
-            withHistoryState { _ = $0?.cursors.removeValue(forKey: name) }
+            try writableHistoryStore().setHistoryCursor(name, to: nil)
         }
     }
 
@@ -176,22 +165,7 @@ extension PersistentStoreCoordinator {
         var removed = 0
         while true {
             let step = try saveLock.withLock { () throws(StrataError) -> Int in
-                let store = try writableHistoryStore()
-                guard let state = withHistoryState({ $0 }), state.oldest < state.next - 1 else { return 0 }
-                let through = min(token.transactionNumber, state.next - 2, state.oldest + UInt64(HistoryState.deleteBatch) - 1)
-                guard through >= state.oldest else { return 0 }
-                var batch = WriteBatch()
-                for number in state.oldest...through { batch.delete(HistoryCoding.key(number)) }
-                batch.put(HistoryCoding.prunedKey, HistoryCoding.numberValue(max(state.pruned, through)))
-                try store.write(batch)
-                // (Written already: a record that cannot be read leaves the age unknown, no more.)
-                let timestamp = (try? store.get(HistoryCoding.key(through + 1)))?.flatMap(HistoryCoding.timestamp(of:))
-                withHistoryState {
-                    $0?.pruned = max(state.pruned, through)
-                    $0?.oldest = through + 1
-                    $0?.oldestTimestamp = timestamp
-                }
-                return Int(through - state.oldest + 1)
+                try writableHistoryStore().pruneHistoryStep(through: token.transactionNumber)
             }
             removed += step
             if step == 0 { return removed }
@@ -201,15 +175,7 @@ extension PersistentStoreCoordinator {
     /// How much history the store keeps, for ``ObjectStoreInspector`` and
     /// `strata-dump info`.
     public func historySummary() throws(StrataError) -> HistorySummary {
-        let store = try currentStore()
-        var summary = try HistoryCoding.summarize { (prefix, body) throws(StrataError) in
-            try store.forEachWhile(prefix: prefix) { key, value throws(StrataError) -> Bool in
-                body(key, value)
-                return true
-            }
-        }
-        summary.isEnabled = withHistoryState { $0?.settings.isEnabled ?? false }
-        return summary
+        try currentStore().historySummary()
     }
 
     // MARK: Helpers
@@ -225,19 +191,18 @@ extension PersistentStoreCoordinator {
         }
     }
 
-    private func writableHistoryStore() throws(StrataError) -> any RecordStore {
+    private func writableHistoryStore() throws(StrataError) -> LogObjectStore {
         let store = try currentStore()
-        if Self.readOnlyDirectory(of: store) != nil {
+        if store.followsAnotherWriter {
             throw StrataError(.invalidArgument, "history cursors and pruning write to the store, which this process opened read-only: set them in the process that writes it")
         }
         return store
     }
 
-    private static func cursorKey(_ name: String) throws(StrataError) -> [UInt8] {
+    private static func checkCursorName(_ name: String) throws(StrataError) {
         guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 200 else {
             throw StrataError(.invalidArgument, "a history cursor's name is 1 to 200 bytes of UTF-8 without NUL; '\(name)' is not")
         }
-        return HistoryCoding.cursorKey(name)
     }
 }
 

@@ -24,30 +24,7 @@ extension PersistentStoreCoordinator {
             var start = RecordCoding.prefix(of: entity)
             while true {
                 let (rewritten, next) = try saveLock.withLock { () throws(StrataError) -> (Int, [UInt8]?) in
-                    guard let store = try currentStore() as? MigratedRecordStore else { return (0, nil) }
-                    var batch = WriteBatch()
-                    var count = 0, scanned = 0, next: [UInt8]?
-                    var storedStart = start
-                    store.schemas.translate(&storedStart, toStored: true)
-                    let storedEnd = endOfPrefix(Array(storedStart.prefix(3)))
-                    try store.base.forEachKey(in: [KeyRange(start: storedStart, end: storedEnd)]) { key, get throws(StrataError) -> Bool in
-                        // Bounded in keys read as well as records written:
-                        // a save waits for one batch, never for a whole entity.
-                        scanned += 1
-                        guard count < batchSize && scanned <= 4 * batchSize else {
-                            var resume = Array(key)
-                            store.schemas.translate(&resume, toStored: false)
-                            next = resume
-                            return false
-                        }
-                        let storedKey = Array(key)
-                        guard let value = try get(storedKey), let upgraded = try store.schemas.upgraded(value, storedKey: key) else { return true }
-                        batch.put(storedKey, upgraded)
-                        count += 1
-                        return true
-                    }
-                    if !batch.isEmpty { try store.base.write(batch) }
-                    return (count, next)
+                    try currentStore().upgradeRecords(from: start, batchSize: batchSize)
                 }
                 total += rewritten
                 if rewritten > 0 { progress?(total) }

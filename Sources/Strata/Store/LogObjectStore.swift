@@ -14,6 +14,7 @@ internal import StrataStore
 /// to the history is a save, a cursor write or a prune); the rest is set
 /// when the store opens and never changes.
 final class LogObjectStore: @unchecked Sendable {
+    let model: ManagedObjectModel
     /// The records: the engine's log store, or a dictionary in memory,
     /// behind ``MigratedRecordStore`` when older schema generations are read.
     let records: any RecordStore
@@ -23,11 +24,18 @@ final class LogObjectStore: @unchecked Sendable {
     /// Each entity's next primary key as the store last recorded it (by
     /// entity index): the coordinator hands out keys from there.
     let storedKeyCounters: [UInt64]
+    /// The coordinator's count of records read one by one.
+    let recordsRead: RecordReadCount
     private let lock = Lock()
     private var history: HistoryState?  // guarded by `lock`; changed under the coordinator's `saveLock` too
 
-    private init(records: any RecordStore, schemas: StoredSchemas, identifier: UUID, storedKeyCounters: [UInt64], history: HistoryState) {
+    private init(
+        model: ManagedObjectModel, records: any RecordStore, schemas: StoredSchemas, identifier: UUID, storedKeyCounters: [UInt64],
+        history: HistoryState, recordsRead: RecordReadCount
+    ) {
+        self.model = model
         self.records = records
+        self.recordsRead = recordsRead
         self.schemas = schemas
         self.identifier = identifier
         self.storedKeyCounters = storedKeyCounters
@@ -41,7 +49,7 @@ final class LogObjectStore: @unchecked Sendable {
     static func open(
         _ type: PersistentStoreCoordinator.StoreType, directory: String?, options: StoreOptions, model: ManagedObjectModel,
         migrationPlan: MigrationPlan?, migrationProgress: MigrationProgressHandler?, history settings: PersistentHistory,
-        erasesOnModelMismatch: Bool, indexBuildBatchSize: Int
+        erasesOnModelMismatch: Bool, indexBuildBatchSize: Int, recordsRead: RecordReadCount
     ) throws(StrataError) -> LogObjectStore {
         var newStore: any RecordStore
         switch type {
@@ -69,7 +77,8 @@ final class LogObjectStore: @unchecked Sendable {
             let records = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
             let history = try HistoryState.load(from: records, settings: settings, readOnly: readOnly)
             return LogObjectStore(
-                records: records, schemas: prepared.schemas, identifier: prepared.identifier, storedKeyCounters: prepared.keys, history: history)
+                model: model, records: records, schemas: prepared.schemas, identifier: prepared.identifier, storedKeyCounters: prepared.keys,
+                history: history, recordsRead: recordsRead)
         } catch {
             // A refused model, a store a newer model migrated: the
             // directory is left as it was (a migration that wrote before
