@@ -181,17 +181,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try currentStore().compact()
     }
 
-    /// Reads or changes the store's history state (change it under
-    /// `saveLock` too: see ``LogObjectStore/withHistoryState(_:)``); nil
-    /// without a store.
-    func withHistoryState<T>(_ body: (inout HistoryState?) -> T) -> T {
-        guard let store = lock.withLock({ store }) else {
-            var none: HistoryState?
-            return body(&none)
-        }
-        return store.withHistoryState(body)
-    }
-
     /// The store's identity, made when it was created.
     public var storeIdentifier: UUID? { lock.withLock { _storeIdentifier } }
 
@@ -417,9 +406,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// The schema generation records are written under (0: the store's first schema).
-    var schemaGeneration: UInt64 { lock.withLock { store?.schemas.current ?? 0 } }
-
     /// Writes a save of an attached context as one atomic batch, after
     /// checking every updated and deleted object against the store's version
     /// and every unique key the save claims against the store's unique
@@ -450,7 +436,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
         }
 
-        var request = StoreSaveRequest { [unowned self] id throws(StrataError) in try snapshot(for: id)?.values }
+        var request = StoreSaveRequest()
         request.inserted = changes.inserted
         request.insertedValues = changes.insertedValues
         request.patched = changes.patched
@@ -473,12 +459,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         for (i, id) in changes.updated.enumerated() {
             switch updates[i] {
             case .write(let values, let current):
-                let version = current + 1
+                let version = current.version + 1
                 let base = changes.updatedBase[i]
                 request.updated.append(StoreSaveRequest.Update(
-                    id: id, values: values, version: version,
-                    changedProperties: recordsHistory ? values.indices.filter { $0 >= base.count || values[$0] != base[$0] } : [],
-                    storedValues: changes.basesAreStored ? base : nil))
+                    id: id, values: values, stored: current,
+                    changedProperties: recordsHistory ? values.indices.filter { $0 >= base.count || values[$0] != base[$0] } : []))
                 let snapshot = Snapshot(values: values, version: version)
                 written.append((id, snapshot))
                 outcome.updatedVersions.append(version)
@@ -497,8 +482,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var removed: [ObjectID] = []
         for (i, id) in changes.deleted.enumerated() {
             switch deletes[i] {
-            case .delete:
-                request.deleted.append(StoreSaveRequest.Delete(id: id, storedValues: changes.basesAreStored ? changes.deletedBase[i] : nil))
+            case .delete(let current):
+                request.deleted.append(StoreSaveRequest.Delete(id: id, stored: current))
                 removed.append(id)
             case .alreadyGone:
                 removed.append(id)

@@ -47,7 +47,7 @@ extension PersistentStoreCoordinator {
         var start: UInt64 = 0
         if let after = request.after {
             try check(after, of: identifier)
-            if let next = withHistoryState({ $0?.next }), !store.followsAnotherWriter, after.transactionNumber >= next {
+            if let next = store.nextTransactionNumber, !store.followsAnotherWriter, after.transactionNumber >= next {
                 throw StrataError(.invalidArgument, """
                     the history token \(after) is newer than any transaction of this store (the newest is #\(next - 1)): \
                     a token kept from a copy of the store that was later restored from an older one? Fetch from the start (after: nil)

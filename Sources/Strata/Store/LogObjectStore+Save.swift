@@ -27,7 +27,7 @@ extension LogObjectStore {
             yields.pass()
             RecordCoding.put(update.id, update.values, version: update.version, generation: generation, into: &batch)
             if !update.id.entity.indexes.isEmpty {
-                indexEntries.update(from: try request.stored(update), to: update.values, of: update.id)
+                indexEntries.update(from: update.stored.values, to: update.values, of: update.id)
             }
         }
         let recordsHistory = self.recordsHistory
@@ -35,10 +35,11 @@ extension LogObjectStore {
         var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
         for (i, delete) in request.deleted.enumerated() {
             batch.delete(RecordCoding.key(delete.id))
-            let kept = recordsHistory ? delete.id.entity.tombstoneIndices : []
-            guard !delete.id.entity.indexes.isEmpty || !kept.isEmpty, let stored = try request.stored(delete) else { continue }
+            let stored = delete.stored.values
             if !delete.id.entity.indexes.isEmpty { indexEntries.delete(stored, of: delete.id) }
-            if !kept.isEmpty { tombstones.append((i, kept.map { ($0, stored[$0]) })) }
+            if recordsHistory, case let kept = delete.id.entity.tombstoneIndices, !kept.isEmpty {
+                tombstones.append((i, kept.map { ($0, stored[$0]) }))
+            }
         }
         indexEntries.write(into: &batch)
         let history = recordsHistory ? try recordTransaction(of: request, tombstones: tombstones, into: &batch) : nil

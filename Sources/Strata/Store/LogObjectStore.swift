@@ -100,4 +100,7 @@ final class LogObjectStore: @unchecked Sendable {
 
     /// Whether saves record their transactions in the store's history.
     var recordsHistory: Bool { withHistoryState { $0?.settings.isEnabled ?? false } }
+
+    /// The number the next transaction gets (nil: the store keeps no history state).
+    var nextTransactionNumber: UInt64? { withHistoryState { $0?.next } }
 }

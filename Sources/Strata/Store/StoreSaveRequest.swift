@@ -10,20 +10,22 @@ struct StoreSaveRequest {
     struct Update {
         var id: ObjectID
         var values: [PropertyValue]
-        /// The version written: one past the stored one.
-        var version: UInt64
+        /// Its values and version at the store as the save found them
+        /// (under the save lock): the store writes version + 1 and moves
+        /// the index entries of the values it replaces.
+        var stored: Snapshot
         /// The properties whose values changed, by index (the history's).
         var changedProperties: [Int]
-        /// The values stored now, when the saver read them under the save
-        /// lock (a batch request); nil: ``StoreSaveRequest/storedValues`` reads them.
-        var storedValues: [PropertyValue]?
+
+        /// The version written.
+        var version: UInt64 { stored.version + 1 }
     }
 
-    /// An object the save deletes, stored until now.
+    /// An object the save deletes.
     struct Delete {
         var id: ObjectID
-        /// As ``Update/storedValues``.
-        var storedValues: [PropertyValue]?
+        /// As ``Update/stored``.
+        var stored: Snapshot
     }
 
     var inserted: [ObjectID] = []
@@ -41,26 +43,6 @@ struct StoreSaveRequest {
     /// The key counters to record (each entity's next primary key), nil
     /// when the store holds them already.
     var keyCounters: [UInt64]?
-    /// The values stored now of an object the save updates or deletes,
-    /// through the coordinator's row cache; nil when it is not stored.
-    var storedValues: (ObjectID) throws(StrataError) -> [PropertyValue]?
-
-    init(storedValues: @escaping (ObjectID) throws(StrataError) -> [PropertyValue]?) {
-        self.storedValues = storedValues
-    }
-
-    /// The values stored now of the object `update` writes.
-    func stored(_ update: Update) throws(StrataError) -> [PropertyValue]? {
-        if let stored = update.storedValues { return stored }
-        return try storedValues(update.id)
-    }
-
-    /// The values stored now of the object `delete` removes.
-    func stored(_ delete: Delete) throws(StrataError) -> [PropertyValue]? {
-        if let stored = delete.storedValues { return stored }
-        return try storedValues(delete.id)
-    }
-
     /// Whether it writes no object.
     var changesNoObject: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && patched.isEmpty }
 }

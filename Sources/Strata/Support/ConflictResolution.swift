@@ -1,8 +1,9 @@
 /// What a destination does with one updated object of a save.
 enum UpdateDecision {
     /// Store these values (the saving context's, or a property-level merge)
-    /// over the destination's present version of the object.
-    case write([PropertyValue], over: UInt64)
+    /// over the destination's present state of the object (its values and
+    /// version, which a store checks and keeps its indexes by).
+    case write([PropertyValue], over: Snapshot)
     /// Keep the destination's state; the saving context takes this snapshot.
     case keep(Snapshot)
     /// The destination deleted the object; the saving context's change is dropped.
@@ -11,7 +12,8 @@ enum UpdateDecision {
 
 /// What a destination does with one deleted object of a save.
 enum DeleteDecision {
-    case delete
+    /// Delete the object, whose present state at the destination this is.
+    case delete(Snapshot)
     /// The destination had deleted it already.
     case alreadyGone
     /// The destination changed it and the policy keeps that change.
@@ -26,8 +28,8 @@ enum ConflictResolution {
     /// state (``ChangeSet/basesAreStored``): every update written over the
     /// version it started from, every delete made.
     static func unopposed(_ changes: ChangeSet) -> (updates: [UpdateDecision], deletes: [DeleteDecision]) {
-        (changes.updated.indices.map { .write(changes.updatedValues[$0], over: changes.updatedVersions[$0]) },
-         Array(repeating: .delete, count: changes.deleted.count))
+        (changes.updated.indices.map { .write(changes.updatedValues[$0], over: Snapshot(values: changes.updatedBase[$0], version: changes.updatedVersions[$0])) },
+         changes.deleted.indices.map { .delete(Snapshot(values: changes.deletedBase[$0], version: changes.deletedVersions[$0])) })
     }
 
     /// `current(id, seen)`: the destination's present snapshot of an object,
@@ -59,14 +61,14 @@ enum ConflictResolution {
             // Same version, or (a destination that let go of its object and
             // reloaded it has a new version) the very values the saver started from.
             if current.version == changes.updatedVersions[i] || current.values == changes.updatedBase[i] {
-                updates.append(.write(changes.updatedValues[i], over: current.version))
+                updates.append(.write(changes.updatedValues[i], over: current))
                 continue
             }
             if policy == .error {
                 conflicts.append(conflict(changes.updated[i], base: changes.updatedBase[i], current: current.values))
                 updates.append(.drop)
             } else if let merged = policy.resolve(base: changes.updatedBase[i], mine: changes.updatedValues[i], destination: current.values) {
-                updates.append(.write(merged, over: current.version))
+                updates.append(.write(merged, over: current))
             } else {
                 updates.append(.keep(current))
             }
@@ -76,10 +78,10 @@ enum ConflictResolution {
         for i in changes.deleted.indices {
             guard let current = currentDeleted[i] else { deletes.append(.alreadyGone); continue }
             if current.version == changes.deletedVersions[i] || current.values == changes.deletedBase[i] || policy.deleteWinsOverChange {
-                deletes.append(.delete)
+                deletes.append(.delete(current))
             } else if policy == .error {
                 conflicts.append(conflict(changes.deleted[i], base: nil, current: current.values))
-                deletes.append(.delete)
+                deletes.append(.delete(current))
             } else {
                 deletes.append(.keep(current))
             }
