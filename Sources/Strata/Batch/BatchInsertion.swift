@@ -159,6 +159,8 @@ struct BatchInsertion {
         for j in values.indices where holder[j] != nil {
             let u = objectOf[next]
             next += 1
+            // Room made once: most stored objects meet one row.
+            if newValues[u].isEmpty { newValues[u].reserveCapacity(given[j].count) }
             given[j].forEach { index in
                 if let k = newValues[u].firstIndex(where: { $0.index == index }) {
                     newValues[u][k].value = values[j][index]
@@ -209,6 +211,9 @@ struct PropertyMask {
             high.append(index)
         }
     }
+
+    /// How many positions it holds.
+    var count: Int { low.nonzeroBitCount + high.count }
 
     mutating func formUnion(_ other: PropertyMask) {
         low |= other.low

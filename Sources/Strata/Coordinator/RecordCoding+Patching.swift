@@ -10,20 +10,47 @@ import Foundation
 extension RecordCoding {
     /// Attributes set to values, applied to one stored record at a time.
     struct RecordPatch {
-        /// Each attribute set: its position and its new field (tag and
-        /// payload), ascending by position.
-        let fields: [(index: Int, bytes: [UInt8])]
-        /// The positions of `fields`.
-        private let allIndices: [Int]
+        /// The position of each attribute set, ascending.
+        private let indices: [Int]
+        /// Their new fields (tag and payload), one after another in that
+        /// order: a patch is three arrays however many attributes it sets
+        /// (an upsert makes one per stored object it meets).
+        private let bytes: [UInt8]
+        /// Where each field ends in `bytes` (one starts where the one before it ends).
+        private let ends: [Int]
 
         /// A patch setting each attribute to its value; `updates` name each at most once.
         init(_ updates: [(index: Int, value: PropertyValue)]) {
-            fields = updates.sorted { $0.index < $1.index }.map { update in
-                var bytes: [UInt8] = []
+            var indices: [Int] = []
+            var bytes: [UInt8] = []
+            var ends: [Int] = []
+            indices.reserveCapacity(updates.count)
+            ends.reserveCapacity(updates.count)
+            bytes.reserveCapacity(updates.count * 16)
+            func append(_ update: (index: Int, value: PropertyValue)) {
+                indices.append(update.index)
                 RecordCoding.appendValue(update.value, into: &bytes)
-                return (update.index, bytes)
+                ends.append(bytes.count)
             }
-            allIndices = fields.map(\.index)
+            // Mostly in order already (an upsert's rows give the attributes
+            // in the entity's order): sorted only when they are not.
+            if updates.indices.dropFirst().allSatisfy({ updates[$0 - 1].index < updates[$0].index }) {
+                for update in updates { append(update) }
+            } else {
+                for update in updates.sorted(by: { $0.index < $1.index }) { append(update) }
+            }
+            self.indices = indices
+            self.bytes = bytes
+            self.ends = ends
+        }
+
+        /// How many attributes it sets.
+        var count: Int { indices.count }
+
+        /// The new field of the `i`-th attribute set, lent for the call.
+        @inline(__always)
+        func withField<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+            bytes.withUnsafeBytes { raw in body(UnsafeRawBufferPointer(rebasing: raw[(i == 0 ? 0 : ends[i - 1])..<ends[i]])) }
         }
 
         /// Where a patch's fields lie in one stored record, and its header:
@@ -45,12 +72,12 @@ extension RecordCoding {
             var reader = ByteReader(raw)
             guard RecordCoding.readGeneration(&reader) != nil, let version = reader.readVarint(),
                   let count = reader.readLength(limit: 1 << 16), count == entity.properties.count,
-                  fields.last.map({ $0.index < count }) ?? true
+                  indices.last.map({ $0 < count }) ?? true
             else { return false }
             site.version = version
             site.count = count
             site.body = reader.offset
-            if site.spans.count != fields.count { site.spans = Array(repeating: 0..<0, count: fields.count) }
+            if site.spans.count != indices.count { site.spans = Array(repeating: 0..<0, count: indices.count) }
             // Every property, not only those up to the last one set: a
             // record whose layout is broken past it is refused, not copied
             // on under a new version.
@@ -60,7 +87,7 @@ extension RecordCoding {
                 guard let rawTag = reader.readInteger(UInt8.self), let tag = Tag(rawValue: rawTag),
                       RecordCoding.tag(tag, fits: i, of: entity), RecordCoding.skipValue(tag, &reader)
                 else { return false }
-                if next < fields.count, fields[next].index == i {
+                if next < indices.count, indices[next] == i {
                     site.spans[next] = start..<reader.offset
                     next += 1
                 }
@@ -72,16 +99,18 @@ extension RecordCoding {
         /// `site`) differs from the patch's, ascending: empty when the patch
         /// would change nothing.
         func changedProperties(in raw: UnsafeRawBufferPointer, at site: Site) -> [Int] {
-            func differs(_ field: (index: Int, bytes: [UInt8]), _ span: Range<Int>) -> Bool {
-                field.bytes.count != span.count
-                    || field.bytes.withUnsafeBytes { memcmp($0.baseAddress!, raw.baseAddress! + span.lowerBound, span.count) } != 0
+            func differs(_ i: Int) -> Bool {
+                let span = site.spans[i]
+                return withField(i) { field in
+                    field.count != span.count || (span.count > 0 && memcmp(field.baseAddress!, raw.baseAddress! + span.lowerBound, span.count) != 0)
+                }
             }
             var changed = 0
-            for (field, span) in zip(fields, site.spans) where differs(field, span) { changed += 1 }
+            for i in indices.indices where differs(i) { changed += 1 }
             // Mostly all or none: the list of all is shared, not made again.
-            if changed == fields.count { return allIndices }
+            if changed == indices.count { return indices }
             if changed == 0 { return [] }
-            return zip(fields, site.spans).filter { differs($0, $1) }.map(\.0.index)
+            return indices.indices.filter(differs).map { indices[$0] }
         }
 
         /// Puts `raw` (at `site`) patched into `batch`: the next version
@@ -89,7 +118,7 @@ extension RecordCoding {
         func put(_ raw: UnsafeRawBufferPointer, at site: Site, of id: ObjectID, generation: UInt64, into batch: inout WriteBatch) {
             batch.put(KeyBytes(id), PatchedRecordBytes(
                 header: HeaderBytes(version: site.version + 1, generation: generation, count: site.count),
-                record: raw, body: site.body, fields: fields, spans: site.spans))
+                record: raw, body: site.body, patch: self, spans: site.spans))
         }
     }
 
@@ -99,23 +128,23 @@ extension RecordCoding {
         let record: UnsafeRawBufferPointer
         /// Where the record's first property starts.
         let body: Int
-        let fields: [(index: Int, bytes: [UInt8])]
-        /// Where each of `fields` lies in `record`.
+        let patch: RecordPatch
+        /// Where each field of `patch` lies in `record`.
         let spans: [Range<Int>]
 
         var byteCount: Int {
             var size = header.byteCount + record.count - body
-            for (field, span) in zip(fields, spans) { size += field.bytes.count - span.count }
+            for i in 0..<patch.count { size += patch.withField(i) { $0.count } - spans[i].count }
             return size
         }
 
         func write(to writer: inout ByteWriter) {
             header.write(to: &writer)
             var copied = body
-            for (field, span) in zip(fields, spans) {
-                writer.writeBytes(UnsafeRawBufferPointer(rebasing: record[copied..<span.lowerBound]))
-                field.bytes.withUnsafeBytes { writer.writeBytes($0) }
-                copied = span.upperBound
+            for i in 0..<patch.count {
+                writer.writeBytes(UnsafeRawBufferPointer(rebasing: record[copied..<spans[i].lowerBound]))
+                patch.withField(i) { writer.writeBytes($0) }
+                copied = spans[i].upperBound
             }
             writer.writeBytes(UnsafeRawBufferPointer(rebasing: record[copied...]))
         }
