@@ -71,4 +71,29 @@ import Testing
         let one = SortedKeys(one: [9, 9])
         #expect(Array(one) == [[9, 9]] && one.contains([9, 9]) && !one.contains([9]))
     }
+
+    /// Keys that share a long prefix and agree on the eight bytes after it
+    /// (where ``ByteStringOrder`` compares integers) sort as their bytes do:
+    /// the tie-break past those bytes, and zero-padding of short keys.
+    @Test func keysSharingAPrefixSortAsTheirBytes() {
+        var generator = SeededGenerator(seed: 41)
+        let alphabet: [UInt8] = [0, 1, 0x30, 0x39, 0xFF]
+        let prefix = Array("\u{1}SKU-".utf8)
+        let keys = (0..<2_000).map { _ -> [UInt8] in
+            let head: [UInt8] = Bool.random(using: &generator) ? Array("00000000".utf8) : []
+            let tail = (0..<Int.random(in: 0...12, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            return prefix + head + tail
+        }
+        let expected = keys.sorted { $0.lexicographicallyPrecedes($1) }
+        #expect(UniqueKey.sorted(keys.map(UniqueKey.init)).map(\.bytes) == expected)
+        var buffer: [UInt8] = []
+        var spans: [Range<Int>] = []
+        for key in keys {
+            spans.append(buffer.count..<(buffer.count + key.count))
+            buffer += key
+        }
+        let order = buffer.withUnsafeBytes { ByteStringOrder.order(of: spans, in: $0) }
+        #expect(order.map { keys[$0] } == expected)
+        #expect(Set(order) == Set(keys.indices))
+    }
 }

@@ -108,7 +108,7 @@ struct BatchInsertion {
             // Found by each key an object holds now, not by whom `claims`
             // names: a row merged into an earlier object can move it off a
             // key it claimed, or give it one another object claimed.
-            let sortedKeys = claims.keys.sorted()
+            let sortedKeys = UniqueKey.sorted(claims.keys)
             let holders = try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
             func held(_ key: UniqueKey) -> ObjectID? {
                 var low = 0, high = sortedKeys.count

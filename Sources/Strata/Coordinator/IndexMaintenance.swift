@@ -55,13 +55,9 @@ struct IndexMaintenance {
             func bytes(_ entry: (start: Int, count: Int, isPut: Bool)) -> UnsafeRawBufferPointer {
                 UnsafeRawBufferPointer(rebasing: all[entry.start..<entry.start + entry.count])
             }
-            let ordered = entries.sorted { a, b in
-                let (x, y) = (bytes(a), bytes(b))
-                let common = memcmp(x.baseAddress!, y.baseAddress!, min(x.count, y.count))
-                return common != 0 ? common < 0 : x.count < y.count
-            }
+            let order = ByteStringOrder.order(of: entries.map { $0.start..<$0.start + $0.count }, in: all)
             let noValue = BorrowedBytes(UnsafeRawBufferPointer(start: nil, count: 0))  // an index entry is a key alone
-            for entry in ordered {
+            for entry in order.lazy.map({ entries[$0] }) {
                 if entry.isPut { batch.put(BorrowedBytes(bytes(entry)), noValue) } else { batch.delete(bytes(entry)) }
             }
         }

@@ -31,7 +31,7 @@ struct SortedKeys: RandomAccessCollection, Equatable, Sendable {
         bytes.reserveCapacity(buffer.count)
         ends.reserveCapacity(spans.count)
         buffer.withUnsafeBytes { raw in
-            Self.sort(&spans, of: raw)
+            spans = ByteStringOrder.order(of: spans, in: raw).map { spans[$0] }
             // Each once: equal keys are neighbours now.
             var previous: UnsafeRawBufferPointer?
             for span in spans {
@@ -43,34 +43,6 @@ struct SortedKeys: RandomAccessCollection, Equatable, Sendable {
             }
         }
         self.init(bytes: bytes, ends: ends.count == 1 ? [] : ends, endIndex: ends.count)
-    }
-
-    /// Sorts `spans` by the bytes of `raw` they cover. Each is compared
-    /// first by eight bytes read as one integer — taken after the prefix
-    /// every key shares ("SKU-…"), zero-padded past a key's end, which keeps
-    /// the byte order — and by all its bytes only when those are equal.
-    private static func sort(_ spans: inout [Range<Int>], of raw: UnsafeRawBufferPointer) {
-        guard let first = spans.first else { return }
-        var shared = first.count
-        for span in spans.dropFirst() where shared > 0 {
-            var n = 0
-            let limit = Swift.min(shared, span.count)
-            while n < limit && raw[first.lowerBound + n] == raw[span.lowerBound + n] { n += 1 }
-            shared = n
-        }
-        var keyed = spans.map { span -> (head: UInt64, span: Range<Int>) in
-            var head: UInt64 = 0
-            for n in 0..<8 {
-                let i = span.lowerBound + shared + n
-                head = head << 8 | UInt64(i < span.upperBound ? raw[i] : 0)
-            }
-            return (head, span)
-        }
-        keyed.sort { a, b in
-            if a.head != b.head { return a.head < b.head }
-            return compareBytes(UnsafeRawBufferPointer(rebasing: raw[a.span]), UnsafeRawBufferPointer(rebasing: raw[b.span])) < 0
-        }
-        for i in spans.indices { spans[i] = keyed[i].span }
     }
 
     var startIndex: Int { 0 }
