@@ -247,6 +247,62 @@ import Testing
         }
     }
 
+    /// A primary key is handed out once in a store's life: to an object
+    /// inserted before the coordinator has a store, by the store while it is
+    /// open, after it is closed and added again, and by a later coordinator
+    /// of the same directory — each save records the counters with its
+    /// objects, so no new object takes a stored one's key (its save would
+    /// overwrite that object).
+    @Test func aPrimaryKeyIsHandedOutOnceInAStoresLife() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/store"
+        var ids: [ObjectID] = []
+        func insertAndSave(_ coordinator: PersistentStoreCoordinator, _ names: [String]) throws {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            ids += try context.performAndWait {
+                let recipes = names.map { name in
+                    let recipe = Recipe(context: context)
+                    recipe.name = name
+                    return recipe
+                }
+                try context.save()
+                return recipes.map(\.objectID)
+            }
+        }
+        let coordinator = PersistentStoreCoordinator(model: makeModel())
+        // Before the store: keys from the coordinator's own counters.
+        let early = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let earlyRecipe = early.performAndWait { () -> Recipe in
+            let recipe = Recipe(context: early)
+            recipe.name = "early"
+            return recipe
+        }
+        try coordinator.addPersistentStore(.log, directory: path, options: testStoreOptions())
+        try early.performAndWait { try early.save() }
+        ids.append(earlyRecipe.objectID)
+        try insertAndSave(coordinator, ["a", "b"])
+        try coordinator.close()
+        // A context made before the store comes back reserves keys then.
+        let between = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let betweenRecipe = between.performAndWait { () -> Recipe in
+            let recipe = Recipe(context: between)
+            recipe.name = "between"
+            return recipe
+        }
+        try coordinator.addPersistentStore(.log, directory: path, options: testStoreOptions())
+        try between.performAndWait { try between.save() }
+        ids.append(betweenRecipe.objectID)
+        try insertAndSave(coordinator, ["c"])
+        try coordinator.close()
+        let reopened = PersistentStoreCoordinator(model: makeModel())
+        try reopened.addPersistentStore(.log, directory: path, options: testStoreOptions())
+        try insertAndSave(reopened, ["d", "e"])
+        #expect(Set(ids.map(\.primaryKey)).count == ids.count, "\(ids.map(\.primaryKey))")
+        let context = ManagedObjectContext(.privateQueue, coordinator: reopened)
+        let stored = try context.performAndWait { try context.fetch(FetchRequest<Recipe>()).compactMap(\.name).sorted() }
+        #expect(stored == ["a", "b", "between", "c", "d", "e", "early"])
+    }
+
     /// URIs that do not name an ID of the model give nil.
     @Test func malformedURIsGiveNil() throws {
         let coordinator = try makeCoordinator()

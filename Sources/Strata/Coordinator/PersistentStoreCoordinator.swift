@@ -13,8 +13,8 @@ import Synchronization
 /// let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
 /// ```
 ///
-/// `@unchecked Sendable`: `store`, `nextKeys`, `persistedKeys` and
-/// `rootContexts` are guarded by `lock`; `rowCache` (with its epoch) by
+/// `@unchecked Sendable`: `store`, `nextKeys` and `rootContexts` are
+/// guarded by `lock`; `rowCache` (with its epoch) by
 /// `cacheLock`; `aliases` by `aliasLock` (a leaf lock); saves are serialized
 /// by `saveLock`; catch-ups by `catchUpLock`. Lock order: saveLock →
 /// catchUpLock → lock → cacheLock; none is held while a context runs code
@@ -40,8 +40,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     let catchUpLock = Lock()
     private let lock = Lock()
     private var store: LogObjectStore?      // guarded by `lock`
+    /// Each entity's next primary key while there is no store (the store
+    /// hands keys out while it is open, and adopts these).
     private var nextKeys: [UInt64]           // guarded by `lock`
-    private var persistedKeys: [UInt64]      // guarded by `lock`
     /// By serial; a context leaves when it ends (``unregister(serial:)``).
     private var rootContexts: [UInt64: WeakContext] = [:]  // guarded by `lock`
     private var _storeIdentifier: UUID?      // guarded by `lock`
@@ -108,7 +109,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         self.rowCacheBudget = rowCacheBudget
         self.rowCache = RowCache(budget: rowCacheBudget)
         self.nextKeys = Array(repeating: 1, count: model.entities.count)
-        self.persistedKeys = nextKeys
     }
 
     /// Opens (or creates) the coordinator's one store.
@@ -143,10 +143,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 history: history, erasesOnModelMismatch: erasesOnModelMismatch, indexBuildBatchSize: indexBuildBatchSizeForTesting ?? 16_384,
                 recordsRead: recordsRead)
             lock.withLock {
-                store = opened
                 // Keys handed out before the store was added stay taken.
-                for (i, next) in opened.storedKeyCounters.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
-                persistedKeys = opened.storedKeyCounters
+                opened.adoptKeys(nextKeys)
+                store = opened
                 _storeIdentifier = opened.identifier
             }
         }
@@ -158,6 +157,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // After a catch-up under way (``catchUpWithStore()``).
             let closing = catchUpLock.withLock {
                 lock.withLock { () -> LogObjectStore? in
+                    // Keys it handed out stay taken, should a store be added again.
+                    if let store { nextKeys = store.keyCounters }
                     defer { store = nil }
                     return store
                 }
@@ -223,6 +224,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// `count` primary keys of `entity` that no one else will ever get.
     func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) -> Range<UInt64> {
         lock.withLock {
+            // Under `lock`: a close takes the store's counters back after it.
+            if let store { return store.reservePrimaryKeys(for: entity, count: count) }
             let start = nextKeys[Int(entity.index)]
             nextKeys[Int(entity.index)] = start + count
             return start..<start + count
@@ -493,11 +496,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         payload.deleted = removed
         payload.updatedSnapshots = payloadSnapshots
-        let keys = lock.withLock { nextKeys != persistedKeys ? nextKeys : nil }
-        request.keyCounters = keys
         try store.save(request)
         afterStoreWriteForTesting?()
-        if let keys { lock.withLock { persistedKeys = keys } }
         // After the write is readable: an object loaded before this is
         // listed as changed since (see ``StoreChangeLog``). Inserts too:
         // a context may hold a new object as a level above had it

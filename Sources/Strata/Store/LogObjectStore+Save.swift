@@ -4,7 +4,8 @@ internal import StrataStore
 extension LogObjectStore {
     /// Writes `request` as ONE atomic batch (contract C11): the records,
     /// their index entries, the history's transaction and what pruning lets
-    /// go of, and the key counters. Called under the coordinator's
+    /// go of, and the key counters when keys were handed out since they were
+    /// last recorded. Called under the coordinator's
     /// `saveLock`. Nothing is written if it throws.
     func save(_ request: StoreSaveRequest) throws(StrataError) {
         let generation = schemas.current
@@ -43,8 +44,11 @@ extension LogObjectStore {
         }
         indexEntries.write(into: &batch)
         let history = recordsHistory ? try recordTransaction(of: request, tombstones: tombstones, into: &batch) : nil
-        if let keys = request.keyCounters { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
+        // Every key this save's objects hold was handed out before it began.
+        let keys = keysToRecord()
+        if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
         if !batch.isEmpty { try records.write(batch) }
+        if let keys { recorded(keys) }
         if let history { recordedTransaction(history) }
     }
 

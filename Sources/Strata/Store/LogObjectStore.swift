@@ -9,10 +9,10 @@ internal import StrataStore
 /// versions, what its contexts hear) and hands the store a
 /// ``StoreSaveRequest``; the store turns it into one atomic batch.
 ///
-/// `@unchecked Sendable`: `history` is guarded by `lock`, a leaf lock
-/// (changed only under the coordinator's `saveLock` as well: every change
-/// to the history is a save, a cursor write or a prune); the rest is set
-/// when the store opens and never changes.
+/// `@unchecked Sendable`: `history`, `nextKeys` and `recordedKeys` are
+/// guarded by `lock`, a leaf lock (the history changed only under the
+/// coordinator's `saveLock` as well: every change to it is a save, a cursor
+/// write or a prune); the rest is set when the store opens and never changes.
 final class LogObjectStore: @unchecked Sendable {
     let model: ManagedObjectModel
     /// The records: the engine's log store, or a dictionary in memory,
@@ -21,16 +21,19 @@ final class LogObjectStore: @unchecked Sendable {
     let schemas: StoredSchemas
     /// The store's identity, made when it was created.
     let identifier: UUID
-    /// Each entity's next primary key as the store last recorded it (by
-    /// entity index): the coordinator hands out keys from there.
-    let storedKeyCounters: [UInt64]
     /// The coordinator's count of records read one by one.
     let recordsRead: RecordReadCount
     private let lock = Lock()
     private var history: HistoryState?  // guarded by `lock`; changed under the coordinator's `saveLock` too
+    /// Each entity's next primary key (by entity index): no key at or past
+    /// it was ever handed out.
+    private var nextKeys: [UInt64]      // guarded by `lock`
+    /// `nextKeys` as the store last recorded them: a save whose keys are
+    /// past them records them again, in its own batch.
+    private var recordedKeys: [UInt64]  // guarded by `lock`
 
     private init(
-        model: ManagedObjectModel, records: any RecordStore, schemas: StoredSchemas, identifier: UUID, storedKeyCounters: [UInt64],
+        model: ManagedObjectModel, records: any RecordStore, schemas: StoredSchemas, identifier: UUID, keys: [UInt64],
         history: HistoryState, recordsRead: RecordReadCount
     ) {
         self.model = model
@@ -38,7 +41,8 @@ final class LogObjectStore: @unchecked Sendable {
         self.recordsRead = recordsRead
         self.schemas = schemas
         self.identifier = identifier
-        self.storedKeyCounters = storedKeyCounters
+        self.nextKeys = keys
+        self.recordedKeys = keys
         self.history = history
     }
 
@@ -77,7 +81,7 @@ final class LogObjectStore: @unchecked Sendable {
             let records = prepared.schemas.needsTranslation ? MigratedRecordStore(newStore, schemas: prepared.schemas) : newStore
             let history = try HistoryState.load(from: records, settings: settings, readOnly: readOnly)
             return LogObjectStore(
-                model: model, records: records, schemas: prepared.schemas, identifier: prepared.identifier, storedKeyCounters: prepared.keys,
+                model: model, records: records, schemas: prepared.schemas, identifier: prepared.identifier, keys: prepared.keys,
                 history: history, recordsRead: recordsRead)
         } catch {
             // A refused model, a store a newer model migrated: the
@@ -90,6 +94,37 @@ final class LogObjectStore: @unchecked Sendable {
 
     func close() throws(StrataError) {
         try records.close()
+    }
+
+    /// `count` primary keys of `entity` no one will ever get again,
+    /// recorded with the next save.
+    func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) -> Range<UInt64> {
+        lock.withLock {
+            let start = nextKeys[Int(entity.index)]
+            nextKeys[Int(entity.index)] = start + count
+            return start..<start + count
+        }
+    }
+
+    /// Each entity's next primary key: at least `keys`' (keys handed out
+    /// before the store was added) and its own.
+    func adoptKeys(_ keys: [UInt64]) {
+        lock.withLock {
+            for (i, next) in keys.enumerated() where i < nextKeys.count { nextKeys[i] = max(nextKeys[i], next) }
+        }
+    }
+
+    /// Each entity's next primary key, by entity index.
+    var keyCounters: [UInt64] { lock.withLock { nextKeys } }
+
+    /// The key counters a save is to record (nil: recorded already), and
+    /// after the save's write, that it did.
+    func keysToRecord() -> [UInt64]? {
+        lock.withLock { nextKeys != recordedKeys ? nextKeys : nil }
+    }
+
+    func recorded(_ keys: [UInt64]) {
+        lock.withLock { recordedKeys = keys }
     }
 
     /// Reads or changes what the store's history holds (change it under

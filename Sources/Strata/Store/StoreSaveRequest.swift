@@ -40,9 +40,6 @@ struct StoreSaveRequest {
     /// Who saved, for the history.
     var author: String?
     var contextName: String?
-    /// The key counters to record (each entity's next primary key), nil
-    /// when the store holds them already.
-    var keyCounters: [UInt64]?
     /// Whether it writes no object.
     var changesNoObject: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && patched.isEmpty }
 }
