@@ -269,26 +269,25 @@ import Testing
                 return recipes.map(\.objectID)
             }
         }
+        /// A recipe inserted now in a context of its own, saved later.
+        func unsavedRecipe(_ name: String, on coordinator: PersistentStoreCoordinator) -> (ManagedObjectContext, Recipe) {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            return (context, context.performAndWait {
+                let recipe = Recipe(context: context)
+                recipe.name = name
+                return recipe
+            })
+        }
         let coordinator = PersistentStoreCoordinator(model: makeModel())
         // Before the store: keys from the coordinator's own counters.
-        let early = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let earlyRecipe = early.performAndWait { () -> Recipe in
-            let recipe = Recipe(context: early)
-            recipe.name = "early"
-            return recipe
-        }
+        let (early, earlyRecipe) = unsavedRecipe("early", on: coordinator)
         try coordinator.addPersistentStore(.log, directory: path, options: testStoreOptions())
         try early.performAndWait { try early.save() }
         ids.append(earlyRecipe.objectID)
         try insertAndSave(coordinator, ["a", "b"])
         try coordinator.close()
         // A context made before the store comes back reserves keys then.
-        let between = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let betweenRecipe = between.performAndWait { () -> Recipe in
-            let recipe = Recipe(context: between)
-            recipe.name = "between"
-            return recipe
-        }
+        let (between, betweenRecipe) = unsavedRecipe("between", on: coordinator)
         try coordinator.addPersistentStore(.log, directory: path, options: testStoreOptions())
         try between.performAndWait { try between.save() }
         ids.append(betweenRecipe.objectID)
