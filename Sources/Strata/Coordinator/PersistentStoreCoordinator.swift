@@ -451,7 +451,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         outcome.reachedStore = true
         var written: [(ObjectID, Snapshot)] = []
         written.reserveCapacity(changes.updated.count)
-        // The properties each written update changed, for history.
+        // Whether to list, for history, the properties each written update changed.
         let recordsHistory = store.recordsHistory
         var payload = ObjectChanges(inserted: changes.inserted)
         payload.sourceSerial = context.serial
@@ -462,14 +462,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         for (i, id) in changes.updated.enumerated() {
             switch updates[i] {
             case .write(let values, let current):
-                let version = current.version + 1
                 let base = changes.updatedBase[i]
-                request.updated.append(StoreSaveRequest.Update(
+                let update = StoreSaveRequest.Update(
                     id: id, values: values, stored: current,
-                    changedProperties: recordsHistory ? values.indices.filter { $0 >= base.count || values[$0] != base[$0] } : []))
-                let snapshot = Snapshot(values: values, version: version)
+                    changedProperties: recordsHistory ? values.indices.filter { $0 >= base.count || values[$0] != base[$0] } : [])
+                request.updated.append(update)
+                let snapshot = Snapshot(values: values, version: update.version)
                 written.append((id, snapshot))
-                outcome.updatedVersions.append(version)
+                outcome.updatedVersions.append(update.version)
                 if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
                 payload.updated.append(id)
                 payloadSnapshots.append(snapshot)
@@ -505,8 +505,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         changeLog.record(changes.inserted + written.map(\.0) + changes.patched.map(\.id) + removed)
         cacheLock.withLock {
             rowCache.advanceEpoch()
-            // A batch request's rows replace only what the cache holds: it
-            // writes far more of them than anyone reads again.
+            // Inserted rows stay out of the cache: an import would fill it
+            // with rows no one reads soon, and a new row reads back cheaply
+            // from the store's memtable. Updated rows replace what it holds;
+            // a batch request's replace only rows it holds already (it
+            // writes far more of them than anyone reads again).
             for (id, snapshot) in written {
                 if changes.basesAreStored { rowCache.refresh(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
             }

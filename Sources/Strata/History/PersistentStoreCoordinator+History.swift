@@ -78,7 +78,7 @@ extension PersistentStoreCoordinator {
         // Checked after the read: pruning only moves forward, so a mark at
         // or below the token now was there during the read too.
         if let after = request.after {
-            let pruned = try store.historyBounds().pruned
+            let pruned = try store.historyPruned()
             if pruned > after.transactionNumber {
                 throw StrataError(.historyExpired, """
                     the store no longer keeps the transactions after \(after): those up to #\(pruned) were pruned \

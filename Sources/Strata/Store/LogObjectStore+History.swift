@@ -21,7 +21,12 @@ extension LogObjectStore {
     /// The newest transaction kept (nil: none), and every one up to
     /// `pruned` was removed (0: none was).
     func historyBounds() throws(StrataError) -> (newest: UInt64?, pruned: UInt64) {
-        (try HistoryCoding.transactionNumber(in: records, newest: true), try HistoryCoding.pruned(in: records))
+        (try HistoryCoding.transactionNumber(in: records, newest: true), try historyPruned())
+    }
+
+    /// Every transaction up to this one was removed (0: none was).
+    func historyPruned() throws(StrataError) -> UInt64 {
+        try HistoryCoding.pruned(in: records)
     }
 
     /// The transaction the consumer `name` has read up to; nil without a cursor.
