@@ -16,8 +16,6 @@ struct BatchInsertion {
     /// The object claiming each key of a unique index.
     private var claims: [UniqueKey: Int] = [:]
     private let uniqueIndexCount: Int
-    /// The positions of the properties some index holds.
-    private let indexedProperties: Set<Int>
 
     init(entity: EntityDescription, rows: ArraySlice<[String: PropertyValue]>) {
         self.init(entity: entity, reserving: rows.count)
@@ -36,7 +34,6 @@ struct BatchInsertion {
     private init(entity: EntityDescription, reserving count: Int) {
         self.entity = entity
         uniqueIndexCount = entity.uniqueIndexNumbers.count
-        indexedProperties = Set(entity.indexedProperties.joined())
         values.reserveCapacity(count)
         if uniqueIndexCount > 0 {
             given.reserveCapacity(count)
@@ -170,28 +167,24 @@ struct BatchInsertion {
             }
         }
         // In key order: the save's records then go to the engine as one
-        // ascending run. Each record is patched where it lies, unless the
-        // patch changes a value an index holds: then the record read is
-        // decoded, and the object's index entries moved.
+        // ascending run.
         let order = updatedIDs.indices.sorted { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey }
-        let patches = try coordinator.currentStore().patchRecords(
-            of: order.map { updatedIDs[$0] }, { RecordCoding.RecordPatch(newValues[order[$0]]) },
-            decoding: { changed in changed.contains(where: indexedProperties.contains) }, into: &changes.patchedRecords)
-        for (u, patch) in zip(order, patches) {
-            let id = updatedIDs[u]
-            switch patch {
-            case .gone:
-                throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(id), which is not stored")
-            case .unchanged:
-                continue
-            case .patched(let changed):
-                changes.patched.append(PatchedRecord(id: id, changedProperties: changed))
-            case .decoded(let snapshot, _):
-                var values = snapshot.values
+        guard checksUniqueness else {
+            // A row may claim another unique index's key that a third
+            // object holds: the coordinator's save checks the updates, so
+            // it needs them whole.
+            for (u, stored) in zip(order, try coordinator.storedSnapshots(order.map { updatedIDs[$0] })) {
+                guard let stored else { throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(updatedIDs[u]), which is not stored") }
+                var values = stored.values
                 for (index, value) in newValues[u] { values[index] = value }
-                changes.update(id, from: snapshot, to: values)
+                if values != stored.values { changes.update(updatedIDs[u], from: stored, to: values) }
             }
+            changes.basesAreStored = true
+            return changes
         }
+        // The store patches each record where it lies, unless the patch
+        // changes a value an index holds.
+        changes.partialUpdates = PartialUpdates(order.map { updatedIDs[$0] }, .each(order.map { newValues[$0] }), requiresStored: true)
         changes.basesAreStored = true
         return changes
     }

@@ -19,7 +19,8 @@ extension PersistentStoreCoordinator {
 
     /// Writes one atomic batch of a batch request. `build` runs under the
     /// save lock — no save comes in between what it reads of the store and
-    /// the write — and returns the changes (none: nothing is written).
+    /// the write — and returns the changes (none, or none the store finds
+    /// to make: nothing is written and no context told).
     /// Then every context that merges is told, as after a save here: the
     /// attached ones that merge automatically merge the save's payload;
     /// their children that merge, and the children of those that do not
@@ -33,7 +34,9 @@ extension PersistentStoreCoordinator {
         let payload = try saveLock.withLock { () throws(StrataError) -> ObjectChanges? in
             let changes = try build()
             guard !changes.isEmpty else { return nil }
-            return try write(changes, from: context, uniquenessChecked: uniquenessChecked).1
+            let payload = try write(changes, from: context, uniquenessChecked: uniquenessChecked).1
+            // Partial updates that found every value in place: nothing written.
+            return payload.inserted.isEmpty && payload.updated.isEmpty && payload.deleted.isEmpty ? nil : payload
         }
         guard let payload else { return ObjectChanges() }
         let roots = liveRootContexts.filter { $0 !== context }
@@ -44,19 +47,6 @@ extension PersistentStoreCoordinator {
         for root in roots { Self.mergeRemote(written, into: root, includingItself: false) }
         return written
     }
-}
-
-/// What a batch request's patch (``RecordCoding/RecordPatch``) makes of one stored object.
-enum StoredPatch {
-    /// The object is not stored.
-    case gone
-    /// Its record holds the patch's values already.
-    case unchanged
-    /// Its record patched, into the batch given, changing these properties.
-    case patched(changed: [Int])
-    /// The patch changes properties the caller wanted the values for
-    /// (`changed`): the stored values, decoded.
-    case decoded(Snapshot, changed: [Int])
 }
 
 extension TransactionAuthors {

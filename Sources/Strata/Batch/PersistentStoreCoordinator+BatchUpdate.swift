@@ -35,13 +35,13 @@ extension PersistentStoreCoordinator {
         let batchSize = max(request.batchSize, 1)
         // Attributes no index holds: the records are patched where they lie.
         let indexed = Set(entity.indexedProperties.joined())
-        let patch = updates.allSatisfy { !indexed.contains($0.index) } ? RecordCoding.RecordPatch(updates) : nil
-        if patch != nil { selected.sort { $0.primaryKey < $1.primaryKey } }
+        let patches = updates.allSatisfy { !indexed.contains($0.index) }
+        if patches { selected.sort { $0.primaryKey < $1.primaryKey } }
         let uniquenessChecked = updatesNoUniqueKey(updates, of: entity)
         for start in stride(from: 0, to: selected.count, by: batchSize) {
             let ids = Array(selected[start..<min(start + batchSize, selected.count)])
             let written = try writeBatch(from: context, uniquenessChecked: uniquenessChecked) { () throws(StrataError) -> ChangeSet in
-                var changes = if let patch { try patching(ids, with: patch) } else { try updating(ids, setting: updates) }
+                var changes = patches ? patching(ids, setting: updates) : try updating(ids, setting: updates)
                 changes.authors = authors
                 return changes
             }
@@ -74,17 +74,15 @@ extension PersistentStoreCoordinator {
         return changes
     }
 
-    /// The changes applying `patch` to the stored records of `ids`
-    /// (ascending), read under the save lock: no record decoded, the row
-    /// cache letting go of those written, and the save's payload carrying
-    /// no values, so a context that merges it reads those of the objects it
-    /// holds. An object gone is passed by; one whose stored fields encode
-    /// as the patch's is left out.
-    private func patching(_ ids: [ObjectID], with patch: RecordCoding.RecordPatch) throws(StrataError) -> ChangeSet {
+    /// The changes setting `updates` on the stored objects `ids`
+    /// (ascending), as partial updates the store applies under the save
+    /// lock: no record decoded, the row cache letting go of those written,
+    /// and the save's payload carrying no values, so a context that merges
+    /// it reads those of the objects it holds. An object gone is passed by;
+    /// one that holds the values already is left out.
+    private func patching(_ ids: [ObjectID], setting updates: [(index: Int, value: PropertyValue)]) -> ChangeSet {
         var changes = ChangeSet()
-        for (id, patched) in zip(ids, try currentStore().patchRecords(of: ids, { _ in patch }, into: &changes.patchedRecords)) {
-            if case .patched(let changed) = patched { changes.patched.append(PatchedRecord(id: id, changedProperties: changed)) }
-        }
+        changes.partialUpdates = PartialUpdates(ids, .same(updates), requiresStored: false)
         return changes
     }
 }

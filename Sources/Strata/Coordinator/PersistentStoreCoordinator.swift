@@ -442,8 +442,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var request = StoreSaveRequest()
         request.inserted = changes.inserted
         request.insertedValues = changes.insertedValues
-        request.patched = changes.patched
-        request.patchedRecords = changes.patchedRecords
+        request.partialUpdates = changes.partialUpdates
         request.author = changes.authors.single
         request.contextName = context.name
         request.updated.reserveCapacity(changes.updated.count)
@@ -479,9 +478,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 outcome.drop(update: i)
             }
         }
-        // After the updates with values: the payload's snapshots stay
-        // aligned with its first IDs, and a merge reads these from the store.
-        for patched in changes.patched { payload.updated.append(patched.id) }
         var removed: [ObjectID] = []
         for (i, id) in changes.deleted.enumerated() {
             switch deletes[i] {
@@ -495,14 +491,28 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         payload.deleted = removed
-        payload.updatedSnapshots = payloadSnapshots
-        try store.save(request)
+        let result = try store.save(request)
         afterStoreWriteForTesting?()
+        // Partial updates the store decoded come with their values, as the
+        // updates above; the payload's snapshots stay aligned with its first
+        // IDs, and a merge reads the values of the rest from the store.
+        var decoded: [(ObjectID, Snapshot)] = [], patched: [ObjectID] = []
+        for partial in result.partiallyUpdated {
+            if let snapshot = partial.written {
+                decoded.append((partial.id, snapshot))
+                payload.updated.append(partial.id)
+                payloadSnapshots.append(snapshot)
+            } else {
+                patched.append(partial.id)
+            }
+        }
+        payload.updated += patched
+        payload.updatedSnapshots = payloadSnapshots
         // After the write is readable: an object loaded before this is
         // listed as changed since (see ``StoreChangeLog``). Inserts too:
         // a context may hold a new object as a level above had it
         // before this save's values.
-        changeLog.record(changes.inserted + written.map(\.0) + changes.patched.map(\.id) + removed)
+        changeLog.record(changes.inserted + written.map(\.0) + decoded.map(\.0) + patched + removed)
         cacheLock.withLock {
             rowCache.advanceEpoch()
             // Inserted rows stay out of the cache: an import would fill it
@@ -513,8 +523,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             for (id, snapshot) in written {
                 if changes.basesAreStored { rowCache.refresh(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
             }
+            for (id, snapshot) in decoded { rowCache.refresh(snapshot, for: id) }
             // Patched: no values were decoded to put there.
-            for patched in changes.patched { rowCache.remove(patched.id) }
+            for id in patched { rowCache.remove(id) }
             for id in removed { rowCache.remove(id) }
         }
         return (outcome, payload)

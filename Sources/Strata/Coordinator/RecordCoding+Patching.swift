@@ -150,11 +150,3 @@ extension RecordCoding {
         }
     }
 }
-
-/// An object whose stored record a batch request patched
-/// (``RecordCoding/RecordPatch``), for ``ChangeSet/patched``.
-struct PatchedRecord: Sendable {
-    let id: ObjectID
-    /// The positions of the properties whose values it changed, ascending.
-    let changedProperties: [Int]
-}

@@ -37,43 +37,50 @@ extension LogObjectStore {
         return ObjectID(entity: entity, primaryKey: primaryKey, isTemporary: false)
     }
 
-    /// Under the save lock, for a batch request's ``ChangeSet/patched``:
-    /// puts the stored record of each of `ids` (in key order, for the
-    /// store's sake) with `patch(i)` applied to the i-th into `batch` —
-    /// read and rewritten as bytes, no value decoded — unless `decoding`
-    /// asks for the values for what the patch changes. Throws
+    /// Under the save lock, from ``save(_:)``: puts the stored record of
+    /// each object of `updates` with its attributes set into `batch` and
+    /// returns the objects it changed. A record is patched where it lies
+    /// (read and rewritten as bytes, no value decoded) unless the patch
+    /// changes a value an index holds: then it is decoded and written
+    /// whole, and its index entries move (into `indexEntries`). An object
+    /// that holds the values already is left as it is. Throws
     /// ``StrataError/Code/corruptRecord`` for a record that does not read
-    /// as its entity's.
-    func patchRecords(
-        of ids: [ObjectID], _ patch: (Int) -> RecordCoding.RecordPatch, decoding: ([Int]) -> Bool = { _ in false },
-        into batch: inout WriteBatch
-    ) throws(StrataError) -> [StoredPatch] {
-        let generation = schemas.current
-        var result: [StoredPatch] = []
-        result.reserveCapacity(ids.count)
+    /// as its entity's, or one the request requires that is not stored.
+    func applyPartialUpdates(
+        _ updates: PartialUpdates, generation: UInt64, into batch: inout WriteBatch, indexEntries: inout IndexMaintenance
+    ) throws(StrataError) -> [StoreSaveResult.PartialUpdate] {
+        // A batch update gives every object the same attributes: one patch.
+        let shared: RecordCoding.RecordPatch? = if case .same(let values) = updates.settings { RecordCoding.RecordPatch(values) } else { nil }
+        var result: [StoreSaveResult.PartialUpdate] = []
+        result.reserveCapacity(updates.ids.count)
         var site = RecordCoding.RecordPatch.Site()
+        var indexed: (entity: EntityDescription, properties: Set<Int>)?
         var yields = YieldPoints()
-        for (i, id) in ids.enumerated() {
+        for (i, id) in updates.ids.enumerated() {
             yields.pass()
             recordsRead.add()
             guard let record = try records.get(RecordCoding.key(id)) else {
-                result.append(.gone)
-                continue
+                if updates.requiresStored { throw StrataError(.corruptRecord, "\(id.entity.name)'s unique index names \(id), which is not stored") }
+                continue  // deleted since the request selected it
             }
-            let patch = patch(i)
+            if indexed?.entity !== id.entity { indexed = (id.entity, Set(id.entity.indexedProperties.joined())) }
+            let patch = shared ?? RecordCoding.RecordPatch(updates.values(i))
             try record.withBytes { (raw) throws(StrataError) in
                 guard patch.locate(in: raw, entity: id.entity, site: &site) else { throw RecordCoding.undecodable(id, format: record.first) }
                 let changed = patch.changedProperties(in: raw, at: site)
-                if changed.isEmpty {
-                    result.append(.unchanged)
-                } else if !decoding(changed) {
+                if changed.isEmpty { return }
+                if !changed.contains(where: indexed!.properties.contains) {
                     patch.put(raw, at: site, of: id, generation: generation, into: &batch)
-                    result.append(.patched(changed: changed))
-                } else if let snapshot = RecordCoding.decode(raw, entity: id.entity) {
-                    result.append(.decoded(snapshot, changed: changed))
-                } else {
-                    throw RecordCoding.undecodable(id, format: record.first)
+                    result.append(StoreSaveResult.PartialUpdate(id: id, changedProperties: changed, written: nil))
+                    return
                 }
+                guard let stored = RecordCoding.decode(raw, entity: id.entity) else { throw RecordCoding.undecodable(id, format: record.first) }
+                var values = stored.values
+                for (index, value) in updates.values(i) { values[index] = value }
+                let written = Snapshot(values: values, version: stored.version + 1)
+                RecordCoding.put(id, values, version: written.version, generation: generation, into: &batch)
+                indexEntries.update(from: stored.values, to: values, of: id)
+                result.append(StoreSaveResult.PartialUpdate(id: id, changedProperties: changed, written: written))
             }
         }
         return result

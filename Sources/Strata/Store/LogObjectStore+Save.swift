@@ -6,11 +6,22 @@ extension LogObjectStore {
     /// their index entries, the history's transaction and what pruning lets
     /// go of, and the key counters when keys were handed out since they were
     /// last recorded. Called under the coordinator's
-    /// `saveLock`. Nothing is written if it throws.
-    func save(_ request: StoreSaveRequest) throws(StrataError) {
+    /// `saveLock`. Nothing is written if it throws, or if the save changes
+    /// no object (partial updates that find every value in place).
+    func save(_ request: StoreSaveRequest) throws(StrataError) -> StoreSaveResult {
         let generation = schemas.current
-        var batch = request.patchedRecords
+        var batch = WriteBatch()
         var indexEntries = IndexMaintenance()
+        var result = StoreSaveResult()
+        // First, as the records they read lie: their patched records go
+        // to the engine as an ascending run of their own.
+        if !request.partialUpdates.ids.isEmpty {
+            result.partiallyUpdated = try applyPartialUpdates(
+                request.partialUpdates, generation: generation, into: &batch, indexEntries: &indexEntries)
+        }
+        result.wroteObjects = !request.inserted.isEmpty || !request.updated.isEmpty || !request.deleted.isEmpty
+            || !result.partiallyUpdated.isEmpty
+        guard result.wroteObjects else { return result }
         // Yield points under `saveLock`: only saves to the coordinator
         // take it — in the recommended stack, the writer's alone — and a
         // reader never does, so a yield here keeps no read waiting.
@@ -43,28 +54,32 @@ extension LogObjectStore {
             }
         }
         indexEntries.write(into: &batch)
-        let history = recordsHistory ? try recordTransaction(of: request, tombstones: tombstones, into: &batch) : nil
+        let history = recordsHistory
+            ? try recordTransaction(of: request, partiallyUpdated: result.partiallyUpdated, tombstones: tombstones, into: &batch) : nil
         // Every key this save's objects hold was handed out before it began.
         let keys = keysToRecord()
         if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
         if !batch.isEmpty { try records.write(batch) }
         if let keys { recorded(keys) }
         if let history { recordedTransaction(history) }
+        return result
     }
 
     // MARK: History
 
-    /// Puts the transaction `request` makes into its `batch`, with the
+    /// Puts the transaction `request` makes (its partial updates as
+    /// `partiallyUpdated` says they went) into its `batch`, with the
     /// removal of what pruning lets go of now; nil (and nothing put) when
-    /// history is off or the save changes no object.
+    /// history is off.
     private func recordTransaction(
-        of request: StoreSaveRequest, tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])], into batch: inout WriteBatch
+        of request: StoreSaveRequest, partiallyUpdated: [StoreSaveResult.PartialUpdate],
+        tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])], into batch: inout WriteBatch
     ) throws(StrataError) -> HistoryState? {
-        guard var state = withHistoryState({ $0 }), state.settings.isEnabled, !request.changesNoObject else { return nil }
+        guard var state = withHistoryState({ $0 }), state.settings.isEnabled else { return nil }
         let now = Date()
         let number = state.next
         var updated = request.updated.map { ($0.id, $0.changedProperties) }
-        for patched in request.patched { updated.append((patched.id, patched.changedProperties)) }
+        for partial in partiallyUpdated { updated.append((partial.id, partial.changedProperties)) }
         batch.put(HistoryCoding.key(number), HistoryCoding.encode(HistoryCoding.Written(
             timestamp: now, author: request.author, contextName: request.contextName,
             inserted: request.inserted, updated: updated, deleted: request.deleted.map(\.id), tombstones: tombstones)))

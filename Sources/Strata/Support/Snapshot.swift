@@ -48,17 +48,14 @@ struct ChangeSet: Sendable {
     /// by whoever built this change set (a batch request): the coordinator
     /// then neither reads those objects again nor judges conflicts.
     var basesAreStored = false
-    /// Updates of stored records patched where they lie, read under the
-    /// coordinator's save lock (a batch request's, for the coordinator
-    /// only): each one changes no value an index holds, so it needs no
-    /// check and no index entry; its values are the store's to read.
-    var patched: [PatchedRecord] = []
-    /// The patched records, written as they go to the store: the batch
-    /// the coordinator's write starts from.
-    var patchedRecords = WriteBatch()
+    /// Attributes a batch request sets on stored objects, for the store to
+    /// apply where they change a value (for the coordinator only): they
+    /// change no unique value, so they need no check; what they changed is
+    /// the store's to say.
+    var partialUpdates = PartialUpdates()
 
-    /// Whether it changes nothing.
-    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && patched.isEmpty }
+    /// Whether it asks for no change.
+    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && partialUpdates.ids.isEmpty }
 
     /// Adds an update of `id` from its `stored` state to `values` (a
     /// change made at the destination's own level: a batch request's).
@@ -82,7 +79,7 @@ struct ChangeSet: Sendable {
         empty(&updated)
         empty(&deletedBase)
         empty(&deleted)
-        empty(&patched)
+        empty(&partialUpdates.ids)
     }
 }
 
