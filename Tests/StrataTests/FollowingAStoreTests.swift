@@ -151,7 +151,7 @@ import Testing
         let store = directory.path + "/store"
         let (writer, reader) = try Self.writerAndReader(of: store)
         let errors = CheckLog()
-        let following = try StoreFollowing(directory: store, coordinator: reader.coordinator, onError: { errors.record("\($0)") }, makeWatch: {
+        let following = try reader.coordinator.followStore(onError: { errors.record("\($0)") }, makeWatch: {
             errno = EMFILE
             return -1
         })

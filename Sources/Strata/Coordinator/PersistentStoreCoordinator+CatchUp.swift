@@ -137,8 +137,14 @@ extension PersistentStoreCoordinator {
     /// ``StrataError/Code/invalidArgument`` for a store open for writing or
     /// in memory.
     public func followStore(onError: @escaping @Sendable (StrataError) -> Void = { _ in }) throws(StrataError) -> StoreFollowing {
-        guard let directory = try currentStore().followedDirectory else { throw Self.notFollowable }
-        return try StoreFollowing(directory: directory, coordinator: self, onError: onError)
+        try followStore(onError: onError, makeWatch: DirectoryWatch.makeWatch)
+    }
+
+    /// ``followStore(onError:)``, with the seam that makes the inotify
+    /// instance (tests make it fail).
+    func followStore(onError: @escaping @Sendable (StrataError) -> Void, makeWatch: () -> Int32) throws(StrataError) -> StoreFollowing {
+        guard let (signal, unavailable) = try currentStore().changeSignal(makeWatch: makeWatch) else { throw Self.notFollowable }
+        return try StoreFollowing(signal: signal, unavailable: unavailable, coordinator: self, onError: onError)
     }
 
     private static var notFollowable: StrataError {

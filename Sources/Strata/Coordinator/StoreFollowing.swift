@@ -20,36 +20,33 @@ public final class StoreFollowing: Sendable {
     public let watchesDirectory: Bool
     private let control: Control
 
-    /// `makeWatch` makes the inotify instance (a seam: tests make it fail).
+    /// Follows `coordinator`'s store, woken by `signal`; `unavailable` is
+    /// why there is no descriptor to wait on (`onError` hears it first).
+    /// Takes `signal` over: it is closed when following ends, or now if
+    /// this throws.
     init(
-        directory: String, coordinator: PersistentStoreCoordinator, onError: @escaping @Sendable (StrataError) -> Void,
-        makeWatch: () -> Int32 = StoreFollowing.makeWatch
+        signal: any StoreChangeSignal, unavailable: StrataError?, coordinator: PersistentStoreCoordinator,
+        onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else {
-            throw StrataError(.storage, "cannot follow the store: pipe() failed (errno \(errno))")
+            let error = errno
+            signal.close()
+            throw StrataError(.storage, "cannot follow the store: pipe() failed (errno \(error))")
         }
         for fd in fds {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         }
         let wakeRead = fds[0]
-        let watch: Int32, unwatched: StrataError?
-        do throws(StrataError) {
-            (watch, unwatched) = try Self.watch(directory, makeWatch: makeWatch)
-        } catch {
-            close(wakeRead)
-            close(fds[1])
-            throw error
-        }
-        watchesDirectory = watch >= 0
+        watchesDirectory = signal.descriptor >= 0
         let control = Control(wakeWrite: fds[1], onError: onError)
         self.control = control
-        let thread = Thread { [weak coordinator, watch, unwatched] in
+        let thread = Thread { [weak coordinator] in
             control.followingThreadStarted()
-            defer { control.end(closing: watch, wakeRead) }
-            if let unwatched { control.report(unwatched) }
-            Self.follow(watch: watch, wake: wakeRead) { () -> Bool in
+            defer { control.end(closing: signal, wakeRead) }
+            if let unavailable { control.report(unavailable) }
+            Self.follow(signal, wake: wakeRead) { () -> Bool in
                 guard let coordinator else { return false }
                 // The store's part, under the gate that `cancel()` waits
                 // for; the notification and `onError` after it, outside.
@@ -87,37 +84,6 @@ public final class StoreFollowing: Sendable {
     /// go of. Idempotent; may be called from an observer, from `onError`,
     /// or from anything else that runs on the following thread.
     public func cancel() { control.cancel() }
-
-    /// An inotify instance watching `directory` for the writer's changes —
-    /// appends to a log, new logs and segments, the manifest's switch — or
-    /// -1 and why there is none (another system: no reason).
-    private static func watch(_ directory: String, makeWatch: () -> Int32) throws(StrataError) -> (Int32, StrataError?) {
-        #if os(Linux)
-        let watch = makeWatch()
-        guard watch >= 0 else {
-            return (-1, StrataError(.storage, """
-                cannot watch \(directory) for the writer's changes (inotify_init1: errno \(errno); the per-user limit \
-                fs.inotify.max_user_instances may be reached): following by looking every 10 ms instead
-                """))
-        }
-        guard inotify_add_watch(watch, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE)) >= 0 else {
-            let error = errno
-            close(watch)
-            throw StrataError(.storage, "cannot watch \(directory) for the writer's changes (inotify_add_watch: errno \(error))")
-        }
-        return (watch, nil)
-        #else
-        return (-1, nil)
-        #endif
-    }
-
-    private static func makeWatch() -> Int32 {
-        #if os(Linux)
-        inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        #else
-        -1
-        #endif
-    }
 
     /// What the following thread and its ``StoreFollowing`` share. The thread
     /// holds this, never the ``StoreFollowing``: so the last reference to
@@ -175,11 +141,11 @@ public final class StoreFollowing: Sendable {
         }
 
         /// The thread's end: its descriptors closed.
-        func end(closing watch: Int32, _ wakeRead: Int32) {
+        func end(closing signal: any StoreChangeSignal, _ wakeRead: Int32) {
             lock.withLock {
                 ended = true
                 onError = nil
-                if watch >= 0 { close(watch) }
+                signal.close()
                 close(wakeRead)
                 close(wakeWrite)
             }
@@ -191,33 +157,27 @@ public final class StoreFollowing: Sendable {
     /// often, each catch-up taking in every save since the last.
     static let minimumInterval: UInt64 = 1_000_000  // nanoseconds
 
-    /// Waits for a change (an inotify event, or a poll interval without
-    /// one), drains what came, and calls `catchUp`, until the wake pipe
-    /// is written or `catchUp` returns false. A catch-up runs first, for
-    /// what changed before the watch began.
-    private static func follow(watch: Int32, wake: Int32, catchUp: () -> Bool) {
-        // With a watch, the timeout is a safety net; without, it is the poll.
+    /// Waits for a change (the signal, or a poll interval without one),
+    /// drains what came, and calls `catchUp`, until the wake pipe is
+    /// written or `catchUp` returns false. A catch-up runs first, for what
+    /// changed before the signal began.
+    private static func follow(_ signal: any StoreChangeSignal, wake: Int32, catchUp: () -> Bool) {
+        let watch = signal.descriptor
+        // With a signal, the timeout is a safety net; without, it is the poll.
         let timeout: Int32 = watch >= 0 ? 250 : 10
         var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         if watch >= 0 { fds.append(pollfd(fd: watch, events: Int16(POLLIN), revents: 0)) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        // The events say only that something changed: all of them are
-        // drained, and one catch-up reads what they announce.
-        func drain() {
-            guard watch >= 0 else { return }
-            while buffer.withUnsafeMutableBytes({ read(watch, $0.baseAddress, $0.count) }) > 0 {}
-        }
         var lastStart = DispatchTime.now().uptimeNanoseconds
         guard catchUp() else { return }
         while true {
             let n = poll(&fds, nfds_t(fds.count), timeout)
             if n < 0 && errno != EINTR { return }
             if fds[0].revents != 0 { return }
-            drain()
+            signal.drain()
             let since = DispatchTime.now().uptimeNanoseconds - lastStart
             if since < minimumInterval {
                 usleep(UInt32((minimumInterval - since) / 1_000))
-                drain()
+                signal.drain()
             }
             lastStart = DispatchTime.now().uptimeNanoseconds
             guard catchUp() else { return }

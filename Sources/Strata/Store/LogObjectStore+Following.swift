@@ -12,6 +12,18 @@ extension LogObjectStore {
     /// beside it, and may lag behind it.
     var followsAnotherWriter: Bool { followedDirectory != nil }
 
+    /// What tells of the writer's saves: a watch on the store's directory,
+    /// or none and why (the follower then polls); nil when this process
+    /// writes the store itself (or it is in memory). `makeWatch` makes the
+    /// inotify instance (a seam: tests make it fail).
+    func changeSignal(
+        makeWatch: () -> Int32 = DirectoryWatch.makeWatch
+    ) throws(StrataError) -> (signal: any StoreChangeSignal, unavailable: StrataError?)? {
+        guard let directory = followedDirectory else { return nil }
+        let (watch, unavailable) = try DirectoryWatch.watching(directory, makeWatch: makeWatch)
+        return (watch, unavailable)
+    }
+
     /// Reads in what the writing process wrote since the last catch-up:
     /// the objects it inserted, updated and deleted, and whether it changed
     /// the store's model (a migration: the caller opens the store again).
