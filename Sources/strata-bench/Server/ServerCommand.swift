@@ -74,6 +74,12 @@ struct ServerCommand: ParsableCommand {
         // what requests leave behind.
         table.add("growth after the first 100,000, the memtable aside",
                   fixed(((loop.residentAtEnd - memtableGrowth) / loop.residentAfterFirst - 1) * 100, 1) + "%")
+        // The caches fill toward their budgets as the requests read more
+        // of the products: bounded too, and not left behind by requests.
+        let cachesGrowth = loop.cachesAtEnd - loop.cachesAfterFirst
+        table.add("  of it the row and block caches filling toward their budgets", fixed(cachesGrowth, 1) + " MiB")
+        table.add("growth after the first 100,000, the memtable and caches aside",
+                  fixed(((loop.residentAtEnd - memtableGrowth - cachesGrowth) / loop.residentAfterFirst - 1) * 100, 1) + "%")
         table.add("row cache after a fetch of every product: entries", thousands(Double(cache.entries)))
         table.add("row cache: bytes it counts", fixed(Double(cache.counted) / 1_048_576, 1) + " MiB")
         table.add("row cache: heap it holds (mallinfo2)", cache.heap < 0 ? "-" : fixed(Double(cache.heap) / 1_048_576, 1) + " MiB")
@@ -117,6 +123,10 @@ struct ServerCommand: ParsableCommand {
         /// segment, bounded by the log's size limit), in MiB.
         var memtableAfterFirst: Double
         var memtableAtEnd: Double
+        /// The row cache's and the block cache's bytes (each bounded by its
+        /// budget, filling toward it as requests read more products), in MiB.
+        var cachesAfterFirst: Double
+        var cachesAtEnd: Double
         /// PUTs retried after a merge conflict (another request changed the product first).
         var retried: Int
     }
@@ -129,14 +139,19 @@ struct ServerCommand: ParsableCommand {
         let firstMark = min(100_000, requests)
         let residentAfterFirst = LockedBox(0.0)
         let memtableAfterFirst = LockedBox(0.0)
+        let cachesAfterFirst = LockedBox(0.0)
         let retried = LockedBox(0)
         @Sendable func memtable() -> Double { Double(container.coordinator.storeStatistics?.memtableBytes ?? 0) / 1_048_576 }
+        @Sendable func caches() -> Double {
+            Double(container.coordinator.rowCacheStatistics.bytes + (container.coordinator.storeStatistics?.cacheBytes ?? 0)) / 1_048_576
+        }
         let elapsed = try onThreads(tasks, items: requests) { task in
             var random = SplitMix64(seed: UInt64(task) + 99)
             return { n in
                 if n == firstMark {
                     residentAfterFirst.set(ProcessFigures.memory().resident)
                     memtableAfterFirst.set(memtable())
+                    cachesAfterFirst.set(caches())
                 }
                 let sku = skus[Int(random.next() % UInt64(skus.count))]
                 let isPut = Int(random.next() % 100) < putPercent
@@ -169,7 +184,7 @@ struct ServerCommand: ParsableCommand {
         }
         return LoopFigures(requestsPerSecond: Double(requests) / elapsed, residentAfterFirst: residentAfterFirst.get(),
                            residentAtEnd: ProcessFigures.memory().resident, memtableAfterFirst: memtableAfterFirst.get(), memtableAtEnd: memtable(),
-                           retried: retried.get())
+                           cachesAfterFirst: cachesAfterFirst.get(), cachesAtEnd: caches(), retried: retried.get())
     }
 
     /// Writes per second: `writers` threads each insert one product per
