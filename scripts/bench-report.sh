@@ -35,6 +35,11 @@ for scenario in "${scenarios[@]}"; do
     has_json "$scenario" && args+=(--json "$runs/$scenario.json")
     echo "strata-bench ${args[*]/$runs\//}" | sed 's/--json [^ ]*/--json FILE/' > "$runs/$scenario.command"
     "$bench" "${args[@]}" > "$runs/$scenario.txt"
+    # A scenario that printed nothing would leave an empty section behind.
+    if [ ! -s "$runs/$scenario.txt" ]; then
+        echo "bench-report: strata-bench $scenario printed nothing; BENCHMARKS.md left as it was" >&2
+        exit 1
+    fi
 done
 
 commit=$(git rev-parse --short HEAD)
