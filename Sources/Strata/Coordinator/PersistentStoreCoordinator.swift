@@ -257,17 +257,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The store's snapshots of `ids`, in their order (nil: not stored),
     /// for a batch request: the row cache's where it holds them, the others
-    /// read from the store in primary-key order (neighbouring records share
-    /// the engine's index nodes and blocks) and offered to the cache
+    /// read from the store in one call and offered to the cache
     /// (``snapshot(for:offered:)``).
     func storedSnapshots(_ ids: [ObjectID]) throws(StrataError) -> [Snapshot?] {
         var (snapshots, epoch) = cacheLock.withLock { (ids.map { rowCache[$0] }, rowCache.epoch) }
-        let missing = ids.indices.filter { snapshots[$0] == nil }.sorted { a, b in
-            (ids[a].entity.index, ids[a].primaryKey) < (ids[b].entity.index, ids[b].primaryKey)
-        }
+        let missing = ids.indices.filter { snapshots[$0] == nil }
         guard !missing.isEmpty else { return snapshots }
-        let store = try currentStore()
-        for i in missing { snapshots[i] = try store.values(of: ids[i]) }
+        for (i, snapshot) in zip(missing, try currentStore().values(of: missing.map { ids[$0] })) { snapshots[i] = snapshot }
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
             for i in missing {

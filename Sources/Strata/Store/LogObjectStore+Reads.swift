@@ -11,6 +11,16 @@ extension LogObjectStore {
         return snapshot
     }
 
+    /// The values and version of each of `ids` as stored, in their order
+    /// (nil: not stored), read in primary-key order: neighbouring records
+    /// share the engine's index nodes and blocks.
+    func values(of ids: [ObjectID]) throws(StrataError) -> [Snapshot?] {
+        var snapshots = [Snapshot?](repeating: nil, count: ids.count)
+        let order = ids.indices.sorted { a, b in (ids[a].entity.index, ids[a].primaryKey) < (ids[b].entity.index, ids[b].primaryKey) }
+        for i in order { snapshots[i] = try values(of: ids[i]) }
+        return snapshots
+    }
+
     /// Calls `body` with every stored object of `entity`, in primary-key
     /// order, at one read view (one prefix scan), its record lent for the
     /// call, until it returns false.
