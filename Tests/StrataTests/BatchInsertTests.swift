@@ -151,6 +151,18 @@ import Testing
         #expect(verified.problems.isEmpty, "\(verified.problems)")
     }
 
+    /// A store whose recipes are unique by name and by servings, holding one.
+    static func twoConstraints(_ directory: TemporaryDirectory, holding name: String, servings: Int, notes: String? = nil) throws -> PersistentContainer {
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"], ["servings"]]))
+        try container.saveAndWait { context in
+            let recipe = Recipe(context: context)
+            recipe.name = name
+            recipe.servings = servings
+            recipe.notes = notes
+        }
+        return container
+    }
+
     /// Under two uniqueness constraints a row merged into an earlier
     /// object can move it off a key it claimed, or give it a key another
     /// object of the batch claimed: each object still meets the stored one
@@ -161,12 +173,7 @@ import Testing
     ])
     func aRowMergedIntoAnEarlierOneMeetsTheStoredHolderOfItsKeys(_ rows: [(String, Int)], inserted: Int) throws {
         let directory = TemporaryDirectory()
-        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"], ["servings"]]))
-        try container.saveAndWait { context in
-            let recipe = Recipe(context: context)
-            recipe.name = "s"
-            recipe.servings = 2
-        }
+        let container = try Self.twoConstraints(directory, holding: "s", servings: 2)
         let result = try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows.map { Self.row($0.0, servings: $0.1) }))
         #expect(result.updatedCount == 1 && result.insertedCount == inserted)
         try container.close()
@@ -263,6 +270,28 @@ import Testing
             Issue.record("a row meeting R0 by name and R2 by servings was written")
         } catch {
             #expect(error.code == .constraintConflict)
+        }
+        try container.close()
+    }
+
+    /// Under two uniqueness constraints an upsert reads the stored objects
+    /// it meets, and judges "unchanged" as a patch does, by what is
+    /// stored: a string in another Unicode normalization is written (it
+    /// equals the stored one as a Swift `String`), the same string again
+    /// is not.
+    @Test func anUpsertUnderTwoConstraintsWritesAnotherNormalization() throws {
+        let directory = TemporaryDirectory()
+        let container = try Self.twoConstraints(directory, holding: "R0", servings: 0, notes: "cafe\u{301}")
+        func upsert(_ notes: String) throws -> BatchResult {
+            try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: [["name": .string("R0"), "servings": .integer(0), "notes": .string(notes)]]))
+        }
+        #expect("caf\u{e9}" == "cafe\u{301}")
+        #expect(try upsert("caf\u{e9}").updatedCount == 1)
+        #expect(try upsert("caf\u{e9}").updatedCount == 0)
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipe = try #require(try Recipe.first(in: reader, where: #Predicate { $0.name == "R0" }))
+            #expect(recipe.notes.map { Array($0.unicodeScalars) } == Array("caf\u{e9}".unicodeScalars))
         }
         try container.close()
     }

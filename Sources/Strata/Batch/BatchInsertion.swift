@@ -175,9 +175,12 @@ struct BatchInsertion {
             // it needs them whole.
             for (u, stored) in zip(order, try coordinator.storedSnapshots(order.map { updatedIDs[$0] })) {
                 guard let stored else { throw StrataError(.corruptRecord, "\(entity.name)'s unique index names \(updatedIDs[u]), which is not stored") }
+                // Changed as a patch judges it: stored otherwise than the
+                // new value would be (another normalization, -0.0 for 0.0).
+                guard newValues[u].contains(where: { !RecordCoding.encodesAlike(stored.values[$0.index], $0.value) }) else { continue }
                 var values = stored.values
                 for (index, value) in newValues[u] { values[index] = value }
-                if values != stored.values { changes.update(updatedIDs[u], from: stored, to: values) }
+                changes.update(updatedIDs[u], from: stored, to: values)
             }
             changes.basesAreStored = true
             return changes

@@ -488,11 +488,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         payload.deleted = removed
         let result = try store.save(request)
+        // Partial updates that found every value in place, nothing else
+        // asked: the store, its cache and the change log stay as they were.
+        guard result.wroteObjects || !removed.isEmpty else { return (outcome, payload) }
         afterStoreWriteForTesting?()
         // Partial updates the store decoded come with their values, as the
         // updates above; the payload's snapshots stay aligned with its first
         // IDs, and a merge reads the values of the rest from the store.
         var decoded: [(ObjectID, Snapshot)] = [], patched: [ObjectID] = []
+        patched.reserveCapacity(result.partiallyUpdated.count)
         for partial in result.partiallyUpdated {
             if let snapshot = partial.written {
                 decoded.append((partial.id, snapshot))

@@ -115,6 +115,16 @@ package enum RecordCoding {
         }
     }
 
+    /// Whether `a` and `b` are stored as the same bytes: what a record
+    /// patch takes for "unchanged" (a string in another normalization, or
+    /// -0.0 against 0.0, is a change; a NaN against the same NaN is not).
+    static func encodesAlike(_ a: PropertyValue, _ b: PropertyValue) -> Bool {
+        var encodedA: [UInt8] = [], encodedB: [UInt8] = []
+        appendValue(a, into: &encodedA)
+        appendValue(b, into: &encodedB)
+        return encodedA == encodedB
+    }
+
     /// Appends one property value: a tag byte and its payload.
     static func appendValue(_ value: PropertyValue, into out: inout [UInt8]) {
         out.append(written: ValueBytes(value))

@@ -100,7 +100,7 @@ extension LogObjectStore {
         return state
     }
 
-    /// After the batch of ``recordTransaction(of:tombstones:into:)`` is in the store.
+    /// After the batch of ``recordTransaction(of:partiallyUpdated:tombstones:into:)`` is in the store.
     private func recordedTransaction(_ state: HistoryState) {
         var state = state
         if state.oldestTimestamp == nil {

@@ -18,7 +18,8 @@ protocol StoreChangeSignal: AnyObject, Sendable {
     var descriptor: Int32 { get }
     /// Reads away, without blocking, what made ``descriptor`` readable.
     func drain()
-    /// Closes ``descriptor``: called once, by the following thread as it ends.
+    /// Closes ``descriptor``: called once, by the following thread as it
+    /// ends (or by ``StoreFollowing`` when it cannot start one).
     func close()
 }
 
@@ -36,8 +37,9 @@ final class DirectoryWatch: StoreChangeSignal {
         #if os(Linux)
         let watch = makeWatch()
         guard watch >= 0 else {
+            let error = errno
             return (DirectoryWatch(descriptor: -1), StrataError(.storage, """
-                cannot watch \(directory) for the writer's changes (inotify_init1: errno \(errno); the per-user limit \
+                cannot watch \(directory) for the writer's changes (inotify_init1: errno \(error); the per-user limit \
                 fs.inotify.max_user_instances may be reached): following by looking every 10 ms instead
                 """))
         }

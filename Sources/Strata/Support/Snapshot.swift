@@ -80,6 +80,7 @@ struct ChangeSet: Sendable {
         empty(&deletedBase)
         empty(&deleted)
         empty(&partialUpdates.ids)
+        partialUpdates.settings = .each([])
     }
 }
 
