@@ -36,7 +36,7 @@ extension PersistentStoreCoordinator {
             guard !changes.isEmpty else { return nil }
             let payload = try write(changes, from: context, uniquenessChecked: uniquenessChecked).1
             // Partial updates that found every value in place: nothing written.
-            return payload.inserted.isEmpty && payload.updated.isEmpty && payload.deleted.isEmpty ? nil : payload
+            return payload.isEmpty ? nil : payload
         }
         guard let payload else { return ObjectChanges() }
         let roots = liveRootContexts.filter { $0 !== context }

@@ -35,13 +35,13 @@ extension PersistentStoreCoordinator {
         let batchSize = max(request.batchSize, 1)
         // Attributes no index holds: the records are patched where they lie.
         let indexed = Set(entity.indexedProperties.joined())
-        let patches = updates.allSatisfy { !indexed.contains($0.index) }
-        if patches { selected.sort { $0.primaryKey < $1.primaryKey } }
+        let inPlace = updates.allSatisfy { !indexed.contains($0.index) }
+        if inPlace { selected.sort { $0.primaryKey < $1.primaryKey } }
         let uniquenessChecked = updatesNoUniqueKey(updates, of: entity)
         for start in stride(from: 0, to: selected.count, by: batchSize) {
             let ids = Array(selected[start..<min(start + batchSize, selected.count)])
             let written = try writeBatch(from: context, uniquenessChecked: uniquenessChecked) { () throws(StrataError) -> ChangeSet in
-                var changes = patches ? patching(ids, setting: updates) : try updating(ids, setting: updates)
+                var changes = inPlace ? patching(ids, setting: updates) : try updating(ids, setting: updates)
                 changes.authors = authors
                 return changes
             }

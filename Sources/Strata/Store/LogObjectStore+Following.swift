@@ -16,9 +16,7 @@ extension LogObjectStore {
     /// or none and why (the follower then polls); nil when this process
     /// writes the store itself (or it is in memory). `makeWatch` makes the
     /// inotify instance (a seam: tests make it fail).
-    func changeSignal(
-        makeWatch: () -> Int32 = DirectoryWatch.makeWatch
-    ) throws(StrataError) -> (signal: any StoreChangeSignal, unavailable: StrataError?)? {
+    func changeSignal(makeWatch: () -> Int32) throws(StrataError) -> (signal: any StoreChangeSignal, unavailable: StrataError?)? {
         guard let directory = followedDirectory else { return nil }
         let (watch, unavailable) = try DirectoryWatch.watching(directory, makeWatch: makeWatch)
         return (watch, unavailable)

@@ -33,7 +33,7 @@ final class DirectoryWatch: StoreChangeSignal {
     /// system: no reason). `makeWatch` makes the inotify instance (a seam:
     /// tests make it fail). Throws ``StrataError/Code/storage`` when the
     /// instance is had but the directory cannot be watched.
-    static func watching(_ directory: String, makeWatch: () -> Int32 = makeWatch) throws(StrataError) -> (DirectoryWatch, unavailable: StrataError?) {
+    static func watching(_ directory: String, makeWatch: () -> Int32) throws(StrataError) -> (DirectoryWatch, unavailable: StrataError?) {
         #if os(Linux)
         let watch = makeWatch()
         guard watch >= 0 else {
@@ -54,6 +54,7 @@ final class DirectoryWatch: StoreChangeSignal {
         #endif
     }
 
+    /// A new inotify instance (-1 where there is none).
     static func makeWatch() -> Int32 {
         #if os(Linux)
         inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
