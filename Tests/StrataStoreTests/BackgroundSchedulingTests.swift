@@ -83,13 +83,15 @@ struct BackgroundSchedulingTests {
                 return BackgroundScheduling.yieldsOnThisThread - before
             }
             /// Passes until the second yield (or 10 s): the yields and how
-            /// many half milliseconds it took. A thread that yields its core
-            /// on a loaded machine may get it back only many milliseconds
-            /// later, so a loop of fixed length (5 ms, once) saw one yield.
-            func passesUntilTwoYields() -> (yields: Int, intervals: Int) {
+            /// many half milliseconds passed since `start`. A thread that
+            /// yields its core on a loaded machine may get it back only many
+            /// milliseconds later, so a loop of fixed length (5 ms, once) saw
+            /// one yield. `start` is read before the background work begins:
+            /// a clock started inside it may start late (the thread preempted
+            /// in between), and then two yields fit in less than 1 ms of it.
+            func passesUntilTwoYields(since start: UInt64) -> (yields: Int, intervals: Int) {
                 let before = BackgroundScheduling.yieldsOnThisThread
                 var yields = YieldPoints()
-                let start = DispatchTime.now().uptimeNanoseconds
                 var elapsed: UInt64 = 0
                 while BackgroundScheduling.yieldsOnThisThread - before < 2 && elapsed < 10_000_000_000 {
                     yields.pass()
@@ -98,8 +100,9 @@ struct BackgroundSchedulingTests {
                 return (BackgroundScheduling.yieldsOnThisThread - before, Int(elapsed / BackgroundScheduling.yieldInterval))
             }
             let outside = passes(for: 5_000_000)
+            let start = DispatchTime.now().uptimeNanoseconds
             let (inside, afterNested, withoutYielding, afterWithout) = BackgroundScheduling.run { () -> ((yields: Int, intervals: Int), Bool, Int, Bool) in
-                let inside = passesUntilTwoYields()
+                let inside = passesUntilTwoYields(since: start)
                 BackgroundScheduling.run { _ = passes(for: 1_000) }
                 let afterNested = BackgroundScheduling.yieldPointsAreActive
                 let withoutYielding = BackgroundScheduling.withoutYielding { passes(for: 2_000_000) }
