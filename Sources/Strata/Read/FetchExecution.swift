@@ -188,7 +188,7 @@ extension ManagedObjectContext {
     /// // SEARCH Item USING INDEX (remoteID) (remoteID = ?)
     /// ```
     public func explain<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> QueryPlan {
-        if let ordered = try orderedPlan(for: request) { return ordered }
+        if let ordered = try orderedPlan(for: request) { return ordered.plan }
         let entity = try request.entity(in: model)
         let test = request.predicate.flatMap { ValueTest.compile($0, entity: entity) }
         var plan = QueryPlanner.plan(test, entity: entity)
@@ -217,12 +217,15 @@ extension ManagedObjectContext {
 
     /// The matches, sorted by the request's descriptors and cut to its page.
     private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
-        if keepingRows, let plan = try orderedPlan(for: request), let page = try firstInOrder(of: request, plan: plan) {
+        // The predicate is translated once for the fetch, by whichever path runs.
+        let ordered = keepingRows ? try orderedPlan(for: request) : nil
+        if let ordered, let page = try firstInOrder(of: request, ordered) {
             return page
         }
         // Without an order, any offset + limit matches are the page: the
         // store is read no further once they are found.
-        var matches = try self.matches(of: request, keepingRows: keepingRows, stopAfter: request.sortDescriptors.isEmpty ? request.pageEnd : .max)
+        var matches = try self.matches(of: request, keepingRows: keepingRows, test: ordered?.test,
+                                       stopAfter: request.sortDescriptors.isEmpty ? request.pageEnd : .max)
         if !request.sortDescriptors.isEmpty {
             matches = try sorted(matches, by: request.sortDescriptors)
         }
@@ -294,10 +297,13 @@ extension ManagedObjectContext {
     /// a snapshot, contract C10), or with `includesPendingChanges`
     /// off by the source's; one not registered here by the source's, on a
     /// scratch object (``PredicateEvaluation``) — it is materialized only if
-    /// the caller wants objects.
-    func matches<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool, stopAfter: Int = .max) throws(StrataError) -> [FetchMatch] {
+    /// the caller wants objects. `test`, when given, stands for the
+    /// request's predicate (translated already).
+    func matches<Result: ManagedObject>(
+        of request: FetchRequest<Result>, keepingRows: Bool, test: ValueTest? = nil, stopAfter: Int = .max
+    ) throws(StrataError) -> [FetchMatch] {
         var matches: [FetchMatch] = []
-        try forEachMatch(of: request, rows: keepingRows ? .kept : .none, stopAfter: stopAfter) { match, _ in matches.append(match) }
+        try forEachMatch(of: request, rows: keepingRows ? .kept : .none, test: test, stopAfter: stopAfter) { match, _ in matches.append(match) }
         return matches
     }
 
@@ -699,8 +705,9 @@ extension ManagedObjectContext {
     /// double or a date (a NaN, which no order places, lands at one
     /// end), or a string compared as Swift's `<` does (the descriptor
     /// has no string comparator: a localized one orders otherwise) — and a
-    /// predicate that translates, if any. Nil otherwise.
-    func orderedPlan<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> QueryPlan? {
+    /// predicate that translates, if any; with the predicate's translation.
+    /// Nil otherwise.
+    func orderedPlan<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> (plan: QueryPlan, test: ValueTest?)? {
         guard request.fetchLimit > 0, request.includesPendingChanges, request.sortDescriptors.count == 1 else { return nil }
         let descriptor = request.sortDescriptors[0]
         guard let keyPath = descriptor.keyPath else { return nil }
@@ -719,7 +726,8 @@ extension ManagedObjectContext {
             guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
             test = compiled
         }
-        return QueryPlanner.ordered(test, entity: entity, by: read.index, descending: descriptor.order == .reverse)
+        guard let plan = QueryPlanner.ordered(test, entity: entity, by: read.index, descending: descriptor.order == .reverse) else { return nil }
+        return (plan, test)
     }
 
     /// The request's page, reading `plan`'s index in sort order and stopping
@@ -735,10 +743,12 @@ extension ManagedObjectContext {
     /// stream, judged, and sorted in with what the stream gave. Every other
     /// object holds the store's values, so the stream has it in its place.
     /// Ties come in no particular order, as without an index.
-    private func firstInOrder<Result: ManagedObject>(of request: FetchRequest<Result>, plan: QueryPlan) throws(StrataError) -> ArraySlice<FetchMatch>? {
+    private func firstInOrder<Result: ManagedObject>(
+        of request: FetchRequest<Result>, _ ordered: (plan: QueryPlan, test: ValueTest?)
+    ) throws(StrataError) -> ArraySlice<FetchMatch>? {
         let entity = try request.entity(in: model)
         let wanted = request.fetchOffset + request.fetchLimit
-        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self)
+        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: ordered.test)
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
         let source = try SourceView(of: self)
@@ -748,7 +758,7 @@ extension ManagedObjectContext {
         }
         var matches: [FetchMatch] = []
         var fromStream = 0
-        try persistentStoreCoordinator.forEachStored(of: entity, in: plan) { record throws(StrataError) -> Bool in
+        try persistentStoreCoordinator.forEachStored(of: entity, in: ordered.plan) { record throws(StrataError) -> Bool in
             let id = record.id
             guard !aside.contains(id) else { return true }
             if let object = registry[id] {
