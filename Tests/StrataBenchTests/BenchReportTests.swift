@@ -347,7 +347,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "1"])
         #expect(run.status == 0, "\(run.stdout)")
         let rows = run.stdout.split(separator: "\n").filter { $0.hasPrefix("Strata: ") || $0.hasPrefix("SQLite: ") }
-        #expect(rows.count == 13, "\(run.stdout)")
+        #expect(rows.count == 17, "\(run.stdout)")
         for row in rows {
             #expect(!row.split(separator: " ", omittingEmptySubsequences: true).contains("-"), "every row has its figures: \(row)")
         }

@@ -14,6 +14,10 @@ import StrataStore
 /// - the same rows again, unchanged (an upsert that writes nothing), and
 ///   a later feed of them (70% with a new price and stock, 30% new; by
 ///   name and filled), each beside SQLite's `INSERT … ON CONFLICT DO UPDATE`;
+/// - the insert and the later feed again where each product also has a
+///   unique barcode (two uniqueness constraints: an upsert must read the
+///   stored objects it meets to check the second), beside SQLite's table
+///   with both columns `UNIQUE`;
 /// - an update of one attribute of every product (`BatchUpdateRequest`)
 ///   beside SQLite's `UPDATE`;
 /// - a delete of every invoice (a quarter of the objects) with its three
@@ -44,10 +48,19 @@ struct BatchCommand: ParsableCommand {
             records.map { ["sku": .string($0.sku), "title": .string($0.title), "price": .double($0.price), "stock": .integer(Int64($0.stock))] }
         }
         // A later feed: 70% of the products with a new price and stock, 30% new ones, shuffled.
-        var mixed = ImportCommand.sample(objects * 7 / 10, of: objects, seed: 5).map { data.record($0, revision: 1) }
-            + (objects..<(objects + objects * 3 / 10)).map { data.record($0) }
-        mixed.shuffle(using: &random)
+        var mixedNumbers = ImportCommand.sample(objects * 7 / 10, of: objects, seed: 5).map { ($0, 1) }
+            + (objects..<(objects + objects * 3 / 10)).map { ($0, 0) }
+        mixedNumbers.shuffle(using: &random)
+        let mixed = mixedNumbers.map { data.record($0.0, revision: $0.1) }
         let mixedRows = rows(mixed)
+        // With a barcode each: a GTIN-13 of the product's own, the same in every feed.
+        func barcoded(_ records: [CatalogueRecord], _ numbers: [Int]) -> [BarcodedRecord] {
+            zip(records, numbers).map { BarcodedRecord(record: $0, barcode: String(4_000_000_000_000 + $1)) }
+        }
+        let barcodedRecords = barcoded(records, order), barcodedMixed = barcoded(mixed, mixedNumbers.map(\.0))
+        func barcodedRows(_ records: [BarcodedRecord]) -> [[String: PropertyValue]] {
+            zip(rows(records.map(\.record)), records).map { row, record in row.merging(["barcode": .string(record.barcode)]) { $1 } }
+        }
         let afterFeed = objects + objects * 3 / 10  // the products once the feed is in
         var times: [String: [Double]] = [:]
         /// Runs `body`, adding its time to those of `key`.
@@ -108,6 +121,24 @@ struct BatchCommand: ParsableCommand {
             try filling.close()
             try? FileManager.default.removeItem(atPath: fillPath)
 
+            // Strata: the insert and the later feed under two uniqueness constraints.
+            let barcodedPath = work.path + "/barcoded-\(round)"
+            let barcodedContainer = try PersistentContainer(name: "Barcoded", model: try makeBarcodedModel(), directory: barcodedPath, viewContext: .privateQueue)
+            var barcodedInsert = BatchInsertRequest<BarcodedProduct>(objects: barcodedRows(barcodedRecords))
+            barcodedInsert.batchSize = batch
+            let barcodedInserted = try timed("two constraints") { try barcodedContainer.coordinator.execute(barcodedInsert) }
+            guard barcodedInserted.insertedCount == objects else {
+                throw CatalogueFailure("the batch insert under two constraints inserted \(barcodedInserted.insertedCount) of \(objects)")
+            }
+            var barcodedFeed = BatchInsertRequest<BarcodedProduct>(objects: barcodedRows(barcodedMixed))
+            barcodedFeed.batchSize = batch
+            let barcodedMerged = try timed("two constraints mixed") { try barcodedContainer.coordinator.execute(barcodedFeed) }
+            guard barcodedMerged.insertedCount == objects * 3 / 10, barcodedMerged.updatedCount == objects * 7 / 10 else {
+                throw CatalogueFailure("the feed under two constraints inserted \(barcodedMerged.insertedCount) and updated \(barcodedMerged.updatedCount)")
+            }
+            try barcodedContainer.close()
+            try? FileManager.default.removeItem(atPath: barcodedPath)
+
             // Strata: the object-graph path.
             progress("batch: round \(round + 1) of \(rounds), the object graph ...")
             let graphPath = work.path + "/graph-\(round)"
@@ -140,6 +171,9 @@ struct BatchCommand: ParsableCommand {
             times["sqlite mixed", default: []].append(try seconds { try sqlite.insert(mixed, batch: batch, upsert: true) })
             times["sqlite update", default: []].append(try seconds { _ = try sqlite.run("UPDATE product SET stock = -1") })
             guard try sqlite.count("product") == afterFeed else { throw CatalogueFailure("SQLite holds another number of products") }
+            times["sqlite two constraints", default: []].append(try seconds { try sqlite.insert(barcodedRecords, batch: batch, upsert: false) })
+            times["sqlite two constraints mixed", default: []].append(try seconds { try sqlite.insert(barcodedMixed, batch: batch, upsert: true) })
+            guard try sqlite.count("barcoded") == afterFeed else { throw CatalogueFailure("SQLite holds another number of barcoded products") }
 
             // Delete with a cascade: invoices of three lines each.
             progress("batch: round \(round + 1) of \(rounds), deletes ...")
@@ -175,6 +209,10 @@ struct BatchCommand: ParsableCommand {
         add("Strata: BatchInsertRequest of a later feed (70% changed, 30% new)", "mixed", "sqlite mixed", count: objects)
         add("Strata: BatchInsertRequest(count:fill:) of that feed", "fill mixed", "sqlite mixed", count: objects)
         add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of that feed", "sqlite mixed", "sqlite mixed", count: objects)
+        add("Strata: BatchInsertRequest, a unique barcode besides the SKU (two constraints)", "two constraints", "sqlite two constraints", count: objects)
+        add("SQLite: prepared INSERT, sku and barcode UNIQUE", "sqlite two constraints", "sqlite two constraints", count: objects)
+        add("Strata: BatchInsertRequest of the later feed, two constraints", "two constraints mixed", "sqlite two constraints mixed", count: objects)
+        add("SQLite: INSERT … ON CONFLICT(sku) DO UPDATE of that feed, barcode UNIQUE", "sqlite two constraints mixed", "sqlite two constraints mixed", count: objects)
         add("Strata: BatchUpdateRequest of one attribute of every product", "update", "sqlite update", count: afterFeed)
         add("SQLite: UPDATE product SET stock = -1", "sqlite update", "sqlite update", count: afterFeed)
         add("Strata: BatchDeleteRequest of every invoice, its 3 lines by cascade", "delete", "sqlite delete", count: objects)
@@ -208,6 +246,34 @@ struct BatchCommand: ParsableCommand {
             }
         }
     }
+}
+
+/// A product with a unique barcode besides its unique SKU, for `batch`'s
+/// rows under two uniqueness constraints.
+final class BarcodedProduct: ManagedObject {
+    @Attribute("sku") var sku: String
+    @Attribute("barcode") var barcode: String
+    @Attribute("title") var title: String
+    @Attribute("price") var price: Double
+    @Attribute("stock") var stock: Int
+}
+
+/// A catalogue record with its product's barcode.
+struct BarcodedRecord {
+    var record: CatalogueRecord
+    var barcode: String
+}
+
+func makeBarcodedModel() throws -> ManagedObjectModel {
+    try ManagedObjectModel(entities: [
+        EntityDescription(name: "BarcodedProduct", managedObjectClass: BarcodedProduct.self, properties: [
+            .attribute("sku", .string),
+            .attribute("barcode", .string),
+            .attribute("title", .string),
+            .attribute("price", .double),
+            .attribute("stock", .integer64),
+        ], uniquenessConstraints: [["sku"], ["barcode"]]),
+    ])
 }
 
 /// An invoice of `batch`'s delete: its lines go with it (cascade).

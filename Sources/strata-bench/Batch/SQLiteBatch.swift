@@ -23,6 +23,7 @@ final class SQLiteBatch {
         for sql in [
             "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON",
             "CREATE TABLE product (id INTEGER PRIMARY KEY, sku TEXT NOT NULL UNIQUE, title TEXT NOT NULL, price REAL NOT NULL, stock INTEGER NOT NULL)",
+            "CREATE TABLE barcoded (id INTEGER PRIMARY KEY, sku TEXT NOT NULL UNIQUE, barcode TEXT NOT NULL UNIQUE, title TEXT NOT NULL, price REAL NOT NULL, stock INTEGER NOT NULL)",
             "CREATE TABLE invoice (id INTEGER PRIMARY KEY, number INTEGER NOT NULL, total REAL NOT NULL)",
             "CREATE TABLE line (id INTEGER PRIMARY KEY, invoice INTEGER REFERENCES invoice(id) ON DELETE CASCADE, amount REAL NOT NULL)",
             "CREATE INDEX line_invoice ON line(invoice)",
@@ -37,15 +38,36 @@ final class SQLiteBatch {
         let sql = upsert
             ? "INSERT INTO product (sku, title, price, stock) VALUES (?, ?, ?, ?) ON CONFLICT(sku) DO UPDATE SET title = excluded.title, price = excluded.price, stock = excluded.stock"
             : "INSERT INTO product (sku, title, price, stock) VALUES (?, ?, ?, ?)"
+        try insert(records, sql: sql, batch: batch) { statement, record in bind(record, to: statement) }
+    }
+
+    /// Writes `records` as products with a barcode (`barcoded`, both columns
+    /// unique), `batch` per transaction; `upsert`: a record whose SKU is
+    /// stored updates that product.
+    func insert(_ records: [BarcodedRecord], batch: Int, upsert: Bool) throws {
+        let sql = upsert
+            ? "INSERT INTO barcoded (sku, title, price, stock, barcode) VALUES (?, ?, ?, ?, ?) ON CONFLICT(sku) DO UPDATE SET title = excluded.title, price = excluded.price, stock = excluded.stock, barcode = excluded.barcode"
+            : "INSERT INTO barcoded (sku, title, price, stock, barcode) VALUES (?, ?, ?, ?, ?)"
+        try insert(records, sql: sql, batch: batch) { statement, record in
+            bind(record.record, to: statement)
+            sqlite3_bind_text(statement, 5, record.barcode, -1, sqliteTransient)
+        }
+    }
+
+    private func bind(_ record: CatalogueRecord, to statement: OpaquePointer) {
+        sqlite3_bind_text(statement, 1, record.sku, -1, sqliteTransient)
+        sqlite3_bind_text(statement, 2, record.title, -1, sqliteTransient)
+        sqlite3_bind_double(statement, 3, record.price)
+        sqlite3_bind_int64(statement, 4, Int64(record.stock))
+    }
+
+    private func insert<Record>(_ records: [Record], sql: String, batch: Int, bind: (OpaquePointer, Record) -> Void) throws {
         let statement = try SQLiteCatalogue.prepare(db, sql)
         defer { sqlite3_finalize(statement) }
         for start in stride(from: 0, to: records.count, by: batch) {
             try SQLiteCatalogue.exec(db, "BEGIN")
             for record in records[start..<min(start + batch, records.count)] {
-                sqlite3_bind_text(statement, 1, record.sku, -1, sqliteTransient)
-                sqlite3_bind_text(statement, 2, record.title, -1, sqliteTransient)
-                sqlite3_bind_double(statement, 3, record.price)
-                sqlite3_bind_int64(statement, 4, Int64(record.stock))
+                bind(statement, record)
                 guard sqlite3_step(statement) == SQLITE_DONE else { throw failure() }
                 sqlite3_reset(statement)
             }
