@@ -274,11 +274,138 @@ import Testing
         try container.close()
     }
 
-    /// Under two uniqueness constraints an upsert reads the stored objects
-    /// it meets, and judges "unchanged" as a patch does, by what is
-    /// stored: a string in another Unicode normalization is written (it
-    /// equals the stored one as a Swift `String`), the same string again
-    /// is not.
+    /// Under two uniqueness constraints a batch whose rows each meet at
+    /// most one stored object, on every key they give, is checked by its
+    /// own lookup: each key is looked up once, not again by the
+    /// coordinator's save. An update moving a stored object to a free key
+    /// of the second constraint is written and re-indexed.
+    @Test func underTwoConstraintsABatchLooksEachKeyUpOnce() throws {
+        let directory = TemporaryDirectory()
+        let container = try Self.twoConstraints(directory, holding: "s", servings: 2)
+        func keysLookedUp(_ rows: [[String: PropertyValue]]) throws -> (Int, BatchResult) { try Self.upsert(rows, on: container.coordinator) }
+        let (insertKeys, inserted) = try keysLookedUp((0..<20).map { Self.row("n\($0)", servings: 100 + $0) })
+        #expect(inserted.insertedCount == 20 && insertKeys == 40)
+        // "s" moves from 2 to 7; "n0" keeps its keys and takes a note; one new.
+        var rows = [Self.row("s", servings: 7), Self.row("n0", servings: 100), Self.row("new", servings: 3)]
+        rows[1]["notes"] = .string("kept")
+        let (upsertKeys, upserted) = try keysLookedUp(rows)
+        #expect(upserted.updatedCount == 2 && upserted.insertedCount == 1 && upsertKeys == 6)
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            #expect(try Recipe.all(in: reader, where: #Predicate { $0.servings == 7 }).map(\.name) == ["s"])
+            #expect(try reader.count(for: FetchRequest<Recipe>(predicate: #Predicate { $0.servings == 2 })) == 0)
+            #expect(try Recipe.all(in: reader, where: #Predicate { $0.servings == 3 }).map(\.name) == ["new"])
+            #expect(try Recipe.first(in: reader, where: #Predicate { $0.name == "n0" })?.notes == "kept")
+        }
+        try container.close()
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+    }
+
+    /// Runs a batch insert of `rows`: how many unique keys it looked up, and its result.
+    static func upsert(_ rows: [[String: PropertyValue]], on coordinator: PersistentStoreCoordinator) throws -> (keysLookedUp: Int, BatchResult) {
+        let before = coordinator.uniqueKeysLookedUp.load(ordering: .relaxed)
+        let result = try coordinator.execute(BatchInsertRequest<Recipe>(objects: rows))
+        return (coordinator.uniqueKeysLookedUp.load(ordering: .relaxed) - before, result)
+    }
+
+    /// Expects `body` to throw a constraint conflict.
+    static func expectConflict<T>(_ body: () throws -> T, sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            _ = try body()
+            Issue.record("no constraint conflict", sourceLocation: sourceLocation)
+        } catch {
+            #expect((error as? StrataError)?.code == .constraintConflict, "\(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// Under two uniqueness constraints, what the batch settles itself and
+    /// what it leaves to the save come out alike: two stored objects that
+    /// swap their second keys in one batch (held by another object of the
+    /// batch: the save checks, and finds no conflict); a row that gives
+    /// one constraint's value, whose other key — the default value the row
+    /// leaves out — a third object holds (the stored object keeps its own:
+    /// settled by the batch). History lists what each update changed.
+    @Test func underTwoConstraintsSwapsAndLeftOutKeysComeOutAsTheyWouldThroughASave() throws {
+        let directory = TemporaryDirectory()
+        let container = try Self.twoConstraints(directory, holding: "s", servings: 2)
+        try container.saveAndWait { context in
+            for (name, servings) in [("t", 3), ("u", 0)] {  // 0: the default servings
+                let recipe = Recipe(context: context)
+                recipe.name = name
+                recipe.servings = servings
+            }
+        }
+        let coordinator = container.coordinator
+        func upsert(_ rows: [[String: PropertyValue]]) throws -> (keysLookedUp: Int, BatchResult) { try Self.upsert(rows, on: coordinator) }
+        let start = try #require(try coordinator.currentHistoryToken())
+        let (swapKeys, swapped) = try upsert([Self.row("s", servings: 3), Self.row("t", servings: 2)])
+        #expect(swapped.updatedCount == 2 && swapKeys > 4)
+        let (noteKeys, noted) = try upsert([["name": .string("s"), "notes": .string("x")]])
+        #expect(noted.updatedCount == 1 && noteKeys == 2)
+        let history = try coordinator.fetchHistory(HistoryRequest(after: start))
+        let reader = container.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipes = Dictionary(uniqueKeysWithValues: try Recipe.all(in: reader).map { ($0.name, $0) })
+            let (s, t, u) = (try #require(recipes["s"]), try #require(recipes["t"]), try #require(recipes["u"]))
+            #expect((s.servings, s.notes, t.servings, u.servings, u.notes) == (3, "x", 2, 0, nil))
+            #expect(try Recipe.all(in: reader, where: #Predicate { $0.servings == 3 }).map(\.name) == ["s"])
+            let updates = history.map { $0.changes.filter { $0.kind == .update }.map { [$0.objectID: $0.updatedProperties] } }
+            #expect(updates == [[[s.objectID: ["servings"]], [t.objectID: ["servings"]]], [[s.objectID: ["notes"]]]]
+                    || updates == [[[t.objectID: ["servings"]], [s.objectID: ["servings"]]], [[s.objectID: ["notes"]]]], "\(updates)")
+        }
+        try container.close()
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+    }
+
+    /// Where a batch's own lookup cannot settle its keys, the coordinator's
+    /// save checks them: two objects of the batch that end with one key
+    /// (a row merged into an earlier object moves it onto a key a second
+    /// object claims) are a conflict; a row giving one attribute of a
+    /// two-attribute constraint updates the stored object it meets, whose
+    /// key there mixes the stored value and the given one.
+    @Test func whatABatchCannotSettleTheSaveChecks() throws {
+        let directory = TemporaryDirectory()
+        let container = try Self.twoConstraints(directory, holding: "s", servings: 2)
+        Self.expectConflict {
+            try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: [Self.row("a", servings: 50), Self.row("b", servings: 60), Self.row("a", servings: 60)]))
+        }
+        try container.close()
+
+        let compound = TemporaryDirectory()
+        let model = makeModel(recipeUniqueness: [["name"], ["servings", "rating"]])
+        let compoundContainer = try BatchUpdateTests.container(compound, model: model)
+        try compoundContainer.saveAndWait { context in
+            for (name, rating) in [("x", 1.0), ("y", 2.0)] {
+                let recipe = Recipe(context: context)
+                recipe.name = name
+                recipe.servings = 3
+                recipe.rating = rating
+            }
+        }
+        func upsert(_ row: [String: PropertyValue]) throws -> (keysLookedUp: Int, BatchResult) { try Self.upsert([row], on: compoundContainer.coordinator) }
+        // "x" to 4 servings, keeping its rating: (4, 1.0) is free. The
+        // batch looks up two keys, the save the key of the values written.
+        let (keys, moved) = try upsert(Self.row("x", servings: 4))
+        #expect(moved.updatedCount == 1 && keys > 2)
+        // "y" to rating 1.0, keeping 3 servings: (3, 1.0) is free.
+        #expect(try upsert(["name": .string("y"), "rating": .double(1)]).1.updatedCount == 1)
+        // "y" to 4 servings would hold (4, 1.0), which "x" holds.
+        Self.expectConflict { try upsert(Self.row("y", servings: 4)) }
+        let reader = compoundContainer.newBackgroundContext()
+        try reader.performAndWait { () throws in
+            let recipes = Dictionary(uniqueKeysWithValues: try Recipe.all(in: reader).map { ($0.name, ($0.servings, $0.rating)) })
+            #expect(recipes["x"].map { $0 == (4, 1.0) } == true)
+            #expect(recipes["y"].map { $0 == (3, 1.0) } == true)
+        }
+        try compoundContainer.close()
+    }
+
+    /// Under two uniqueness constraints an upsert judges "unchanged" as a
+    /// patch does, by what is stored: a string in another Unicode
+    /// normalization is written (it equals the stored one as a Swift
+    /// `String`), the same string again is not.
     @Test func anUpsertUnderTwoConstraintsWritesAnotherNormalization() throws {
         let directory = TemporaryDirectory()
         let container = try Self.twoConstraints(directory, holding: "R0", servings: 0, notes: "cafe\u{301}")

@@ -42,14 +42,6 @@ struct BatchInsertion {
         }
     }
 
-    /// Whether ``changes(at:authors:)`` leaves no uniqueness question for
-    /// the coordinator's save to ask again: with one unique index, every
-    /// new object's key was looked up under the save lock and found
-    /// unheld, no two objects of the batch share one, and an update keeps
-    /// the key its stored object was found by. (With more, a row can meet
-    /// one stored object on one index and another on the next.)
-    var checksUniqueness: Bool { uniqueIndexCount == 1 }
-
     /// A row checked by ``BatchValues/checkInsert(_:of:)``.
     private mutating func add(_ row: [String: PropertyValue]) {
         var objectValues = entity.initialValues
@@ -101,29 +93,30 @@ struct BatchInsertion {
         // Each object's holder: that of the first of its keys, by the order
         // of the unique indexes, that a stored object holds.
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
+        var sortedKeys: [UniqueKey] = [], holders: [ObjectID?] = []
         if !claims.isEmpty {
             // Found by each key an object holds now, not by whom `claims`
             // names: a row merged into an earlier object can move it off a
             // key it claimed, or give it one another object claimed.
-            let sortedKeys = UniqueKey.sorted(claims.keys)
-            let holders = try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
-            func held(_ key: UniqueKey) -> ObjectID? {
-                var low = 0, high = sortedKeys.count
-                while low < high {
-                    let middle = (low + high) / 2
-                    if sortedKeys[middle] < key { low = middle + 1 } else { high = middle }
-                }
-                return low < sortedKeys.count && sortedKeys[low] == key ? holders[low] : nil
-            }
+            sortedKeys = UniqueKey.sorted(claims.keys)
+            holders = try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
             for j in values.indices {
                 for case let key? in keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
-                    if let id = held(key) {
+                    if let position = Self.position(of: key, in: sortedKeys), let id = holders[position] {
                         holder[j] = id
                         break
                     }
                 }
             }
         }
+        // With one unique index the lookup settles every question the
+        // coordinator's save would ask: every new object's key was found
+        // unheld, no two objects of the batch share one, and an update keeps
+        // the key its stored object was found by. With more, a row can meet
+        // one stored object on one index and another on the next; the
+        // batch's own check (``keysAreClear(holder:storedObjectsMet:sortedKeys:holders:)``)
+        // settles the common case.
+        changes.uniquenessChecked = uniqueIndexCount <= 1
         let newCount = holder.lazy.filter { $0 == nil }.count
         var nextKey = coordinator.reservePrimaryKeys(for: entity, count: UInt64(newCount)).lowerBound
         changes.inserted.reserveCapacity(newCount)
@@ -148,6 +141,9 @@ struct BatchInsertion {
                 updatedIDs.append(id)
             }
         }
+        if !changes.uniquenessChecked {
+            changes.uniquenessChecked = keysAreClear(holder: holder, storedObjectsMet: updatedIDs.count, sortedKeys: sortedKeys, holders: holders)
+        }
         guard !updatedIDs.isEmpty else { return changes }
         // Each stored object's new values: the properties its rows give,
         // later rows' over earlier ones'.
@@ -169,7 +165,7 @@ struct BatchInsertion {
         // In key order: the save's records then go to the engine as one
         // ascending run.
         let order = updatedIDs.indices.sorted { updatedIDs[$0].primaryKey < updatedIDs[$1].primaryKey }
-        guard checksUniqueness else {
+        guard changes.uniquenessChecked else {
             // A row may claim another unique index's key that a third
             // object holds: the coordinator's save checks the updates, so
             // it needs them whole.
@@ -186,10 +182,54 @@ struct BatchInsertion {
             return changes
         }
         // The store patches each record where it lies, unless the patch
-        // changes a value an index holds.
+        // changes a value an index holds (a unique one included: checked).
         changes.partialUpdates = PartialUpdates(order.map { updatedIDs[$0] }, .each(order.map { newValues[$0] }), requiresStored: true)
         changes.basesAreStored = true
         return changes
+    }
+
+    /// With two or more unique indexes, whether the keys the batch's objects
+    /// end with leave the coordinator's check nothing to find, by what the
+    /// lookup under the save lock found (`holders`, by position in
+    /// `sortedKeys`): each key an object claims is held by no stored object
+    /// or by the one it updates, no two objects of the batch claim one key,
+    /// and each update gives all or none of a constraint's attributes (a
+    /// key of stored and given values mixed is not known here). False, and
+    /// the coordinator checks, whenever that cannot be told: also when two
+    /// objects of the batch meet one stored object (`holder`; their values
+    /// are merged, the key that merge makes is not known here either).
+    private func keysAreClear(holder: [ObjectID?], storedObjectsMet: Int, sortedKeys: [UniqueKey], holders: [ObjectID?]) -> Bool {
+        guard storedObjectsMet == holder.lazy.filter({ $0 != nil }).count else { return false }
+        // By position in `sortedKeys`: the object of the batch claiming the key, or -1.
+        var claimant = [Int](repeating: -1, count: sortedKeys.count)
+        for j in values.indices {
+            for i in 0..<uniqueIndexCount {
+                if holder[j] != nil {
+                    let attributes = entity.indexedProperties[entity.uniqueIndexNumbers[i]]
+                    let given = attributes.count { self.given[j].contains($0) }
+                    // None given: the stored object keeps the key it holds.
+                    if given == 0 { continue }
+                    if given < attributes.count { return false }
+                }
+                // A null value: no key, nothing claimed.
+                guard let key = keys[j * uniqueIndexCount + i] else { continue }
+                guard let position = Self.position(of: key, in: sortedKeys) else { return false }
+                if let stored = holders[position], stored != holder[j] { return false }
+                if claimant[position] != -1 && claimant[position] != j { return false }
+                claimant[position] = j
+            }
+        }
+        return true
+    }
+
+    /// Where `key` is in `sortedKeys` (ascending, distinct); nil when it is not.
+    private static func position(of key: UniqueKey, in sortedKeys: [UniqueKey]) -> Int? {
+        var low = 0, high = sortedKeys.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sortedKeys[middle] < key { low = middle + 1 } else { high = middle }
+        }
+        return low < sortedKeys.count && sortedKeys[low] == key ? low : nil
     }
 }
 
@@ -206,6 +246,10 @@ struct PropertyMask {
         } else if !high.contains(index) {
             high.append(index)
         }
+    }
+
+    func contains(_ index: Int) -> Bool {
+        index < 64 ? low & (1 << UInt64(index)) != 0 : high.contains(index)
     }
 
     /// How many positions it holds.

@@ -26,15 +26,11 @@ extension PersistentStoreCoordinator {
     /// their children that merge, and the children of those that do not
     /// (the writer of the ready-made stack), merge it as they would
     /// another process's save. Returns what was written.
-    /// `uniquenessChecked`: the changes `build` makes need no uniqueness
-    /// check (``write(_:from:uniquenessChecked:)``).
-    func writeBatch(
-        from context: ManagedObjectContext, uniquenessChecked: Bool = false, _ build: () throws(StrataError) -> ChangeSet
-    ) throws(StrataError) -> ObjectChanges {
+    func writeBatch(from context: ManagedObjectContext, _ build: () throws(StrataError) -> ChangeSet) throws(StrataError) -> ObjectChanges {
         let payload = try saveLock.withLock { () throws(StrataError) -> ObjectChanges? in
             let changes = try build()
             guard !changes.isEmpty else { return nil }
-            let payload = try write(changes, from: context, uniquenessChecked: uniquenessChecked).1
+            let payload = try write(changes, from: context).1
             // Partial updates that found every value in place: nothing written.
             return payload.isEmpty ? nil : payload
         }

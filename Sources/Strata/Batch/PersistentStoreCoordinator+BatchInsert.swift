@@ -45,7 +45,7 @@ extension PersistentStoreCoordinator {
         var result = BatchResult()
         for start in stride(from: 0, to: total, by: batchSize) {
             let rows = try batch(start..<min(start + batchSize, total))
-            let written = try writeBatch(from: context, uniquenessChecked: rows.checksUniqueness) { () throws(StrataError) -> ChangeSet in
+            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
                 try rows.changes(at: self, authors: authors)
             }
             result.add(written)

@@ -40,9 +40,10 @@ extension PersistentStoreCoordinator {
         let uniquenessChecked = updatesNoUniqueKey(updates, of: entity)
         for start in stride(from: 0, to: selected.count, by: batchSize) {
             let ids = Array(selected[start..<min(start + batchSize, selected.count)])
-            let written = try writeBatch(from: context, uniquenessChecked: uniquenessChecked) { () throws(StrataError) -> ChangeSet in
+            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
                 var changes = inPlace ? patching(ids, setting: updates) : try updating(ids, setting: updates)
                 changes.authors = authors
+                changes.uniquenessChecked = uniquenessChecked
                 return changes
             }
             result.add(written)

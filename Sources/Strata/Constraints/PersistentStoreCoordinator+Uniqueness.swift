@@ -7,6 +7,7 @@ extension PersistentStoreCoordinator {
     /// view of the store.
     func storedUniqueHolders(_ keys: [UniqueKey]) throws(StrataError) -> [UniqueKey: [ObjectID]] {
         var holders: [UniqueKey: [ObjectID]] = [:]
+        uniqueKeysLookedUp.add(keys.count, ordering: .relaxed)
         try currentStore().forEachUniqueHolder(of: keys) { (k, id) throws(StrataError) in holders[keys[k], default: []].append(id) }
         return holders
     }
@@ -16,6 +17,7 @@ extension PersistentStoreCoordinator {
     /// dictionary made.
     func firstStoredUniqueHolders(ofSorted keys: [UniqueKey]) throws(StrataError) -> [ObjectID?] {
         var holders = [ObjectID?](repeating: nil, count: keys.count)
+        uniqueKeysLookedUp.add(keys.count, ordering: .relaxed)
         try currentStore().forEachUniqueHolder(of: keys) { (k, id) throws(StrataError) in
             if holders[k] == nil { holders[k] = id }
         }

@@ -84,6 +84,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// (tests pin that a batch reads each object once, and that a fetch of
     /// faults reads no record the row cache would not take).
     let recordsRead = RecordReadCount()
+    /// How many unique-index keys this coordinator has looked up in its
+    /// store (tests pin that a batch insert looks each of its keys up once).
+    let uniqueKeysLookedUp = Atomic<Int>(0)
 
     /// Tests only: runs inside every save once its batch is in the store,
     /// while the saving context is still parked — the window in which a
@@ -420,18 +423,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The body of ``save(_:from:)``, under `saveLock`: checks and writes
     /// `changes`, and returns what the attached contexts that merge are
-    /// to hear. `uniquenessChecked`: the changes claim no key the store
-    /// does not let them have — the caller looked each up under this hold
-    /// of `saveLock` (a batch insert), or they change no unique value (a
-    /// batch update of other attributes).
-    func write(_ changes: ChangeSet, from context: ManagedObjectContext, uniquenessChecked: Bool = false) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
+    /// to hear; unique values are checked unless the changes say they were
+    /// (``ChangeSet/uniquenessChecked``).
+    func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
         let store = try currentStore()
         let (updates, deletes) = changes.basesAreStored
             ? ConflictResolution.unopposed(changes)
             : try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
         // Under the save lock: no other save can claim a key between
         // this look-up and the write.
-        if !uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
+        if !changes.uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
             try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
         }
 

@@ -49,10 +49,16 @@ struct ChangeSet: Sendable {
     /// then neither reads those objects again nor judges conflicts.
     var basesAreStored = false
     /// Attributes a batch request sets on stored objects, for the store to
-    /// apply where they change a value (for the coordinator only): they
-    /// change no unique value, so they need no check; what they changed is
-    /// the store's to say.
+    /// apply where they change a value (for the coordinator only): whoever
+    /// built them checked the unique values they set (``uniquenessChecked``);
+    /// what they changed is the store's to say.
     var partialUpdates = PartialUpdates()
+    /// Whether these changes claim no key the store does not let them
+    /// have, as whoever built them checked under this hold of the
+    /// coordinator's save lock (a batch insert that looked every key up;
+    /// a batch update of attributes no constraint holds): the coordinator
+    /// then looks none up again.
+    var uniquenessChecked = false
 
     /// Whether it asks for no change.
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && partialUpdates.ids.isEmpty }
