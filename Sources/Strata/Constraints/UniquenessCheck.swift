@@ -47,6 +47,8 @@ struct UniquenessCheck {
     /// an update it keeps or drops claims nothing new.
     init?(_ changes: ChangeSet, updates: [UpdateDecision]? = nil) {
         guard Self.applies(to: changes) else { return nil }
+        claims.reserveCapacity(changes.updated.count + changes.inserted.count)
+        decided.reserveCapacity(changes.updated.count + changes.inserted.count + changes.deleted.count)
         // Updates first: a new object that meets an updated one on a key is
         // the one reported (and, under an upsert policy, merged into it).
         for (i, id) in changes.updated.enumerated() {
@@ -84,6 +86,7 @@ struct UniquenessCheck {
     /// (`holders`; objects the save decides are left out here).
     func conflicts(holders: [UniqueKey: [ObjectID]]) -> [ConstraintConflict] {
         var first: [UniqueKey: ObjectID] = [:]
+        first.reserveCapacity(claims.count)
         var conflicts: [ConstraintConflict] = []
         for claim in claims {
             var others: [ObjectID] = []
