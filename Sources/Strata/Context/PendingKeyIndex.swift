@@ -29,7 +29,7 @@ struct PendingKeyIndex {
     private struct Table {
         let entity: UInt16
         let property: Int
-        var byKey: [[UInt8]: Holders] = [:]
+        var byKey: [Key: Holders] = [:]
         /// Each object's value when it was keyed, and its key.
         var keyOf: [ObjectID: Keyed] = [:]
 
@@ -43,7 +43,7 @@ struct PendingKeyIndex {
             byKey[keyed.key, default: .none].insert(id)
         }
 
-        mutating func remove(_ id: ObjectID, from key: [UInt8]) {
+        mutating func remove(_ id: ObjectID, from key: Key) {
             guard var holders = byKey.removeValue(forKey: key) else { return }
             holders.remove(id)
             if !holders.isEmpty { byKey[key] = holders }
@@ -99,15 +99,26 @@ struct PendingKeyIndex {
         }
     }
 
+    /// A value's encoding, hashed as one run of bytes: an array of bytes
+    /// hashes byte by byte, which every lookup and every change brought up
+    /// to date paid.
+    private struct Key: Hashable {
+        let bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
     private struct Keyed {
         let value: PropertyValue
-        let key: [UInt8]
+        let key: Key
 
         init(_ value: PropertyValue) {
             self.value = value
-            var key: [UInt8] = []
-            IndexKeyCoding.appendValue(value, to: &key)
-            self.key = key
+            var bytes: [UInt8] = []
+            IndexKeyCoding.appendValue(value, to: &bytes)
+            self.key = Key(bytes: bytes)
         }
     }
 
@@ -159,10 +170,10 @@ struct PendingKeyIndex {
             }
         }
         if keys.count <= tables[t].byKey.count {
-            for key in keys { if let holders = tables[t].byKey[key] { add(holders) } }
+            for key in keys { if let holders = tables[t].byKey[Key(bytes: key)] { add(holders) } }
         } else {
             // Fewer keys pending than asked for: each pending key sought among the asked.
-            for (key, holders) in tables[t].byKey where leading.contains(key) { add(holders) }
+            for (key, holders) in tables[t].byKey where leading.contains(key.bytes) { add(holders) }
         }
         return found
     }
