@@ -93,16 +93,19 @@ struct BatchInsertion {
         // Each object's holder: that of the first of its keys, by the order
         // of the unique indexes, that a stored object holds.
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
-        var sortedKeys: [UniqueKey] = [], holders: [ObjectID?] = []
+        // The stored holder of each looked-up key, and where each of `keys`
+        // is among them (nil: no key, or one not looked up).
+        var holders: [ObjectID?] = [], positions: [Int?] = []
         if !claims.isEmpty {
             // Found by each key an object holds now, not by whom `claims`
             // names: a row merged into an earlier object can move it off a
             // key it claimed, or give it one another object claimed.
-            sortedKeys = UniqueKey.sorted(claims.keys)
+            let sortedKeys = UniqueKey.sorted(claims.keys)
             holders = try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
+            positions = keys.map { $0.flatMap { Self.position(of: $0, in: sortedKeys) } }
             for j in values.indices {
-                for case let key? in keys[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
-                    if let position = Self.position(of: key, in: sortedKeys), let id = holders[position] {
+                for case let position? in positions[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
+                    if let id = holders[position] {
                         holder[j] = id
                         break
                     }
@@ -114,7 +117,7 @@ struct BatchInsertion {
         // unheld, no two objects of the batch share one, and an update keeps
         // the key its stored object was found by. With more, a row can meet
         // one stored object on one index and another on the next; the
-        // batch's own check (``keysAreClear(holder:storedObjectsMet:sortedKeys:holders:)``)
+        // batch's own check (``keysAreClear(holder:positions:holders:)``)
         // settles the common case.
         changes.uniquenessChecked = uniqueIndexCount <= 1
         let newCount = holder.lazy.filter { $0 == nil }.count
@@ -142,7 +145,10 @@ struct BatchInsertion {
             }
         }
         if !changes.uniquenessChecked {
-            changes.uniquenessChecked = keysAreClear(holder: holder, storedObjectsMet: updatedIDs.count, sortedKeys: sortedKeys, holders: holders)
+            // Two objects of the batch meeting one stored object merge their
+            // values there: the key that merge makes is not known here.
+            changes.uniquenessChecked = updatedIDs.count == values.count - newCount
+                && keysAreClear(holder: holder, positions: positions, holders: holders)
         }
         guard !updatedIDs.isEmpty else { return changes }
         // Each stored object's new values: the properties its rows give,
@@ -190,18 +196,16 @@ struct BatchInsertion {
 
     /// With two or more unique indexes, whether the keys the batch's objects
     /// end with leave the coordinator's check nothing to find, by what the
-    /// lookup under the save lock found (`holders`, by position in
-    /// `sortedKeys`): each key an object claims is held by no stored object
-    /// or by the one it updates, no two objects of the batch claim one key,
-    /// and each update gives all or none of a constraint's attributes (a
-    /// key of stored and given values mixed is not known here). False, and
-    /// the coordinator checks, whenever that cannot be told: also when two
-    /// objects of the batch meet one stored object (`holder`; their values
-    /// are merged, the key that merge makes is not known here either).
-    private func keysAreClear(holder: [ObjectID?], storedObjectsMet: Int, sortedKeys: [UniqueKey], holders: [ObjectID?]) -> Bool {
-        guard storedObjectsMet == holder.lazy.filter({ $0 != nil }).count else { return false }
-        // By position in `sortedKeys`: the object of the batch claiming the key, or -1.
-        var claimant = [Int](repeating: -1, count: sortedKeys.count)
+    /// lookup under the save lock found (`holders`; `positions` places each
+    /// of `keys` among them): each key an object claims is held by no
+    /// stored object or by the one it updates (`holder`), no two objects of
+    /// the batch claim one key, and each update gives all or none of a
+    /// constraint's attributes (a key of stored and given values mixed is
+    /// not known here). False, and the coordinator checks, whenever that
+    /// cannot be told.
+    private func keysAreClear(holder: [ObjectID?], positions: [Int?], holders: [ObjectID?]) -> Bool {
+        // By a key's position: the object of the batch claiming it, or -1.
+        var claimant = [Int](repeating: -1, count: holders.count)
         for j in values.indices {
             for i in 0..<uniqueIndexCount {
                 if holder[j] != nil {
@@ -212,8 +216,8 @@ struct BatchInsertion {
                     if given < attributes.count { return false }
                 }
                 // A null value: no key, nothing claimed.
-                guard let key = keys[j * uniqueIndexCount + i] else { continue }
-                guard let position = Self.position(of: key, in: sortedKeys) else { return false }
+                guard keys[j * uniqueIndexCount + i] != nil else { continue }
+                guard let position = positions[j * uniqueIndexCount + i] else { return false }
                 if let stored = holders[position], stored != holder[j] { return false }
                 if claimant[position] != -1 && claimant[position] != j { return false }
                 claimant[position] = j
@@ -248,6 +252,7 @@ struct PropertyMask {
         }
     }
 
+    /// Whether it holds `index`.
     func contains(_ index: Int) -> Bool {
         index < 64 ? low & (1 << UInt64(index)) != 0 : high.contains(index)
     }

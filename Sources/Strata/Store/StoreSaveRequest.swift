@@ -45,7 +45,7 @@ struct StoreSaveRequest {
 
 /// Attributes a batch request sets on stored objects without reading them
 /// first (a batch update of attributes no index holds; an upsert meeting
-/// stored objects of an entity with one uniqueness constraint): a store
+/// stored objects whose keys it settled itself): a store
 /// applies each where the stored value differs, in place when it can, and
 /// leaves an object that already holds them as it is — so a batch of
 /// unchanged rows writes nothing.
