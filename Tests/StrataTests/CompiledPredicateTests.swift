@@ -77,6 +77,33 @@ extension Recipe {
         ]
     }
 
+    /// The table a translation looks expression types' conformances up in
+    /// answers as a cast does, while threads add types to it and read it
+    /// at once (it grows from 16 slots to 64 here, published each time).
+    @Test func conformanceTableAnswersAsACastDoesFromManyThreads() {
+        let table = ConformanceTable<any AttributeValueConvertible.Type> { $0 as? any AttributeValueConvertible.Type }
+        let types: [Any.Type] = [
+            String.self, Int.self, Int64.self, Double.self, Bool.self, Date.self, UUID.self, Data.self, String?.self, Int?.self,
+            [String].self, Set<Int>.self, Int8.self, UInt.self, Float.self, Character.self, Recipe.self, Recipe?.self,
+            [Int: String].self, (Int, Int).self, Substring.self, URL.self, Decimal.self, String??.self, Void.self,
+        ]
+        let failures = NSLock()
+        nonisolated(unsafe) var wrong: [String] = []
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            var random = SeededGenerator(seed: UInt64(thread) + 1)
+            for _ in 0..<40 {
+                for type in types.shuffled(using: &random) {
+                    let answer = table.conformance(of: type)
+                    let expected = type as? any AttributeValueConvertible.Type
+                    if answer.map(ObjectIdentifier.init) != expected.map(ObjectIdentifier.init) {
+                        failures.withLock { wrong.append("\(type): \(String(describing: answer)), a cast says \(String(describing: expected))") }
+                    }
+                }
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+    }
+
     @Test func translationsAgreeWithFoundationOnRandomObjects() throws {
         let seed = testSeed()
         var random = SeededGenerator(seed: seed)

@@ -43,6 +43,11 @@ import Testing
         let strings = ["", "a", "a\u{0}", "a\u{0}b", "ab", "abc", "b", "Z", "é", "e\u{301}", "K", "\u{212A}", "Ré", "Re\u{301}x",
                        "日本", "日本語", "\u{1F600}", "a\u{FF}", "\u{10FFFF}"]
         check(strings.map { .string($0) })
+        // Longer than a word of eight bytes, which ASCII is read by: a zero
+        // byte, or a scalar that composition changes, in or after one.
+        let long = ["abcdefg\u{0}", "abcdefgh", "abcdefgh\u{0}", "abcdefgh\u{0}ijklmnop", "abcdefghijklmnop", "abcdefghijklmnop\u{0}q",
+                    "abcdefghé", "abcdefghe\u{301}", "abcdefghijklmnopé", "abcdefghijklmnope\u{301}", "abcdefghijklmnop\u{212A}", "abcdefghijklmnopK"]
+        check(long.map { .string($0) })
         check([.bool(false), .bool(true)])
     }
 

@@ -95,5 +95,12 @@ import Testing
         let order = buffer.withUnsafeBytes { ByteStringOrder.order(of: spans, in: $0) }
         #expect(order.map { keys[$0] } == expected)
         #expect(Set(order) == Set(keys.indices))
+        // Equal keys keep their first order.
+        #expect(zip(order, order.dropFirst()).allSatisfy { keys[$0] != keys[$1] || $0 < $1 })
+        // Fewer keys than a radix sort takes: compared one with another.
+        let few = Array(spans.prefix(ByteStringOrder.radixThreshold - 1))
+        let fewOrder = buffer.withUnsafeBytes { ByteStringOrder.order(of: few, in: $0) }
+        #expect(fewOrder.map { keys[$0] } == keys.prefix(few.count).sorted { $0.lexicographicallyPrecedes($1) })
+        #expect(zip(fewOrder, fewOrder.dropFirst()).allSatisfy { keys[$0] != keys[$1] || $0 < $1 })
     }
 }

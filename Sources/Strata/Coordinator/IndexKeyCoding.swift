@@ -139,13 +139,8 @@ enum IndexKeyCoding {
     private static func appendString(_ s: String, to key: inout [UInt8]) {
         var s = s
         let appended = s.withUTF8 { utf8 -> Bool in
-            // One pass for both questions: composed as it stands, and
-            // holding a zero byte to escape.
-            var zero = false
-            for byte in utf8 {
-                guard isComposedByte(byte) else { return false }
-                zero = zero || byte == 0
-            }
+            let (composed, zero) = scan(utf8)
+            guard composed else { return false }
             if zero {
                 appendEscaped(utf8, to: &key)
             } else {
@@ -156,6 +151,33 @@ enum IndexKeyCoding {
             return true
         }
         if !appended { appendEscaped(canonicalUTF8(s), to: &key) }
+    }
+
+    /// One pass for both questions ``appendString(_:to:)`` asks: whether
+    /// `utf8` is composed as it stands (``isComposed(_:)``), and whether it
+    /// holds a zero byte to escape. ASCII is read eight bytes at a time.
+    @inline(__always)
+    private static func scan(_ utf8: UnsafeBufferPointer<UInt8>) -> (composed: Bool, zero: Bool) {
+        var zero = false
+        var i = 0
+        if let base = utf8.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while i + 8 <= utf8.count {
+                let word = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                // A byte of 0x80 or more: the rest byte by byte.
+                if word & 0x8080_8080_8080_8080 != 0 { break }
+                // Set in a byte's top bit only if some byte is zero (exact for ASCII).
+                if (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080 != 0 { zero = true }
+                i += 8
+            }
+        }
+        while i < utf8.count {
+            let byte = utf8[i]
+            guard isComposedByte(byte) else { return (false, zero) }
+            zero = zero || byte == 0
+            i += 1
+        }
+        return (true, zero)
     }
 
     private static func appendDouble(_ d: Double, to key: inout [UInt8]) {

@@ -41,19 +41,23 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
     }
 
     /// Appends the range of the keys that start with the bytes `write`
-    /// appends (``KeyRange/init(prefix:)``), written in place — twice, so
-    /// it must write the same bytes each time: once for the start, and
-    /// once more for the end.
+    /// appends (``KeyRange/init(prefix:)``), written in place: the start,
+    /// then the end copied from it.
     mutating func appendPrefix(_ write: (inout [UInt8]) -> Void) {
         let start = bytes.count
         write(&bytes)
         let startCount = bytes.count - start
         // The first key after them: trailing 0xFF bytes dropped, the last
         // byte left incremented; none when every byte is 0xFF.
-        write(&bytes)
-        while bytes.count > start + startCount, bytes.last == 0xFF { bytes.removeLast() }
-        let endCount = bytes.count - start - startCount
-        if endCount > 0 { bytes[bytes.count - 1] += 1 }
+        var endCount = startCount
+        while endCount > 0 && bytes[start + endCount - 1] == 0xFF { endCount -= 1 }
+        if endCount > 0 {
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: endCount) { end in
+                bytes.withUnsafeBufferPointer { _ = end.initialize(from: $0[start..<(start + endCount)]) }
+                end[endCount - 1] += 1
+                bytes.append(contentsOf: UnsafeBufferPointer(end))
+            }
+        }
         bounds.append(Bounds(start: start, startCount: Int32(startCount), endCount: endCount > 0 ? Int32(endCount) : -1))
     }
 

@@ -184,9 +184,12 @@ indirect enum ValueTest: Sendable {
     /// The translation of `predicate` over objects of `entity`; nil when any
     /// part of it is not understood.
     static func compile<Object: ManagedObject>(_ predicate: Predicate<Object>, entity: EntityDescription) -> ValueTest? {
-        guard let expression = predicate.expression as? any ValueTestConvertible else { return nil }
         let compiler = PredicateCompiler(entity: entity, variable: predicate.variable.key)
-        return expression.valueTest(compiler)
+        // Opened as the type it is, so its conformance is looked up by type.
+        func translate<Expression: StandardPredicateExpression<Bool>>(_ expression: Expression) -> ValueTest? {
+            ExpressionConformances.valueTest(expression)?.valueTest(compiler)
+        }
+        return translate(predicate.expression)
     }
 }
 
@@ -209,23 +212,23 @@ protocol OperandConvertible {
 
 extension PredicateExpressions.Conjunction: ValueTestConvertible {
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
-        guard let a = (lhs as? any ValueTestConvertible)?.valueTest(compiler),
-              let b = (rhs as? any ValueTestConvertible)?.valueTest(compiler) else { return nil }
+        guard let a = ExpressionConformances.valueTest(lhs)?.valueTest(compiler),
+              let b = ExpressionConformances.valueTest(rhs)?.valueTest(compiler) else { return nil }
         return .and(a, b)
     }
 }
 
 extension PredicateExpressions.Disjunction: ValueTestConvertible {
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
-        guard let a = (lhs as? any ValueTestConvertible)?.valueTest(compiler),
-              let b = (rhs as? any ValueTestConvertible)?.valueTest(compiler) else { return nil }
+        guard let a = ExpressionConformances.valueTest(lhs)?.valueTest(compiler),
+              let b = ExpressionConformances.valueTest(rhs)?.valueTest(compiler) else { return nil }
         return .or(a, b)
     }
 }
 
 extension PredicateExpressions.Negation: ValueTestConvertible {
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
-        (wrapped as? any ValueTestConvertible)?.valueTest(compiler).map { .not($0) }
+        ExpressionConformances.valueTest(wrapped)?.valueTest(compiler).map { .not($0) }
     }
 }
 
@@ -262,7 +265,7 @@ extension PredicateExpressions.SequenceContains: ValueTestConvertible {
     /// strings compare by canonical equivalence.)
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
         guard let constants = (sequence as? any ConstantSequence)?.propertyValues(),
-              let element = (element as? any OperandConvertible)?.operand(compiler) else { return nil }
+              let element = ExpressionConformances.operand(element)?.operand(compiler) else { return nil }
         if case .constant(let value) = element { return .constant(constants.contains(value)) }
         return .isIn(element, ValueList(constants))
     }
@@ -298,9 +301,9 @@ final class ValueList: @unchecked Sendable {
 extension PredicateExpressions.SequenceStartsWith: ValueTestConvertible {
     /// `$0.name.starts(with: "So")`, with a constant prefix.
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
-        guard let operand = (base as? any OperandConvertible)?.operand(compiler),
+        guard let operand = ExpressionConformances.operand(base)?.operand(compiler),
               case .property(_, .string) = operand,
-              let constant = (prefix as? any OperandConvertible)?.operand(compiler),
+              let constant = ExpressionConformances.operand(prefix)?.operand(compiler),
               case .constant(.string(let prefix)) = constant else { return nil }
         return .startsWith(operand, prefix)
     }
@@ -348,7 +351,7 @@ extension PredicateExpressions.Value: ValueTestConvertible, OperandConvertible {
     }
 
     func operand(_ compiler: PredicateCompiler) -> ValueTest.Operand? {
-        (value as? any AttributeValueConvertible).map { .constant($0.propertyValue) }
+        ExpressionConformances.attributeValue(value).map { .constant($0) }
     }
 }
 
@@ -366,7 +369,7 @@ extension PredicateExpressions.KeyPath: ValueTestConvertible {
 
 extension PredicateExpressions.KeyPath: OperandConvertible {
     func operand(_ compiler: PredicateCompiler) -> ValueTest.Operand? {
-        guard let variable = root as? any PredicateVariable, variable.id == compiler.variable,
+        guard let variable = ExpressionConformances.variable(root), variable.id == compiler.variable,
               let read = PropertyProbe.property(read: keyPath, entity: compiler.entity) else { return nil }
         return .property(index: read.index, null: read.null)
     }
@@ -382,8 +385,8 @@ extension PredicateExpressions.Variable: PredicateVariable {
 }
 
 extension ValueTest {
-    fileprivate static func comparing(_ lhs: Any, _ comparison: Comparison, _ rhs: Any, _ compiler: PredicateCompiler) -> ValueTest? {
-        let left = lhs as? any OperandConvertible, right = rhs as? any OperandConvertible
+    fileprivate static func comparing<L, R>(_ lhs: L, _ comparison: Comparison, _ rhs: R, _ compiler: PredicateCompiler) -> ValueTest? {
+        let left = ExpressionConformances.operand(lhs), right = ExpressionConformances.operand(rhs)
         guard let left, let right else {
             // An attribute of the object a to-one relationship names (an
             // optional chain, no operand of its own), against a constant.
@@ -443,7 +446,7 @@ extension PredicateExpressions.OptionalFlatMap: RelatedOperandConvertible {
         guard let relationship = (wrapped as? any ToOneKeyPath)?.toOneRelationship(compiler),
               let destination = compiler.entity.destinations[relationship] else { return nil }
         let inner = PredicateCompiler(entity: destination, variable: variable.key)
-        guard let operand = (transform as? any OperandConvertible)?.operand(inner), case .property = operand else { return nil }
+        guard let operand = ExpressionConformances.operand(transform)?.operand(inner), case .property = operand else { return nil }
         return RelatedOperand(relationship: relationship, destination: destination, operand: operand)
     }
 }
@@ -458,7 +461,7 @@ extension PredicateExpressions.KeyPath: ToOneKeyPath {
     /// scratch target through it on a scratch object (no context is
     /// involved: with none, the write only stores the target's ID).
     func toOneRelationship(_ compiler: PredicateCompiler) -> Int? {
-        guard let variable = root as? any PredicateVariable, variable.id == compiler.variable,
+        guard let variable = ExpressionConformances.variable(root), variable.id == compiler.variable,
               let writable = keyPath as? ReferenceWritableKeyPath<Root.Output, Output> else { return nil }
         let entity = compiler.entity
         let key = PropertyProbe.CacheKey(entity: ObjectIdentifier(entity), keyPath: keyPath)

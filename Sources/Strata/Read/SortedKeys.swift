@@ -1,59 +1,64 @@
 internal import StrataStore
 
-/// Byte strings in ascending order, each once, kept one after another in
-/// one buffer: the encoded values of an `IN` list, sorted without
-/// allocating or retaining anything per value, and held by a plan in two
-/// arrays however long the list. A key read out (``subscript(_:)``) is
-/// copied, except the only key of a one-key list, which is the buffer.
+/// Byte strings in ascending order, each once, lent from one buffer: the
+/// encoded values of an `IN` list, sorted without allocating or retaining
+/// anything per value, and held by a plan in two arrays however long the
+/// list. A key read out (``subscript(_:)``) is copied, except the only key
+/// of a one-key list, which is the buffer.
 struct SortedKeys: RandomAccessCollection, Equatable, Sendable {
+    /// The keys, in the order they were written (not copied into order).
     private let bytes: [UInt8]
-    /// Where each key ends in `bytes` (a key starts where the one before
-    /// it ends). Empty for a list of one key (it is all of `bytes`).
-    private let ends: [Int]
+    /// Where each key lies in `bytes`, in ascending order of the keys.
+    /// Empty for a list of one key (it is all of `bytes`).
+    private let spans: [Range<Int>]
     let endIndex: Int
 
     /// The list of one key.
     init(one key: [UInt8]) {
-        self.init(bytes: key, ends: [], endIndex: 1)
+        self.init(bytes: key, spans: [], endIndex: 1)
     }
 
-    private init(bytes: [UInt8], ends: [Int], endIndex: Int) {
+    private init(bytes: [UInt8], spans: [Range<Int>], endIndex: Int) {
         self.bytes = bytes
-        self.ends = ends
+        self.spans = spans
         self.endIndex = endIndex
     }
 
     /// The keys at `spans` of `buffer`, sorted, each once.
     init(sorting spans: [Range<Int>], of buffer: [UInt8]) {
-        var spans = spans
-        var bytes: [UInt8] = []
-        var ends: [Int] = []
-        bytes.reserveCapacity(buffer.count)
-        ends.reserveCapacity(spans.count)
+        var sorted: [Range<Int>] = []
+        sorted.reserveCapacity(spans.count)
         buffer.withUnsafeBytes { raw in
-            spans = ByteStringOrder.order(of: spans, in: raw).map { spans[$0] }
-            // Each once: equal keys are neighbours now.
+            // Each once: equal keys are neighbours once sorted.
             var previous: UnsafeRawBufferPointer?
-            for span in spans {
-                let key = UnsafeRawBufferPointer(rebasing: raw[span])
+            for i in ByteStringOrder.order(of: spans, in: raw) {
+                let key = UnsafeRawBufferPointer(rebasing: raw[spans[i]])
                 if let previous, compareBytes(previous, key) == 0 { continue }
-                bytes.append(contentsOf: key)
-                ends.append(bytes.count)
+                sorted.append(spans[i])
                 previous = key
             }
         }
-        self.init(bytes: bytes, ends: ends.count == 1 ? [] : ends, endIndex: ends.count)
+        if sorted.count == 1 {
+            self.init(one: Array(buffer[sorted[0]]))
+        } else {
+            self.init(bytes: buffer, spans: sorted, endIndex: sorted.count)
+        }
+    }
+
+    /// The same keys, however their buffers lie.
+    static func == (a: SortedKeys, b: SortedKeys) -> Bool {
+        a.count == b.count && a.indices.allSatisfy { a[$0] == b[$0] }
     }
 
     var startIndex: Int { 0 }
 
     /// Key `i`, copied (the buffer itself for a one-key list).
     subscript(i: Int) -> [UInt8] {
-        ends.isEmpty ? bytes : Array(bytes[span(i)])
+        spans.isEmpty ? bytes : Array(bytes[span(i)])
     }
 
     private func span(_ i: Int) -> Range<Int> {
-        ends.isEmpty ? 0..<bytes.count : (i == 0 ? 0 : ends[i - 1])..<ends[i]
+        spans.isEmpty ? 0..<bytes.count : spans[i]
     }
 
     /// Calls `body` with each key, lent for the call, in order.
