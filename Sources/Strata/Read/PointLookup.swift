@@ -44,7 +44,10 @@ extension ManagedObjectContext {
         // entry, and comes back as a fault, its row offered to the row cache
         // (and read only if the cache would take it: a fault filled later
         // reads it anyway) and the object registered after the store's read.
-        var visited: Set<ObjectID> = []
+        // Objects held here that the index's entries named: most lookups
+        // meet one (a unique key), kept without a set's allocation.
+        var firstVisited: ObjectID?
+        var moreVisited: Set<ObjectID> = []
         var found: ManagedObject?
         var foundStored: ObjectID?
         let coordinator = persistentStoreCoordinator
@@ -54,7 +57,7 @@ extension ManagedObjectContext {
         ) { (id, record) throws(StrataError) -> Bool in
             if checksRegistry {
                 if let object = registry[id] {
-                    visited.insert(id)
+                    if firstVisited == nil { firstVisited = id } else { moreVisited.insert(id) }
                     // An insert whose store save is in flight is in the store
                     // already: it was met (or not) with the pending ones.
                     if object.flags.contains(.inserted) { return true }
@@ -81,7 +84,7 @@ extension ManagedObjectContext {
         // which holds the store's, did not select it.
         let candidates = possiblyStaleObjects(of: entity, source: source, updatedAmong: pending)
             ?? Set(registry.keys.lazy.filter { $0.entity === entity })
-        for id in candidates where !visited.contains(id) {
+        for id in candidates where id != firstVisited && !moreVisited.contains(id) {
             guard let object = registry[id], object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { continue }
             if passes(object), try source.snapshot(for: id) != nil { return object }
         }
