@@ -75,6 +75,17 @@ import Testing
     /// Keys that share a long prefix and agree on the eight bytes after it
     /// (where ``ByteStringOrder`` compares integers) sort as their bytes do:
     /// the tie-break past those bytes, and zero-padding of short keys.
+    /// `keys` one after another in one buffer, and where each lies.
+    static func packed(_ keys: [[UInt8]]) -> (buffer: [UInt8], spans: [Range<Int>]) {
+        var buffer: [UInt8] = []
+        var spans: [Range<Int>] = []
+        for key in keys {
+            spans.append(buffer.count..<(buffer.count + key.count))
+            buffer += key
+        }
+        return (buffer, spans)
+    }
+
     @Test func keysSharingAPrefixSortAsTheirBytes() {
         var generator = SeededGenerator(seed: 41)
         let alphabet: [UInt8] = [0, 1, 0x30, 0x39, 0xFF]
@@ -86,17 +97,20 @@ import Testing
         }
         let expected = keys.sorted { $0.lexicographicallyPrecedes($1) }
         #expect(UniqueKey.sorted(keys.map(UniqueKey.init)).map(\.bytes) == expected)
-        var buffer: [UInt8] = []
-        var spans: [Range<Int>] = []
-        for key in keys {
-            spans.append(buffer.count..<(buffer.count + key.count))
-            buffer += key
-        }
+        let (buffer, spans) = Self.packed(keys)
         let order = buffer.withUnsafeBytes { ByteStringOrder.order(of: spans, in: $0) }
         #expect(order.map { keys[$0] } == expected)
         #expect(Set(order) == Set(keys.indices))
         // Equal keys keep their first order.
         #expect(zip(order, order.dropFirst()).allSatisfy { keys[$0] != keys[$1] || $0 < $1 })
+        // Hundreds of keys equal but for trailing zero bytes (read as
+        // zero-padded, the shorter first), or equal outright: runs of equal
+        // heads long enough to be radix sorted again, past every key's end.
+        let zeros = (0..<800).map { i in prefix + Array(repeating: 0, count: i % 4) + (i % 5 == 0 ? [0x30] : []) }.shuffled(using: &generator)
+        let (zeroBuffer, zeroSpans) = Self.packed(zeros)
+        let zeroOrder = zeroBuffer.withUnsafeBytes { ByteStringOrder.order(of: zeroSpans, in: $0) }
+        #expect(zeroOrder.map { zeros[$0] } == zeros.sorted { $0.lexicographicallyPrecedes($1) })
+        #expect(zip(zeroOrder, zeroOrder.dropFirst()).allSatisfy { zeros[$0] != zeros[$1] || $0 < $1 })
         // Fewer keys than a radix sort takes: compared one with another.
         let few = Array(spans.prefix(ByteStringOrder.radixThreshold - 1))
         let fewOrder = buffer.withUnsafeBytes { ByteStringOrder.order(of: few, in: $0) }

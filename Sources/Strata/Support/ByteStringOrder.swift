@@ -2,50 +2,19 @@ internal import StrataStore
 
 /// Sorting byte strings that lie in one buffer (index keys, unique keys,
 /// an `IN` list's encodings) without comparing them byte by byte: they
-/// mostly share a prefix (an index's tag, "SKU-"), so each is ordered
-/// first by the eight bytes after that prefix read as one integer (its
-/// head) — zero-padded past a string's end, which keeps the byte order —
-/// and by all its bytes only among those whose heads are equal.
+/// mostly share a prefix (an index's tag, "SKU-"), so the bytes after the
+/// prefix they share are read eight at a time as one integer (a head) and
+/// the strings ordered by their heads with a radix sort; those with equal
+/// heads are ordered the same way by the eight bytes after, and so on. A
+/// string is read as zero-padded past its end, and among strings equal so
+/// read the shorter comes first — which is the strings' byte order.
 enum ByteStringOrder {
     /// The positions of `spans` (ranges of `raw`) in ascending order of the
     /// bytes they cover; equal strings keep their order.
     static func order(of spans: [Range<Int>], in raw: UnsafeRawBufferPointer) -> [Int] {
-        guard let first = spans.first else { return [] }
-        var shared = first.count
-        for span in spans.dropFirst() where shared > 0 {
-            var n = 0
-            let limit = Swift.min(shared, span.count)
-            while n < limit && raw[first.lowerBound + n] == raw[span.lowerBound + n] { n += 1 }
-            shared = n
-        }
-        var keyed = spans.indices.map { i -> Keyed in
-            let span = spans[i]
-            let from = span.lowerBound + shared
-            if span.upperBound - from >= 8 {
-                return Keyed(head: UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: from, as: UInt64.self)), position: i)
-            }
-            var head: UInt64 = 0
-            for n in 0..<8 {
-                let at = from + n
-                head = head << 8 | UInt64(at < span.upperBound ? raw[at] : 0)
-            }
-            return Keyed(head: head, position: i)
-        }
-        func bytes(_ position: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: raw[spans[position]]) }
-        guard keyed.count >= radixThreshold else {
-            keyed.sort { a, b in a.head != b.head ? a.head < b.head : compareBytes(bytes(a.position), bytes(b.position)) < 0 }
-            return keyed.map(\.position)
-        }
-        radixSortByHead(&keyed)
-        // Equal heads are neighbours now, in their first order: each run of
-        // them sorted by all its bytes (a stable sort).
-        var start = 0
-        while start < keyed.count {
-            var end = start + 1
-            while end < keyed.count && keyed[end].head == keyed[start].head { end += 1 }
-            if end - start > 1 { keyed[start..<end].sort { compareBytes(bytes($0.position), bytes($1.position)) < 0 } }
-            start = end
-        }
+        var keyed = spans.indices.map { Keyed(head: 0, position: $0) }
+        var scratch: [Keyed] = []
+        sort(&keyed, keyed.indices, past: 0, spans, raw, scratch: &scratch)
         return keyed.map(\.position)
     }
 
@@ -55,20 +24,97 @@ enum ByteStringOrder {
         var position: Int
     }
 
-    /// From this many strings on, heads are ordered by a radix sort: eight
-    /// passes at most over the list, where comparisons cost about
-    /// log₂(count) each (a sort of 10,000 SKUs: about 550 instructions a
-    /// key compared, about 100 by radix).
+    /// From this many strings on, a run is ordered by a radix sort of heads
+    /// (eight passes at most over it), where comparisons cost about
+    /// log₂(count) each: a sort of 10,000 SKUs, about 550 instructions a
+    /// key compared, about 100 by radix.
     static let radixThreshold = 256
 
-    /// Sorts `keyed` by head, stably: least significant byte first, a pass
-    /// per byte that differs among the heads (one counting pass finds them).
-    static func radixSortByHead(_ keyed: inout [Keyed]) {
-        let count = keyed.count
+    /// Sorts `keyed[range]`, strings equal in their first `offset` bytes
+    /// (zero-padded), stably.
+    private static func sort(
+        _ keyed: inout [Keyed], _ range: Range<Int>, past offset: Int, _ spans: [Range<Int>], _ raw: UnsafeRawBufferPointer,
+        scratch: inout [Keyed]
+    ) {
+        func bytes(_ position: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: raw[spans[position]]) }
+        guard range.count >= radixThreshold else {
+            if range.count < 2 { return }
+            if range.count <= 16 {
+                // A few (most runs of equal heads): inserted one by one, in
+                // place, without the buffer a merge sort makes.
+                for i in (range.lowerBound + 1)..<range.upperBound {
+                    let item = keyed[i]
+                    var j = i
+                    while j > range.lowerBound && compareBytes(bytes(keyed[j - 1].position), bytes(item.position)) > 0 {
+                        keyed[j] = keyed[j - 1]
+                        j -= 1
+                    }
+                    keyed[j] = item
+                }
+            } else {
+                keyed[range].sort { compareBytes(bytes($0.position), bytes($1.position)) < 0 }
+            }
+            return
+        }
+        // Byte `i` of the string at `position`, zero past its end.
+        @inline(__always) func byte(_ position: Int, _ i: Int) -> UInt8 {
+            let span = spans[position]
+            return i < span.count ? raw[span.lowerBound + i] : 0
+        }
+        var longest = 0
+        for i in range { longest = Swift.max(longest, spans[keyed[i].position].count) }
+        // Past every string's end, all read as zeros: the shorter first.
+        guard longest > offset else {
+            keyed[range].sort { spans[$0.position].count < spans[$1.position].count }
+            return
+        }
+        // The bytes past `offset` that every string of the run shares.
+        let first = spans[keyed[range.lowerBound].position]
+        var shared = longest - offset
+        for i in range.dropFirst() where shared > 0 {
+            let span = spans[keyed[i].position]
+            // Within both strings, then (past the shorter's end) padded.
+            let within = Swift.min(shared, Swift.max(0, Swift.min(first.count, span.count) - offset))
+            var n = 0
+            while n < within && raw[first.lowerBound + offset + n] == raw[span.lowerBound + offset + n] { n += 1 }
+            if n == within {
+                while n < shared && byte(keyed[range.lowerBound].position, offset + n) == byte(keyed[i].position, offset + n) { n += 1 }
+            }
+            shared = n
+        }
+        let at = offset + shared
+        for i in range {
+            let span = spans[keyed[i].position]
+            if span.count - at >= 8 {
+                keyed[i].head = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: span.lowerBound + at, as: UInt64.self))
+            } else {
+                var head: UInt64 = 0
+                for n in 0..<8 { head = head << 8 | UInt64(byte(keyed[i].position, at + n)) }
+                keyed[i].head = head
+            }
+        }
+        radixSortByHead(&keyed, range, scratch: &scratch)
+        // Equal heads are neighbours now, in their first order: each run of
+        // them ordered by the bytes after.
+        var start = range.lowerBound
+        while start < range.upperBound {
+            var end = start + 1
+            while end < range.upperBound && keyed[end].head == keyed[start].head { end += 1 }
+            if end - start > 1 { sort(&keyed, start..<end, past: at + 8, spans, raw, scratch: &scratch) }
+            start = end
+        }
+    }
+
+    /// Sorts `keyed[range]` by head, stably: least significant byte first,
+    /// a pass per byte that differs among the heads (one counting pass
+    /// finds them). `scratch`: room for the passes, reused.
+    static func radixSortByHead(_ keyed: inout [Keyed], _ range: Range<Int>, scratch: inout [Keyed]) {
+        let count = range.count
+        guard count > 1 else { return }
         var counts = [Int](repeating: 0, count: 8 * 256)
         counts.withUnsafeMutableBufferPointer { counts in
             keyed.withUnsafeBufferPointer { keyed in
-                for item in keyed {
+                for item in keyed[range] {
                     var head = item.head
                     for byte in 0..<8 {
                         counts[byte &* 256 &+ Int(head & 0xFF)] &+= 1
@@ -77,13 +123,15 @@ enum ByteStringOrder {
                 }
             }
         }
-        var other = keyed
-        var from = true  // the sorted order so far is in `keyed` (else in `other`)
+        if scratch.count < count { scratch = Array(repeating: Keyed(head: 0, position: 0), count: count) }
+        // The order so far: in `keyed[range]`, or in `scratch[0..<count]`.
+        var inKeyed = true
+        let anyHead = keyed[range.lowerBound].head
+        var offsets = [Int](repeating: 0, count: 256)
         for byte in 0..<8 {
             let base = byte * 256
             // Every head has the same byte here: the pass would move nothing.
-            if counts[base + Int((keyed[0].head >> (8 * byte)) & 0xFF)] == count { continue }
-            var offsets = [Int](repeating: 0, count: 256)
+            if counts[base + Int((anyHead >> (8 * byte)) & 0xFF)] == count { continue }
             var total = 0
             for value in 0..<256 {
                 offsets[value] = total
@@ -99,13 +147,21 @@ enum ByteStringOrder {
                     }
                 }
             }
-            if from {
-                keyed.withUnsafeBufferPointer { source in other.withUnsafeMutableBufferPointer { pass(source, $0) } }
-            } else {
-                other.withUnsafeBufferPointer { source in keyed.withUnsafeMutableBufferPointer { pass(source, $0) } }
+            keyed.withUnsafeMutableBufferPointer { keyed in
+                scratch.withUnsafeMutableBufferPointer { scratch in
+                    let inRange = UnsafeMutableBufferPointer(rebasing: keyed[range])
+                    let spare = UnsafeMutableBufferPointer(rebasing: scratch[0..<count])
+                    if inKeyed { pass(UnsafeBufferPointer(inRange), spare) } else { pass(UnsafeBufferPointer(spare), inRange) }
+                }
             }
-            from.toggle()
+            inKeyed.toggle()
         }
-        if !from { keyed = other }
+        if !inKeyed {
+            keyed.withUnsafeMutableBufferPointer { keyed in
+                scratch.withUnsafeBufferPointer { scratch in
+                    _ = UnsafeMutableBufferPointer(rebasing: keyed[range]).update(fromContentsOf: scratch[0..<count])
+                }
+            }
+        }
     }
 }
