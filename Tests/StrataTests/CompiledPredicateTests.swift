@@ -25,6 +25,10 @@ extension Recipe {
         let names = ["Ré", "RK", "R1"]
         let none: [Int] = []
         let ratings = [2.5, 0]
+        // Captured optionals: a constant's conformance is looked up by its
+        // type (`String?`), with a value and without.
+        let someNote: String? = "n1"
+        let noNote: String? = nil
         return [
             (#Predicate { $0.servings > 3 }, true),
             (#Predicate { $0.servings <= 3 }, true),
@@ -46,6 +50,9 @@ extension Recipe {
             (#Predicate { $0.notes != nil && $0.servings > 0 }, true),
             (#Predicate { $0.notes == nil }, true),
             (#Predicate { $0.notes == "n1" }, true),
+            (#Predicate { $0.notes == someNote }, true),
+            (#Predicate { $0.notes == noNote }, true),
+            (#Predicate { $0.notes != noNote }, true),
             (#Predicate { $0.rating == 3.0 }, true),
             (#Predicate { $0.rating > 1.0 || $0.rating <= 0.5 }, true),
             (#Predicate { $0.uuid == nil || $0.created <= day }, true),
