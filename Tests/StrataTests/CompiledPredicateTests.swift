@@ -86,7 +86,8 @@ extension Recipe {
 
     /// The table a translation looks expression types' conformances up in
     /// answers as a cast does, while threads add types to it and read it
-    /// at once (it grows from 16 slots to 64 here, published each time).
+    /// at once (it grows from 16 slots to 64 here; from 16 types on, a type
+    /// waits among the recent ones until the next snapshot takes it in).
     @Test func conformanceTableAnswersAsACastDoesFromManyThreads() {
         let table = ConformanceTable<any AttributeValueConvertible.Type> { $0 as? any AttributeValueConvertible.Type }
         let types: [Any.Type] = [

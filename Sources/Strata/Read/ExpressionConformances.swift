@@ -9,9 +9,9 @@ import Synchronization
 /// (`lhs as? any OperandConvertible`). A dynamic cast to a protocol asks the
 /// runtime's conformance tables every time, and a find-or-create by
 /// `#Predicate` translates its predicate on every call: five such casts were
-/// most of a lookup's translation. Here each type's answer is kept (a lock
-/// and a hash of the type's identity), and the node is opened as the type
-/// it is, which moves nothing.
+/// most of a lookup's translation. Here each type's answer is kept
+/// (``ConformanceTable``, read without a lock), and the node is opened as
+/// the type it is, which moves nothing.
 ///
 /// Only a value whose dynamic type is its static type is answered from the
 /// table; an existential or a subclass instance is cast as before.
@@ -64,13 +64,16 @@ enum ExpressionConformances {
 /// are few, and a type is never unloaded.
 ///
 /// Read without a lock: the table is an immutable ``Snapshot`` published
-/// through an atomic pointer; a type not in it is resolved and a larger
-/// snapshot published under `lock`. Snapshots are never freed (one per
-/// type ever added, replaced ones included: a reader may still hold one),
-/// so a reader needs no reference count to keep its snapshot alive.
+/// through an atomic pointer. A type not in it is resolved and kept, under
+/// `lock`, in `recent`, which a larger snapshot takes in once it holds an
+/// eighth of the snapshot's count: snapshots grow geometrically, so the
+/// ones replaced — never freed, since a reader may still hold one and
+/// holds no reference to it — come to a few times the last one's size in
+/// all, and a type waits in `recent` (a lock and a hash) only until then.
 ///
 /// `@unchecked Sendable`: `current` is atomic and the snapshots it points
-/// at are immutable once published; `lock` serializes writers.
+/// at are immutable once published; `recent` is guarded by `lock`, which
+/// also serializes publication.
 final class ConformanceTable<Metatype>: @unchecked Sendable {
     /// Open addressing over the types' addresses: a power-of-two number of
     /// slots at most half full, probed linearly from the address's hash.
@@ -84,8 +87,12 @@ final class ConformanceTable<Metatype>: @unchecked Sendable {
             self.count = count
         }
 
-        /// The slot holding `key`, or the empty one where it would go.
-        func slot(of key: UInt) -> Int { Self.slot(of: key, in: slots) }
+        /// The conformance kept for `key`: nil when the key is not in the
+        /// table, `.some(nil)` when its type conforms to nothing.
+        func find(_ key: UInt) -> Metatype?? {
+            let slot = slots[Self.slot(of: key, in: slots)]
+            return slot.key == key ? .some(slot.conformance) : nil
+        }
 
         private static func slot(of key: UInt, in slots: [(key: UInt, conformance: Metatype?)]) -> Int {
             let mask = slots.count - 1
@@ -94,19 +101,23 @@ final class ConformanceTable<Metatype>: @unchecked Sendable {
             return i
         }
 
-        /// This table with `key` added, in twice the slots when it would
-        /// be more than half full.
-        func adding(_ key: UInt, _ conformance: Metatype?) -> Snapshot {
-            let size = (count + 1) * 2 > slots.count ? slots.count * 2 : slots.count
+        /// This table with `added` taken in, in as many slots as keep it
+        /// at most half full.
+        func adding(_ added: [UInt: Metatype?]) -> Snapshot {
+            let total = count + added.count
+            var size = slots.count
+            while total * 2 > size { size *= 2 }
             var grown = Array(repeating: (key: UInt(0), conformance: Metatype?.none), count: size)
             for entry in slots where entry.key != 0 { grown[Self.slot(of: entry.key, in: grown)] = entry }
-            grown[Self.slot(of: key, in: grown)] = (key, conformance)
-            return Snapshot(slots: grown, count: count + 1)
+            for (key, conformance) in added { grown[Self.slot(of: key, in: grown)] = (key, conformance) }
+            return Snapshot(slots: grown, count: total)
         }
     }
 
     private let current: Atomic<UInt>
     private let lock = Lock()
+    /// Guarded by `lock`: types resolved since the snapshot was published.
+    private var recent: [UInt: Metatype?] = [:]
     private let resolve: (Any.Type) -> Metatype?
 
     init(_ resolve: @escaping (Any.Type) -> Metatype?) {
@@ -121,15 +132,17 @@ final class ConformanceTable<Metatype>: @unchecked Sendable {
 
     func conformance(of type: Any.Type) -> Metatype? {
         let key = UInt(bitPattern: ObjectIdentifier(type))
-        let known = snapshot
-        let slot = known.slots[known.slot(of: key)]
-        if slot.key == key { return slot.conformance }
+        if let known = snapshot.find(key) { return known }
+        if let waiting = lock.withLock({ recent[key] }) { return waiting }
         let answer = resolve(type)
         lock.withLock {
-            let latest = snapshot
-            guard latest.slots[latest.slot(of: key)].key != key else { return }
+            let published = snapshot
+            guard published.find(key) == nil, recent[key] == nil else { return }
+            recent[key] = answer
+            guard recent.count >= Swift.max(1, published.count / 8) else { return }
             // Published, and never released: see the type's comment.
-            current.store(UInt(bitPattern: Unmanaged.passRetained(latest.adding(key, answer)).toOpaque()), ordering: .releasing)
+            current.store(UInt(bitPattern: Unmanaged.passRetained(published.adding(recent)).toOpaque()), ordering: .releasing)
+            recent = [:]
         }
         return answer
     }
