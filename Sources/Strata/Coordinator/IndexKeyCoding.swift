@@ -124,7 +124,7 @@ enum IndexKeyCoding {
     /// (most of a lookup by a key with an accent in it).
     @inline(__always)
     static func isComposed(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
-        utf8.allSatisfy(isComposedByte)
+        scan(utf8).composed
     }
 
     /// Whether `byte` can be part of a scalar below U+0300: one byte, or a

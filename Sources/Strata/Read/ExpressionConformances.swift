@@ -8,8 +8,8 @@ import Synchronization
 /// expression tree by casting each node to the protocol it needs
 /// (`lhs as? any OperandConvertible`). A dynamic cast to a protocol asks the
 /// runtime's conformance tables every time, and a find-or-create by
-/// `#Predicate` translates its predicate on every call: five such casts were
-/// most of a lookup's translation. Here each type's answer is kept
+/// `#Predicate` translates its predicate on every call. Here each type's
+/// answer is kept
 /// (``ConformanceTable``, read without a lock), and the node is opened as
 /// the type it is, which moves nothing.
 ///

@@ -25,9 +25,8 @@ enum ByteStringOrder {
     }
 
     /// From this many strings on, a run is ordered by a radix sort of heads
-    /// (eight passes at most over it), where comparisons cost about
-    /// log₂(count) each: a sort of 10,000 SKUs, about 550 instructions a
-    /// key compared, about 100 by radix.
+    /// (eight passes at most over it, with fixed costs of its own), where
+    /// a comparison sort costs about log₂(count) comparisons a string.
     static let radixThreshold = 256
 
     /// Sorts `keyed[range]`, strings equal in their first `offset` bytes
