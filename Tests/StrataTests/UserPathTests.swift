@@ -159,6 +159,89 @@ import Testing
         #expect(count == 10 + 100 + 19 * 50)
     }
 
+    /// A store on disk whose coordinator caches no row (every read is a
+    /// record read), a writer on it and an importer below the writer.
+    static func uncachedWriterAndImporter() throws
+        -> (TemporaryDirectory, PersistentStoreCoordinator, writer: ManagedObjectContext, importer: ManagedObjectContext) {
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(model: uniqueNameModel(), rowCacheBudget: 0)
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        return (directory, coordinator, writer, ManagedObjectContext(.privateQueue, parent: writer))
+    }
+
+    /// An import through a child of the writer that links every batch to
+    /// the same tags (a to-many that grows with the store): once the
+    /// writer has saved a batch, the importer's next lookup reads none of
+    /// the tags back from the store to learn whether they went stale — the
+    /// store holds what the writer showed it, which the save recorded — so
+    /// a batch no longer costs a read (and a decode of its growing
+    /// relationship) per tag. The row cache is off: every read is counted.
+    @Test func anImportReadsNoneOfWhatItSavedBack() throws {
+        let (directory, coordinator, writer, importer) = try Self.uncachedWriterAndImporter()
+        defer { withExtendedLifetime(directory) {} }
+        try importer.performAndWait {
+            let tags = (0..<20).map { i in
+                let tag = Tag(context: importer)
+                tag.label = "tag \(i)"
+                return tag
+            }
+            for batch in 0..<4 {
+                for i in 0..<25 {
+                    let recipe = try Recipe.findOrCreate(where: \.name, equals: "b\(batch) r\(i)", in: importer) { $0.name = "b\(batch) r\(i)" }
+                    recipe.tags = Set(tags)
+                }
+                try importer.save()
+                try writer.performAndWait { try writer.save() }
+                let before = coordinator.recordsRead.load()
+                #expect(try Recipe.first(in: importer, where: \.name, equals: "nobody") == nil)
+                // The tags the first batch inserted are read once (a save
+                // records what it showed for updates only); never again.
+                #expect(coordinator.recordsRead.load() - before == (batch == 0 ? 20 : 0), "batch \(batch): the lookup read what the importer saved")
+            }
+            #expect(tags.allSatisfy { $0.recipes.count == 100 })
+        }
+        let stored = try writer.performAndWait { try Tag.all(in: writer).map(\.recipes.count) }
+        #expect(stored == Array(repeating: 100, count: 20))
+    }
+
+    /// The writer takes a child's view of an object it let go of from what
+    /// the store recorded — unless the store has moved on since: another
+    /// context's change in between is never written over unseen; the
+    /// child's save, or the writer's, reports the conflict.
+    @Test func aStateTheWriterLetGoOfIsCheckedAgainstTheStore() throws {
+        let (directory, coordinator, writer, importer) = try Self.uncachedWriterAndImporter()
+        defer { withExtendedLifetime(directory) {} }
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try importer.performAndWait {
+            let tag = Tag(context: importer)
+            tag.label = "first"
+            try importer.save()
+            try writer.performAndWait { try writer.save() }
+            let id = tag.objectID
+            try other.performAndWait {
+                let theirs = try #require(try other.existingObject(with: id) as? Tag)
+                theirs.label = "theirs"
+                try other.save()
+            }
+            tag.label = "mine"
+            var conflicted = false
+            do {
+                try importer.save()
+                try writer.performAndWait { try writer.save() }
+            } catch let error as StrataError {
+                #expect(error.code == .mergeConflict, "\(error)")
+                conflicted = true
+            }
+            #expect(conflicted, "a change made in the store in between was written over")
+        }
+        let label = try other.performAndWait { () throws in
+            other.reset()
+            return try #require(try Tag.all(in: other).first).label
+        }
+        #expect(label == "theirs")
+    }
+
     /// A fetch with a limit and no sort order stops reading once it has
     /// offset + limit matches — through an index or a scan, for a fetch,
     /// a count or IDs — where it read every match before (MagicalRecord's

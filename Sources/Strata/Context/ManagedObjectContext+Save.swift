@@ -200,6 +200,11 @@ extension ManagedObjectContext {
             changes.updatedValues.append(object.values)
             changes.updatedBase.append(object.committed ?? object.values)
             changes.updatedVersions.append(object.version)
+            changes.updatedExposedVersions.append(object.exposedVersion)
+            // The store will record these values as the ones shown as this
+            // version (``StoreChangeLog/ExposedState``): a later change
+            // here must show another.
+            if parent == nil { object.flags.remove(.exposedVersionFresh) }
         }
         for (id, object) in deleted {
             validateDelete(object, into: &failures)
@@ -464,7 +469,9 @@ extension ManagedObjectContext {
         defer { carriedAuthors.endTakingIn(unnamed) }
         // What it changes may be among the held saves' objects.
         takeHeldChildSaves()
-        let (updates, deletes) = try ConflictResolution.decide(changes) { id, seen throws(StrataError) in try currentSnapshot(of: id, childSaw: seen) }
+        let (updates, deletes) = try ConflictResolution.decide(changes) { id, seen, base throws(StrataError) in
+            try currentSnapshot(of: id, childSaw: seen, base: base)
+        }
         if let check = UniquenessCheck(changes, updates: updates) {
             try check.enforce(holders: pendingUniqueHolders(check.keysToLookUp))
         }
@@ -592,7 +599,26 @@ extension ManagedObjectContext {
     /// conflict with a state the child never had to know about. (That
     /// refresh stays should the save then fail: it only brought an
     /// unchanged copy up to date.)
-    private func currentSnapshot(of id: ObjectID, childSaw seen: UInt64) throws(StrataError) -> Snapshot? {
+    ///
+    /// A context on the coordinator asked about a state the store still
+    /// holds and this context holds no other state of — the child read it
+    /// from the store (`seen` is a store version), or this context showed
+    /// it to the child and then saved it (``StoreChangeLog/ExposedState``)
+    /// — takes the child's `base` as that state: no record decoded, no
+    /// values compared (an object with a large to-many relationship, saved
+    /// batch after batch through a context that lets go of it between
+    /// saves, cost both in full at every save).
+    private func currentSnapshot(of id: ObjectID, childSaw seen: UInt64, base: [PropertyValue]) throws(StrataError) -> Snapshot? {
+        if parent == nil {
+            let stored: UInt64? = if Snapshot.isStoreVersion(seen) {
+                seen
+            } else if let state = persistentStoreCoordinator.changeLog.exposedState(of: id), state.origin == serial, state.exposed == seen {
+                state.stored
+            } else {
+                nil
+            }
+            if let stored, let current = try storeState(of: id, at: stored, childSaw: seen, base: base) { return current }
+        }
         if let object = registry[id], !object.flags.contains(.fault) {
             guard object.flags.isDisjoint(with: [.deleted, .invalidated]) else { return nil }
             if object.exposedVersion != seen && object.flags.isDisjoint(with: [.dirty, .inserted]) {
@@ -611,6 +637,29 @@ extension ManagedObjectContext {
             return Snapshot(values: object.values, version: object.exposedVersion)
         }
         return try snapshotForChild(id)
+    }
+
+    /// ``currentSnapshot(of:childSaw:base:)``'s shortcut, where the child's
+    /// `base` is the store's state at version `stored`: when `id` is
+    /// registered here as a fault, unchanged at that version, or not at
+    /// all, and the store still holds that version, this context takes
+    /// that state and answers with the version the child saw; nil otherwise.
+    private func storeState(of id: ObjectID, at stored: UInt64, childSaw seen: UInt64, base: [PropertyValue]) throws(StrataError) -> Snapshot? {
+        let registered = registry[id]
+        if let registered, !registered.flags.contains(.fault) {
+            guard registered.version == stored,
+                  registered.flags.isDisjoint(with: [.dirty, .inserted, .deleted, .invalidated]) else { return nil }
+        }
+        guard try persistentStoreCoordinator.storedVersion(of: id) == stored else { return nil }
+        let object: ManagedObject
+        if let registered {
+            object = registered
+            if object.flags.contains(.fault) { fill(object, Snapshot(values: base, version: stored)) }
+        } else {
+            object = materialize(id, Snapshot(values: base, version: stored))
+        }
+        object.flags.remove(.exposedVersionFresh)  // a child now holds this state
+        return Snapshot(values: object.values, version: seen)
     }
 
     /// Hands the children that merge automatically (contract C20)

@@ -258,6 +258,30 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return snapshot
     }
 
+    /// The store's snapshot of `id` for a save's conflict check, where the
+    /// saver read version `seen` with `values`: the row cache's if it holds
+    /// the row; else, when the store still holds version `seen`, `values`
+    /// themselves (a version names one state of an object), found from the
+    /// record's header without decoding the rest — an object with a large
+    /// to-many relationship saved batch after batch would otherwise be
+    /// decoded whole at every save the row cache has no room for.
+    func snapshot(for id: ObjectID, ifStillAt seen: UInt64, values: [PropertyValue]) throws(StrataError) -> Snapshot? {
+        if let cached = cacheLock.withLock({ rowCache[id] }) { return cached }
+        let store = try currentStore()
+        switch try store.version(of: id) {
+        case nil: return nil
+        case seen?: return Snapshot(values: values, version: seen)
+        default: return try snapshot(for: id)
+        }
+    }
+
+    /// The store's version of `id` (the row cache's, or its record's
+    /// header); nil when it is not stored.
+    func storedVersion(of id: ObjectID) throws(StrataError) -> UInt64? {
+        if let cached = cacheLock.withLock({ rowCache[id] }) { return cached.version }
+        return try currentStore().version(of: id)
+    }
+
     /// The store's snapshots of `ids`, in their order (nil: not stored),
     /// for a batch request: the row cache's where it holds them, the others
     /// read from the store in one call and offered to the cache
@@ -429,7 +453,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let store = try currentStore()
         let (updates, deletes) = changes.basesAreStored
             ? ConflictResolution.unopposed(changes)
-            : try ConflictResolution.decide(changes) { id, _ throws(StrataError) in try snapshot(for: id) }
+            : try ConflictResolution.decide(changes) { id, seen, base throws(StrataError) in try snapshot(for: id, ifStillAt: seen, values: base) }
         // Under the save lock: no other save can claim a key between
         // this look-up and the write.
         if !changes.uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
@@ -447,6 +471,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         outcome.reachedStore = true
         var written: [(ObjectID, Snapshot)] = []
         written.reserveCapacity(changes.updated.count)
+        var exposedStates: [(ObjectID, StoreChangeLog.ExposedState)] = []
+        let recordsExposed = changes.updatedExposedVersions.count == changes.updated.count
         // Whether to list, for history, the properties each written update changed.
         let recordsHistory = store.recordsHistory
         var payload = ObjectChanges(inserted: changes.inserted)
@@ -466,7 +492,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let snapshot = Snapshot(values: values, version: update.version)
                 written.append((id, snapshot))
                 outcome.updatedVersions.append(update.version)
-                if values != changes.updatedValues[i] { outcome.resolvedValues[i] = values }
+                if values != changes.updatedValues[i] {
+                    outcome.resolvedValues[i] = values
+                } else if recordsExposed {
+                    exposedStates.append((id, .init(origin: context.serial, exposed: changes.updatedExposedVersions[i], stored: update.version)))
+                }
                 payload.updated.append(id)
                 payloadSnapshots.append(snapshot)
             case .keep(let current):
@@ -513,7 +543,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         // listed as changed since (see ``StoreChangeLog``). Inserts too:
         // a context may hold a new object as a level above had it
         // before this save's values.
-        changeLog.record(changes.inserted + written.map(\.0) + decoded.map(\.0) + patched + removed)
+        changeLog.record(changes.inserted + written.map(\.0) + decoded.map(\.0) + patched + removed, states: exposedStates)
         cacheLock.withLock {
             rowCache.advanceEpoch()
             // Inserted rows stay out of the cache: an import would fill it

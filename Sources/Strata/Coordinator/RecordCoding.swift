@@ -115,6 +115,16 @@ package enum RecordCoding {
         }
     }
 
+    /// The store version in a record's header; nil for a format this build
+    /// does not know or a header cut short.
+    static func version(ofRecord bytes: [UInt8]) -> UInt64? {
+        bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            guard readGeneration(&reader) != nil else { return nil }
+            return reader.readVarint()
+        }
+    }
+
     /// Whether `a` and `b` are stored as the same bytes: what a record
     /// patch takes for "unchanged" (a string in another normalization, or
     /// -0.0 against 0.0, is a change; a NaN against the same NaN is not).

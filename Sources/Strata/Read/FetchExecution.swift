@@ -682,11 +682,15 @@ extension ManagedObjectContext {
     /// unknown (every registered object may be stale).
     private func sortStoreChanges(source: SourceView) -> Bool {
         guard let (stored, through) = persistentStoreCoordinator.changeLog.changes(since: stale.floor) else { return false }
+        let log = persistentStoreCoordinator.changeLog
         for id in stored where !stale.objects.contains(id) {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
-            if object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]),
-               let current = try? source.snapshot(for: id), current.values == object.values {
-                continue
+            if object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]) {
+                // The store holds what the parent showed this context as the version it holds: no need to read it.
+                if let parent, let state = log.exposedState(of: id), state.origin == parent.serial, state.exposed == object.version {
+                    continue
+                }
+                if let current = try? source.snapshot(for: id), current.values == object.values { continue }
             }
             stale.objects.insert(id)
         }

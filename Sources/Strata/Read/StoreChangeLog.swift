@@ -14,9 +14,24 @@ internal import StrataStore
 /// Bounded: past ``limit`` IDs the oldest entries go, and a reader whose
 /// objects predate what is kept checks them all.
 ///
-/// `@unchecked Sendable`: `sequence`, `entries` and `kept` are guarded by `lock`, a leaf lock.
+/// A save also says, of each object it wrote with the saving context's
+/// own values, which version that context had shown its children for
+/// them (``ExposedState``): a child holding that version holds what the
+/// store now holds, which it can know without reading the store.
+///
+/// `@unchecked Sendable`: `sequence`, `entries`, `kept` and `exposed` are
+/// guarded by `lock`, a leaf lock.
 final class StoreChangeLog: @unchecked Sendable {
     static let limit = 1 << 16
+
+    /// An object's state as a save wrote it: the values the saving context
+    /// (serial `origin`) showed its children as version `exposed`, stored
+    /// as version `stored`.
+    struct ExposedState: Equatable {
+        let origin: UInt64
+        let exposed: UInt64
+        let stored: UInt64
+    }
 
     private let lock = Lock()
     /// The sequence of the last entry (0: none yet).
@@ -24,28 +39,49 @@ final class StoreChangeLog: @unchecked Sendable {
     /// Each entry: its sequence and the IDs changed (nil: unknown).
     private var entries: [(sequence: UInt64, ids: [ObjectID]?)] = []
     private var kept = 0
+    /// For each object whose newest change among the entries kept wrote a
+    /// context's values: that state, and the entry's sequence.
+    private var exposed: [ObjectID: (sequence: UInt64, state: ExposedState)] = [:]
 
     /// The present sequence: objects loaded after reading it are as new as
     /// every entry up to it.
     var current: UInt64 { lock.withLock { sequence } }
 
     /// Records the IDs a save changed; called once its batch is readable.
-    func record(_ ids: [ObjectID]) {
+    /// `states`: of the objects among them written with the saving
+    /// context's values, what it showed its children for them.
+    func record(_ ids: [ObjectID], states: [(ObjectID, ExposedState)] = []) {
         guard !ids.isEmpty else { return }
-        append(ids)
+        append(ids, states: states)
     }
 
     /// Records a change no ID list describes.
-    func recordUnknownChange() { append(nil) }
+    func recordUnknownChange() { append(nil, states: []) }
 
-    private func append(_ ids: [ObjectID]?) {
+    /// The state the newest change of `id` kept here wrote, when that
+    /// change wrote a context's values: whether what a context holds at
+    /// a version it was shown is what the store holds, without reading
+    /// the store. Nil when the newest change is another kind, or unknown.
+    func exposedState(of id: ObjectID) -> ExposedState? {
+        lock.withLock { exposed[id]?.state }
+    }
+
+    private func append(_ ids: [ObjectID]?, states: [(ObjectID, ExposedState)]) {
         lock.withLock {
             sequence += 1
             entries.append((sequence, ids))
             kept += ids?.count ?? 1
+            if let ids {
+                // The newest change of each ID is this one: an older state is no longer the store's.
+                if !exposed.isEmpty { for id in ids { exposed[id] = nil } }
+                for (id, state) in states { exposed[id] = (sequence, state) }
+            } else {
+                exposed.removeAll()
+            }
             var dropped = 0
             while kept > Self.limit, dropped < entries.count - 1 {
                 kept -= entries[dropped].ids?.count ?? 1
+                for id in entries[dropped].ids ?? [] where exposed[id]?.sequence == entries[dropped].sequence { exposed[id] = nil }
                 dropped += 1
             }
             if dropped > 0 { entries.removeFirst(dropped) }

@@ -11,6 +11,15 @@ extension LogObjectStore {
         return snapshot
     }
 
+    /// `id`'s version as stored, read from its record's header; nil when it
+    /// is not stored.
+    func version(of id: ObjectID) throws(StrataError) -> UInt64? {
+        recordsRead.add(1)
+        guard let bytes = try records.get(RecordCoding.key(id)) else { return nil }
+        guard let version = RecordCoding.version(ofRecord: bytes) else { throw RecordCoding.undecodable(id, format: bytes.first) }
+        return version
+    }
+
     /// The values and version of each of `ids` as stored, in their order
     /// (nil: not stored), read in primary-key order: neighbouring records
     /// share the engine's index nodes and blocks.

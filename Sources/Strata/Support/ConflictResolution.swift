@@ -32,20 +32,26 @@ enum ConflictResolution {
          changes.deleted.indices.map { .delete(Snapshot(values: changes.deletedBase[$0], version: changes.deletedVersions[$0])) })
     }
 
-    /// `current(id, seen)`: the destination's present snapshot of an object,
-    /// nil when it no longer has it; `seen` is the version the saving
-    /// context started from. Throws ``StrataError/Code/mergeConflict``
+    /// `current(id, seen, base)`: the destination's present snapshot of an
+    /// object, nil when it no longer has it; `seen` and `base` are the
+    /// version and values the saving context started from (a destination
+    /// that still holds version `seen` may answer with `base` rather than
+    /// read its values again). Throws ``StrataError/Code/mergeConflict``
     /// listing every conflict under ``MergePolicy/error``; otherwise decides
     /// each updated and deleted object by the policy.
     static func decide(
-        _ changes: ChangeSet, current: (ObjectID, UInt64) throws(StrataError) -> Snapshot?
+        _ changes: ChangeSet, current: (ObjectID, UInt64, [PropertyValue]) throws(StrataError) -> Snapshot?
     ) throws(StrataError) -> (updates: [UpdateDecision], deletes: [DeleteDecision]) {
         var currentUpdated: [Snapshot?] = []
         currentUpdated.reserveCapacity(changes.updated.count)
-        for (i, id) in changes.updated.enumerated() { currentUpdated.append(try current(id, changes.updatedVersions[i])) }
+        for (i, id) in changes.updated.enumerated() {
+            currentUpdated.append(try current(id, changes.updatedVersions[i], changes.updatedBase[i]))
+        }
         var currentDeleted: [Snapshot?] = []
         currentDeleted.reserveCapacity(changes.deleted.count)
-        for (i, id) in changes.deleted.enumerated() { currentDeleted.append(try current(id, changes.deletedVersions[i])) }
+        for (i, id) in changes.deleted.enumerated() {
+            currentDeleted.append(try current(id, changes.deletedVersions[i], changes.deletedBase[i]))
+        }
         let policy = changes.mergePolicy
         var conflicts: [MergeConflict] = []
         var updates: [UpdateDecision] = []

@@ -15,6 +15,9 @@ package struct Snapshot: Sendable {
         isComparable(with: version) && self.version < version
     }
 
+    /// Whether `version` is a store's (contexts issue theirs with the top bit set).
+    static func isStoreVersion(_ version: UInt64) -> Bool { version >> 63 == 0 }
+
     /// Whether this snapshot's version and `version` were issued by one
     /// context, so that ``isOlder(than:)`` can order them.
     func isComparable(with version: UInt64) -> Bool {
@@ -35,6 +38,9 @@ struct ChangeSet: Sendable {
     var updatedBase: [[PropertyValue]] = []
     /// The destination's version the saving context started from.
     var updatedVersions: [UInt64] = []
+    /// The version the saving context shows its children for each updated
+    /// object's values (empty when built elsewhere: a batch request's).
+    var updatedExposedVersions: [UInt64] = []
     var deleted: [ObjectID] = []
     var deletedVersions: [UInt64] = []
     /// The values the saving context started from for each deleted object.
