@@ -690,6 +690,10 @@ extension ManagedObjectContext {
                 if let parent, let state = log.exposedState(of: id), state.origin == parent.serial, state.exposed == object.version {
                     continue
                 }
+                // It holds a store version the store still holds (it was loaded after the change).
+                if Snapshot.isStoreVersion(object.version), (try? persistentStoreCoordinator.storedVersion(of: id)) == object.version {
+                    continue
+                }
                 if let current = try? source.snapshot(for: id), current.values == object.values { continue }
             }
             stale.objects.insert(id)
