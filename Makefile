@@ -78,7 +78,7 @@ bench: deps
 	$(SWIFT) run -c release strata-bench engine
 
 # BENCHMARKS.md and the README's headline figures, regenerated from one run
-# of every scenario `bench` runs (scripts/bench-report.sh; about 22 minutes on 2 cores).
+# of every scenario `bench` runs (scripts/bench-report.sh; about 25 minutes on 2 cores).
 bench-report: deps
 	SWIFT=$(SWIFT) scripts/bench-report.sh
 

@@ -242,6 +242,39 @@ import Testing
         #expect(label == "theirs")
     }
 
+    /// Nor does the writer take a child's view of an object it deleted and
+    /// has not saved yet: the child's change meets the delete, under either
+    /// version the child may hold (the writer's own, or the store's).
+    @Test(arguments: [false, true]) func aChildsChangeOfAnObjectTheWriterDeletedMeetsTheDelete(heldFromTheStore: Bool) throws {
+        let (directory, coordinator, writer, importer) = try Self.uncachedWriterAndImporter()
+        defer { withExtendedLifetime(directory) {} }
+        let id = try importer.performAndWait { () throws in
+            let tag = Tag(context: importer)
+            tag.label = "first"
+            try importer.save()
+            return tag.objectID
+        }
+        try writer.performAndWait { try writer.save() }
+        // A fresh child reads the tag from the store (a store version); the
+        // importer holds the version the writer showed it.
+        let child = heldFromTheStore ? ManagedObjectContext(.privateQueue, parent: writer) : importer
+        try child.performAndWait { () throws in
+            let tag = try #require(try child.existingObject(with: id) as? Tag)
+            #expect(tag.label == "first")
+            try writer.performAndWait { () throws in writer.delete(try writer.existingObject(with: id)) }
+            tag.label = "mine"
+            do {
+                try child.save()
+                Issue.record("the change of an object the writer deleted was taken")
+            } catch let error as StrataError {
+                #expect(error.code == .mergeConflict && error.conflicts.first?.deletedAtDestination == true, "\(error)")
+            }
+        }
+        try writer.performAndWait { try writer.save() }
+        let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        #expect(try reader.performAndWait { try Tag.all(in: reader).count } == 0)
+    }
+
     /// A fetch with a limit and no sort order stops reading once it has
     /// offset + limit matches — through an index or a scan, for a fetch,
     /// a count or IDs — where it read every match before (MagicalRecord's

@@ -646,9 +646,11 @@ extension ManagedObjectContext {
     /// that state and answers with the version the child saw; nil otherwise.
     private func storeState(of id: ObjectID, at stored: UInt64, childSaw seen: UInt64, base: [PropertyValue]) throws(StrataError) -> Snapshot? {
         let registered = registry[id]
-        if let registered, !registered.flags.contains(.fault) {
-            guard registered.version == stored,
-                  registered.flags.isDisjoint(with: [.dirty, .inserted, .deleted, .invalidated]) else { return nil }
+        if let registered {
+            guard registered.flags.isDisjoint(with: [.deleted, .invalidated]) else { return nil }
+            if !registered.flags.contains(.fault) {
+                guard registered.version == stored, registered.flags.isDisjoint(with: [.dirty, .inserted]) else { return nil }
+            }
         }
         guard try persistentStoreCoordinator.storedVersion(of: id) == stored else { return nil }
         let object: ManagedObject
