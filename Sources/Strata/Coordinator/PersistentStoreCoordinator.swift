@@ -258,21 +258,25 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return snapshot
     }
 
-    /// The store's snapshot of `id` for a save's conflict check, where the
-    /// saver read version `seen` with `values`: the row cache's if it holds
-    /// the row; else, when the store still holds version `seen`, `values`
-    /// themselves (a version names one state of an object), found from the
-    /// record's header without decoding the rest — an object with a large
-    /// to-many relationship saved batch after batch would otherwise be
-    /// decoded whole at every save the row cache has no room for.
-    func snapshot(for id: ObjectID, ifStillAt seen: UInt64, values: [PropertyValue]) throws(StrataError) -> Snapshot? {
-        if let cached = cacheLock.withLock({ rowCache[id] }) { return cached }
-        let store = try currentStore()
-        switch try store.version(of: id) {
-        case nil: return nil
-        case seen?: return Snapshot(values: values, version: seen)
-        default: return try snapshot(for: id)
+    /// The store's snapshot of `id` for a reader that holds its state at
+    /// store version `held`: ``VersionedRead/unchanged`` when the store
+    /// still holds that version (a version names one state of an object),
+    /// known from the row cache or the record's header without decoding
+    /// the rest — an object with a large to-many relationship would
+    /// otherwise be decoded whole at every save or fetch that asks, where
+    /// the row cache has no room for it; else what ``snapshot(for:offered:)``
+    /// reads, from the same read of the record.
+    func snapshot(for id: ObjectID, unlessAt held: UInt64) throws(StrataError) -> VersionedRead {
+        let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
+        if let cached { return cached.version == held ? .unchanged : .read(cached) }
+        let read = try currentStore().values(of: id, unlessAt: held)
+        if case .read(let snapshot?) = read {
+            cacheLock.withLock {
+                guard rowCache.epoch == epoch else { return }
+                rowCache.insert(snapshot, for: id)
+            }
         }
+        return read
     }
 
     /// The store's version of `id` (the row cache's, or its record's
@@ -453,7 +457,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let store = try currentStore()
         let (updates, deletes) = changes.basesAreStored
             ? ConflictResolution.unopposed(changes)
-            : try ConflictResolution.decide(changes) { id, seen, base throws(StrataError) in try snapshot(for: id, ifStillAt: seen, values: base) }
+            : try ConflictResolution.decide(changes) { id, seen, base throws(StrataError) in
+                switch try snapshot(for: id, unlessAt: seen) {
+                case .unchanged: Snapshot(values: base, version: seen)
+                case .read(let current): current
+                }
+            }
         // Under the save lock: no other save can claim a key between
         // this look-up and the write.
         if !changes.uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {

@@ -9,9 +9,8 @@ import Synchronization
 /// (`lhs as? any OperandConvertible`). A dynamic cast to a protocol asks the
 /// runtime's conformance tables every time, and a find-or-create by
 /// `#Predicate` translates its predicate on every call. Here each type's
-/// answer is kept
-/// (``ConformanceTable``, read without a lock), and the node is opened as
-/// the type it is, which moves nothing.
+/// answer is kept (``ConformanceTable``, read without a lock), and the node
+/// is opened as the type it is, which moves nothing.
 ///
 /// Only a value whose dynamic type is its static type is answered from the
 /// table; an existential or a subclass instance is cast as before.

@@ -690,11 +690,15 @@ extension ManagedObjectContext {
                 if let parent, let state = log.exposedState(of: id), state.origin == parent.serial, state.exposed == object.version {
                     continue
                 }
-                // It holds a store version the store still holds (it was loaded after the change).
-                if Snapshot.isStoreVersion(object.version), (try? persistentStoreCoordinator.storedVersion(of: id)) == object.version {
-                    continue
+                // Held at a store version: unchanged if the store still holds it (loaded after the change).
+                let current: VersionedRead? = Snapshot.isStoreVersion(object.version)
+                    ? try? source.snapshot(for: id, unlessStoredAt: object.version)
+                    : (try? source.snapshot(for: id)).map { .read($0) }
+                switch current {
+                case .unchanged?: continue
+                case .read(let current?)? where current.values == object.values: continue
+                default: break
                 }
-                if let current = try? source.snapshot(for: id), current.values == object.values { continue }
             }
             stale.objects.insert(id)
         }

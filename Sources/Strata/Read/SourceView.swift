@@ -130,6 +130,14 @@ struct SourceView {
         return changed ?? stored
     }
 
+    /// ``snapshot(for:)`` for a reader holding `id` at store version
+    /// `held`: ``VersionedRead/unchanged`` when no level above the store
+    /// changed it and the store still holds that version.
+    func snapshot(for id: ObjectID, unlessStoredAt held: UInt64) throws(StrataError) -> VersionedRead {
+        guard layers.allSatisfy({ $0.state(of: id) == nil }) else { return .read(try snapshot(for: id)) }
+        return try coordinator.snapshot(for: id, unlessAt: held)
+    }
+
     /// What the levels above the store say of each object of the entities
     /// `including` accepts that one of them changed, inserted or deleted:
     /// O(those levels' pending changes).

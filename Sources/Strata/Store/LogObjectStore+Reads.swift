@@ -11,6 +11,18 @@ extension LogObjectStore {
         return snapshot
     }
 
+    /// ``values(of:)``, unless the record's header says the store holds
+    /// version `held`: then the rest is not decoded.
+    func values(of id: ObjectID, unlessAt held: UInt64) throws(StrataError) -> VersionedRead {
+        recordsRead.add(1)
+        guard let bytes = try records.get(RecordCoding.key(id)) else { return .read(nil) }
+        if RecordCoding.version(ofRecord: bytes) == held { return .unchanged }
+        guard let snapshot = RecordCoding.decode(bytes, entity: id.entity, model: model) else {
+            throw RecordCoding.undecodable(id, format: bytes.first)
+        }
+        return .read(snapshot)
+    }
+
     /// `id`'s version as stored, read from its record's header; nil when it
     /// is not stored.
     func version(of id: ObjectID) throws(StrataError) -> UInt64? {

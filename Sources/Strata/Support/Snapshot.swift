@@ -26,6 +26,15 @@ package struct Snapshot: Sendable {
     }
 }
 
+/// What a read by a reader that holds an object's state at a known store
+/// version found.
+enum VersionedRead {
+    /// The store still holds that version: the reader's values are its.
+    case unchanged
+    /// The store's snapshot now; nil when the object is not stored.
+    case read(Snapshot?)
+}
+
 /// Everything one save hands to its destination (the parent context or the
 /// coordinator): struct-of-arrays, so building and sending it costs a few
 /// array appends per object and no hashing.
