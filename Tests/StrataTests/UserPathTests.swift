@@ -195,14 +195,48 @@ import Testing
                 try writer.performAndWait { try writer.save() }
                 let before = coordinator.recordsRead.load()
                 #expect(try Recipe.first(in: importer, where: \.name, equals: "nobody") == nil)
-                // The tags the first batch inserted are read once (a save
-                // records what it showed for updates only); never again.
-                #expect(coordinator.recordsRead.load() - before == (batch == 0 ? 20 : 0), "batch \(batch): the lookup read what the importer saved")
+                // Not even the tags the first batch inserted: the save
+                // recorded what the writer showed for inserts too.
+                #expect(coordinator.recordsRead.load() - before == 0, "batch \(batch): the lookup read what the importer saved")
             }
             #expect(tags.allSatisfy { $0.recipes.count == 100 })
         }
         let stored = try writer.performAndWait { try Tag.all(in: writer).map(\.recipes.count) }
         #expect(stored == Array(repeating: 100, count: 20))
+    }
+
+    /// An import that keeps its objects in a dictionary and never fetches
+    /// saves batch after batch, more changes than the store's change log
+    /// keeps (100 IDs here): its saves sort the changes while the log
+    /// still lists them — the store holds what the writer showed it, so
+    /// nothing is read — and its first fetch after the import reads nothing
+    /// to check what it holds, and judges only what may match. Before, the
+    /// log had dropped what the importer had not sorted, and every fetch
+    /// judged all it held.
+    @Test func anImportThatNeverFetchesKeepsUpWithTheLog() throws {
+        let (directory, coordinator, writer, importer) = try Self.uncachedWriterAndImporter()
+        defer { withExtendedLifetime(directory) {} }
+        coordinator.changeLog.limitForTesting = 100
+        var made: [String: Recipe] = [:]
+        try importer.performAndWait { () throws in
+            for batch in 0..<10 {
+                for i in 0..<30 {
+                    let recipe = Recipe(context: importer)
+                    recipe.name = "b\(batch) r\(i)"
+                    made[recipe.name] = recipe
+                }
+                // Half the batch before, changed again.
+                if batch > 0 { for i in 0..<15 { made["b\(batch - 1) r\(i)"]!.servings = batch } }
+                try importer.save()
+                try writer.performAndWait { try writer.save() }
+            }
+            let before = coordinator.recordsRead.load()
+            var found: [Recipe] = []
+            let judged = try Self.judged(in: importer) { found = try Recipe.all(in: importer, where: #Predicate { $0.name == "b3 r20" }) }
+            #expect(found.count == 1 && found.first === made["b3 r20"])
+            #expect(judged <= 2, "judged \(judged) of the 300 held")
+            #expect(coordinator.recordsRead.load() - before <= 1, "read \(coordinator.recordsRead.load() - before) records")
+        }
     }
 
     /// The writer takes a child's view of an object it let go of from what
@@ -273,6 +307,93 @@ import Testing
         try writer.performAndWait { try writer.save() }
         let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         #expect(try reader.performAndWait { try Tag.all(in: reader).count } == 0)
+    }
+
+    // MARK: A context that lost track of the store's changes
+
+    /// A context that cannot tell which of the objects it holds the store
+    /// changed since it loaded them — its parent dropped unsaved changes it
+    /// may have read (a rollback), or more changes came than the log keeps —
+    /// checks what it holds against its source once, at its next indexed
+    /// fetch, and then judges what may match again. Before, every later
+    /// fetch judged every object it held, for as long as it held any (a
+    /// view context holding a list, after one rollback). What it holds is
+    /// still judged by its own values (contract C10): the object it loaded
+    /// from the dropped change keeps that change's value.
+    @Test(arguments: [false, true]) func aContextThatLostTrackChecksWhatItHoldsOnce(byOverflow: Bool) throws {
+        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        if byOverflow { coordinator.changeLog.limitForTesting = 50 }
+        _ = try seedNumberedRecipes(coordinator, count: 300, name: { "stored \($0)" })
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        // The parent renames one object and does not save; the child loads
+        // every object, the renamed one with its new name.
+        try parent.performAndWait {
+            try #require(try Recipe.first(in: parent, where: \.name, equals: "stored 5")).name = "renamed above"
+        }
+        let held = try child.performAndWait { try Recipe.all(in: child).sorted { $0.servings < $1.servings } }
+        child.performAndWait { #expect(held.count == 300 && held[5].name == "renamed above" && held[7].name == "stored 7") }
+        if byOverflow {
+            // More changes than the log keeps (50 IDs here), then one of an
+            // object held here: the log no longer reaches back to the child's loads.
+            try other.performAndWait {
+                for i in 0..<60 { Recipe(context: other).name = "new \(i)" }
+                try other.save()
+                try #require(try Recipe.first(in: other, where: \.name, equals: "stored 7")).name = "renamed elsewhere"
+                try other.save()
+            }
+        } else {
+            parent.performAndWait { parent.rollback() }
+        }
+        try child.performAndWait { () throws in
+            // Each object judged by the values held here, not the source's.
+            let ownName = byOverflow ? "stored 7" : "renamed above", sourceName = byOverflow ? "renamed elsewhere" : "stored 5"
+            let ownHolder = byOverflow ? held[7] : held[5]
+            #expect(try Recipe.all(in: child, where: #Predicate { $0.name == ownName }).map(\.objectID) == [ownHolder.objectID])
+            #expect(try Recipe.all(in: child, where: #Predicate { $0.name == sourceName }).isEmpty)
+            // After the one check, a fetch judges the match and the objects
+            // whose values here differ from the source's, not all 300 held.
+            for i in [1, 100, 299] {
+                let name = "stored \(i)"
+                var found: [Recipe] = []
+                let judged = try Self.judged(in: child) { found = try Recipe.all(in: child, where: #Predicate { $0.name == name }) }
+                #expect(found.count == 1 && found.first === held[i])
+                #expect(judged <= 4, "\(name): judged \(judged) of the 300 held")
+            }
+        }
+    }
+
+    /// A rollback that drops changes a child may have read concerns that
+    /// child's branch only: a context elsewhere under the same writer
+    /// checks none of what it holds (reads no record for it) at its next
+    /// fetch.
+    @Test func aRollbackConcernsTheBranchBelowIt() throws {
+        let (directory, coordinator, writer, importer) = try Self.uncachedWriterAndImporter()
+        defer { withExtendedLifetime(directory) {} }
+        _ = try seedNumberedRecipes(coordinator, count: 200, name: { "stored \($0)" })
+        let branch = ManagedObjectContext(.privateQueue, parent: writer)
+        let below = ManagedObjectContext(.privateQueue, parent: branch)
+        let heldElsewhere = try importer.performAndWait { () throws in try Recipe.all(in: importer) }
+        importer.performAndWait { #expect(heldElsewhere.count == 200 && heldElsewhere.allSatisfy { !$0.name.isEmpty }) }
+        try branch.performAndWait {
+            try #require(try Recipe.first(in: branch, where: \.name, equals: "stored 3")).name = "changed in the branch"
+        }
+        let loaded = try below.performAndWait { () throws in try #require(try Recipe.first(in: below, where: \.name, equals: "changed in the branch")) }
+        below.performAndWait { #expect(loaded.name == "changed in the branch") }
+        branch.performAndWait { branch.rollback() }
+        try importer.performAndWait { () throws in
+            let before = coordinator.recordsRead.load()
+            #expect(try Recipe.first(in: importer, where: \.name, equals: "nobody") == nil)
+            #expect(try Recipe.all(in: importer, where: #Predicate { $0.name == "stored 150" }).map(\.servings) == [150])
+            #expect(coordinator.recordsRead.load() - before <= 2, "read \(coordinator.recordsRead.load() - before) records for two lookups")
+        }
+        // The branch below still meets the rollback: it holds the dropped value, the source does not.
+        try below.performAndWait { () throws in
+            #expect(try Recipe.all(in: below, where: #Predicate { $0.name == "stored 3" }).isEmpty)
+            #expect(try Recipe.all(in: below, where: #Predicate { $0.name == "changed in the branch" }) == [loaded])
+        }
+        withExtendedLifetime(heldElsewhere) {}
     }
 
     /// A fetch with a limit and no sort order stops reading once it has

@@ -23,7 +23,8 @@ extension ManagedObjectContext {
         let matches = request.matchRequest
         let plan = try DictionaryPlan(request, entity: try matches.entity(in: model))
         let builder = DictionaryResultBuilder(plan)
-        if let indexPlan = groupCountPlan(plan, matches), try countGroups(matches, plan, indexPlan, into: builder) {
+        if let indexPlan = groupCountPlan(plan, matches) {
+            try countGroups(matches, plan, indexPlan, into: builder)
             return builder.results(request)
         }
         var fields = RecordCoding.FieldOffsets(count: (plan.propertiesRead.last ?? -1) + 1)
@@ -84,19 +85,18 @@ extension ManagedObjectContext {
 
     /// Counts the matches per group from the entries of `indexPlan`'s
     /// index, in which a group's entries are one run: each run is counted
-    /// and its values decoded once. False (nothing added) when which held
-    /// objects may be stale is unknown: the caller reads the records.
+    /// and its values decoded once.
     ///
     /// An object whose values here or above the store may differ from the
-    /// store's (see ``possiblyStaleObjects(of:source:)``) is set aside from
+    /// store's (see ``possiblyStaleObjects(of:source:updatedAmong:)``) is set aside from
     /// the entries and judged on its own values, as a sorted page does
     /// (``firstInOrder``); so are this context's inserts.
     private func countGroups<Root>(
         _ request: FetchRequest<Root>, _ plan: DictionaryPlan, _ indexPlan: QueryPlan, into builder: DictionaryResultBuilder
-    ) throws(StrataError) -> Bool {
+    ) throws(StrataError) {
         let entity = plan.entity
         let source = try SourceView(of: self)
-        guard let aside = objectsSetAside(of: entity, source: source) else { return false }
+        let aside = objectsSetAside(of: entity, source: source)
         let number = indexPlan.indexNumber!
         let leading = Array(entity.indexedProperties[number].prefix(plan.groupProperties.count))
         let types = leading.map { entity.attributeTypes[$0]! }
@@ -143,7 +143,6 @@ extension ManagedObjectContext {
             case .unregistered(let id, let row): try builder.add(DecodedValues(id: id, values: try row!.snapshot().values))
             }
         }
-        return true
     }
 }
 

@@ -18,6 +18,7 @@ extension ManagedObjectContext {
     public func mergeChanges(fromContextDidSave changes: ObjectChanges) {
         checkQueue()
         guard changes.sourceSerial != serial else { return }
+        defer { keepUpWithStoreChanges() }
         observation.noteMerged(changes)
         for (i, id) in changes.updated.enumerated() {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
@@ -191,9 +192,9 @@ extension ManagedObjectContext {
 }
 
 extension ManagedObjectContext {
-    /// Unsaved changes are dropped: a child may have loaded them, and now
-    /// holds values its source no longer has (``StoreChangeLog``).
+    /// Unsaved changes are dropped: a descendant may have loaded them, and
+    /// now holds values its source no longer has (``StoreChangeLog``).
     func noteChangesDroppedUnsaved() {
-        if publishes.load(ordering: .relaxed) { persistentStoreCoordinator.changeLog.recordUnknownChange() }
+        if publishes.load(ordering: .relaxed) { persistentStoreCoordinator.changeLog.recordUnknownChange(below: serial) }
     }
 }

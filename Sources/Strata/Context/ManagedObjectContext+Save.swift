@@ -78,6 +78,7 @@ extension ManagedObjectContext {
             }
             postObjectsDidChange(pending)
             processPendingChanges()  // what the window's close took in
+            keepUpWithStoreChanges()
             NotificationCenter.default.post(name: Self.didSave, object: self, userInfo: [ObjectChanges.userInfoKey: saved])
             return saved
         }
@@ -187,11 +188,18 @@ extension ManagedObjectContext {
         var yields = YieldPoints()
         // Relationship targets need checking only against deletions here.
         let checkTargets = !deleted.isEmpty || !discardedInserts.isEmpty
+        let showsStoredState = parent == nil
+        if showsStoredState { changes.insertedExposedVersions.reserveCapacity(inserted.count) }
         KeyOrder.forEach(in: inserted) { id, object in
             yields.pass()
             validate(object, checkingTargets: checkTargets, into: &failures)
             changes.inserted.append(id)
             changes.insertedValues.append(object.values)
+            // As for updates below.
+            if showsStoredState {
+                changes.insertedExposedVersions.append(object.exposedVersion)
+                object.flags.remove(.exposedVersionFresh)
+            }
         }
         KeyOrder.forEach(in: updated) { id, object in
             yields.pass()
@@ -204,7 +212,7 @@ extension ManagedObjectContext {
             // The store will record these values as the ones shown as this
             // version (``StoreChangeLog/ExposedState``): a later change
             // here must show another.
-            if parent == nil { object.flags.remove(.exposedVersionFresh) }
+            if showsStoredState { object.flags.remove(.exposedVersionFresh) }
         }
         for (id, object) in deleted {
             validateDelete(object, into: &failures)

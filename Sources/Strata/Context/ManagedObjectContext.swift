@@ -393,7 +393,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
 /// The registered objects a store change since they were loaded left with
 /// values other than the source's (`objects`), found from the store's
 /// changes up to sequence `floor`: the sequence when the registry last held
-/// no loaded object, or the last change sorted since. Every object
+/// no loaded object, or when every held object was last checked, or the
+/// last change sorted since. Every object
 /// registered after a change was loaded no earlier than it (see
 /// ``ManagedObjectContext/possiblyStaleObjects(of:source:updatedAmong:)``).
 struct StaleObjects {

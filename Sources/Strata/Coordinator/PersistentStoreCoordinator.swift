@@ -489,6 +489,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var payloadSnapshots: [Snapshot] = []
 
         outcome.insertedVersions = Array(repeating: 1, count: changes.inserted.count)
+        if changes.insertedExposedVersions.count == changes.inserted.count {
+            exposedStates.reserveCapacity(changes.inserted.count + changes.updated.count)
+            for (i, id) in changes.inserted.enumerated() {
+                exposedStates.append((id, .init(origin: context.serial, exposed: changes.insertedExposedVersions[i], stored: outcome.insertedVersions[i])))
+            }
+        }
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
             switch updates[i] {

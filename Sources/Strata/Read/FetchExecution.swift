@@ -219,12 +219,10 @@ extension ManagedObjectContext {
     private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
         // The predicate is translated once for the fetch, by whichever path runs.
         let ordered = keepingRows ? try orderedPlan(for: request) : nil
-        if let ordered, let page = try firstInOrder(of: request, ordered) {
-            return page
-        }
+        if let ordered { return try firstInOrder(of: request, ordered) }
         // Without an order, any offset + limit matches are the page: the
         // store is read no further once they are found.
-        var matches = try self.matches(of: request, keepingRows: keepingRows, test: ordered?.test,
+        var matches = try self.matches(of: request, keepingRows: keepingRows,
                                        stopAfter: request.sortDescriptors.isEmpty ? request.pageEnd : .max)
         if !request.sortDescriptors.isEmpty {
             matches = try sorted(matches, by: request.sortDescriptors)
@@ -500,10 +498,9 @@ extension ManagedObjectContext {
                 guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { return }
                 if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try deliver(.registered(object), nil) }
             }
-            if let candidates = possiblyStaleObjects(of: entity, source: source, updatedAmong: pendingByKey) {
-                for id in candidates where !walk.visited.contains(id) && walk.delivered < stopAfter { try judge(registry[id]!) }
-            } else {
-                for (id, object) in registry where id.entity === entity && !walk.visited.contains(id) && walk.delivered < stopAfter { try judge(object) }
+            for id in possiblyStaleObjects(of: entity, source: source, updatedAmong: pendingByKey)
+            where !walk.visited.contains(id) && walk.delivered < stopAfter {
+                try judge(registry[id]!)
             }
         }
         if includesPending {
@@ -646,9 +643,8 @@ extension ManagedObjectContext {
 
     /// The objects of `entity` registered here whose values may differ from
     /// what the source holds now — changed here, changed by a level above
-    /// the store, or changed in the store since they were loaded — or nil
-    /// when that is unknown (then every registered object is). An object
-    /// not registered here holds nothing to differ.
+    /// the store, or changed in the store since they were loaded. An
+    /// object not registered here holds nothing to differ.
     ///
     /// An object loaded from the source and unchanged since, here and
     /// there, holds the source's values: an index selects it exactly when
@@ -658,8 +654,8 @@ extension ManagedObjectContext {
     /// `updatedAmong`, when given, holds every object updated here that
     /// could match (``PendingKeyIndex``): only those are listed of this
     /// context's own updates.
-    func possiblyStaleObjects(of entity: EntityDescription, source: SourceView, updatedAmong: [ManagedObject]? = nil) -> Set<ObjectID>? {
-        guard sortStoreChanges(source: source) else { return nil }
+    func possiblyStaleObjects(of entity: EntityDescription, source: SourceView, updatedAmong: [ManagedObject]? = nil) -> Set<ObjectID> {
+        sortStoreChanges(source: source)
         var ids: Set<ObjectID> = []
         for id in stale.objects where id.entity === entity && registry[id] != nil { ids.insert(id) }
         for id in source.changedObjects(of: entity, registeredIn: registry) { ids.insert(id) }
@@ -672,38 +668,93 @@ extension ManagedObjectContext {
     }
 
     /// Sorts the store's changes since ``stale`` was last sorted into it,
-    /// each change once: a registered object the
-    /// change left holding other values than the source's. One that holds
-    /// the source's values — above all what this context saved itself,
-    /// which its saves' store writes then record — is as good as loaded
-    /// now, and a fault loads the present state when used. So a long block
-    /// (an import that saves batch after batch) pays for each store change
-    /// once, not at every fetch. False when which changes were made is
-    /// unknown (every registered object may be stale).
-    private func sortStoreChanges(source: SourceView) -> Bool {
-        guard let (stored, through) = persistentStoreCoordinator.changeLog.changes(since: stale.floor) else { return false }
+    /// each change once: a registered object the change left holding other
+    /// values than the source's. One that holds the source's values —
+    /// above all what this context saved itself, which its saves' store
+    /// writes then record — is as good as loaded now, and a fault loads the
+    /// present state when used. So a long block (an import that saves batch
+    /// after batch) pays for each store change once, not at every fetch.
+    ///
+    /// When the log cannot say which changes came since (it dropped them,
+    /// or an ancestor dropped unsaved changes this context may have read),
+    /// every object held here is checked once instead
+    /// (``sortHeldObjects(source:)``), and the changes after are sorted
+    /// as before: O(what is held) once, where judging every held object at
+    /// every fetch cost that each time, for as long as any was held.
+    private func sortStoreChanges(source: SourceView) {
         let log = persistentStoreCoordinator.changeLog
+        let changes = log.changes(since: stale.floor) { origin in
+            var ancestor = parent.map { Unmanaged.passUnretained($0) }
+            while let level = ancestor {
+                if level._withUnsafeGuaranteedRef({ $0.serial == origin }) { return true }
+                ancestor = level._withUnsafeGuaranteedRef { $0.parent.map { Unmanaged.passUnretained($0) } }
+            }
+            return false
+        }
+        guard let (stored, through) = changes else {
+            sortHeldObjects(source: source)
+            return
+        }
         for id in stored where !stale.objects.contains(id) {
             guard let object = registry[id], !object.flags.contains(.fault) else { continue }
-            if object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]) {
-                // The store holds what the parent showed this context as the version it holds: no need to read it.
-                if let parent, let state = log.exposedState(of: id), state.origin == parent.serial, state.exposed == object.version {
-                    continue
-                }
-                // Held at a store version: unchanged if the store still holds it (loaded after the change).
-                let current: VersionedRead? = Snapshot.isStoreVersion(object.version)
-                    ? try? source.snapshot(for: id, unlessStoredAt: object.version)
-                    : (try? source.snapshot(for: id)).map { .read($0) }
-                switch current {
-                case .unchanged?: continue
-                case .read(let current?)? where current.values == object.values: continue
-                default: break
-                }
-            }
-            stale.objects.insert(id)
+            if !holdsSourceValues(object, source: source, log: log) { stale.objects.insert(id) }
         }
         stale.floor = through
-        return true
+    }
+
+    /// Sorts the store's changes now, outside a fetch, when the log would
+    /// soon drop some this context has not sorted
+    /// (``StoreChangeLog/isFallingBehind(since:)``). Called after a save
+    /// and a merge, so a context that saves batch after batch without
+    /// fetching — an import that keeps its objects in a dictionary — does
+    /// not fall behind the log, and need not check everything it holds at
+    /// its next fetch (``sortHeldObjects(source:)``). O(the changes since
+    /// the last sort), at most once per half of what the log keeps.
+    func keepUpWithStoreChanges() {
+        guard !registry.isEmpty, persistentStoreCoordinator.changeLog.isFallingBehind(since: stale.floor),
+              let source = try? SourceView(of: self) else { return }
+        sortStoreChanges(source: source)
+    }
+
+    /// ``sortStoreChanges(source:)`` when the log lost track: every
+    /// object held here, filled, is checked against the source, and the
+    /// ones that differ (or were changed here) are what is stale from now
+    /// on. The sequence is read first: a change recorded meanwhile is
+    /// sorted again at the next fetch.
+    private func sortHeldObjects(source: SourceView) {
+        let log = persistentStoreCoordinator.changeLog
+        let through = log.current
+        var objects: Set<ObjectID> = []
+        for (id, object) in registry where !object.flags.contains(.fault) {
+            if !holdsSourceValues(object, source: source, log: log) { objects.insert(id) }
+        }
+        stale = StaleObjects(floor: through, objects: objects)
+    }
+
+    /// Whether `object` (filled) holds the source's present values: false
+    /// for one with changes here. A store read only where needed: not for
+    /// an object a level above changed (compared with that level's state:
+    /// a change of it on its way to the store is sorted when it is
+    /// stored, and one dropped is an unknown change), nor for one whose
+    /// newest store change wrote what the parent showed it at the version
+    /// it holds; the record's header only for one held at a store version.
+    private func holdsSourceValues(_ object: ManagedObject, source: SourceView, log: StoreChangeLog) -> Bool {
+        guard object.flags.isDisjoint(with: [.dirty, .inserted, .deleted]) else { return false }
+        if let above = source.nearestChange(of: object.objectID) {
+            guard let above else { return false }
+            return above.version == object.version || above.values == object.values
+        }
+        if let parent, let state = log.exposedState(of: object.objectID), state.origin == parent.serial, state.exposed == object.version {
+            return true
+        }
+        let current: VersionedRead? = Snapshot.isStoreVersion(object.version)
+            ? try? source.snapshot(for: object.objectID, unlessStoredAt: object.version)
+            : (try? source.snapshot(for: object.objectID)).map { .read($0) }
+        switch current {
+        case .unchanged?: return true
+        case .read(let current?)?: return current.values == object.values
+        default: return false
+        }
     }
 }
 
@@ -744,9 +795,7 @@ extension ManagedObjectContext {
 
     /// The request's page, reading `plan`'s index in sort order and stopping
     /// once offset + limit stored objects matched: O(the page and what this
-    /// context and the levels above changed), not O(the matches). Nil when
-    /// which held objects may be stale is unknown (the caller sorts every
-    /// match instead).
+    /// context and the levels above changed), not O(the matches).
     ///
     /// An object whose values here or above the store may differ from the
     /// store's — the levels above changed it, this context changed it, or
@@ -757,14 +806,14 @@ extension ManagedObjectContext {
     /// Ties come in no particular order, as without an index.
     private func firstInOrder<Result: ManagedObject>(
         of request: FetchRequest<Result>, _ ordered: (plan: QueryPlan, test: ValueTest?)
-    ) throws(StrataError) -> ArraySlice<FetchMatch>? {
+    ) throws(StrataError) -> ArraySlice<FetchMatch> {
         let entity = try request.entity(in: model)
         let wanted = request.fetchOffset + request.fetchLimit
         var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: ordered.test)
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
         let source = try SourceView(of: self)
-        guard let aside = objectsSetAside(of: entity, source: source) else { return nil }
+        let aside = objectsSetAside(of: entity, source: source)
         @inline(__always) func passes(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
             if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
         }
@@ -799,15 +848,13 @@ extension ManagedObjectContext {
     /// must not take at their word, judged instead on the values this
     /// context sees (``forEachMatchSetAside(_:of:source:evaluation:includesPending:_:)``):
     /// what the levels above the store changed, what this context holds
-    /// that may be older than the source (``possiblyStaleObjects(of:source:)``),
+    /// that may be older than the source (``possiblyStaleObjects(of:source:updatedAmong:)``),
     /// and what it inserted or deleted — an insert whose store save is in
-    /// flight is stored already, and is listed with the inserts. Nil when
-    /// which held objects may be stale is unknown.
-    func objectsSetAside(of entity: EntityDescription, source: SourceView) -> Set<ObjectID>? {
+    /// flight is stored already, and is listed with the inserts.
+    func objectsSetAside(of entity: EntityDescription, source: SourceView) -> Set<ObjectID> {
         var aside = Set(source.changedObjects(of: entity))
         guard !registry.isEmpty || !discardedInserts.isEmpty else { return aside }
-        guard let stale = possiblyStaleObjects(of: entity, source: source) else { return nil }
-        aside.formUnion(stale)
+        aside.formUnion(possiblyStaleObjects(of: entity, source: source))
         for id in deleted.keys where id.entity === entity { aside.insert(id) }
         for id in inserted.keys where id.entity === entity { aside.insert(id) }
         for id in discardedInserts where id.entity === entity { aside.insert(id) }

@@ -83,7 +83,6 @@ extension ManagedObjectContext {
         // snapshot older than the store's, contract C10) where the index,
         // which holds the store's, did not select it.
         let candidates = possiblyStaleObjects(of: entity, source: source, updatedAmong: pending)
-            ?? Set(registry.keys.lazy.filter { $0.entity === entity })
         for id in candidates where id != firstVisited && !moreVisited.contains(id) {
             guard let object = registry[id], object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { continue }
             if passes(object), try source.snapshot(for: id) != nil { return object }

@@ -130,6 +130,20 @@ struct SourceView {
         return changed ?? stored
     }
 
+    /// What the nearest level above the store that changed `id` holds for
+    /// it — `.some(nil)` when that level deleted it — or nil when none
+    /// changed it. Whether the store still has it is not asked.
+    func nearestChange(of id: ObjectID) -> Snapshot?? {
+        for layer in layers {
+            switch layer.state(of: id) {
+            case .inserted(let snapshot)?, .updated(let snapshot)?: return .some(snapshot)
+            case .removed?: return .some(nil)
+            case nil: continue
+            }
+        }
+        return nil
+    }
+
     /// ``snapshot(for:)`` for a reader holding `id` at store version
     /// `held`: ``VersionedRead/unchanged`` when no level above the store
     /// changed it and the store still holds that version.

@@ -50,6 +50,9 @@ struct ChangeSet: Sendable {
     /// The version the saving context shows its children for each updated
     /// object's values (empty when built elsewhere: a batch request's).
     var updatedExposedVersions: [UInt64] = []
+    /// The version the saving context shows its children for each inserted
+    /// object's values, for a save to the store (empty otherwise).
+    var insertedExposedVersions: [UInt64] = []
     var deleted: [ObjectID] = []
     var deletedVersions: [UInt64] = []
     /// The values the saving context started from for each deleted object.

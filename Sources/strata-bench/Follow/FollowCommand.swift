@@ -130,18 +130,26 @@ struct FollowRun {
         let writer: any FollowWriter = engine == .strata ? try StrataFollowWriter(directory: directory) : try SQLiteFollowWriter(directory: directory)
         let flag = engine == .strata ? "--reader-of" : "--sqlite-reader-of"
         let cpuBefore = childrenCPUSeconds()
-        let children = try (0..<readers).map { _ in try FollowerProcess(executable, [flag, writer.path, "--until", "\(saves)"]) }
-        for child in children { try child.waitUntilReady() }
+        var children: [FollowerProcess] = []
         var saved = [Double](repeating: 0, count: saves + 1)
-        let start = monotonicSeconds()
-        for s in 1...saves {
-            if interval > 0 {
-                let due = start + Double(s - 1) * interval / 1e3
-                let wait = due - monotonicSeconds()
-                if wait > 0 { usleep(UInt32(wait * 1e6)) }
+        let start: Double
+        do {
+            for _ in 0..<readers { children.append(try FollowerProcess(executable, [flag, writer.path, "--until", "\(saves)"])) }
+            for child in children { try child.waitUntilReady() }
+            start = monotonicSeconds()
+            for s in 1...saves {
+                if interval > 0 {
+                    let due = start + Double(s - 1) * interval / 1e3
+                    let wait = due - monotonicSeconds()
+                    if wait > 0 { usleep(UInt32(wait * 1e6)) }
+                }
+                try writer.save(s)
+                saved[s] = monotonicSeconds()
             }
-            try writer.save(s)
-            saved[s] = monotonicSeconds()
+        } catch {
+            // The readers wait for saves that will not come: they end with the run.
+            for child in children { child.terminate() }
+            throw error
         }
         var run = FollowRun()
         run.savesPerSecond = Double(saves) / (saved[saves] - start)
@@ -207,6 +215,11 @@ final class FollowerProcess: @unchecked Sendable {
             if !saidReady { ready.signal() }
             finished.signal()
         }
+    }
+
+    /// Ends the process, if it still runs.
+    func terminate() {
+        if process.isRunning { process.terminate() }
     }
 
     func waitUntilReady() throws {

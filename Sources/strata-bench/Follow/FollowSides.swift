@@ -98,6 +98,9 @@ final class SQLiteFollowWriter: FollowWriter {
     init(directory: String) throws {
         path = directory + "/follow.sqlite"
         guard sqlite3_open(path, &db) == SQLITE_OK else { throw FollowFailure("SQLite: cannot open \(path)") }
+        // A reader opening the database, or rebuilding its shared index,
+        // holds a lock for a moment: the commit waits for it, as an app's would.
+        sqlite3_busy_timeout(db, 10_000)
         for sql in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
                     "CREATE TABLE tick (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, note TEXT NOT NULL)",
                     "CREATE TABLE counter (id INTEGER PRIMARY KEY, last INTEGER NOT NULL)",
