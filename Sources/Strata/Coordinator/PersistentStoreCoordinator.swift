@@ -480,7 +480,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         outcome.reachedStore = true
         var written: [(ObjectID, Snapshot)] = []
         written.reserveCapacity(changes.updated.count)
+        // For the change log: what each object's write showed children, where known.
         var exposedStates: [(ObjectID, StoreChangeLog.ExposedState)] = []
+        var unstated: [ObjectID] = []
         let recordsExposed = changes.updatedExposedVersions.count == changes.updated.count
         // Whether to list, for history, the properties each written update changed.
         let recordsHistory = store.recordsHistory
@@ -494,6 +496,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             for (i, id) in changes.inserted.enumerated() {
                 exposedStates.append((id, .init(origin: context.serial, exposed: changes.insertedExposedVersions[i], stored: outcome.insertedVersions[i])))
             }
+        } else {
+            unstated = changes.inserted
         }
         outcome.updatedVersions.reserveCapacity(changes.updated.count)
         for (i, id) in changes.updated.enumerated() {
@@ -509,8 +513,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 outcome.updatedVersions.append(update.version)
                 if values != changes.updatedValues[i] {
                     outcome.resolvedValues[i] = values
+                    unstated.append(id)
                 } else if recordsExposed {
                     exposedStates.append((id, .init(origin: context.serial, exposed: changes.updatedExposedVersions[i], stored: update.version)))
+                } else {
+                    unstated.append(id)
                 }
                 payload.updated.append(id)
                 payloadSnapshots.append(snapshot)
@@ -558,7 +565,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         // listed as changed since (see ``StoreChangeLog``). Inserts too:
         // a context may hold a new object as a level above had it
         // before this save's values.
-        changeLog.record(changes.inserted + written.map(\.0) + decoded.map(\.0) + patched + removed, states: exposedStates)
+        for (id, _) in decoded { unstated.append(id) }
+        unstated += patched
+        unstated += removed
+        changeLog.record(stated: exposedStates, unstated: unstated)
         cacheLock.withLock {
             rowCache.advanceEpoch()
             // Inserted rows stay out of the cache: an import would fill it

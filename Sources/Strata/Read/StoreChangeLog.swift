@@ -24,23 +24,15 @@ internal import StrataStore
 /// holds what the store now holds, which it can know without reading the
 /// store.
 ///
-/// `@unchecked Sendable`: `sequence`, `entries`, `kept`, `exposed` and
-/// `limit` are guarded by `lock`, a leaf lock.
+/// The states are indexed by object when first asked for
+/// (``exposedState(of:)``), not as they are recorded: a save of objects no
+/// child holds any more (an import that lets go of what it saved) pays
+/// nothing for them.
+///
+/// `@unchecked Sendable`: `sequence`, `entries`, `kept`, `recorded`,
+/// `limit`, `exposed` and `indexedThrough` are guarded by `lock`, a leaf
+/// lock.
 final class StoreChangeLog: @unchecked Sendable {
-    /// What one entry says changed.
-    private enum Change {
-        /// These objects, in the store.
-        case objects([ObjectID])
-        /// Unknown to the descendants of the context with serial `origin`
-        /// (nil: to every reader).
-        case unknown(below: UInt64?)
-
-        /// How much of ``limit`` the entry takes.
-        var weight: Int {
-            if case .objects(let ids) = self { ids.count } else { 1 }
-        }
-    }
-
     /// An object's state as a save wrote it: the values the saving context
     /// (serial `origin`) showed its children as version `exposed`, stored
     /// as version `stored`.
@@ -48,6 +40,21 @@ final class StoreChangeLog: @unchecked Sendable {
         let origin: UInt64
         let exposed: UInt64
         let stored: UInt64
+    }
+
+    /// What one entry says changed.
+    private enum Change {
+        /// These objects, in the store: of those in `stated`, the save
+        /// wrote the state given.
+        case objects(stated: [(ObjectID, ExposedState)], unstated: [ObjectID])
+        /// Unknown to the descendants of the context with serial `origin`
+        /// (nil: to every reader).
+        case unknown(below: UInt64?)
+
+        /// How much of ``limit`` the entry takes.
+        var weight: Int {
+            if case .objects(let stated, let unstated) = self { stated.count + unstated.count } else { 1 }
+        }
     }
 
     private let lock = Lock()
@@ -62,25 +69,31 @@ final class StoreChangeLog: @unchecked Sendable {
     private var recorded = 0
     /// The weight past which the oldest entries go.
     private var limit = 1 << 16
-    /// For each object whose newest change among the entries kept wrote a
-    /// context's values: that state, and the entry's sequence.
+    /// For each object whose newest change among the entries indexed wrote
+    /// a state: that state, and the entry's sequence.
     private var exposed: [ObjectID: (sequence: UInt64, state: ExposedState)] = [:]
+    /// The entries up to this sequence are in `exposed`.
+    private var indexedThrough: UInt64 = 0
 
     /// The present sequence: objects loaded after reading it are as new as
     /// every entry up to it.
     var current: UInt64 { lock.withLock { sequence } }
 
-    /// Records the IDs a save changed; called once its batch is readable.
-    /// `states`: of the objects among them written with the saving
-    /// context's values, what it showed its children for them.
-    func record(_ ids: [ObjectID], states: [(ObjectID, ExposedState)] = []) {
-        guard !ids.isEmpty else { return }
-        append(.objects(ids), states: states)
+    /// Records the objects a save changed; called once its batch is
+    /// readable. `stated`: those it wrote with the saving context's values,
+    /// with what that context showed its children for them; `unstated`:
+    /// the others.
+    func record(stated: [(ObjectID, ExposedState)], unstated: [ObjectID]) {
+        guard !stated.isEmpty || !unstated.isEmpty else { return }
+        append(.objects(stated: stated, unstated: unstated))
     }
+
+    /// Records the objects a save changed, none with a state.
+    func record(_ ids: [ObjectID]) { record(stated: [], unstated: ids) }
 
     /// Records a change no ID list describes, to the descendants of the
     /// context with serial `origin` (nil: to every reader).
-    func recordUnknownChange(below origin: UInt64? = nil) { append(.unknown(below: origin), states: []) }
+    func recordUnknownChange(below origin: UInt64? = nil) { append(.unknown(below: origin)) }
 
     /// Tests only: how many IDs the log keeps (``limit``).
     var limitForTesting: Int {
@@ -93,20 +106,22 @@ final class StoreChangeLog: @unchecked Sendable {
     /// a version it was shown is what the store holds, without reading
     /// the store. Nil when the newest change is another kind, or unknown.
     func exposedState(of id: ObjectID) -> ExposedState? {
-        lock.withLock { exposed[id]?.state }
+        lock.withLock {
+            indexStates()
+            return exposed[id]?.state
+        }
     }
 
-    private func append(_ change: Change, states: [(ObjectID, ExposedState)]) {
-        lock.withLock {
-            sequence += 1
-            recorded += change.weight
-            entries.append((sequence, change, recorded))
-            kept += change.weight
-            switch change {
-            case .objects(let ids):
-                // The newest change of each ID is this one: an older state is no longer the store's.
-                if !exposed.isEmpty { for id in ids { exposed[id] = nil } }
-                for (id, state) in states { exposed[id] = (sequence, state) }
+    /// Brings `exposed` up to the newest entry, oldest first: a newer
+    /// change of an object replaces or removes what an older one said.
+    /// Under `lock`.
+    private func indexStates() {
+        guard indexedThrough < sequence, let first = entries.first else { return }
+        for entry in entries[Int(max(indexedThrough + 1, first.sequence) - first.sequence)...] {
+            switch entry.change {
+            case .objects(let stated, let unstated):
+                if !exposed.isEmpty { for id in unstated { exposed[id] = nil } }
+                for (id, state) in stated { exposed[id] = (entry.sequence, state) }
             case .unknown(below: nil):
                 // The store may have moved on in ways nobody knows.
                 exposed.removeAll()
@@ -114,12 +129,23 @@ final class StoreChangeLog: @unchecked Sendable {
                 // A context dropped what it had not saved: the store is as it was.
                 break
             }
+        }
+        indexedThrough = sequence
+    }
+
+    private func append(_ change: Change) {
+        lock.withLock {
+            sequence += 1
+            recorded += change.weight
+            entries.append((sequence, change, recorded))
+            kept += change.weight
             var dropped = 0
             while kept > limit, dropped < entries.count - 1 {
                 let entry = entries[dropped]
                 kept -= entry.change.weight
-                if case .objects(let ids) = entry.change {
-                    for id in ids where exposed[id]?.sequence == entry.sequence { exposed[id] = nil }
+                // Only what was indexed is in `exposed` (every older entry was too).
+                if entry.sequence <= indexedThrough, case .objects(let stated, _) = entry.change {
+                    for (id, _) in stated where exposed[id]?.sequence == entry.sequence { exposed[id] = nil }
                 }
                 dropped += 1
             }
@@ -153,7 +179,9 @@ final class StoreChangeLog: @unchecked Sendable {
             for entry in entries.reversed() {
                 guard entry.sequence > since else { break }
                 switch entry.change {
-                case .objects(let changed): ids.append(contentsOf: changed)
+                case .objects(let stated, let unstated):
+                    for (id, _) in stated { ids.append(id) }
+                    ids.append(contentsOf: unstated)
                 case .unknown(below: let origin?) where !isAncestor(origin): continue
                 case .unknown: return nil
                 }
