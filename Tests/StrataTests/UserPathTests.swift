@@ -319,13 +319,13 @@ import Testing
     /// fetch judged every object it held, for as long as it held any (a
     /// view context holding a list, after one rollback). What it holds is
     /// still judged by its own values (contract C10): the object it loaded
-    /// from the dropped change keeps that change's value.
+    /// from the dropped change keeps that change's value. The row cache is
+    /// off: the check reads the records of what is held, once.
     @Test(arguments: [false, true]) func aContextThatLostTrackChecksWhatItHoldsOnce(byOverflow: Bool) throws {
-        let coordinator = try makeCoordinator(model: Self.uniqueNameModel())
+        let (directory, coordinator, parent, child) = try Self.uncachedWriterAndImporter()
+        defer { withExtendedLifetime(directory) {} }
         if byOverflow { coordinator.changeLog.limitForTesting = 50 }
         _ = try seedNumberedRecipes(coordinator, count: 300, name: { "stored \($0)" })
-        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
-        let child = ManagedObjectContext(.privateQueue, parent: parent)
         let other = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         // The parent renames one object and does not save; the child loads
         // every object, the renamed one with its new name.
@@ -350,16 +350,22 @@ import Testing
             // Each object judged by the values held here, not the source's.
             let ownName = byOverflow ? "stored 7" : "renamed above", sourceName = byOverflow ? "renamed elsewhere" : "stored 5"
             let ownHolder = byOverflow ? held[7] : held[5]
+            let beforeCheck = coordinator.recordsRead.load()
             #expect(try Recipe.all(in: child, where: #Predicate { $0.name == ownName }).map(\.objectID) == [ownHolder.objectID])
             #expect(try Recipe.all(in: child, where: #Predicate { $0.name == sourceName }).isEmpty)
+            // The check read what is held (once each, at the first fetch).
+            #expect(coordinator.recordsRead.load() - beforeCheck >= 300)
             // After the one check, a fetch judges the match and the objects
-            // whose values here differ from the source's, not all 300 held.
+            // whose values here differ from the source's, not all 300 held,
+            // and reads none of them again.
             for i in [1, 100, 299] {
                 let name = "stored \(i)"
                 var found: [Recipe] = []
+                let beforeLookup = coordinator.recordsRead.load()
                 let judged = try Self.judged(in: child) { found = try Recipe.all(in: child, where: #Predicate { $0.name == name }) }
                 #expect(found.count == 1 && found.first === held[i])
                 #expect(judged <= 4, "\(name): judged \(judged) of the 300 held")
+                #expect(coordinator.recordsRead.load() - beforeLookup <= 4, "\(name): read \(coordinator.recordsRead.load() - beforeLookup) records")
             }
         }
     }

@@ -251,11 +251,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached }
         guard let snapshot = try currentStore().values(of: id) else { return nil }
+        cache(snapshot, for: id, readAt: epoch, offered: offered)
+        return snapshot
+    }
+
+    /// Caches `snapshot` of `id`, read from the store when the row cache
+    /// was at `epoch` — unless a save came in since, whose rows it may
+    /// predate. `offered`: only if it fits without pushing anything out.
+    private func cache(_ snapshot: Snapshot, for id: ObjectID, readAt epoch: UInt64, offered: Bool = false) {
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
             if offered { rowCache.insertIfRoom(snapshot, for: id) } else { rowCache.insert(snapshot, for: id) }
         }
-        return snapshot
     }
 
     /// The store's snapshot of `id` for a reader that holds its state at
@@ -270,12 +277,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached.version == held ? .unchanged : .read(cached) }
         let read = try currentStore().values(of: id, unlessAt: held)
-        if case .read(let snapshot?) = read {
-            cacheLock.withLock {
-                guard rowCache.epoch == epoch else { return }
-                rowCache.insert(snapshot, for: id)
-            }
-        }
+        if case .read(let snapshot?) = read { cache(snapshot, for: id, readAt: epoch) }
         return read
     }
 
@@ -347,11 +349,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// when a save came in since `epoch` or it does not fit.
     func offerFetched(_ id: ObjectID, epoch: UInt64, _ snapshot: () throws(StrataError) -> Snapshot) throws(StrataError) {
         guard rowCacheWants(id) else { return }
-        let snapshot = try snapshot()
-        cacheLock.withLock {
-            guard rowCache.epoch == epoch else { return }
-            rowCache.insertIfRoom(snapshot, for: id)
-        }
+        cache(try snapshot(), for: id, readAt: epoch, offered: true)
     }
 
     /// Calls `body` with every stored object of `entity`, in primary-key
