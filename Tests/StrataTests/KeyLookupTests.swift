@@ -13,6 +13,64 @@ import Testing
                   recipeUniqueness: [["name"]])
     }
 
+    /// A key looked up again before any write a read can see goes to the
+    /// object the index named first, without walking the index again
+    /// (``LookupMemo``) — held here or not; a delete here, a rename in the
+    /// store and a new store version are each seen as the walk sees them.
+    ///
+    ///     child (this test)                         other context
+    ///     20 names × 5 rounds: 20 walks
+    ///     delete "stored 5": not found, by walk
+    ///                                              renames "stored 3", saves
+    ///     each name: one walk again (a new version),
+    ///     answers as the #Predicate lookup's
+    @Test func aKeyLookedUpAgainBeforeAWriteIsNotWalkedAgain() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: Self.model())
+        _ = try seedNumberedRecipes(coordinator, count: 20, name: { "stored \($0)" })
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "writer")
+        let child = ManagedObjectContext(.privateQueue, parent: writer, name: "child")
+        var held: [Recipe] = []
+        var notHeld: [ObjectID] = []
+        try child.performAndWait {
+            for round in 0..<5 {
+                for i in 0..<20 {
+                    let found = try #require(try Recipe.first(in: child, where: \.name, equals: "stored \(i)"))
+                    if round > 0 {
+                        #expect(found.objectID == (i < 18 ? held[i].objectID : notHeld[i - 18]), "round \(round), stored \(i)")
+                    } else if i < 18 {
+                        held.append(found)
+                    } else {
+                        notHeld.append(found.objectID)
+                    }
+                }
+            }
+            #expect(child.indexWalks == 20, "\(child.indexWalks) walks for 100 lookups of 20 names")
+            // Deleted here: the walk skips it, and so does the memo.
+            child.delete(held[5])
+            #expect(try Recipe.first(in: child, where: \.name, equals: "stored 5") == nil)
+        }
+        // Elsewhere: one renamed, one (not held by the child) replaced by a
+        // new object under its name.
+        let other = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "other")
+        try other.performAndWait {
+            try #require(try Recipe.first(in: other, where: \.name, equals: "stored 3")).name = "renamed elsewhere"
+            other.delete(try #require(try Recipe.first(in: other, where: \.name, equals: "stored 18")))
+            try other.save()
+            Recipe(context: other).name = "stored 18"
+            try other.save()
+        }
+        try child.performAndWait {
+            let walks = child.indexWalks
+            for name in ["stored 0", "stored 3", "renamed elsewhere", "stored 5", "stored 18", "stored 19"] {
+                let byKey = try Recipe.first(in: child, where: \.name, equals: name)
+                let byPredicate = try Recipe.first(in: child, where: #Predicate { $0.name == name })
+                #expect(byKey?.objectID == byPredicate?.objectID, "\(name): \(String(describing: byKey?.objectID)) by key path")
+            }
+            #expect(try Recipe.first(in: child, where: \.name, equals: "stored 18")?.objectID != notHeld[0])
+            #expect(child.indexWalks - walks >= 5, "the store's new version walked again: \(child.indexWalks - walks) walks")
+        }
+    }
+
     /// What the `#Predicate` lookup finds, the key-path lookup finds, for
     /// every kind of object a child of a writer sees: stored, stored and
     /// changed here or in the parent, inserted here or in the parent,

@@ -124,6 +124,7 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
+        lookupMemo.removeAll()
         recentlyFetched.removeAll()
         heldFetched.removeAll()
         fetchedSinceHeldChecked = 0

@@ -40,6 +40,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     let catchUpLock = Lock()
     private let lock = Lock()
     private var store: LogObjectStore?      // guarded by `lock`
+    /// Moves on whenever `store` is set or cleared: with the store's own
+    /// read version, it tells two reads of one store's state apart from
+    /// reads of different stores (``storeReadVersion()``). Guarded by `lock`.
+    private var storeGeneration: UInt64 = 0
     /// Each entity's next primary key while there is no store (the store
     /// hands keys out while it is open, and adopts these).
     private var nextKeys: [UInt64]           // guarded by `lock`
@@ -149,6 +153,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 // Keys handed out before the store was added stay taken.
                 opened.adoptKeys(nextKeys)
                 store = opened
+                storeGeneration += 1
                 _storeIdentifier = opened.identifier
             }
         }
@@ -162,7 +167,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 lock.withLock { () -> LogObjectStore? in
                     // Keys it handed out stay taken, should a store be added again.
                     if let store { nextKeys = store.keyCounters }
-                    defer { store = nil }
+                    defer {
+                        store = nil
+                        storeGeneration += 1
+                    }
                     return store
                 }
             }
@@ -241,6 +249,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             throw StrataError(.noPersistentStore, "the coordinator has no open store")
         }
         return store
+    }
+
+    /// Which state of which store a read made now would see: equal for two
+    /// reads only if no write a read can see came between them.
+    func storeReadVersion() throws(StrataError) -> StoreReadVersion {
+        let (store, generation): (LogObjectStore?, UInt64) = lock.withLock { (self.store, self.storeGeneration) }
+        guard let store else { throw StrataError(.noPersistentStore, "the coordinator has no open store") }
+        return StoreReadVersion(generation: generation, sequence: store.records.readVersion)
     }
 
     /// The store's snapshot of `id`, through the row cache; nil when absent.

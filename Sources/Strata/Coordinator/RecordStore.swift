@@ -30,6 +30,9 @@ protocol RecordStore: AnyObject, Sendable {
     /// each key it changed that `keeping` keeps, with whether the key held
     /// a value before and holds one now.
     func catchUp(keeping: ([UInt8]) -> Bool) throws(StrataError) -> [CaughtUpKey]
+    /// Moves on with every write a read can see (the engine's visible
+    /// sequence): two reads at one version see the same keys.
+    var readVersion: UInt64 { get }
 }
 
 /// A key a catch-up found changed (``RecordStore/catchUp(keeping:)``).
@@ -187,6 +190,8 @@ final class LogRecordStore: RecordStore {
 
     var statistics: StoreStatistics? { engine.statistics }
 
+    var readVersion: UInt64 { engine.sequence }
+
     func makeDurable() throws(StrataError) {
         guard engine.options.syncMode == .none, !engine.options.readOnly else { return }
         do throws(StoreError) { try engine.flush() } catch { throw StrataError.storage(error) }
@@ -208,6 +213,7 @@ final class LogRecordStore: RecordStore {
 final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     private let lock = Lock()
     private var records: [[UInt8]: [UInt8]] = [:]  // guarded by `lock`
+    private var writes: UInt64 = 0                   // guarded by `lock`
     /// The keys of `records` in order, sorted when first read after a
     /// write (nil until then): a read of a few ranges — a lookup, an `IN`
     /// of thousands of keys — seeks them, rather than testing every key
@@ -275,8 +281,11 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
         lock.withLock {
             for (key, value) in operations { records[key] = value }
             sortedKeys = nil
+            writes += 1
         }
     }
+
+    var readVersion: UInt64 { lock.withLock { writes } }
 
     func close() throws(StrataError) {}
     var statistics: StoreStatistics? { nil }

@@ -103,6 +103,7 @@ final class MigratedRecordStore: RecordStore {
 
     func close() throws(StrataError) { try base.close() }
     var statistics: StoreStatistics? { base.statistics }
+    var readVersion: UInt64 { base.readVersion }
     func compact() throws(StrataError) { try base.compact() }
     func makeDurable() throws(StrataError) { try base.makeDurable() }
 

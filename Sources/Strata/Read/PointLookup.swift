@@ -2,7 +2,9 @@
 /// context whose ancestors hold no change: the first match the general
 /// walk (``ManagedObjectContext/forEachMatch(of:includesPending:evaluation:rows:stopAfter:source:_:)``)
 /// would deliver, found by the same steps for one key — the context's own
-/// changes under the key, the index's entries for it, then the objects
+/// changes under the key, the index's entries for it (or the first of
+/// them, remembered from a lookup of the key at the store's present
+/// version: ``LookupMemo``), then the objects
 /// held here whose own values may match where the store's do not — but
 /// without a plan to weigh, a compiled predicate, a walk's sets or the
 /// closures that carry a scan's rows. Every find-or-create of an import
@@ -37,6 +39,24 @@ extension ManagedObjectContext {
                 return object
             }
         }
+        let coordinator = persistentStoreCoordinator
+        // The entry the walk met first for the key at this version of the
+        // store, judged as the walk judges its first entry: an object held
+        // here and filled, by its own values; one not held, as a match (a
+        // fault, its row left for the row cache to give when it is used).
+        // Anything else — a record to read, an entry to skip — is left to
+        // the walk.
+        let version = try coordinator.storeReadVersion()
+        if let id = lookupMemo.firstEntry(of: entity, index: term.indexNumber, key: term.key, at: version) {
+            if let object = registry[id] {
+                // A fault is filled with the store's values, here from the
+                // row cache where the walk would decode its record.
+                if object.flags.contains(.fault) { object.fulfill() }
+                if object.flags.isDisjoint(with: [.inserted, .fault, .invalidated, .deleted]), passes(object) { return object }
+            } else if !discardedInserts.contains(id) {
+                return registeredOrFault(for: id, fetched: true)
+            }
+        }
         // The index's entries for the key, at one read view. An object held
         // here is judged by its own values (a fault — never deleted, and
         // registered only while it exists — is filled with the record the
@@ -46,15 +66,17 @@ extension ManagedObjectContext {
         // reads it anyway) and the object registered after the store's read.
         // Objects held here that the index's entries named: most lookups
         // meet one (a unique key), kept without a set's allocation.
+        indexWalks &+= 1
+        var firstEntry: ObjectID?
         var firstVisited: ObjectID?
         var moreVisited: Set<ObjectID> = []
         var found: ManagedObject?
         var foundStored: ObjectID?
-        let coordinator = persistentStoreCoordinator
         try coordinator.forEachStored(
             of: entity, in: term.ranges(of: entity), index: entity.indexes[term.indexNumber],
             reading: { id in registry[id].map { $0.flags.contains(.fault) } ?? coordinator.rowCacheWants(id) }
         ) { (id, record) throws(StrataError) -> Bool in
+            if firstEntry == nil { firstEntry = id }
             if checksRegistry {
                 if let object = registry[id] {
                     if firstVisited == nil { firstVisited = id } else { moreVisited.insert(id) }
@@ -75,6 +97,9 @@ extension ManagedObjectContext {
             if let record { try coordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot) }
             foundStored = id
             return false
+        }
+        if let answer = foundStored ?? found?.objectID, answer == firstEntry {
+            lookupMemo.remember(answer, firstFor: term.key, index: term.indexNumber, of: entity, at: version)
         }
         if let foundStored { return registeredOrFault(for: foundStored, fetched: true) }
         if let found { return found }

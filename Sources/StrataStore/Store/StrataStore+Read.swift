@@ -60,7 +60,7 @@ extension StrataStore {
     }
 
     /// The sequence number of the last batch written.
-    public var sequence: UInt64 { state.withReadLock { visibleSequence } }
+    public var sequence: UInt64 { publishedSequence.load(ordering: .acquiring) }
 
     /// Counters and sizes, for monitoring and benchmarks. Walks the index to
     /// measure its memory: O(keys), so not for a hot path.

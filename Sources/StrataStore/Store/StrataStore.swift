@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// An embeddable, append-only, log-structured key-value store.
 ///
@@ -60,7 +61,13 @@ public final class StrataStore: @unchecked Sendable {
     /// The memtables and segments index entries point into. Guarded by `state`.
     @exclusivity(unchecked) var files: [UInt32: StoredFile]
     /// The sequence number of the last batch readers can see. Guarded by `state`.
-    @exclusivity(unchecked) var visibleSequence: UInt64
+    @exclusivity(unchecked) var visibleSequence: UInt64 {
+        didSet { publishedSequence.store(visibleSequence, ordering: .releasing) }
+    }
+    /// `visibleSequence`, stored under `state` as it changes and read
+    /// without it (``sequence``): a read view taken after it is loaded
+    /// sees at least that batch, as the lock orders the two.
+    let publishedSequence = Atomic<UInt64>(0)
     /// The next file number to hand out. Guarded by `state`.
     var nextFileNumber: UInt32
     /// Counters. Guarded by `state`.
@@ -231,6 +238,7 @@ public final class StrataStore: @unchecked Sendable {
         self.index = opened.index
         self.files = opened.files
         self.visibleSequence = opened.lastSequence
+        publishedSequence.store(opened.lastSequence, ordering: .releasing)
         self.nextSequence = opened.lastSequence + 1
         self.appliedThrough = opened.lastSequence
         self.memtableReserved = opened.memtable?.used ?? 0

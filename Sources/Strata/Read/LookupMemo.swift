@@ -1,0 +1,76 @@
+/// One state of one store as reads see it (``PersistentStoreCoordinator/storeReadVersion()``):
+/// two reads at equal versions see the same keys.
+struct StoreReadVersion: Equatable {
+    /// Which store: moves on whenever the coordinator's store is added or closed.
+    var generation: UInt64
+    /// Which state of it: moves on with every write a read can see.
+    var sequence: UInt64
+}
+
+/// The first index entry a context's point lookup met for a key, kept while
+/// the store stays at one read version: the same key looked up again before
+/// any write a read can see — a find-or-create loop that meets one
+/// category, tag or author record after record — goes to that object
+/// without walking the index again.
+///
+/// Only the store's answer is kept, never a verdict: the object is judged
+/// again at every lookup by this context's state, as the walk would judge
+/// it (``ManagedObjectContext/pointLookup(of:_:test:source:cacheEpoch:)``),
+/// and whatever the walk would have to read or skip sends the lookup to
+/// the walk. Each lookup pays one version check for it.
+///
+/// Guarded by the owning context's queue, as the context's other tables.
+struct LookupMemo {
+    /// A key of one index of one entity, hashed as one run of bytes.
+    private struct Key: Hashable {
+        let entity: UInt16
+        let index: Int
+        let bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(entity)
+            hasher.combine(index)
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
+    /// Most keys kept (a few hundred KiB at most); past it the memo starts
+    /// again. An import's related records — categories, tags, authors —
+    /// mostly number fewer.
+    static let capacity = 4_096
+
+    /// The version the entries were read at; nil when there are none.
+    private var version: StoreReadVersion?
+    private var entries: [Key: ObjectID] = [:]
+
+    /// The object whose entry came first for `key` in index `index` of
+    /// `entity`, if the store is still at the version it was read at.
+    mutating func firstEntry(of entity: EntityDescription, index: Int, key: [UInt8], at version: StoreReadVersion) -> ObjectID? {
+        guard self.version == version else {
+            // Stale: emptied, its room kept for the keys the next reads bring.
+            if self.version != nil {
+                entries.removeAll(keepingCapacity: true)
+                self.version = nil
+            }
+            return nil
+        }
+        return entries[Key(entity: entity.index, index: index, bytes: key)]
+    }
+
+    /// Keeps `id` as the first entry for `key`, read at `version` (read
+    /// before the walk that found it: a write since makes it stale early,
+    /// never late).
+    mutating func remember(_ id: ObjectID, firstFor key: [UInt8], index: Int, of entity: EntityDescription, at version: StoreReadVersion) {
+        if self.version != version || entries.count >= Self.capacity {
+            entries.removeAll(keepingCapacity: true)
+            self.version = version
+        }
+        entries[Key(entity: entity.index, index: index, bytes: key)] = id
+    }
+
+    /// Lets go of every entry and its room (a context's reset).
+    mutating func removeAll() {
+        entries.removeAll()
+        version = nil
+    }
+}
