@@ -64,10 +64,9 @@ import Testing
                             let values = try store.get(Self.keys(group))
                             if Set(values.map { $0 ?? [] }).count > 1 { tally.tear("multi-get, group \(group)") }
                         }
-                        // Ahead of the writers: a pause. Readers that never
-                        // pause starved the writers on two cores (3 minutes
-                        // here, 36 under ThreadSanitizer); a few reads per
-                        // batch still land inside writes, flushes and swaps.
+                        // Ahead of the writers: a pause, or readers that never
+                        // pause starve the writers on two cores; a few reads
+                        // per batch still land inside writes, flushes and swaps.
                         if tally.read() { usleep(200) }
                     } catch {
                         tally.tear("read failed: \(error)")

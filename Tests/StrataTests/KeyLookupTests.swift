@@ -21,7 +21,9 @@ import Testing
     ///     child (this test)                         other context
     ///     20 names × 5 rounds: 20 walks
     ///     delete "stored 5": not found, by walk
-    ///                                              renames "stored 3", saves
+    ///                                              renames "stored 3";
+    ///                                              deletes "stored 18", saves,
+    ///                                              inserts a new "stored 18", saves
     ///     each name: one walk again (a new version),
     ///     answers as the #Predicate lookup's
     @Test func aKeyLookedUpAgainBeforeAWriteIsNotWalkedAgain() throws {

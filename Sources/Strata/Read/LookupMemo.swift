@@ -34,8 +34,7 @@ struct LookupMemo {
         }
     }
 
-    /// Most keys kept (a few hundred KiB at most); past it the memo starts
-    /// again. An import's related records — categories, tags, authors —
+    /// Most keys kept; past it the memo starts again. An import's related records — categories, tags, authors —
     /// mostly number fewer.
     static let capacity = 4_096
 
