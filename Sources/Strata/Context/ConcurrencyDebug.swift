@@ -78,10 +78,18 @@ enum MainQueueWaitWatchdog {
 /// (the `importContext.performAndWait { try importContext.save() }` pattern).
 ///
 /// One instance per thread, reached through a pthread key; only its own
-/// thread touches it, so it needs no lock.
+/// thread touches it, so it needs no lock — nor the runtime's exclusivity
+/// checks, which every queue check paid twice.
 final class ExecutionStack {
-    var contexts: [UInt64] = []
-    var mainDepth = 0
+    @exclusivity(unchecked) var contexts: [UInt64] = []
+    @exclusivity(unchecked) var mainDepth = 0
+
+    /// Whether the thread is inside a block of the context with `serial`:
+    /// mostly the innermost, looked at first.
+    @inline(__always)
+    func holds(_ serial: UInt64) -> Bool {
+        contexts.last == serial || contexts.contains(serial)
+    }
 
     private static let key: pthread_key_t = {
         var key = pthread_key_t()

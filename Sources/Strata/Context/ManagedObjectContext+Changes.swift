@@ -127,7 +127,7 @@ extension ManagedObjectContext {
     /// the objects added and removed.
     func setRelationship(of object: ManagedObject, at index: Int, to value: PropertyValue) {
         let old = object.values[index]
-        objectWillChange(object)
+        objectWillChange(object, at: index)
         object.changingValue(at: index) { object.values[index] = value }
         guard let inverse = object.entity.inverses[index] else { return }
         let id = object.objectID
@@ -149,7 +149,7 @@ extension ManagedObjectContext {
     /// record of the set as it was, Observation's will-set) before the set
     /// is touched.
     func changeMembership(of object: ManagedObject, at index: Int, id: ObjectID, adding: Bool) {
-        objectWillChange(object)
+        objectWillChange(object, at: index)
         object.changingValue(at: index) {
             object.editMembers(at: index) { ids in
                 if adding { ids.insert(id) } else { ids.remove(id) }
@@ -178,7 +178,7 @@ extension ManagedObjectContext {
         case .inSet, .theOne:
             return
         case .notInSet:
-            objectWillChange(target)
+            objectWillChange(target, at: inverse)
             target.changingValue(at: inverse) {
                 target.editMembers(at: inverse) { ids in
                     // Room for a few at once: a to-many inverse filled one link
@@ -189,12 +189,12 @@ extension ManagedObjectContext {
                 }
             }
         case .another(let previous):
-            objectWillChange(target)
+            objectWillChange(target, at: inverse)
             target.changingValue(at: inverse) { target.values[inverse] = .object(id) }
             // The target belonged to another object: take it from there.
             if let other = liveObject(for: previous) { unlink(targetID, from: other, at: index) }
         case .nothing:
-            objectWillChange(target)
+            objectWillChange(target, at: inverse)
             target.changingValue(at: inverse) { target.values[inverse] = .object(id) }
         }
     }
@@ -203,10 +203,10 @@ extension ManagedObjectContext {
     func unlink(_ id: ObjectID, from target: ManagedObject, at index: Int) {
         switch RelationshipHolding(target.values[index], of: id) {
         case .inSet:
-            objectWillChange(target)
+            objectWillChange(target, at: index)
             target.changingValue(at: index) { target.editMembers(at: index) { $0.remove(id) } }
         case .theOne:
-            objectWillChange(target)
+            objectWillChange(target, at: index)
             target.changingValue(at: index) { target.values[index] = .null }
         case .notInSet, .another, .nothing:
             break
@@ -222,8 +222,9 @@ extension ManagedObjectContext {
 
     // MARK: Change tracking
 
-    /// Called before every change to `object`'s values.
-    func objectWillChange(_ object: ManagedObject) {
+    /// Called before every change to `object`'s values; `property`, when
+    /// the change is to that one property alone.
+    func objectWillChange(_ object: ManagedObject, at property: Int? = nil) {
         // Found deleted at the source, the object left this context
         // (``invalidate(_:)``): an inverse kept in step on it is its own
         // value, never a change to save.
@@ -232,21 +233,28 @@ extension ManagedObjectContext {
         undo?.willChange(object, exists: !object.flags.contains(.deleted))
         carriedAuthors.noteOwnChange()
         object.flags.remove(.validatedByChild)
+        // An object changed already is keyed by what it holds (or listed
+        // to be): another change says which property moves.
+        var only: Int?
         if !object.flags.contains(.dirty) {
             object.flags.insert(.dirty)
             if !object.flags.contains(.inserted) && !object.flags.contains(.deleted) {
                 updated[object.objectID] = object
             }
+        } else {
+            only = property
         }
         if !object.flags.contains(.exposedVersionFresh) {
             object.exposedVersion = nextVersion()
             object.flags.insert(.exposedVersionFresh)
         }
-        noteChange(object)
+        noteChange(object, only: only)
     }
 
-    func noteChange(_ object: ManagedObject) {
-        pendingKeys.noteChanged(object.objectID)
+    /// Notes a change to `object`; `property`, when the object was changed
+    /// here already and this change moves that one property alone.
+    func noteChange(_ object: ManagedObject, only property: Int? = nil) {
+        keyLookups.pending.noteChanged(object.objectID, only: property)
         changeGeneration &+= 1
         object.changeStamp = changeGeneration
         guard !object.flags.contains(.pendingNotification) else {

@@ -124,7 +124,7 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         discardedInserts.removeAll()
-        lookupMemo.removeAll()
+        keyLookups.reset()
         recentlyFetched.removeAll()
         heldFetched.removeAll()
         fetchedSinceHeldChecked = 0

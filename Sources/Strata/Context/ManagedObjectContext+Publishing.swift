@@ -68,10 +68,10 @@ extension ManagedObjectContext {
     }
 
     /// Marks objects whose published state may have changed without going
-    /// through ``noteChange(_:)`` (a save's outcome, a refresh, a merge).
+    /// through ``noteChange(_:only:)`` (a save's outcome, a refresh, a merge).
     @inline(__always)
     func markUnpublished(_ id: ObjectID) {
-        pendingKeys.noteChanged(id)
+        keyLookups.pending.noteChanged(id)
         if publishes.load(ordering: .relaxed) { unpublished.append(id) }
     }
 
@@ -102,8 +102,9 @@ extension ManagedObjectContext {
     /// child saves it has yet to take in, for the child to lay over the
     /// levels below. Never waits for this context's queue, except once for
     /// a private context that got its first child while holding unpublished
-    /// changes (see ``PendingChangesPublication``).
-    func layerForChildren() throws(StrataError) -> SourceView.Layer {
+    /// changes (see ``PendingChangesPublication``). Nil when it holds no
+    /// change for them (most reads: nothing copied, no lock taken).
+    func layerForChildren() throws(StrataError) -> SourceView.Layer? {
         // This thread holds the context (the child runs inside one of its
         // blocks, or on the main queue for a main-queue context): its live
         // state is the one to see.
@@ -113,7 +114,7 @@ extension ManagedObjectContext {
         // Nothing either way (most reads): no lock taken, nothing copied.
         // Each is stored under its lock, after the state it says, so an
         // empty list seen means its last save taken in is published.
-        if deferredChildSaves.isEmpty && publication.isEmptyAndComplete { return SourceView.Layer.nothing }
+        if deferredChildSaves.isEmpty && publication.isEmptyAndComplete { return nil }
         let deferred = deferredChildSaves.all
         if let published = publication.read() { return SourceView.Layer(published: published, deferred: deferred) }
         try childAccess { () throws(StrataError) in publishPendingChanges() }

@@ -221,15 +221,15 @@ extension ManagedObjectContext {
     /// a `.confinement` one.
     var isCurrent: Bool {
         switch concurrencyType {
-        case .privateQueue: return ExecutionStack.current.contexts.contains(serial)
-        case .mainQueue: return ExecutionStack.current.contexts.contains(serial) || MainQueue.isCurrent
+        case .privateQueue: return ExecutionStack.current.holds(serial)
+        case .mainQueue: return ExecutionStack.current.holds(serial) || MainQueue.isCurrent
         case .confinement: return pthread_equal(owningThread!, pthread_self()) != 0
         }
     }
 
     /// Whether the caller is inside one of this context's blocks (as opposed
     /// to using a main-queue context directly).
-    var isInsideBlock: Bool { ExecutionStack.current.contexts.contains(serial) }
+    var isInsideBlock: Bool { ExecutionStack.current.holds(serial) }
 
     /// With the concurrency debug switch on, traps unless the caller may use
     /// the context (contract C22).

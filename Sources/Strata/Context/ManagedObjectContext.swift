@@ -91,16 +91,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// predicates: what a fetch costs, counted rather than timed (tests pin
     /// that a lookup's cost does not grow with what is pending).
     @exclusivity(unchecked) var judgedObjects = 0
-    /// How many index walks this context's point lookups made: with
-    /// ``judgedObjects``, a lookup's cost counted (tests pin that a key met
-    /// again before a write is not walked again, ``LookupMemo``).
-    @exclusivity(unchecked) var indexWalks = 0
-    /// The inserts and updates by the attributes that lead indexes, for
-    /// fetches an index answers (see ``PendingKeyIndex``).
-    @exclusivity(unchecked) var pendingKeys = PendingKeyIndex()
-    /// The index entries point lookups met first, while the store stays
-    /// as it was (see ``LookupMemo``).
-    @exclusivity(unchecked) var lookupMemo = LookupMemo()
+    /// What lookups by an attribute's value keep (see ``KeyLookups``).
+    @exclusivity(unchecked) var keyLookups = KeyLookups()
     /// Objects inserted and deleted again before a save: gone, but a
     /// reference to one must still fail validation.
     var discardedInserts: Set<ObjectID> = []

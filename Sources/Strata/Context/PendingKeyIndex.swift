@@ -9,8 +9,8 @@ internal import StrataStore
 ///
 /// Built for an (entity, attribute) the first time a fetch asks for it,
 /// from the context's inserts and updates; kept in step afterwards from
-/// the changes the context notes (``noteChanged(_:)``: every write, insert,
-/// delete and take-in of a child's save passes through ``ManagedObjectContext/noteChange(_:)``
+/// the changes the context notes (``noteChanged(_:only:)``: every write, insert,
+/// delete and take-in of a child's save passes through ``ManagedObjectContext/noteChange(_:only:)``
 /// or ``ManagedObjectContext/markUnpublished(_:)``), brought up to date
 /// when the next lookup comes — so a context that never looks anything up
 /// by index pays one check per change, and one that does pays a hash
@@ -116,9 +116,8 @@ struct PendingKeyIndex {
 
         init(_ value: PropertyValue) {
             self.value = value
-            var bytes: [UInt8] = []
-            IndexKeyCoding.appendValue(value, to: &bytes)
-            self.key = Key(bytes: bytes)
+            // In one allocation, as the lookup's own key (a growing array cost as much again).
+            self.key = Key(bytes: QueryPlanner.encoding(of: value))
         }
     }
 
@@ -131,9 +130,16 @@ struct PendingKeyIndex {
     /// Called for every change the context notes: O(1), and nothing at
     /// all until a lookup has built a table. An import writes an object's
     /// properties one after another: it is listed once for them.
+    ///
+    /// `property`: the one property the change moves, of an object this
+    /// context had changed already — listed then, or in the tables since,
+    /// keyed by its values. Unless a table keys that property, its keys
+    /// stand (a category gaining product after product is listed once).
     @inline(__always)
-    mutating func noteChanged(_ id: ObjectID) {
-        if !tables.isEmpty, dirty.last != id { dirty.append(id) }
+    mutating func noteChanged(_ id: ObjectID, only property: Int? = nil) {
+        guard !tables.isEmpty, dirty.last != id else { return }
+        if let property, !tables.contains(where: { $0.property == property && $0.entity == id.entity.index }) { return }
+        dirty.append(id)
     }
 
     /// The objects of `entity` inserted or updated in `context` whose

@@ -112,7 +112,7 @@ extension FetchableObject {
     ) throws(StrataError) -> Self? {
         try checkDirectUse(of: context, "\(Self.self).first(in:where:equals:)")
         let entity = try entity(in: context)
-        return try context.firstObject(of: Self.self, entity: entity, passing: try equality(keyPath, value, of: entity))
+        return try context.firstObject(of: Self.self, entity: entity, passing: try equality(keyPath, value, of: entity, in: context))
     }
 
     /// The object whose attribute `keyPath` equals `value`, or a new one
@@ -140,9 +140,9 @@ extension FetchableObject {
 
     /// `$0[keyPath: keyPath] == value` as a test on stored values.
     private static func equality<Value: AttributeValueConvertible>(
-        _ keyPath: KeyPath<Self, Value>, _ value: Value, of entity: EntityDescription
+        _ keyPath: KeyPath<Self, Value>, _ value: Value, of entity: EntityDescription, in context: ManagedObjectContext
     ) throws(StrataError) -> ValueTest {
-        guard let read = PropertyProbe.property(read: keyPath, entity: entity) else {
+        guard let read = context.keyLookups.attributes.read(keyPath, of: entity) else {
             throw StrataError(.invalidArgument, """
                 \(keyPath) does not read one stored attribute of \(entity.name): look objects up by an @Attribute property \
                 (or use first(in:where:sortedBy:) with a #Predicate)

@@ -175,7 +175,7 @@ extension ManagedObject {
             if entity.destinations[index] != nil {
                 context.setRelationship(of: self, at: index, to: value)
             } else {
-                context.objectWillChange(self)
+                context.objectWillChange(self, at: index)
                 changingValue(at: index) { values[index] = value }
             }
         }

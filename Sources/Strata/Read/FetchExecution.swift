@@ -102,15 +102,15 @@ extension ManagedObjectContext {
     /// ``FetchableObject/first(in:where:sortedBy:)`` whose predicate translates.
     func firstObject<Result: ManagedObject>(of type: Result.Type, entity: EntityDescription, passing test: ValueTest) throws(StrataError) -> Result? {
         beginRead()
-        let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         let source = try SourceView(of: self)
         // Where the ancestors hold no change, a lookup by one indexed
-        // attribute's value takes its own path (``pointLookup(of:_:test:source:cacheEpoch:)``).
+        // attribute's value takes its own path (``pointLookup(of:_:test:source:)``).
         if source.layers.isEmpty, let term = PointTerm(test, entity: entity) {
-            guard let object = try pointLookup(of: entity, term, test: test, source: source, cacheEpoch: cacheEpoch) else { return nil }
+            guard let object = try pointLookup(of: entity, term, test: test, source: source) else { return nil }
             countFetched(1)
             return unsafeDowncast(object, to: Result.self)
         }
+        let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         var evaluation = try PredicateEvaluation(test, entity: entity, context: self)
         var found: FetchMatch?
         try forEachMatch(of: entity, includesPending: true, evaluation: &evaluation, rows: .kept, stopAfter: 1, source: source) { match, _ in
@@ -447,7 +447,7 @@ extension ManagedObjectContext {
         // This context's inserts and updates that the plan's index would
         // select were they stored: looked up by key, not judged one by one.
         let pendingByKey = includesPending && checksRegistry ? plan.leading.map { leading in
-            pendingKeys.changedObjects(of: entity, leading, in: self)
+            keyLookups.pending.changedObjects(of: entity, leading, in: self)
         } : nil
         // A page with no order that this context's own changes fill is
         // theirs: the source is not read (a find-or-create that meets an

@@ -15,7 +15,7 @@ struct StoreReadVersion: Equatable {
 ///
 /// Only the store's answer is kept, never a verdict: the object is judged
 /// again at every lookup by this context's state, as the walk would judge
-/// it (``ManagedObjectContext/pointLookup(of:_:test:source:cacheEpoch:)``),
+/// it (``ManagedObjectContext/pointLookup(of:_:test:source:)``),
 /// and whatever the walk would have to read or skip sends the lookup to
 /// the walk. Each lookup pays one version check for it.
 ///
@@ -38,38 +38,31 @@ struct LookupMemo {
     /// mostly number fewer.
     static let capacity = 4_096
 
-    /// The version the entries were read at; nil when there are none.
-    private var version: StoreReadVersion?
-    private var entries: [Key: ObjectID] = [:]
+    /// Each key's first entry, and the version it was read at. An entry
+    /// read at another version is stale: never answered, replaced by the
+    /// next walk of its key — so a write costs nothing here, where emptying
+    /// the table at each new version cost a pass over its room.
+    private var entries: [Key: (id: ObjectID, version: StoreReadVersion)] = [:]
 
     /// The object whose entry came first for `key` in index `index` of
     /// `entity`, if the store is still at the version it was read at.
-    mutating func firstEntry(of entity: EntityDescription, index: Int, key: [UInt8], at version: StoreReadVersion) -> ObjectID? {
-        guard self.version == version else {
-            // Stale: emptied, its room kept for the keys the next reads bring.
-            if self.version != nil {
-                entries.removeAll(keepingCapacity: true)
-                self.version = nil
-            }
-            return nil
-        }
-        return entries[Key(entity: entity.index, index: index, bytes: key)]
+    func firstEntry(of entity: EntityDescription, index: Int, key: [UInt8], at version: StoreReadVersion) -> ObjectID? {
+        guard let entry = entries[Key(entity: entity.index, index: index, bytes: key)], entry.version == version else { return nil }
+        return entry.id
     }
 
     /// Keeps `id` as the first entry for `key`, read at `version` (read
     /// before the walk that found it: a write since makes it stale early,
     /// never late).
     mutating func remember(_ id: ObjectID, firstFor key: [UInt8], index: Int, of entity: EntityDescription, at version: StoreReadVersion) {
-        if self.version != version || entries.count >= Self.capacity {
-            entries.removeAll(keepingCapacity: true)
-            self.version = version
-        }
-        entries[Key(entity: entity.index, index: index, bytes: key)] = id
+        let key = Key(entity: entity.index, index: index, bytes: key)
+        // Full of keys (most of them stale, when the store moves on): started again.
+        if entries.count >= Self.capacity && entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+        entries[key] = (id, version)
     }
 
     /// Lets go of every entry and its room (a context's reset).
     mutating func removeAll() {
         entries.removeAll()
-        version = nil
     }
 }

@@ -27,9 +27,6 @@ struct PublishedChanges: Sendable {
     /// `objects` by the key of an attribute, built by the first reader that
     /// asks (one per copy: a copy never changes once published).
     let keys = PublishedKeys()
-
-    /// No change, shared (its key table stays empty: it has no object).
-    static let nothing = PublishedChanges()
 }
 
 /// A published copy's objects by the index key of one attribute of one

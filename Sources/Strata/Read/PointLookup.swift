@@ -17,7 +17,7 @@ extension ManagedObjectContext {
     /// holds no level above the store — and this context see it; nil when
     /// none matches.
     func pointLookup(
-        of entity: EntityDescription, _ term: PointTerm, test: ValueTest, source: SourceView, cacheEpoch: UInt64
+        of entity: EntityDescription, _ term: PointTerm, test: ValueTest, source: SourceView
     ) throws(StrataError) -> ManagedObject? {
         var judged = 0
         defer { judgedObjects &+= judged }
@@ -30,7 +30,7 @@ extension ManagedObjectContext {
         // This context's inserts and updates keyed as the constant: an
         // insert that passes is the answer; an update, if it still exists
         // in the store (as a scan would have met it).
-        let pending = checksRegistry ? pendingKeys.changedObjects(of: entity, term.leading, in: self) : []
+        let pending = checksRegistry ? keyLookups.pending.changedObjects(of: entity, term.leading, in: self) : []
         for object in pending {
             if object.flags.contains(.inserted) {
                 if passes(object) { return object }
@@ -47,7 +47,7 @@ extension ManagedObjectContext {
         // Anything else — a record to read, an entry to skip — is left to
         // the walk.
         let version = try coordinator.storeReadVersion()
-        if let id = lookupMemo.firstEntry(of: entity, index: term.indexNumber, key: term.key, at: version) {
+        if let id = keyLookups.memo.firstEntry(of: entity, index: term.indexNumber, key: term.key, at: version) {
             if let object = registry[id] {
                 // A fault is filled with the store's values, here from the
                 // row cache where the walk would decode its record.
@@ -66,7 +66,10 @@ extension ManagedObjectContext {
         // reads it anyway) and the object registered after the store's read.
         // Objects held here that the index's entries named: most lookups
         // meet one (a unique key), kept without a set's allocation.
-        indexWalks &+= 1
+        keyLookups.walks &+= 1
+        // Read before the records are: a row the walk offers is cached only
+        // if no write since may have changed it.
+        let cacheEpoch = coordinator.rowCacheEpoch
         var firstEntry: ObjectID?
         var firstVisited: ObjectID?
         var moreVisited: Set<ObjectID> = []
@@ -99,7 +102,7 @@ extension ManagedObjectContext {
             return false
         }
         if let answer = foundStored ?? found?.objectID, answer == firstEntry {
-            lookupMemo.remember(answer, firstFor: term.key, index: term.indexNumber, of: entity, at: version)
+            keyLookups.memo.remember(answer, firstFor: term.key, index: term.indexNumber, of: entity, at: version)
         }
         if let foundStored { return registeredOrFault(for: foundStored, fetched: true) }
         if let found { return found }

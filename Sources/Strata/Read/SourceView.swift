@@ -59,9 +59,6 @@ struct SourceView {
         /// Whether this level changed nothing.
         var isEmpty: Bool { published.objects.isEmpty && deferred.isEmpty }
 
-        /// A level that changed nothing (made without an allocation).
-        static var nothing: Layer { Layer(published: PublishedChanges.nothing, deferred: []) }
-
         /// How many objects this level changed, of every entity.
         var changeCount: Int { published.objects.count + deferred.reduce(0) { $0 + $1.changes.inserted.count + $1.changes.updated.count + $1.changes.deleted.count } }
 
@@ -104,7 +101,7 @@ struct SourceView {
             let layer = try level._withUnsafeGuaranteedRef { level in Result { () throws(StrataError) in try level.layerForChildren() } }.get()
             // A level with no change says nothing of any object: left out, a
             // lookup under a parent that saved all it had builds no list.
-            if !layer.isEmpty { layers.append(layer) }
+            if let layer, !layer.isEmpty { layers.append(layer) }
             ancestor = level._withUnsafeGuaranteedRef { $0.parent.map { Unmanaged.passUnretained($0) } }
         }
         self.layers = layers
