@@ -43,7 +43,10 @@ extension FetchableObject {
         try checkDirectUse(of: context, "\(Self.self).first(in:)")
         // Without an order, any match is the first: the lookup that
         // `first(in:where:equals:)` makes, for the translated predicate.
-        if sortDescriptors.isEmpty, let predicate, let entity = context.model.entity(for: Self.self),
+        // (`count`, not `isEmpty`: this generic code, unspecialized in the
+        // caller's module, would look up the array's type and conformance
+        // at run time for `isEmpty`, on every lookup of a find-or-create.)
+        if sortDescriptors.count == 0, let predicate, let entity = context.model.entity(for: Self.self),
            let test = ValueTest.compile(predicate, entity: entity) {
             return try context.firstObject(of: Self.self, entity: entity, passing: test)
         }
