@@ -29,8 +29,8 @@ struct KeyLookups {
 
 /// Which attribute each key path a lookup names reads, for one context:
 /// found by the key path's identity (a literal in a loop is one object)
-/// with no lock, where ``PropertyProbe``'s process-wide table takes one —
-/// the lookup's largest fixed cost after its walk.
+/// with no lock, where ``PropertyProbe``'s process-wide table takes one at
+/// every lookup.
 ///
 /// Guarded by the owning context's queue.
 struct AttributeReads {
