@@ -41,16 +41,35 @@ extension FetchableObject {
         sortedBy sortDescriptors: [SortDescriptor<Self>] = []
     ) throws(StrataError) -> Self? {
         try checkDirectUse(of: context, "\(Self.self).first(in:)")
-        // Without an order, any match is the first: the lookup that
-        // `first(in:where:equals:)` makes, for the translated predicate.
-        // (`count`, not `isEmpty`: this generic code, unspecialized in the
-        // caller's module, would look up the array's type and conformance
-        // at run time for `isEmpty`, on every lookup of a find-or-create.)
-        if sortDescriptors.count == 0, let predicate, let entity = context.model.entity(for: Self.self),
-           let test = ValueTest.compile(predicate, entity: entity) {
+        // Without an order, any match is the first.
+        if sortDescriptors.isEmpty, let predicate { return try firstMatch(of: predicate, in: context) }
+        var request = FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors)
+        request.fetchLimit = 1
+        return try context.fetch(request).first
+    }
+
+    /// An object matching `predicate`, or nil when none does: with no order
+    /// asked for, any match is the first — the lookup of a find-or-create,
+    /// made as ``first(in:where:equals:)`` makes it where the predicate
+    /// translates. ``first(in:where:sortedBy:)`` with no sort order, without
+    /// the run-time look-ups of its optional and array arguments' types,
+    /// which a find-or-create paid at every record.
+    ///
+    /// ```swift
+    /// let item = try Item.first(in: context, where: #Predicate { $0.remoteID == 42 })
+    /// ```
+    public static func first(in context: ManagedObjectContext, where predicate: Predicate<Self>) throws(StrataError) -> Self? {
+        try checkDirectUse(of: context, "\(Self.self).first(in:where:)")
+        return try firstMatch(of: predicate, in: context)
+    }
+
+    /// The lookup `first(in:where:equals:)` makes, for the translated
+    /// predicate; a fetch of one otherwise.
+    private static func firstMatch(of predicate: Predicate<Self>, in context: ManagedObjectContext) throws(StrataError) -> Self? {
+        if let entity = context.model.entity(for: Self.self), let test = ValueTest.compile(predicate, entity: entity) {
             return try context.firstObject(of: Self.self, entity: entity, passing: test)
         }
-        var request = FetchRequest<Self>(predicate: predicate, sortBy: sortDescriptors)
+        var request = FetchRequest<Self>(predicate: predicate)
         request.fetchLimit = 1
         return try context.fetch(request).first
     }
