@@ -276,7 +276,7 @@ import Testing
                 case 2, 3:
                     // A key, or a property no lookup keys by (an attribute
                     // with no index, a to-many and its inverse): an object
-                    // changed here already is keyed again only for the first.
+                    // changed here already is keyed again only when a key moves.
                     if !held.isEmpty {
                         let recipe = held[pick % held.count]
                         switch pick % 4 {

@@ -51,14 +51,16 @@ extension FetchableObject {
     /// An object matching `predicate`, or nil when none does: with no order
     /// asked for, any match is the first — the lookup of a find-or-create,
     /// made as ``first(in:where:equals:)`` makes it where the predicate
-    /// translates. ``first(in:where:sortedBy:)`` with no sort order, without
-    /// the run-time look-ups of its optional and array arguments' types,
-    /// which a find-or-create paid at every record.
+    /// translates. ``first(in:where:sortedBy:)`` with no sort order.
     ///
     /// ```swift
     /// let item = try Item.first(in: context, where: #Predicate { $0.remoteID == 42 })
     /// ```
     public static func first(in context: ManagedObjectContext, where predicate: Predicate<Self>) throws(StrataError) -> Self? {
+        // An overload of its own: through first(in:where:sortedBy:), generic
+        // and unspecialized in the caller's module, every lookup of a
+        // find-or-create looked up its optional and array arguments' types
+        // at run time and copied the predicate through its value witness.
         try checkDirectUse(of: context, "\(Self.self).first(in:where:)")
         return try firstMatch(of: predicate, in: context)
     }
