@@ -69,8 +69,10 @@ import Testing
             acknowledged = max(acknowledged, highest)
 
             // A child killed before it made the store (a slow start on a
-            // busy machine) acknowledged nothing and left nothing to check.
-            if acknowledged == 0 && !FileManager.default.fileExists(atPath: store) { continue }
+            // busy machine) acknowledged nothing and left nothing to check:
+            // no directory, or one with no MANIFEST yet (killed while making
+            // it: the LOCK is there, and the next open creates the store).
+            if acknowledged == 0 && !FileManager.default.fileExists(atPath: store + "/MANIFEST") { continue }
 
             // 2. strata-dump verify, on the store as the kill left it.
             do {
