@@ -26,6 +26,24 @@ import Testing
         #expect(packed.count == keys.count)
     }
 
+    /// Many prefixes appended at once are what appending each would make,
+    /// behind ranges already there: a shared prefix (none, or ending in
+    /// 0xFF) before keys that are empty, all 0xFF, or end in 0xFF.
+    @Test func prefixesAppendedAtOnceAreThePrefixesAppendedOneByOne() {
+        let keys = Self.randomKeys(700, seed: 11) + [[0xFF, 0xFF], [], [0x41, 0xFF]]
+        for prefix in [[], [0x01, 0x07], [0xFF], [0x41, 0xFF, 0xFF]] as [[UInt8]] {
+            var oneByOne = KeyRanges([KeyRange(start: [2], end: [3])])
+            var atOnce = oneByOne
+            for key in keys { oneByOne.appendPrefix { $0 += prefix; $0 += key } }
+            let (buffer, spans) = Self.packed(keys)
+            buffer.withUnsafeBytes { raw in
+                atOnce.appendPrefixes(prefix, followedByEach: keys.count) { UnsafeRawBufferPointer(rebasing: raw[spans[$0]]) }
+            }
+            #expect(atOnce == oneByOne, "prefix \(prefix)")
+            #expect(atOnce.ranges == [KeyRange(start: [2], end: [3])] + keys.map { KeyRange(prefix: prefix + $0) })
+        }
+    }
+
     @Test func rangesAreLentInOrderOrLastFirst() {
         let ranges = [KeyRange(start: [1], end: [2]), KeyRange(start: [3], end: nil), KeyRange(prefix: [5, 0xFF])]
         let packed = KeyRanges(ranges)

@@ -94,8 +94,9 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// What lookups by an attribute's value keep (see ``KeyLookups``).
     @exclusivity(unchecked) var keyLookups = KeyLookups()
     /// Objects inserted and deleted again before a save: gone, but a
-    /// reference to one must still fail validation.
-    var discardedInserts: Set<ObjectID> = []
+    /// reference to one must still fail validation. (Read for every match
+    /// a fetch meets.)
+    @exclusivity(unchecked) var discardedInserts: Set<ObjectID> = []
     /// Objects registered for fetches' results since the last
     /// ``releaseUnreferencedFetched()``: the ones it checks, so that letting
     /// go costs what was fetched, not what is registered.
@@ -131,7 +132,8 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     var publishedTakenInThrough: UInt64 = 0
     /// How many of ``deferredChildSaves`` a `.mainQueue` context holds
     /// without having made their objects (see ``holdChildSave(_:from:)``).
-    var heldSaveCount = 0
+    /// (Read for every object a fetch registers.)
+    @exclusivity(unchecked) var heldSaveCount = 0
     /// The new objects of held saves that the next objects-did-change
     /// carries, per save (by its ``DeferredChildSaves/Entry/sequence``), oldest first.
     var heldInsertsToAnnounce: [(sequence: UInt64, ids: [ObjectID])] = []

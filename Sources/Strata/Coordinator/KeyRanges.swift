@@ -61,6 +61,44 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
         bounds.append(Bounds(start: start, startCount: Int32(startCount), endCount: endCount > 0 ? Int32(endCount) : -1))
     }
 
+    /// Appends, for each of `count` keys (`key(i)`, in order), the range of
+    /// the keys that start with `prefix` followed by it, as
+    /// ``appendPrefix(_:)`` would one by one: the buffer grown once, each
+    /// start and end copied in place (an `IN` of thousands of values).
+    mutating func appendPrefixes(_ prefix: [UInt8], followedByEach count: Int, _ key: (Int) -> UnsafeRawBufferPointer) {
+        var keyBytes = 0
+        for i in 0..<count { keyBytes += key(i).count }
+        // At most: each range's start and its end, both as long as the start.
+        let most = 2 * (count * prefix.count + keyBytes)
+        let base = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: most))
+        bounds.reserveCapacity(bounds.count + count)
+        var at = base
+        bytes.withUnsafeMutableBytes { out in
+            prefix.withUnsafeBytes { prefix in
+                for i in 0..<count {
+                    let start = at
+                    if let from = prefix.baseAddress { out.baseAddress!.advanced(by: at).copyMemory(from: from, byteCount: prefix.count) }
+                    at += prefix.count
+                    let k = key(i)
+                    if let from = k.baseAddress { out.baseAddress!.advanced(by: at).copyMemory(from: from, byteCount: k.count) }
+                    at += k.count
+                    let startCount = at - start
+                    // The end: trailing 0xFF bytes dropped, the last byte left incremented.
+                    var endCount = startCount
+                    while endCount > 0 && out[start + endCount - 1] == 0xFF { endCount -= 1 }
+                    if endCount > 0 {
+                        out.baseAddress!.advanced(by: at).copyMemory(from: out.baseAddress!.advanced(by: start), byteCount: endCount)
+                        out[at + endCount - 1] += 1
+                        at += endCount
+                    }
+                    bounds.append(Bounds(start: start, startCount: Int32(startCount), endCount: endCount > 0 ? Int32(endCount) : -1))
+                }
+            }
+        }
+        bytes.removeLast(base + most - at)
+    }
+
     /// Range `i`, copied out.
     subscript(i: Int) -> KeyRange {
         let b = bounds[i]

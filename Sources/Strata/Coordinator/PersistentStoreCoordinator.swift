@@ -71,7 +71,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var erasesOnModelMismatch: Bool { lock.withLock { _erasesStoreOnModelMismatch } }
 
     private let cacheLock = Lock()
-    private var rowCache: RowCache           // guarded by `cacheLock`
+    /// Guarded by `cacheLock`, which orders every access: the runtime's
+    /// exclusivity checks are left out (a fault fetch asks it once a row).
+    @exclusivity(unchecked) private var rowCache: RowCache
 
     /// What recent saves changed, for fetches through an index.
     let changeLog = StoreChangeLog()
@@ -354,7 +356,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// (``offerFetched(_:epoch:_:)``): it is below its budget and does not
     /// hold the row. A fetch of faults reads no record it would not take.
     func rowCacheWants(_ id: ObjectID) -> Bool {
-        cacheLock.withLock { rowCache.bytes < rowCache.budget && !rowCache.contains(id) }
+        cacheLock.withLock { rowCache.wants(id) }
     }
 
     /// Offers the row cache `id`'s row, which a fetch read from the store:

@@ -34,6 +34,10 @@ struct RowCache {
 
     func contains(_ id: ObjectID) -> Bool { entries.index(forKey: id) != nil }
 
+    /// Whether an offered row for `id` would be taken: the cache is below
+    /// its budget and does not hold the row.
+    func wants(_ id: ObjectID) -> Bool { bytes < budget && entries.index(forKey: id) == nil }
+
     /// Caches `snapshot`, dropping the oldest entries if that passes the budget.
     mutating func insert(_ snapshot: Snapshot, for id: ObjectID) {
         let size = Self.estimatedBytes(of: snapshot)

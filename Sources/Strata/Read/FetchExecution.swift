@@ -373,8 +373,10 @@ extension ManagedObjectContext {
         // The translated test, outside the generic evaluation: the loop
         // below runs once per stored record.
         let compiled = evaluation.compiled
-        // What the walk counts and keeps, in one local: the nested functions
-        // below share it, and capture one variable rather than four.
+        // What the walk counts and keeps, in one local. The nested functions
+        // below take it inout rather than capture it: captured by functions
+        // called this many closures deep, it stayed in a heap box whose
+        // every access the runtime checked (two checks a match).
         var walk = MatchWalk(fields: RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0))
         let plan = QueryPlanner.plan(compiled?.test, entity: entity)
         let source: SourceView
@@ -388,11 +390,11 @@ extension ManagedObjectContext {
         // (``QueryPlan/isExact``): an `IN` of many keys reads each once.
         let trustsIndex = plan.isExact
         defer { judgedObjects &+= walk.judged &+ evaluation.judged }
-        func deliver(_ match: FetchMatch, _ row: SourceRow?) throws(StrataError) {
+        func deliver(_ match: FetchMatch, _ row: SourceRow?, _ walk: inout MatchWalk) throws(StrataError) {
             try body(match, row)
             walk.delivered &+= 1
         }
-        @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
+        @inline(__always) func judgeUnregistered(_ id: ObjectID, _ row: SourceRow, _ walk: inout MatchWalk) throws(StrataError) {
             let passes: Bool
             if trustsIndex, row.isStored {
                 passes = true
@@ -402,13 +404,13 @@ extension ManagedObjectContext {
             } else {
                 passes = try evaluation.matches(id, row)
             }
-            if passes { try deliver(.unregistered(id, rows == .kept ? row.kept() : nil), rows.lends ? row : nil) }
+            if passes { try deliver(.unregistered(id, rows == .kept ? row.kept() : nil), rows.lends ? row : nil, &walk) }
         }
         // A count or a fetch of IDs through an exact plan reads entries, not records.
         let unread = rows == .none && plan.isExact
-        func visit(_ id: ObjectID, _ row: SourceRow) throws(StrataError) {
+        func visit(_ id: ObjectID, _ row: SourceRow, _ walk: inout MatchWalk) throws(StrataError) {
             if !checksRegistry {
-                try judgeUnregistered(id, row)
+                try judgeUnregistered(id, row, &walk)
             } else if let object = registry[id] {
                 // Judged here, so the pass over held objects below skips it
                 // (which a lookup stopped by its first match never makes).
@@ -420,7 +422,7 @@ extension ManagedObjectContext {
                 if object.flags.contains(.fault) {
                     // A fault holds the source's values, which the entry matched.
                     if case .indexed = row {
-                        if !object.flags.contains(.invalidated) { try deliver(.registered(object), nil) }
+                        if !object.flags.contains(.invalidated) { try deliver(.registered(object), nil, &walk) }
                         return
                     }
                     fill(object, try row.snapshot())
@@ -428,20 +430,20 @@ extension ManagedObjectContext {
                     // selected: a match without judging them again.
                     if trustsIndex, case .stored = row, !object.flags.contains(.invalidated),
                        !(includesPending && object.flags.contains(.deleted)) {
-                        try deliver(.registered(object), !includesPending && rows.lends ? row : nil)
+                        try deliver(.registered(object), !includesPending && rows.lends ? row : nil, &walk)
                         return
                     }
                 }
                 if object.flags.contains(.invalidated) { return }
                 if includesPending {
                     if object.flags.contains(.deleted) { return }
-                    if try evaluation.matches(object) { try deliver(.registered(object), nil) }
+                    if try evaluation.matches(object) { try deliver(.registered(object), nil, &walk) }
                 } else if try evaluation.matches(id, row) {
                     // Judged, and read, by the source's values.
-                    try deliver(.registered(object), rows.lends ? row : nil)
+                    try deliver(.registered(object), rows.lends ? row : nil, &walk)
                 }
             } else if !discardedInserts.contains(id) {
-                try judgeUnregistered(id, row)
+                try judgeUnregistered(id, row, &walk)
             }
         }
         // This context's inserts and updates that the plan's index would
@@ -464,7 +466,7 @@ extension ManagedObjectContext {
                 }
             }
             if page.count == stopAfter {
-                for object in page { try deliver(.registered(object), nil) }
+                for object in page { try deliver(.registered(object), nil, &walk) }
                 return
             }
         }
@@ -484,7 +486,7 @@ extension ManagedObjectContext {
             recordsWanted = nil
         }
         try source.forEachWhile(of: entity, plan: plan, leavingRecordsUnread: unread, recordsWanted: recordsWanted) { (id, row) throws(StrataError) -> Bool in
-            try visit(id, row)
+            try visit(id, row, &walk)
             return walk.delivered < stopAfter
         }
         // A fetch with a limit and no order has its page: nothing else is judged.
@@ -494,23 +496,23 @@ extension ManagedObjectContext {
             // a snapshot older than the source, contract C10) where
             // the index, which holds the source's, did not select it.
             // It must still exist in the source, as a scan would have met it.
-            func judge(_ object: ManagedObject) throws(StrataError) {
+            func judge(_ object: ManagedObject, _ walk: inout MatchWalk) throws(StrataError) {
                 guard object.flags.isDisjoint(with: [.fault, .inserted, .deleted, .invalidated]) else { return }
-                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try deliver(.registered(object), nil) }
+                if try evaluation.matches(object), try source.snapshot(for: object.objectID) != nil { try deliver(.registered(object), nil, &walk) }
             }
             for id in possiblyStaleObjects(of: entity, source: source, updatedAmong: pendingByKey)
             where !walk.visited.contains(id) && walk.delivered < stopAfter {
-                try judge(registry[id]!)
+                try judge(registry[id]!, &walk)
             }
         }
         if includesPending {
             if let pendingByKey {
                 for object in pendingByKey where object.flags.contains(.inserted) && walk.delivered < stopAfter {
-                    if try evaluation.matches(object) { try deliver(.registered(object), nil) }
+                    if try evaluation.matches(object) { try deliver(.registered(object), nil, &walk) }
                 }
             } else {
                 for object in inserted.values where object.entity === entity && walk.delivered < stopAfter {
-                    if try evaluation.matches(object) { try deliver(.registered(object), nil) }
+                    if try evaluation.matches(object) { try deliver(.registered(object), nil, &walk) }
                 }
             }
         }

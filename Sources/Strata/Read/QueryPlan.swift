@@ -333,7 +333,7 @@ enum QueryPlanner {
             keyRanges.reserveCapacity(ranges: prefixCount, bytes: 2 * prefixCount * (prefix.count + 16))
             for p in prefixes {
                 if let tail {
-                    tail.forEachKey { key in keyRanges.appendPrefix { $0 += p; $0.append(contentsOf: key) } }
+                    tail.withKeys { count, key in keyRanges.appendPrefixes(p, followedByEach: count, key) }
                 } else {
                     keyRanges.appendPrefix { $0 += p }
                 }
@@ -393,10 +393,18 @@ enum QueryPlanner {
         }
         // Every encoding in one buffer, sorted as spans of it.
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(term.constants.count * 16)
+        // Room for every encoding, so the buffer is not copied as it grows:
+        // a string's is its UTF-8, a tag and an end (escapes aside).
+        bytes.reserveCapacity(term.constants.reduce(0) { room, constant in
+            if case .string(let string) = constant { return room + string.utf8.count + 3 }
+            return room + 17
+        })
         var spans: [Range<Int>] = []
         spans.reserveCapacity(term.constants.count + 1)
         var nullEncoded = false
+        // A stored null reads as null (the usual case: no constant but null
+        // equals it), or as a value some constant may equal.
+        var nullMayEqual = term.null != .null
         for constant in term.constants {
             if case .null = constant {
                 nullEncoded = true
@@ -405,7 +413,10 @@ enum QueryPlanner {
             let start = bytes.count
             IndexKeyCoding.appendValue(constant, to: &bytes)
             spans.append(start..<bytes.count)
-            if !nullEncoded && ValueTest.holds(term.null, .equal, constant) { nullEncoded = true }
+            if nullMayEqual && ValueTest.holds(term.null, .equal, constant) {
+                nullEncoded = true
+                nullMayEqual = false
+            }
         }
         if nullEncoded {
             spans.append(bytes.count..<bytes.count + 1)

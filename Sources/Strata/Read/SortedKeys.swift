@@ -68,6 +68,12 @@ struct SortedKeys: RandomAccessCollection, Equatable, Sendable {
         }
     }
 
+    /// Calls `body` with the number of keys and a lookup of key `i`, lent
+    /// for the call (a caller that copies them all out sizes its buffer first).
+    func withKeys<R>(_ body: (_ count: Int, _ key: (Int) -> UnsafeRawBufferPointer) -> R) -> R {
+        bytes.withUnsafeBytes { raw in body(count) { i in UnsafeRawBufferPointer(rebasing: raw[span(i)]) } }
+    }
+
     /// Whether `key` is one of them (a binary search).
     func contains(_ key: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { raw in

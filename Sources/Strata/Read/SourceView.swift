@@ -343,7 +343,9 @@ struct SourceView {
             try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try each(id, .indexed) }
         } else if let wanted = reading.wanted, plan.isExact {
             try coordinator.forEachStored(of: entity, in: plan, reading: wanted) { (id, record) throws(StrataError) -> Bool in
-                try each(id, record.map { .stored($0) } ?? .indexed)
+                // Not `record.map`, which copies the record to find it is nil.
+                guard let record else { return try each(id, .indexed) }
+                return try each(id, .stored(record))
             }
         } else {
             try coordinator.forEachStored(of: entity, in: plan) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
