@@ -62,7 +62,7 @@ extension ManagedObjectContext {
     /// Remembers an object registered for a fetch, for ``releaseUnreferencedFetched()``.
     @inline(__always)
     private func noteFetched(_ id: ObjectID) {
-        guard !retainsRegisteredObjects else { return }
+        guard !retainsRegistered else { return }
         recentlyFetched.append(id)
         if recentlyFetched.count == 1 { scheduleProcessingIfUsedDirectly() }
     }

@@ -14,7 +14,7 @@ extension ManagedObjectContext {
 
     /// Counts objects a fetch handed out towards checking ``heldFetched`` again.
     func countFetched(_ count: Int) {
-        guard !retainsRegisteredObjects, !heldFetched.isEmpty else { return }
+        guard !retainsRegistered, !heldFetched.isEmpty else { return }
         fetchedSinceHeldChecked += count
     }
 

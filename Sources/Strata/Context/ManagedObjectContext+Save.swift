@@ -62,7 +62,7 @@ extension ManagedObjectContext {
                     // (Until the window's close publishes, a producer counts
                     // them as waiting: it waits a moment longer, no more.)
                     objectsBeingStored.store(0, ordering: .relaxed)
-                    if !retainsRegisteredObjects { releaseUnreferencedObjects(saved, registeredInserts: registeredInserts) }
+                    if !retainsRegistered { releaseUnreferencedObjects(saved, registeredInserts: registeredInserts) }
                     return (saved, collectPendingChanges())
                 }
             } catch where error.code == .constraintConflict && upsertRounds < Self.upsertRoundLimit {

@@ -196,7 +196,13 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     ///     try context.fetch(FetchRequest<Recipe>()).reduce(0) { $0 + $1.servings }
     /// }   // let go: the context holds none of the recipes now
     /// ```
-    public var retainsRegisteredObjects = false
+    public var retainsRegisteredObjects: Bool {
+        get { retainsRegistered }
+        set { retainsRegistered = newValue }
+    }
+    /// ``retainsRegisteredObjects``, read for every object a fetch
+    /// registers: unchecked.
+    @exclusivity(unchecked) var retainsRegistered = false
 
     // MARK: State guarded by `relationsLock`
 
