@@ -101,6 +101,16 @@ final class MemoryFileSystem: FileSystem, @unchecked Sendable {
         }
     }
 
+    /// `posix_fallocate`: at least `size` long, zeros past what was written.
+    func allocate(_ fd: FileDescriptor, size: UInt64) throws(SystemCallError) {
+        try lock.withLock { () throws(SystemCallError) in
+            let path = try path(of: fd, "posix_fallocate")
+            var file = files[path] ?? []
+            if file.count < Int(size) { file.append(contentsOf: repeatElement(0, count: Int(size) - file.count)) }
+            files[path] = file
+        }
+    }
+
     func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 {
         try lock.withLock { () throws(SystemCallError) -> UInt64 in UInt64(files[try path(of: fd, "fstat")]?.count ?? 0) }
     }

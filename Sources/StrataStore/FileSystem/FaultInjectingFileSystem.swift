@@ -41,7 +41,7 @@ import Musl
 package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
     /// The calls a fault can be injected into, one per ``FileSystem`` requirement.
     package enum Operation: String, CaseIterable, Sendable {
-        case open, close, read, write, sync, startWriteback, truncate, size, lock, rename, remove
+        case open, close, read, write, sync, startWriteback, truncate, allocate, size, lock, rename, remove
         case makeDirectory, listDirectory, syncDirectory, status
 
         /// The syscall an injected failure names, as ``POSIXFileSystem`` would.
@@ -54,6 +54,7 @@ package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
             case .sync: "fdatasync"
             case .startWriteback: "sync_file_range"
             case .truncate: "ftruncate"
+            case .allocate: "posix_fallocate"
             case .size: "fstat"
             case .lock: "flock"
             case .rename: "rename"
@@ -267,6 +268,11 @@ package final class FaultInjectingFileSystem: FileSystem, @unchecked Sendable {
     package func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) {
         try check(.truncate, fd)
         try base.truncate(fd, to: size)
+    }
+
+    package func allocate(_ fd: FileDescriptor, size: UInt64) throws(SystemCallError) {
+        try check(.allocate, fd)
+        try base.allocate(fd, size: size)
     }
 
     package func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 {

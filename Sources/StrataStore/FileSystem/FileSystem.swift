@@ -34,6 +34,11 @@ package protocol FileSystem: Sendable {
     func startWriteback(_ fd: FileDescriptor, offset: UInt64, length: UInt64) throws(SystemCallError)
     /// `ftruncate(2)`.
     func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError)
+    /// `posix_fallocate(2)` of the file's first `size` bytes: the file is at
+    /// least `size` long and its blocks are allocated; what was never
+    /// written reads as zeros. Fails with `EOPNOTSUPP` where the file system
+    /// cannot (and always off Linux), `ENOSPC`, `EFBIG`, `EIO`.
+    func allocate(_ fd: FileDescriptor, size: UInt64) throws(SystemCallError)
     /// `fstat(2)`'s size.
     func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64
     /// `flock(fd, LOCK_EX | LOCK_NB)`: `EWOULDBLOCK` when another open file holds it.
@@ -170,7 +175,10 @@ extension FileSystem {
     /// Reads a file's first `header` bytes (fewer when it is shorter) and
     /// its bytes from `offset` to its end, through one open: a reader that
     /// reads on in a file can check that the file is still the one it read.
-    package func readFile(_ path: String, header: Int, from offset: Int) throws(SystemCallError) -> (header: [UInt8], tail: [UInt8]) {
+    ///
+    /// `atMost`: read no more than this many bytes from `offset` (a log
+    /// made ahead of its frames is zeros past them, to its end).
+    package func readFile(_ path: String, header: Int, from offset: Int, atMost limit: Int = .max) throws(SystemCallError) -> (header: [UInt8], tail: [UInt8]) {
         let fd = try open(path, .readOnly)
         defer { try? close(fd) }
         var head = [UInt8](repeating: 0, count: header)
@@ -180,13 +188,13 @@ extension FileSystem {
             }.get()
             if n < head.count { head.removeLast(head.count - n) }
         }
-        return (head, try readTail(fd, from: offset, path: path))
+        return (head, try readTail(fd, from: offset, atMost: limit, path: path))
     }
 
-    private func readTail(_ fd: FileDescriptor, from offset: Int, path: String) throws(SystemCallError) -> [UInt8] {
+    private func readTail(_ fd: FileDescriptor, from offset: Int, atMost limit: Int, path: String) throws(SystemCallError) -> [UInt8] {
         let size = Int(try self.size(fd))
         guard size > offset else { return [] }
-        var bytes = [UInt8](repeating: 0, count: size - offset)
+        var bytes = [UInt8](repeating: 0, count: min(size - offset, limit))
         let n = try bytes.withUnsafeMutableBytes { buffer in
             Result { () throws(SystemCallError) -> Int in try readAll(fd, into: buffer, at: UInt64(offset), path: path) }
         }.get()

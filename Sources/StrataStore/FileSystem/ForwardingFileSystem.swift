@@ -29,6 +29,7 @@ extension ForwardingFileSystem {
         try base.startWriteback(fd, offset: offset, length: length)
     }
     package func truncate(_ fd: FileDescriptor, to size: UInt64) throws(SystemCallError) { try base.truncate(fd, to: size) }
+    package func allocate(_ fd: FileDescriptor, size: UInt64) throws(SystemCallError) { try base.allocate(fd, size: size) }
     package func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 { try base.size(fd) }
     package func lockExclusive(_ fd: FileDescriptor) throws(SystemCallError) { try base.lockExclusive(fd) }
     package func lockHolder(_ fd: FileDescriptor) -> LockHolder? { base.lockHolder(fd) }

@@ -103,6 +103,19 @@ package struct POSIXFileSystem: FileSystem {
         _ = try retryingEINTR("ftruncate", nil) { ftruncate(fd.rawValue, length) }
     }
 
+    /// `posix_fallocate(2)` from 0 to `size`, which returns its error
+    /// rather than setting `errno`. `EOPNOTSUPP` off Linux.
+    package func allocate(_ fd: FileDescriptor, size: UInt64) throws(SystemCallError) {
+        #if os(Linux)
+        let length = try fileOffset(size, call: "posix_fallocate")
+        var code = posix_fallocate(fd.rawValue, 0, length)
+        while code == EINTR { code = posix_fallocate(fd.rawValue, 0, length) }
+        if code != 0 { throw SystemCallError(call: "posix_fallocate", errno: code) }
+        #else
+        throw SystemCallError(call: "posix_fallocate", errno: EOPNOTSUPP)
+        #endif
+    }
+
     /// `fstat(2)`'s `st_size`. Fails with `EBADF`, `EIO`.
     package func size(_ fd: FileDescriptor) throws(SystemCallError) -> UInt64 {
         var info = stat()

@@ -438,7 +438,7 @@ enum Recovery {
             report.orphanFilesRemoved = removed
             do throws(SystemCallError) {
                 // The memtable's number is also its log's: index entries name it.
-                log = try LogWriter(fileSystem: fs, directory: directory, fileNumber: memtableNumber, durable: options.syncMode != .none)
+                log = try LogWriter(fileSystem: fs, directory: directory, fileNumber: memtableNumber, durable: options.syncMode != .none, sizeLimit: options.logSizeLimit)
                 if !removed.isEmpty { try fs.syncDirectory(directory) }
             } catch { throw io("cannot create a new log", directory + "/" + LogFormat.fileName(memtableNumber), error) }
         }

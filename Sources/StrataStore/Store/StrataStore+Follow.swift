@@ -93,41 +93,65 @@ extension StrataStore {
             guard let bytes = try? fs.readFile(manifestPath), bytes == point.manifestBytes else { return nil }
             readOn.manifestIdentity = manifestStatus.identity
         }
-        // The log read last, when it grew: the writer is still on it, or a
-        // newer log it moved to waits for the next catch-up. Otherwise the
-        // directory says which logs there are.
-        let logs: [UInt32]
+        // The log read last, when it is longer than what was read of it:
+        // the writer is still on it, or a newer log it moved to waits for
+        // the next catch-up. Otherwise — or when no frame is there after
+        // all (a log made ahead of its frames is zeros past them, until
+        // its writer closes it) — the directory says which logs there are.
         if let log = point.log, log.salt != nil,
            let status = (try? fs.status(path(LogFormat.fileName(log.number)))) ?? nil, status.size > UInt64(log.end) {
-            logs = [log.number]
-        } else {
-            guard let names = try? fs.listDirectory(directory) else { return nil }
-            let first = max(point.manifest.logNumber, point.log?.number ?? 0)
-            logs = names.compactMap { Recovery.parseNumber($0, suffix: ".wal") }.filter { $0 >= first }.sorted()
+            guard let found = readLogs([log.number], from: point, after: sequence, into: readOn) else { return nil }
+            if !found.loaded.isEmpty { return found.needed <= point.memtable.remaining ? found : nil }
         }
+        guard let names = try? fs.listDirectory(directory) else { return nil }
+        let first = max(point.manifest.logNumber, point.log?.number ?? 0)
+        let logs = names.compactMap { Recovery.parseNumber($0, suffix: ".wal") }.filter { $0 >= first }.sorted()
+        guard let found = readLogs(logs, from: point, after: sequence, into: readOn) else { return nil }
+        readOn = found
+        guard readOn.needed <= point.memtable.remaining else { return nil }
+        return readOn
+    }
+
+    /// Reads the batches of `logs` (ascending) past `point`, into `readOn`;
+    /// nil when the store must be read again.
+    private func readLogs(_ logs: [UInt32], from point: Recovery.FollowPoint, after sequence: UInt64, into readOn: ReadOn) -> ReadOn? {
+        let fs = fileSystem
+        var readOn = readOn
         var last = sequence
         for (position, n) in logs.enumerated() {
             let isNewest = position == logs.count - 1
             let start = point.log.flatMap { $0.number == n && $0.salt != nil ? $0.end : nil } ?? 0
-            // Reading on in a log, its header too: a writer that opened and
-            // closed without writing removed its log, and the next one may
-            // have started one of the same number with another salt, whose
-            // frames the old salt would never accept (the store is read again).
-            guard let (header, bytes) = try? fs.readFile(path(LogFormat.fileName(n)), header: start == 0 ? 0 : LogFormat.fileHeaderSize, from: start)
-            else { return nil }
-            if start > 0, header.withUnsafeBytes({ try? LogFormat.decodeFileHeader($0).get().salt }) != point.log!.salt { return nil }
-            let frames: [LogScanner.Frame], end: Int, salt: UInt32
-            if start == 0 {
-                let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: last) }
-                // A log whose header is not written yet: the writer is starting it.
-                guard let header = scan.header else {
-                    if isNewest { break }
-                    return nil
+            var frames: [LogScanner.Frame] = [], end = 0, salt: UInt32 = 0
+            var bytes: [UInt8] = []
+            // A window from `start`, larger while the frames fill it: a log
+            // made ahead of its frames is zeros past them, to its end.
+            var window = Self.readOnWindow
+            while true {
+                // Reading on in a log, its header too: a writer that opened and
+                // closed without writing removed its log, and the next one may
+                // have started one of the same number with another salt, whose
+                // frames the old salt would never accept (the store is read again).
+                guard let (header, read) = try? fs.readFile(path(LogFormat.fileName(n)), header: start == 0 ? 0 : LogFormat.fileHeaderSize,
+                                                            from: start, atMost: window)
+                else { return nil }
+                bytes = read
+                if start > 0, header.withUnsafeBytes({ try? LogFormat.decodeFileHeader($0).get().salt }) != point.log!.salt { return nil }
+                let scanned: Int
+                if start == 0 {
+                    let scan = bytes.withUnsafeBytes { LogScanner($0, previousSequence: last) }
+                    // A log whose header is not written yet: the writer is starting it.
+                    guard let header = scan.header else {
+                        if isNewest { return readOn }
+                        return nil
+                    }
+                    (frames, end, salt, scanned) = (scan.frames, scan.validLength, header.salt, scan.validLength)
+                } else {
+                    let scan = bytes.withUnsafeBytes { LogScanner.frames(continuing: $0, salt: point.log!.salt!, previousSequence: last) }
+                    (frames, end, salt, scanned) = (scan.frames, start + scan.validLength, point.log!.salt!, scan.validLength)
                 }
-                (frames, end, salt) = (scan.frames, scan.validLength, header.salt)
-            } else {
-                let scan = bytes.withUnsafeBytes { LogScanner.frames(continuing: $0, salt: point.log!.salt!, previousSequence: last) }
-                (frames, end, salt) = (scan.frames, start + scan.validLength, point.log!.salt!)
+                // The file ends within the window, or zeros follow the frames.
+                if bytes.count < window || Self.zeroFrameHeader(in: bytes, at: scanned) { break }
+                window *= 8
             }
             // Sequence numbers run on without a gap: one missing was
             // flushed to a segment this store does not read yet.
@@ -140,8 +164,15 @@ extension StrataStore {
             // left of it is zero fill. The newest may be mid-append.
             if isNewest { break }
         }
-        guard readOn.needed <= point.memtable.remaining else { return nil }
         return readOn
+    }
+
+    /// How much of a log a catch-up reads at first: a few batches' worth.
+    static let readOnWindow = 1 << 12
+
+    /// Whether a frame header's worth of zeros lies at `offset` of `bytes`.
+    private static func zeroFrameHeader(in bytes: [UInt8], at offset: Int) -> Bool {
+        bytes.count - offset >= LogFormat.frameHeaderSize && bytes[offset..<(offset + LogFormat.frameHeaderSize)].allSatisfy { $0 == 0 }
     }
 
     /// Lays the batches `readOn` holds into the memtable and the index, one

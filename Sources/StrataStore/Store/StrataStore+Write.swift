@@ -421,7 +421,7 @@ extension StrataStore {
         }
         let newLog: LogWriter
         do throws(SystemCallError) {
-            newLog = try LogWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, durable: options.syncMode != .none)
+            newLog = try LogWriter(fileSystem: fileSystem, directory: directory, fileNumber: number, durable: options.syncMode != .none, sizeLimit: options.logSizeLimit)
         } catch {
             writers.withLock { flushInProgress = false; writers.broadcast() }
             throw StoreError(.ioFailure, "cannot start a new log", path: path(LogFormat.fileName(number)), errno: error.errno, cause: error)
