@@ -116,7 +116,7 @@ struct PendingKeyIndex {
 
         init(_ value: PropertyValue) {
             self.value = value
-            // In one allocation, as the lookup's own key (a growing array cost as much again).
+            // In one allocation, as the lookup's own key.
             self.key = Key(bytes: QueryPlanner.encoding(of: value))
         }
     }

@@ -47,10 +47,7 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
         let start = bytes.count
         write(&bytes)
         let startCount = bytes.count - start
-        // The first key after them: trailing 0xFF bytes dropped, the last
-        // byte left incremented; none when every byte is 0xFF.
-        var endCount = startCount
-        while endCount > 0 && bytes[start + endCount - 1] == 0xFF { endCount -= 1 }
+        let endCount = bytes.withUnsafeBytes { Self.prefixEndCount(UnsafeRawBufferPointer(rebasing: $0[start...])) }
         if endCount > 0 {
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: endCount) { end in
                 bytes.withUnsafeBufferPointer { _ = end.initialize(from: $0[start..<(start + endCount)]) }
@@ -84,9 +81,7 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
                     if let from = k.baseAddress { out.baseAddress!.advanced(by: at).copyMemory(from: from, byteCount: k.count) }
                     at += k.count
                     let startCount = at - start
-                    // The end: trailing 0xFF bytes dropped, the last byte left incremented.
-                    var endCount = startCount
-                    while endCount > 0 && out[start + endCount - 1] == 0xFF { endCount -= 1 }
+                    let endCount = Self.prefixEndCount(UnsafeRawBufferPointer(rebasing: out[start..<at]))
                     if endCount > 0 {
                         out.baseAddress!.advanced(by: at).copyMemory(from: out.baseAddress!.advanced(by: start), byteCount: endCount)
                         out[at + endCount - 1] += 1
@@ -97,6 +92,15 @@ struct KeyRanges: Equatable, Sendable, ExpressibleByArrayLiteral {
             }
         }
         bytes.removeLast(base + most - at)
+    }
+
+    /// How many bytes of `prefix` the first key after every key that starts
+    /// with it keeps: trailing 0xFF bytes dropped (its last byte is then
+    /// incremented); 0 when every byte is 0xFF, and no key comes after.
+    private static func prefixEndCount(_ prefix: UnsafeRawBufferPointer) -> Int {
+        var count = prefix.count
+        while count > 0 && prefix[count - 1] == 0xFF { count -= 1 }
+        return count
     }
 
     /// Range `i`, copied out.

@@ -36,7 +36,7 @@ struct RowCache {
 
     /// Whether an offered row for `id` would be taken: the cache is below
     /// its budget and does not hold the row.
-    func wants(_ id: ObjectID) -> Bool { bytes < budget && entries.index(forKey: id) == nil }
+    func wants(_ id: ObjectID) -> Bool { bytes < budget && !contains(id) }
 
     /// Caches `snapshot`, dropping the oldest entries if that passes the budget.
     mutating func insert(_ snapshot: Snapshot, for id: ObjectID) {

@@ -376,7 +376,7 @@ extension ManagedObjectContext {
         // What the walk counts and keeps, in one local. The nested functions
         // below take it inout rather than capture it: captured by functions
         // called this many closures deep, it stayed in a heap box whose
-        // every access the runtime checked (two checks a match).
+        // every access the runtime checked.
         var walk = MatchWalk(fields: RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0))
         let plan = QueryPlanner.plan(compiled?.test, entity: entity)
         let source: SourceView

@@ -98,14 +98,18 @@ extension StrataStore {
         // the next catch-up. Otherwise — or when no frame is there after
         // all (a log made ahead of its frames is zeros past them, until
         // its writer closes it) — the directory says which logs there are.
+        var readAlready: ReadOn?
         if let log = point.log, log.salt != nil,
            let status = (try? fs.status(path(LogFormat.fileName(log.number)))) ?? nil, status.size > UInt64(log.end) {
             guard let found = readLogs([log.number], from: point, after: sequence, into: readOn) else { return nil }
             if !found.loaded.isEmpty { return found.needed <= point.memtable.remaining ? found : nil }
+            readAlready = found
         }
         guard let names = try? fs.listDirectory(directory) else { return nil }
         let first = max(point.manifest.logNumber, point.log?.number ?? 0)
         let logs = names.compactMap { Recovery.parseNumber($0, suffix: ".wal") }.filter { $0 >= first }.sorted()
+        // The log read last, read already with nothing new, and no newer one.
+        if let readAlready, let log = point.log, logs.allSatisfy({ $0 <= log.number }) { return readAlready }
         guard let found = readLogs(logs, from: point, after: sequence, into: readOn) else { return nil }
         readOn = found
         guard readOn.needed <= point.memtable.remaining else { return nil }
