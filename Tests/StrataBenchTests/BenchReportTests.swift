@@ -282,6 +282,10 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             #expect(queries.count == 6)
             #expect(titles.allSatisfy { title in queries.keys.contains { $0.hasPrefix(title) } }, "\(queries.keys.sorted())")
         }
+        // The IN fetch of the lookups' names and the same names one by one, on both.
+        for figure in ["inFetchMs", "singleLookupsMs", "sqliteInFetchMs", "sqliteSingleLookupsMs"] {
+            #expect(try number(round[figure], figure) > 0)
+        }
     }
 
     /// `pages` over a few thousand lines of the mirrors: every page is read

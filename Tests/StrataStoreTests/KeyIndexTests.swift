@@ -725,4 +725,31 @@ struct KeyIndexTests {
             #expect(sameContents(walked, Array(expected.prefix(stopAfter))), "size \(size), trial \(trial): \(ranges.count) ranges")
         }
     }
+
+    /// The merge walk's search for the child holding its next range, from
+    /// the child it reached (galloping), against a search of the whole node:
+    /// the same child, or the one it started from when the key lies before.
+    @Test func aSearchFromAChildFindsWhatASearchOfTheNodeFinds() {
+        var generator = SeededGenerator(seed: 4)
+        var index = KeyIndex()
+        for n in 0..<20_000 {
+            index.insert(withUnsafeBytes(of: UInt64.random(in: 0...UInt64(n) * 1_000, using: &generator).bigEndian, Array.init), entry(n))
+        }
+        let root = index.root!.node
+        let node = KeyIndex.NodeView(root)
+        #expect(!node.isLeaf && node.count > 8)
+        var checked = 0
+        defer { withExtendedLifetime(root) {} }
+        for _ in 0..<400 {
+            let key = withUnsafeBytes(of: UInt64.random(in: 0...20_000_000, using: &generator).bigEndian, Array.init)
+            key.withUnsafeBytes { key in
+                let whole = node.childIndex(key.baseAddress!, key.count)
+                for lo in 0...node.count {
+                    #expect(node.childIndex(key.baseAddress!, key.count, atOrAfter: lo) == max(lo, whole), "from \(lo), whole \(whole)")
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked > 400 * 8)
+    }
 }

@@ -27,6 +27,17 @@ int64_t strata_heap_bytes_in_use(void);
 /// C libraries).
 int strata_release_free_heap(void);
 
+/// Asks the CPU to start loading the cache line holding `p` for reading,
+/// without waiting for it. Never faults, whatever `p` is: a hint, so that
+/// a memory round trip overlaps the work before the load that needs it.
+static inline void strata_prefetch(const void *p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,6 +28,7 @@
 // KeyIndex, which its owner mutates on one thread at a time (the rule for
 // any value). That is what guards the `@unchecked Sendable` wrappers below
 // (`Node` cannot itself be Sendable: ManagedBuffer opts out).
+internal import CStrataSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -184,6 +185,28 @@ extension KeyIndex {
             return base
         }
 
+        /// ``childIndex(_:_:)`` for a key known to lie in child `lo` or after
+        /// it (a merge walk's next range; `lo` if it lies before): galloping
+        /// from `lo`, then halving what the gallop leaves, so a key a few
+        /// children on costs a few comparisons, not a search of the node.
+        @inline(__always)
+        func childIndex(_ key: UnsafeRawPointer, _ keyCount: Int, atOrAfter lo: Int) -> Int {
+            let count = count
+            var base = lo
+            var step = 1
+            while base &+ step < count && compareKey(base &+ step, key, keyCount) <= 0 {
+                base &+= step
+                step &<<= 1
+            }
+            var n = Swift.min(base &+ step, count) &- base
+            while n > 1 {
+                let half = n &>> 1
+                base &+= compareKey(base &+ half, key, keyCount) <= 0 ? half : 0
+                n &-= half
+            }
+            return base
+        }
+
         // MARK: Slots
 
         @inline(__always)
@@ -198,6 +221,14 @@ extension KeyIndex {
             let p = UnsafeMutableRawPointer(bitPattern: tail.load(fromByteOffset: i &* 16, as: UInt.self))!
             if tail.load(fromByteOffset: i &* 16 &+ 8, as: Int.self) & KeyIndex.inPlaceChildBit != 0 { LeafArena.makeResident(p) }
             return p
+        }
+
+        /// Child i's address as its slot holds it, without reading in an
+        /// in-place leaf (for ``KeyIndex/prefetch(_:_:)``, which may be
+        /// given memory not read yet).
+        @inline(__always)
+        func childAddress(_ i: Int) -> UnsafeRawPointer? {
+            UnsafeRawPointer(bitPattern: tail.load(fromByteOffset: i &* 16, as: UInt.self))
         }
 
         /// Stores an in-place leaf that may not be read yet: its address
@@ -480,6 +511,19 @@ extension KeyIndex {
     /// The separator pushed up by a split, the new right sibling, and whether
     /// the split was right-biased (an append at the right edge of the tree).
     typealias Split = (separator: [UInt8], right: Node, rightBiased: Bool)
+
+    /// Starts loading every cache line of `[p, p + size)` (at most 4 KiB)
+    /// without waiting for them (``touch(_:_:)`` waits): for a node the walk
+    /// will reach after work it has still to do. A hint; it never faults.
+    @inline(__always)
+    static func prefetch(_ p: UnsafeRawPointer, _ size: Int) {
+        let size = min(size, 4096)
+        var offset = 0
+        while offset < size {
+            strata_prefetch(p + offset)
+            offset &+= 64
+        }
+    }
 
     /// Reads one byte of every cache line of `[p, p + size)` (at most 4 KiB):
     /// independent loads the CPU issues together, so a node costs about one

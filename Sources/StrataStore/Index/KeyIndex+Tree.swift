@@ -234,6 +234,8 @@ extension KeyIndex {
         let count: Int
         let bounds: (Int) -> (start: UnsafeRawBufferPointer, end: UnsafeRawBufferPointer?)
         var current = 0
+        /// The first range whose leaf has not been prefetched yet.
+        var prefetched = 0
 
         /// The start of the range the walk is in.
         var start: UnsafeRawBufferPointer { bounds(current).start }
@@ -269,17 +271,53 @@ extension KeyIndex {
             return true
         }
         guard walk.current < walk.count else { return true }
-        func child(holding start: UnsafeRawBufferPointer) -> Int {
-            start.baseAddress.map { node.childIndex($0, start.count) } ?? 0
-        }
-        var c = child(holding: walk.start)
+        let first = walk.start
+        var c = first.baseAddress.map { node.childIndex($0, first.count) } ?? 0
         while c < node.count {
+            if node.height == 1 { prefetchLeaves(below: node, after: c, &walk) }
+            // As a point lookup does: the child's lines loaded together, not
+            // one memory round trip per binary-search probe.
+            touch(node.childPointer(c), node.childSize(c))
             if try !forEach(node.child(c), in: &walk, body) { return false }
             guard walk.current < walk.count else { return true }
             // The range it stopped in goes on in the next child, or starts further on.
-            c = Swift.max(c + 1, child(holding: walk.start))
+            let start = walk.start
+            c = start.baseAddress.map { node.childIndex($0, start.count, atOrAfter: c &+ 1) } ?? c &+ 1
         }
         return true
+    }
+
+    /// How many ranges ahead of the one being walked a merge walk
+    /// prefetches the leaves of.
+    static let rangeWalkLookahead = 4
+    /// How much of each such leaf it prefetches: its first KiB (the
+    /// header, the slots and the first keys). More lines than that in
+    /// flight at once only queue behind one another.
+    static let rangeWalkPrefetchBytes = 1024
+
+    /// Starts loading the leaves below `node` (a node just above the
+    /// leaves) that the walk's next ranges will be sought in, after child
+    /// `c`: an `IN` of keys spread over a large index finds each in a leaf
+    /// of its own, and a leaf not in cache is a memory round trip, which the
+    /// prefetch overlaps with the work on the ranges before it. A range
+    /// that falls in the last child may lie beyond `node`; the next node
+    /// prefetches it.
+    @inline(__always)
+    static func prefetchLeaves(below node: NodeView, after c: Int, _ walk: inout RangeWalk) {
+        var last = c
+        walk.prefetched = Swift.max(walk.prefetched, walk.current &+ 1)
+        let limit = Swift.min(walk.count, walk.current &+ 1 &+ rangeWalkLookahead)
+        while walk.prefetched < limit {
+            let start = walk.bounds(walk.prefetched).start
+            guard let p = start.baseAddress else { break }
+            let i = node.childIndex(p, start.count, atOrAfter: last)
+            if i > last, let address = node.childAddress(i) {
+                prefetch(address, Swift.min(rangeWalkPrefetchBytes, node.childSize(i)))
+                last = i
+            }
+            if i == node.count &- 1 { break }
+            walk.prefetched &+= 1
+        }
     }
 
     /// Visits keys < end below `node` in descending order; false when

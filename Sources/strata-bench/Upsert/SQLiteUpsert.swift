@@ -46,6 +46,46 @@ enum SQLiteUpsert {
         }
     }
 
+    /// Milliseconds for `SELECT … WHERE name IN (?, …)` with every name bound,
+    /// and for the names looked up one by one through one prepared
+    /// statement; five of each in turn, medians. Both check the rows found.
+    static func inFetch(_ names: [String], path: String) throws -> (Double, Double) {
+        try withDatabase(path) { db in
+            let columns = "SELECT id, name, servings, rating, created FROM recipe WHERE name "
+            let single = try prepare(db, columns + "= ?")
+            defer { sqlite3_finalize(single) }
+            let distinct = Set(names).count
+            var inFetches: [Double] = []
+            var singles: [Double] = []
+            for _ in 0..<5 {
+                inFetches.append(try seconds {
+                    let statement = try prepare(db, columns + "IN (" + Array(repeating: "?", count: names.count).joined(separator: ",") + ")")
+                    defer { sqlite3_finalize(statement) }
+                    for (i, name) in names.enumerated() { sqlite3_bind_text(statement, Int32(i + 1), name, -1, transient) }
+                    var rows = 0
+                    while sqlite3_step(statement) == SQLITE_ROW {
+                        _ = String(cString: sqlite3_column_text(statement, 1))
+                        rows += 1
+                    }
+                    guard rows == distinct else { throw SQLiteImport.Failure(description: "IN: \(rows) rows of \(distinct)") }
+                } * 1000)
+                singles.append(try seconds {
+                    for name in names {
+                        sqlite3_bind_text(single, 1, name, -1, transient)
+                        var rows = 0
+                        while sqlite3_step(single) == SQLITE_ROW {
+                            _ = String(cString: sqlite3_column_text(single, 1))
+                            rows += 1
+                        }
+                        sqlite3_reset(single)
+                        guard rows == 1 else { throw SQLiteImport.Failure(description: "\(rows) rows called \(name)") }
+                    }
+                } * 1000)
+            }
+            return (median(inFetches), median(singles))
+        }
+    }
+
     /// Milliseconds per query of ``IndexedQuery/all`` (median of 5, after
     /// one unmeasured run), through prepared statements.
     static func queries(objects: Int, path: String) throws -> [String: Double] {

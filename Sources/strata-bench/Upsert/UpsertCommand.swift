@@ -6,7 +6,8 @@ import StrataStore
 
 /// `strata-bench upsert`: what an import that deduplicates costs. Over a store
 /// of recipes whose names are unique (a uniqueness constraint): find-or-create
-/// lookups by name from a child of the view context, an upsert import through
+/// lookups by name from a child of the view context, one `IN` fetch of the
+/// same names against looking each up alone, an upsert import through
 /// the recommended stack (every other record names a stored recipe, which it
 /// updates), each with the main-queue probe; what each index costs the insert
 /// path; and the same on SQLite with a UNIQUE index
@@ -14,7 +15,7 @@ import StrataStore
 struct UpsertCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upsert",
-        abstract: "Find-or-create lookups and an upsert import over a store with a uniqueness constraint, with the main-queue probe; the cost of indexes on inserts; beside SQLite."
+        abstract: "Find-or-create lookups, an IN fetch of the same keys, and an upsert import over a store with a uniqueness constraint, with the main-queue probe; the cost of indexes on inserts; beside SQLite."
     )
 
     @Option(help: "Recipes in the store before the upserts.") var objects = 1_000_000
@@ -41,6 +42,12 @@ struct UpsertCommand: ParsableCommand {
         /// Milliseconds per query of ``IndexedQuery``, by its title; SQLite's beside.
         var queryMs: [String: Double] = [:]
         var sqliteQueryMs: [String: Double] = [:]
+        /// Milliseconds for one `IN` fetch of the lookups' names, and for the
+        /// same names looked up one by one (each a median of 5, interleaved).
+        var inFetchMs: Double?
+        var singleLookupsMs: Double?
+        var sqliteInFetchMs: Double?
+        var sqliteSingleLookupsMs: Double?
     }
 
     struct UpsertRun: Codable, Sendable {
@@ -105,6 +112,7 @@ struct UpsertCommand: ParsableCommand {
                 let (lookup, stall, plan) = try Self.findOrCreate(names, perBlock: saveEvery, in: container)
                 report.lookupPlan = plan
                 let floor = StallProbe.alone(for: max(0.2, lookup.reduce(0, +) / 1e6))
+                let (inFetch, singles) = try Self.inFetch(names, in: container)
                 let queries = try IndexedQuery.measure(objects: objects, in: container)
                 let viewChildRun = try Self.upsertImport(Self.upsertRecords(upserts, objects: objects, round: round, pass: 0), saveEvery: saveEvery,
                                                          viewChildStack: true, container: container)
@@ -114,8 +122,10 @@ struct UpsertCommand: ParsableCommand {
                 var sqliteLookup: LatencyFigures?
                 var sqliteUpserts: Double?
                 var sqliteQueries: [String: Double] = [:]
+                var sqliteIn: (Double, Double)?
                 if !noSQLite {
                     sqliteQueries = try SQLiteUpsert.queries(objects: objects, path: sqlitePath)
+                    sqliteIn = try SQLiteUpsert.inFetch(names, path: sqlitePath)
                     sqliteLookup = LatencyFigures(try SQLiteUpsert.lookups(names, path: sqlitePath))
                     let records = Self.upsertRecords(upserts, objects: objects, round: round, pass: 0)
                     sqliteUpserts = Double(upserts) / (try SQLiteUpsert.upsert(records, saveEvery: saveEvery, path: sqlitePath))
@@ -134,7 +144,8 @@ struct UpsertCommand: ParsableCommand {
                 report.rounds.append(Round(
                     lookupMicroseconds: LatencyFigures(lookup), lookupStall: stall, lookupFloor: floor, viewChildStack: viewChildRun, privateContext: privateRun,
                     sqliteLookupMicroseconds: sqliteLookup, sqliteUpsertsPerSecond: sqliteUpserts, fillPerSecond: fillRates,
-                    queryMs: queries, sqliteQueryMs: sqliteQueries))
+                    queryMs: queries, sqliteQueryMs: sqliteQueries,
+                    inFetchMs: inFetch, singleLookupsMs: singles, sqliteInFetchMs: sqliteIn?.0, sqliteSingleLookupsMs: sqliteIn?.1))
             }
             report.backgroundScheduling = BackgroundScheduling.state
             return report
@@ -184,6 +195,34 @@ struct UpsertCommand: ParsableCommand {
         let name = names[0]
         let plan = try context.performAndWait { try context.explain(FetchRequest<BenchRecipe>(predicate: #Predicate { $0.name == name })).description }
         return (samples, stall, plan)
+    }
+
+    /// Milliseconds for one fetch of every name by `IN` through the unique
+    /// index, and for the same names looked up one by one with
+    /// `first(in:where:)`: each in a fresh child of the view context (none
+    /// of the objects registered before), five of each in turn, medians.
+    /// Both check that every name was found.
+    static func inFetch(_ names: [String], in container: PersistentContainer) throws -> (Double, Double) {
+        var inFetches: [Double] = []
+        var singles: [Double] = []
+        for _ in 0..<5 {
+            let inContext = container.newBackgroundContext(childOfWriter: false)
+            inFetches.append(try inContext.performAndWait { () throws in
+                var found = 0
+                let elapsed = try seconds { found = try inContext.fetch(FetchRequest<BenchRecipe>(predicate: #Predicate { names.contains($0.name) })).count }
+                guard found == Set(names).count else { throw ValidationError("IN fetch: \(found) of \(names.count)") }
+                return elapsed * 1000
+            })
+            let singleContext = container.newBackgroundContext(childOfWriter: false)
+            singles.append(try singleContext.performAndWait { () throws in
+                try seconds {
+                    for name in names where try BenchRecipe.first(in: singleContext, where: #Predicate { $0.name == name }) == nil {
+                        throw ValidationError("lookup: \(name) not found")
+                    }
+                } * 1000
+            })
+        }
+        return (median(inFetches), median(singles))
     }
 
     /// Inserts every record blindly into an import context under an upsert
@@ -270,6 +309,14 @@ struct UpsertCommand: ParsableCommand {
             let sqlite = median(rounds.compactMap { $0.sqliteQueryMs[query.title] })
             queries.add(query.title, fixed(median(rounds.compactMap { $0.queryMs[query.title] }), 3), sqlite.isFinite ? fixed(sqlite, 3) : "-")
         }
+        var inTable = Table("One IN fetch of the \(thousands(Double(report.lookups))) names against looking each up alone, among \(thousands(Double(report.objects))) recipes (ms; fresh contexts)",
+                            "Strata", "SQLite")
+        let inFetch = median(rounds.compactMap(\.inFetchMs)), singles = median(rounds.compactMap(\.singleLookupsMs))
+        let sqliteIn = median(rounds.compactMap(\.sqliteInFetchMs)), sqliteSingles = median(rounds.compactMap(\.sqliteSingleLookupsMs))
+        func ms(_ value: Double) -> String { value.isFinite ? fixed(value, 2) : "-" }
+        inTable.add("IN fetch of every name", ms(inFetch), ms(sqliteIn))
+        inTable.add("each name alone (first(in:where:); a prepared SELECT)", ms(singles), ms(sqliteSingles))
+        inTable.add("IN fetch / a tenth of the single lookups", ms(inFetch / (singles / 10)), ms(sqliteIn / (sqliteSingles / 10)))
         var fills = Table("Inserting \(thousands(Double(report.fill))) recipes into a fresh store (private context on the coordinator, a save every \(report.saveEvery))",
                           "objects/s", "time vs 0 indexes")
         let base = median(rounds.compactMap { $0.fillPerSecond[indexLayouts[0].name] })
@@ -279,6 +326,6 @@ struct UpsertCommand: ParsableCommand {
         }
         return "\(report.date), \(report.cores) cores, background scheduling \(report.backgroundScheduling); medians of \(rounds.count) rounds; "
             + "a 1 ms timer on the main thread during the lookups and the imports\n\n"
-            + lookups.render() + "\n\n" + queries.render() + "\n\n" + imports.render() + "\n\n" + fills.render()
+            + lookups.render() + "\n\n" + inTable.render() + "\n\n" + queries.render() + "\n\n" + imports.render() + "\n\n" + fills.render()
     }
 }
