@@ -222,6 +222,9 @@ extension KeyIndex {
             return true
         }
         let first = start.map { node.childIndex($0.baseAddress!, $0.count) } ?? 0
+        // The child sought into is loaded whole first, as a point lookup's
+        // is; the ones after it are read from their first key on.
+        touch(node.childPointer(first), node.childSize(first))
         for c in first..<node.count where try !forEach(node.child(c), from: c == first ? start : nil, body) {
             return false
         }
@@ -342,6 +345,7 @@ extension KeyIndex {
         }
         guard node.count > 0 else { return true }
         let last = end.map { node.childIndex($0.baseAddress!, $0.count) } ?? node.count - 1
+        touch(node.childPointer(last), node.childSize(last))
         for c in stride(from: last, through: 0, by: -1) where try !forEachDescending(node.child(c), before: c == last ? end : nil, body) {
             return false
         }
