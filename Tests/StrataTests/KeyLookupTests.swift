@@ -216,6 +216,43 @@ import Testing
         // "stored 7" is cached (with room); "stored 150" is read once, at the
         // lookup with room (for the cache), when filled without.
         #expect(lookedUp == (budget > 0 ? 1 : 2))
+        guard budget == 0 else { return }
+        // With no room, a context holding some of them as faults reads those
+        // (a held fault is judged by its record), and no other.
+        let held = try read { context in
+            let found = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { wanted.contains($0.name) }))
+            #expect(found.count == 100)
+            for recipe in found.prefix(10) { #expect(recipe.name.hasPrefix("stored")) }
+            let again = try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { wanted.contains($0.name) }))
+            #expect(Set(again.map(\.objectID)) == Set(found.map(\.objectID)))
+        }
+        #expect(held == 10 + 90)
+    }
+
+    /// A row cache that fetches filled to its budget is offered no row it
+    /// would refuse: a fetch of faults then reads no record for it. (It was
+    /// offered every row while any byte was left, and refused each: every
+    /// fetch read and decoded each record it met.) Rows of one size, so
+    /// that a cache which cannot take one more cannot take any.
+    @Test func aRowCacheFilledByFetchesIsOfferedNothingMore() throws {
+        let directory = TemporaryDirectory()
+        let coordinator = PersistentStoreCoordinator(model: Self.model(), rowCacheBudget: 16 << 10)
+        try coordinator.addPersistentStore(.log, directory: directory.path + "/store", options: testStoreOptions())
+        let names = (0..<400).map { "stored \(1_000 + $0)" }
+        _ = try seedNumberedRecipes(coordinator, count: 400, name: { names[$0] })
+        func readingAll() throws -> Int {
+            let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            let before = coordinator.recordsRead.load()
+            let found = try context.performAndWait { () throws in try context.fetch(FetchRequest<Recipe>(predicate: #Predicate { names.contains($0.name) })) }
+            #expect(found.count == 400)
+            return coordinator.recordsRead.load() - before
+        }
+        // The first fetch reads rows for the cache until it has no room for one more.
+        let first = try readingAll()
+        #expect(first > 0 && first < 400, "the first fetch read \(first) records")
+        // Then no fetch reads a record for it.
+        #expect(try readingAll() == 0)
+        #expect(try readingAll() == 0)
     }
 
     /// A lookup by one indexed attribute's value (the point lookup every

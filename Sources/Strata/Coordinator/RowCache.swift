@@ -34,9 +34,15 @@ struct RowCache {
 
     func contains(_ id: ObjectID) -> Bool { entries.index(forKey: id) != nil }
 
-    /// Whether an offered row for `id` would be taken: the cache is below
-    /// its budget and does not hold the row.
-    func wants(_ id: ObjectID) -> Bool { bytes < budget && !contains(id) }
+    /// Whether an offered row for `id` would be taken: the cache has room
+    /// for a row the size of those it holds, and does not hold this one.
+    /// Room below the budget is not enough: an offer that does not fit is
+    /// refused (``insertIfRoom(_:for:)``), and a cache filled by offers
+    /// stops just short of its budget, where asking only `bytes < budget`
+    /// had every fetch read and decode each row it met for nothing.
+    func wants(_ id: ObjectID) -> Bool {
+        bytes < budget && bytes &+ (entries.isEmpty ? 0 : bytes / entries.count) <= budget && !contains(id)
+    }
 
     /// Caches `snapshot`, dropping the oldest entries if that passes the budget.
     mutating func insert(_ snapshot: Snapshot, for id: ObjectID) {
