@@ -41,7 +41,9 @@ struct RowCache {
     /// stops just short of its budget, where asking only `bytes < budget`
     /// had every fetch read and decode each row it met for nothing.
     func wants(_ id: ObjectID) -> Bool {
-        bytes < budget && bytes &+ (entries.isEmpty ? 0 : bytes / entries.count) <= budget && !contains(id)
+        // The size of a row as those held go; holding none, any room will do.
+        let typical = entries.isEmpty ? 1 : bytes / entries.count
+        return bytes &+ typical <= budget && !contains(id)
     }
 
     /// Caches `snapshot`, dropping the oldest entries if that passes the budget.

@@ -175,26 +175,13 @@ struct ImportCommand: ParsableCommand {
     /// Milliseconds for one `IN` fetch of `skus` and for one lookup per key,
     /// each in a fresh background context: the median of five runs of each.
     static func lookups(_ skus: [String], in container: PersistentContainer) throws -> (Double, Double) {
-        var inFetches: [Double] = []
-        var singles: [Double] = []
-        for _ in 0..<5 {
-            let inContext = container.newBackgroundContext(childOfWriter: true)
-            inFetches.append(try inContext.performAndWait { () throws in
-                var found = 0
-                let elapsed = try seconds { found = try inContext.fetch(FetchRequest<CatalogueProduct>(predicate: #Predicate { skus.contains($0.sku) })).count }
-                guard found == skus.count else { throw CatalogueFailure("IN fetch: \(found) of \(skus.count)") }
-                return elapsed * 1000
-            })
-            let singleContext = container.newBackgroundContext(childOfWriter: true)
-            singles.append(try singleContext.performAndWait { () throws in
-                try seconds {
-                    for sku in skus where try CatalogueProduct.first(in: singleContext, where: #Predicate { $0.sku == sku }) == nil {
-                        throw CatalogueFailure("lookup: \(sku) not found")
-                    }
-                } * 1000
-            })
+        try inFetchAgainstSingleLookups(in: container, childOfWriter: true, expected: skus.count) { context in
+            try context.fetch(FetchRequest<CatalogueProduct>(predicate: #Predicate { skus.contains($0.sku) })).count
+        } singleLookups: { context in
+            for sku in skus where try CatalogueProduct.first(in: context, where: #Predicate { $0.sku == sku }) == nil {
+                throw CatalogueFailure("lookup: \(sku) not found")
+            }
         }
-        return (inFetches.sorted()[2], singles.sorted()[2])
     }
 
     /// Milliseconds to build the sku → object ID map of every product, each

@@ -199,30 +199,15 @@ struct UpsertCommand: ParsableCommand {
 
     /// Milliseconds for one fetch of every name by `IN` through the unique
     /// index, and for the same names looked up one by one with
-    /// `first(in:where:)`: each in a fresh child of the view context (none
-    /// of the objects registered before), five of each in turn, medians.
-    /// Both check that every name was found.
+    /// `first(in:where:)`, from children of the view context.
     static func inFetch(_ names: [String], in container: PersistentContainer) throws -> (Double, Double) {
-        var inFetches: [Double] = []
-        var singles: [Double] = []
-        for _ in 0..<5 {
-            let inContext = container.newBackgroundContext(childOfWriter: false)
-            inFetches.append(try inContext.performAndWait { () throws in
-                var found = 0
-                let elapsed = try seconds { found = try inContext.fetch(FetchRequest<BenchRecipe>(predicate: #Predicate { names.contains($0.name) })).count }
-                guard found == Set(names).count else { throw ValidationError("IN fetch: \(found) of \(names.count)") }
-                return elapsed * 1000
-            })
-            let singleContext = container.newBackgroundContext(childOfWriter: false)
-            singles.append(try singleContext.performAndWait { () throws in
-                try seconds {
-                    for name in names where try BenchRecipe.first(in: singleContext, where: #Predicate { $0.name == name }) == nil {
-                        throw ValidationError("lookup: \(name) not found")
-                    }
-                } * 1000
-            })
+        try inFetchAgainstSingleLookups(in: container, childOfWriter: false, expected: Set(names).count) { context in
+            try context.fetch(FetchRequest<BenchRecipe>(predicate: #Predicate { names.contains($0.name) })).count
+        } singleLookups: { context in
+            for name in names where try BenchRecipe.first(in: context, where: #Predicate { $0.name == name }) == nil {
+                throw ValidationError("lookup: \(name) not found")
+            }
         }
-        return (median(inFetches), median(singles))
     }
 
     /// Inserts every record blindly into an import context under an upsert
