@@ -6,7 +6,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test test-tsan bench bench-report docs microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
+.PHONY: deps build test test-tsan test-postgres bench bench-report docs microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
 
 deps:
 	@if ! pkg-config --exists liblz4 2>/dev/null; then \
@@ -57,6 +57,20 @@ test-tsan: deps
 		--filter StrataStoreTests --skip '$(TSAN_SKIPS)'
 	STRATA_SANITIZED=1 STRATA_CONCURRENCY_DEBUG=1 STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
 		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
+
+# The PostgreSQL store's package (Postgres/, a package of its own so that
+# the root's builds never build NIO): built once, in debug, and tested. Its
+# tests start a PostgreSQL server of their own in a temporary directory
+# (scripts/postgres-server.sh), so Debian's postgresql is installed first
+# when missing. It is not run under ThreadSanitizer: the locking it relies on
+# is the coordinator's, which test-tsan covers.
+test-postgres: deps
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "make: installing postgresql (the PostgreSQL store's tests start a server of their own) ..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	fi
+	$(SWIFT) build --package-path Postgres --build-tests
+	scripts/watchdog.sh 10 $(SWIFT) test --package-path Postgres --skip-build
 
 # The main job: strata-bench in release mode — main-queue stalls per stack
 # layout beside SQLite (the default scenario), then reads (a lookup among

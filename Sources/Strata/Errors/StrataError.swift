@@ -91,6 +91,20 @@ public struct StrataError: Error, Sendable, CustomStringConvertible {
         self.location = StoreError.SourceLocation(file: file, line: line)
     }
 
+    /// An error of `code` raised by a store outside this module (the
+    /// PostgreSQL store): `message` says what went wrong and what to do,
+    /// and never carries a credential; `cause` is the error underneath.
+    @_spi(StoreImplementation)
+    public init(
+        code: Code,
+        message: String,
+        cause: (any Error & Sendable)? = nil,
+        file: String = #fileID,
+        line: Int = #line
+    ) {
+        self.init(code, message, cause: cause, file: file, line: line)
+    }
+
     static func storage(_ error: StoreError, file: String = #fileID, line: Int = #line) -> StrataError {
         StrataError(.storage, error.message, cause: error, file: file, line: line)
     }

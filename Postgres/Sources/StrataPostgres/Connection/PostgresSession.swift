@@ -1,0 +1,107 @@
+@_spi(StoreImplementation) import Strata
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import Synchronization
+
+/// One connection to a PostgreSQL server, for synchronous code: each call
+/// blocks its thread until the server has answered.
+///
+/// Strata's stores are called synchronously, from contexts' queues and the
+/// coordinator's locks, so the store talks to postgres-nio through futures it
+/// waits for on the calling thread, while NIO's own event-loop threads do the
+/// I/O. The rule that follows, as NIO states it: **never call a session on an
+/// event-loop thread** (it would wait for itself; NIO traps that). From a
+/// Swift task it works, and blocks one thread of the cooperative pool for the
+/// round trip.
+///
+/// One caller at a time: a session carries one transaction state, and
+/// statements of two callers would interleave in it. The store hands each
+/// session to one thread at a time.
+///
+/// `Sendable` without `@unchecked`: its state is immutable references to
+/// postgres-nio's `Sendable` connection.
+final class PostgresSession: Sendable {
+    let configuration: PostgresConfiguration
+    private let connection: PostgresConnection
+    private let logger: Logger
+
+    private init(configuration: PostgresConfiguration, connection: PostgresConnection, logger: Logger) {
+        self.configuration = configuration
+        self.connection = connection
+        self.logger = logger
+    }
+
+    /// Connects and authenticates, on NIO's shared event-loop group.
+    static func connect(_ configuration: PostgresConfiguration) throws(StrataError) -> PostgresSession {
+        var nio: PostgresConnection.Configuration
+        switch configuration.endpoint {
+        case .unixSocket(let directory, let port):
+            nio = .init(unixSocketPath: PostgresConfiguration.Endpoint.socketPath(directory, port),
+                        username: configuration.username, password: configuration.password, database: configuration.database)
+        case .tcp(let host, let port):
+            nio = .init(host: host, port: port, username: configuration.username, password: configuration.password,
+                        database: configuration.database, tls: .disable)
+        }
+        nio.options.connectTimeout = .milliseconds(Int64(configuration.connectTimeout * 1000))
+        // postgres-nio logs at trace level and below only; nothing reaches
+        // a handler unless the app raises it, and the password never does.
+        var logger = Logger(label: "strata.postgres")
+        logger.logLevel = .critical
+        let future = PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.next(), configuration: nio, id: nextID.wrappingAdd(1, ordering: .relaxed).newValue, logger: logger)
+        do {
+            return PostgresSession(configuration: configuration, connection: try future.wait(), logger: logger)
+        } catch {
+            throw StrataError.postgres(error, "connecting", at: configuration)
+        }
+    }
+
+    /// Runs one statement and returns its rows; `action` names it in an
+    /// error ("reading the model's version").
+    @discardableResult
+    func query(_ query: PostgresQuery, _ action: String) throws(StrataError) -> [PostgresRow] {
+        do {
+            return try connection.query(query, logger: logger).wait().rows
+        } catch {
+            throw StrataError.postgres(error, action, at: configuration)
+        }
+    }
+
+    /// Runs one statement written by Strata with no parameters (DDL, whose
+    /// identifiers ``SQLIdentifier`` quotes).
+    func execute(_ sql: String, _ action: String) throws(StrataError) {
+        try query(PostgresQuery(unsafeSQL: sql), action)
+    }
+
+    /// Runs `body` in one transaction: `BEGIN`, then `COMMIT` if it returns,
+    /// or `ROLLBACK` if it throws (after a failed statement the server
+    /// refuses every other until then). A `COMMIT` that fails throws; its
+    /// transaction is gone.
+    func transaction<T>(_ action: String, _ body: () throws(StrataError) -> T) throws(StrataError) -> T {
+        try execute("BEGIN", action)
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            // The connection may be what failed; the error that matters is the body's.
+            try? execute("ROLLBACK", action)
+            throw error
+        }
+        try execute("COMMIT", action)
+        return result
+    }
+
+    /// Closes the connection (idempotent).
+    func close() {
+        try? connection.close().wait()
+    }
+
+    deinit {
+        if !connection.isClosed { connection.close().whenComplete { _ in } }
+    }
+
+    /// Connection IDs for postgres-nio's log metadata.
+    private static let nextID = Atomic<Int>(0)
+}

@@ -1,0 +1,41 @@
+extension StoreSchema {
+    /// The statements that make the schema in a database that has none of
+    /// it, in order: the tables, then the foreign keys (two entities may
+    /// point at each other), then the indexes. DDL takes no parameters:
+    /// every name in it is quoted (``SQLIdentifier``) and no value appears.
+    var creationStatements: [String] {
+        let q = SQLIdentifier.quoted
+        var statements = [
+            "CREATE TABLE \(q(Self.metaTable)) (\(q("key")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("value")) text NOT NULL)"
+        ]
+        for table in tables {
+            var parts = table.columns.map { column in
+                q(column.name) + " " + column.type + (column.isText ? " COLLATE \"C\"" : "") + (column.isNullable ? "" : " NOT NULL")
+            }
+            parts.append("CONSTRAINT \(q(table.primaryKeyName)) PRIMARY KEY (\(table.primaryKey.map(q).joined(separator: ", ")))")
+            statements.append("CREATE TABLE \(q(table.name)) (\(parts.joined(separator: ", ")))")
+        }
+        for table in tables {
+            for column in table.columns {
+                guard let destination = column.references else { continue }
+                // A join table's rows go with either object; an entity's
+                // to-one is nullified or cascaded by Strata's delete rules.
+                let onDelete = table.entity == nil ? " ON DELETE CASCADE" : ""
+                statements.append("""
+                    ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(table.foreignKeyName(column.name))) \
+                    FOREIGN KEY (\(q(column.name))) REFERENCES \(q(destination)) (\(q(Self.idColumn)))\(onDelete) \
+                    DEFERRABLE INITIALLY DEFERRED
+                    """)
+            }
+        }
+        for table in tables {
+            for index in table.indexes {
+                statements.append("""
+                    CREATE \(index.isUnique ? "UNIQUE " : "")INDEX \(q(index.name)) ON \(q(table.name)) \
+                    (\(index.columns.map(q).joined(separator: ", ")))
+                    """)
+            }
+        }
+        return statements
+    }
+}

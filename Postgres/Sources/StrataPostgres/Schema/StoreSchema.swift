@@ -1,0 +1,209 @@
+@_spi(StoreImplementation) import Strata
+
+/// The tables a model becomes in PostgreSQL, as plain SQL that another
+/// service can read and write:
+///
+/// - **a table per entity**, named as the entity, with `strata_id` (the
+///   object's primary key within its entity, `bigint PRIMARY KEY`),
+///   `strata_version` (the version a save checks: `UPDATE … WHERE
+///   strata_version = $n`), and a typed column per attribute, `NOT NULL`
+///   unless the attribute is optional;
+/// - **a to-one relationship** is a `bigint` column named as the
+///   relationship, a foreign key to its destination's `strata_id`, indexed;
+///   a to-many whose inverse is to-one has no column of its own (its
+///   destinations are the rows whose column names the object), and a
+///   one-to-one keeps the column on one side only (the first of the two by
+///   entity and relationship name);
+/// - **a to-many relationship whose inverse is to-many, or that has none**,
+///   is a join table `Entity_relationship (source_id, target_id)`: each row
+///   says the source's relationship holds the target;
+/// - **the model's indexes** are indexes, its uniqueness constraints unique
+///   indexes (PostgreSQL's, so a row another service writes is held to them
+///   too; a null value never collides, as in Strata);
+/// - **`strata_meta`**, Strata's own: the store's identity and the model's
+///   version.
+///
+/// Strata applies delete rules itself, in the object graph; the foreign keys
+/// are checked at commit (`DEFERRABLE INITIALLY DEFERRED`), so one save can
+/// write its rows in any order. Strings sort as Swift sorts them (`COLLATE
+/// "C"`: by Unicode scalar, for text in NFC), so an index gives the order a
+/// fetch's sort asks for. A date is a `timestamp with time zone`, which
+/// PostgreSQL keeps to the microsecond.
+struct StoreSchema: Equatable {
+    /// A column: its name, its type as PostgreSQL's catalog spells it
+    /// (`information_schema.columns.data_type`), whether it may be null, and
+    /// the destination table of a foreign key.
+    struct Column: Equatable {
+        var name: String
+        var type: String
+        var isNullable: Bool
+        var references: String? = nil
+
+        /// Whether it holds text (and is collated as Swift sorts strings).
+        var isText: Bool { type == "text" }
+    }
+
+    /// An index of a table (a uniqueness constraint's when `isUnique`).
+    struct Index: Equatable {
+        var name: String
+        var columns: [String]
+        var isUnique: Bool
+    }
+
+    /// A table: its columns, the columns of its primary key, its indexes,
+    /// and the entity it holds (nil for a join table).
+    struct Table: Equatable {
+        var name: String
+        var columns: [Column]
+        var primaryKey: [String]
+        var indexes: [Index]
+        var entity: String?
+
+        /// The name of its primary key's constraint (and index).
+        var primaryKeyName: String { SQLIdentifier.made([name, "pkey"]) }
+        /// The name of the foreign key on `column`.
+        func foreignKeyName(_ column: String) -> String { SQLIdentifier.made([name, column, "fkey"]) }
+    }
+
+    /// Strata's own table of the store's identity and model.
+    static let metaTable = "strata_meta"
+    /// The column holding an object's primary key.
+    static let idColumn = "strata_id"
+    /// The column holding an object's version.
+    static let versionColumn = "strata_version"
+
+    var tables: [Table]
+
+    /// The schema of `model`; throws ``Strata/StrataError/Code/invalidModel``
+    /// for a name PostgreSQL cannot keep (see ``SQLIdentifier``) or one that
+    /// two tables, or two columns of one table, would share.
+    init(_ model: ManagedObjectModel) throws(StrataError) {
+        var tables: [Table] = []
+        var joinTables: [Table] = []
+        for entity in model.entities {
+            try SQLIdentifier.check(entity.name, "entity")
+            var table = Table(
+                name: entity.name,
+                columns: [
+                    Column(name: Self.idColumn, type: "bigint", isNullable: false),
+                    Column(name: Self.versionColumn, type: "bigint", isNullable: false),
+                ],
+                primaryKey: [Self.idColumn], indexes: [], entity: entity.name)
+            for property in entity.properties {
+                switch property {
+                case .attribute(let attribute):
+                    try SQLIdentifier.check(attribute.name, "\(entity.name)'s attribute")
+                    table.columns.append(Column(name: attribute.name, type: Self.columnType(of: attribute.type),
+                                                isNullable: attribute.isOptional))
+                case .relationship(let relationship):
+                    try SQLIdentifier.check(relationship.name, "\(entity.name)'s relationship")
+                    guard let destination = model.entity(named: relationship.destinationEntityName) else {
+                        throw StrataError(code: .invalidModel, message: """
+                            \(entity.name).\(relationship.name) leads to \(relationship.destinationEntityName), \
+                            which the model does not have
+                            """)
+                    }
+                    let inverse = relationship.inverseName.flatMap { name in
+                        destination.relationships.first { $0.name == name }
+                    }
+                    switch Self.storage(of: relationship, in: entity, inverse: inverse, destination: destination) {
+                    case .column:
+                        table.columns.append(Column(name: relationship.name, type: "bigint", isNullable: true,
+                                                    references: destination.name))
+                        table.indexes.append(Index(name: SQLIdentifier.made([entity.name, relationship.name, "idx"]),
+                                                   columns: [relationship.name], isUnique: false))
+                    case .joinTable:
+                        let name = entity.name + "_" + relationship.name
+                        try SQLIdentifier.check(name, "the join table of \(entity.name).\(relationship.name)")
+                        joinTables.append(Table(
+                            name: name,
+                            columns: [
+                                Column(name: "source_id", type: "bigint", isNullable: false, references: entity.name),
+                                Column(name: "target_id", type: "bigint", isNullable: false, references: destination.name),
+                            ],
+                            primaryKey: ["source_id", "target_id"],
+                            indexes: [Index(name: SQLIdentifier.made([name, "target", "idx"]), columns: ["target_id"], isUnique: false)],
+                            entity: nil))
+                    case .derived:
+                        break
+                    }
+                }
+            }
+            for index in entity.indexes {
+                table.indexes.append(Index(
+                    name: SQLIdentifier.made([entity.name] + index.attributeNames + [index.isUnique ? "key" : "idx"]),
+                    columns: index.attributeNames, isUnique: index.isUnique))
+            }
+            try Self.checkDistinct(table.columns.map(\.name), "columns of table \(table.name)") { name in
+                name == Self.idColumn || name == Self.versionColumn
+                    ? "\(entity.name) has a property \(name), the name of Strata's own column: rename the property"
+                    : "\(entity.name) has two properties named \(name)"
+            }
+            tables.append(table)
+        }
+        tables += joinTables
+        // Tables, indexes and the constraints' indexes share one namespace
+        // in PostgreSQL (a schema's relations).
+        let relations = [Self.metaTable] + tables.flatMap { table in [table.name, table.primaryKeyName] + table.indexes.map(\.name) }
+        try Self.checkDistinct(relations, "tables and indexes") { name in
+            name == Self.metaTable
+                ? "an entity is named \(name), the name of Strata's own table: rename the entity"
+                : "two tables or indexes would be named \(name) (an entity, a join table, an index): rename an entity or a property"
+        }
+        self.tables = tables
+    }
+
+    /// Where a relationship's targets are kept.
+    enum RelationshipStorage {
+        /// A foreign-key column of the entity's table.
+        case column
+        /// A join table of its own.
+        case joinTable
+        /// Nowhere of its own: read from the inverse's column or join table.
+        case derived
+    }
+
+    /// Where `relationship` (of `entity`, whose `inverse` of `destination`
+    /// it has, if any) is kept. One side of a pair keeps it; the other reads
+    /// the same rows.
+    static func storage(
+        of relationship: RelationshipDescription, in entity: EntityDescription,
+        inverse: RelationshipDescription?, destination: EntityDescription
+    ) -> RelationshipStorage {
+        guard let inverse else { return relationship.isToMany ? .joinTable : .column }
+        // The pair's first side by (entity, relationship) name keeps a pair
+        // of like kinds; a to-one always keeps a one-to-many.
+        let first = (entity.name, relationship.name) <= (destination.name, inverse.name)
+        switch (relationship.isToMany, inverse.isToMany) {
+        case (false, true): return .column
+        case (true, false): return .derived
+        case (false, false): return first ? .column : .derived
+        case (true, true): return first ? .joinTable : .derived
+        }
+    }
+
+    /// A column's type for an attribute's.
+    static func columnType(of type: AttributeType) -> String {
+        switch type {
+        case .string: "text"
+        case .integer16: "smallint"
+        case .integer32: "integer"
+        case .integer64: "bigint"
+        case .double: "double precision"
+        case .bool: "boolean"
+        case .date: "timestamp with time zone"
+        case .binaryData: "bytea"
+        case .uuid: "uuid"
+        }
+    }
+
+    /// Throws the error `explain` writes for the first name `names` holds twice.
+    private static func checkDistinct(
+        _ names: [String], _ what: String, _ explain: (String) -> String
+    ) throws(StrataError) {
+        var seen = Set<String>()
+        for name in names where !seen.insert(name).inserted {
+            throw StrataError(code: .invalidModel, message: explain(name) + " (PostgreSQL's \(what) must differ)")
+        }
+    }
+}

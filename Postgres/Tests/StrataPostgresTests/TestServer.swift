@@ -1,0 +1,81 @@
+import Foundation
+@_spi(StoreImplementation) import Strata
+@testable import StrataPostgres
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The PostgreSQL server the tests use: the one whose socket directory
+/// `STRATA_POSTGRES_SOCKET_DIR` names (`make test-postgres` starts one and
+/// sets it), or else one this test process starts itself in a temporary
+/// directory with `scripts/postgres-server.sh` and stops when it exits.
+/// Where neither is possible (no PostgreSQL installed), the tests that need
+/// a server are skipped, and say why.
+enum TestServer {
+    /// The socket directory, or why there is no server.
+    static let socket: Result<String, SkipReason> = {
+        if let directory = ProcessInfo.processInfo.environment["STRATA_POSTGRES_SOCKET_DIR"] {
+            return .success(directory)
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-pg-\(UUID().uuidString)").path
+        let script = scriptPath()
+        guard run(script, "start", directory) else {
+            let reason = SkipReason(text: "no PostgreSQL server could be started (\(script) start failed): install Debian's postgresql")
+            FileHandle.standardError.write(Data("StrataPostgresTests: SKIPPING the tests that need a server: \(reason.text)\n".utf8))
+            return .failure(reason)
+        }
+        startedDirectory.withLock { $0 = directory }
+        atexit {
+            guard let directory = TestServer.startedDirectory.withLock({ $0 }) else { return }
+            _ = TestServer.run(TestServer.scriptPath(), "stop", directory)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        return .success(directory)
+    }()
+
+    struct SkipReason: Error { let text: String }
+
+    static var isAvailable: Bool { (try? socket.get()) != nil }
+
+    /// The superuser's configuration for database `database`.
+    static func configuration(database: String = "postgres") throws -> PostgresConfiguration {
+        PostgresConfiguration(endpoint: .unixSocket(directory: try socket.get()), username: "postgres", database: database)
+    }
+
+    /// A new, empty database of its own for one test, and its configuration.
+    static func freshDatabase() throws -> PostgresConfiguration {
+        let name = "strata_test_\(nextDatabase.wrappingAdd(1, ordering: .relaxed).newValue)_\(getpid())"
+        let admin = try PostgresSession.connect(try configuration())
+        defer { admin.close() }
+        try admin.execute("CREATE DATABASE \(SQLIdentifier.quoted(name))", "making a test database")
+        return try configuration(database: name)
+    }
+
+    private static let nextDatabase = Atomic<Int>(0)
+    private static let startedDirectory = Mutex<String?>(nil)
+
+    private static func scriptPath() -> String {
+        URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/postgres-server.sh").path
+    }
+
+    /// Runs `/bin/bash arguments…` and waits for it: true if it exited 0.
+    /// (posix_spawn and waitpid: Foundation's `Process.waitUntilExit` on
+    /// Linux can miss the end of a child whose own child lives on, as the
+    /// server started here does.)
+    @discardableResult
+    private static func run(_ arguments: String...) -> Bool {
+        let argv = (["/bin/bash"] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, "/bin/bash", nil, nil, argv, environ) == 0 else { return false }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { return false }
+        }
+        // Exited (the low seven bits zero), with status 0.
+        return status & 0x7f == 0 && (status >> 8) & 0xff == 0
+    }
+}
