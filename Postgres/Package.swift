@@ -27,6 +27,8 @@ let package = Package(
     dependencies: [
         .package(name: "Strata", path: "../"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // TLS to the server (postgres-nio depends on it already).
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         .target(
@@ -34,6 +36,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strictSwift
         ),

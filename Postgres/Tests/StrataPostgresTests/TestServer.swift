@@ -6,16 +6,18 @@ import Synchronization
 import Glibc
 #endif
 
-/// The PostgreSQL server the tests use: the one whose socket directory
-/// `STRATA_POSTGRES_SOCKET_DIR` names (`make test-postgres` starts one and
-/// sets it), or else one this test process starts itself in a temporary
-/// directory with `scripts/postgres-server.sh` and stops when it exits.
+/// The PostgreSQL server the tests use: the one in the directory
+/// `STRATA_POSTGRES_SERVER_DIR` names (started there by
+/// `scripts/postgres-server.sh start`), or else one this test process
+/// starts itself in a temporary directory with that script and stops when
+/// it exits. Its socket is in the directory; its TCP port on 127.0.0.1 is
+/// in the directory's `port` file.
 /// Where neither is possible (no PostgreSQL installed), the tests that need
 /// a server are skipped, and say why.
 enum TestServer {
-    /// The socket directory, or why there is no server.
-    static let socket: Result<String, SkipReason> = {
-        if let directory = ProcessInfo.processInfo.environment["STRATA_POSTGRES_SOCKET_DIR"] {
+    /// The server's directory, or why there is no server.
+    static let directory: Result<String, SkipReason> = {
+        if let directory = ProcessInfo.processInfo.environment["STRATA_POSTGRES_SERVER_DIR"] {
             return .success(directory)
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-pg-\(UUID().uuidString)").path
@@ -36,11 +38,21 @@ enum TestServer {
 
     struct SkipReason: Error { let text: String }
 
-    static var isAvailable: Bool { (try? socket.get()) != nil }
+    static var isAvailable: Bool { (try? directory.get()) != nil }
 
-    /// The superuser's configuration for database `database`.
+    /// The server's port, on 127.0.0.1 and in its socket's name.
+    static func port() throws -> Int {
+        let text = try String(contentsOfFile: try directory.get() + "/port", encoding: .utf8)
+        guard let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw SkipReason(text: "no port file") }
+        return port
+    }
+
+    /// The password of the roles that must give one (strata_password, strata_tls).
+    static let password = "strata-test-password"
+
+    /// The superuser's configuration, over the socket, for database `database`.
     static func configuration(database: String = "postgres") throws -> PostgresConfiguration {
-        PostgresConfiguration(endpoint: .unixSocket(directory: try socket.get()), username: "postgres", database: database)
+        PostgresConfiguration(endpoint: .unixSocket(directory: try directory.get(), port: try port()), username: "postgres", database: database)
     }
 
     /// A new, empty database of its own for one test, and its configuration.

@@ -2,6 +2,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import PostgresNIO
 import Synchronization
 
@@ -38,11 +39,16 @@ final class PostgresSession: Sendable {
         var nio: PostgresConnection.Configuration
         switch configuration.endpoint {
         case .unixSocket(let directory, let port):
+            guard case .disable = configuration.tls else {
+                throw StrataError(code: .invalidArgument, message: """
+                    \(configuration): PostgreSQL offers no TLS over a Unix socket; connect over TCP for TLS, or set tls to .disable
+                    """)
+            }
             nio = .init(unixSocketPath: PostgresConfiguration.Endpoint.socketPath(directory, port),
                         username: configuration.username, password: configuration.password, database: configuration.database)
         case .tcp(let host, let port):
             nio = .init(host: host, port: port, username: configuration.username, password: configuration.password,
-                        database: configuration.database, tls: .disable)
+                        database: configuration.database, tls: try tls(configuration))
         }
         nio.options.connectTimeout = .milliseconds(Int64(configuration.connectTimeout * 1000))
         // postgres-nio logs at trace level and below only; nothing reaches
@@ -55,6 +61,19 @@ final class PostgresSession: Sendable {
             return PostgresSession(configuration: configuration, connection: try future.wait(), logger: logger)
         } catch {
             throw StrataError.postgres(error, "connecting", at: configuration)
+        }
+    }
+
+    /// postgres-nio's TLS setting for `configuration`'s.
+    private static func tls(_ configuration: PostgresConfiguration) throws(StrataError) -> PostgresConnection.Configuration.TLS {
+        do {
+            switch configuration.tls {
+            case .disable: return .disable
+            case .prefer(let tls): return .prefer(try NIOSSLContext(configuration: tls))
+            case .require(let tls): return .require(try NIOSSLContext(configuration: tls))
+            }
+        } catch {
+            throw StrataError(code: .invalidArgument, message: "\(configuration): the TLS configuration cannot be used: \(error)")
         }
     }
 
@@ -92,6 +111,10 @@ final class PostgresSession: Sendable {
         try execute("COMMIT", action)
         return result
     }
+
+    /// Whether the connection is gone (closed here, or by the server or the
+    /// network): a pool lends it no more.
+    var isClosed: Bool { connection.isClosed }
 
     /// Closes the connection (idempotent).
     func close() {

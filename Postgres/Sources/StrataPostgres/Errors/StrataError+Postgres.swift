@@ -1,4 +1,5 @@
 @_spi(StoreImplementation) import Strata
+import NIOSSL
 import PostgresNIO
 
 extension StrataError {
@@ -24,6 +25,12 @@ extension StrataError {
         }
         let message: String
         switch error.code {
+        case .connectionError where error.underlying is NIOSSLError:
+            message = """
+                the TLS handshake with PostgreSQL at \(configuration.endpoint) failed while \(action) \
+                (\(error.underlying.map { "\($0)" } ?? "")): check the server's certificate against the TLS configuration \
+                (a certificate the server signed itself needs its own certificate among trustRoots)
+                """
         case .connectionError:
             let reason = error.underlying.map { " (\($0))" } ?? ""
             message = """

@@ -6,7 +6,8 @@ extension StoreSchema {
     var creationStatements: [String] {
         let q = SQLIdentifier.quoted
         var statements = [
-            "CREATE TABLE \(q(Self.metaTable)) (\(q("key")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("value")) text NOT NULL)"
+            "CREATE TABLE \(q(Self.metaTable)) (\(q("key")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("value")) text NOT NULL)",
+            "CREATE TABLE \(q(Self.keysTable)) (\(q("entity")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("next")) bigint NOT NULL)",
         ]
         for table in tables {
             var parts = table.columns.map { column in

@@ -20,8 +20,8 @@
 /// - **the model's indexes** are indexes, its uniqueness constraints unique
 ///   indexes (PostgreSQL's, so a row another service writes is held to them
 ///   too; a null value never collides, as in Strata);
-/// - **`strata_meta`**, Strata's own: the store's identity and the model's
-///   version.
+/// - **`strata_meta`** and **`strata_keys`**, Strata's own: the store's
+///   identity and the model's version; the next primary key of each entity.
 ///
 /// Strata applies delete rules itself, in the object graph; the foreign keys
 /// are checked at commit (`DEFERRABLE INITIALLY DEFERRED`), so one save can
@@ -67,6 +67,8 @@ struct StoreSchema: Equatable {
 
     /// Strata's own table of the store's identity and model.
     static let metaTable = "strata_meta"
+    /// Strata's own table of the next primary key of each entity.
+    static let keysTable = "strata_keys"
     /// The column holding an object's primary key.
     static let idColumn = "strata_id"
     /// The column holding an object's version.
@@ -144,9 +146,9 @@ struct StoreSchema: Equatable {
         tables += joinTables
         // Tables, indexes and the constraints' indexes share one namespace
         // in PostgreSQL (a schema's relations).
-        let relations = [Self.metaTable] + tables.flatMap { table in [table.name, table.primaryKeyName] + table.indexes.map(\.name) }
+        let relations = [Self.metaTable, Self.keysTable] + tables.flatMap { table in [table.name, table.primaryKeyName] + table.indexes.map(\.name) }
         try Self.checkDistinct(relations, "tables and indexes") { name in
-            name == Self.metaTable
+            name == Self.metaTable || name == Self.keysTable
                 ? "an entity is named \(name), the name of Strata's own table: rename the entity"
                 : "two tables or indexes would be named \(name) (an entity, a join table, an index): rename an entity or a property"
         }
