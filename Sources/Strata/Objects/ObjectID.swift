@@ -36,6 +36,18 @@ public struct ObjectID: Sendable, Hashable, CustomStringConvertible {
         self.isTemporaryID = isTemporary
     }
 
+    /// The permanent ID of the object a store other than the log store
+    /// keeps as `storedPrimaryKey` of `entity` (the PostgreSQL store's
+    /// `strata_id`).
+    @_spi(StoreImplementation)
+    public init(entity: EntityDescription, storedPrimaryKey: UInt64) {
+        self.init(entity: entity, primaryKey: storedPrimaryKey, isTemporary: false)
+    }
+
+    /// The object's primary key within its entity, as a store keeps it.
+    @_spi(StoreImplementation)
+    public var storedPrimaryKey: UInt64 { primaryKey }
+
     public static func == (a: ObjectID, b: ObjectID) -> Bool {
         a.primaryKey == b.primaryKey && a.entity === b.entity
     }

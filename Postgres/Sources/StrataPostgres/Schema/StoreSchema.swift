@@ -75,6 +75,29 @@ struct StoreSchema: Equatable {
     static let versionColumn = "strata_version"
 
     var tables: [Table]
+    /// Where each entity's properties are kept, by entity name.
+    var layouts: [String: EntityLayout]
+
+    /// Where one entity's objects and their properties are kept.
+    struct EntityLayout: Equatable {
+        /// The entity's table.
+        var table: String
+        /// Per property, in the entity's order.
+        var properties: [PropertyLayout]
+    }
+
+    /// Where one property's values are kept.
+    enum PropertyLayout: Equatable {
+        /// A column of the entity's table: an attribute, or a to-one that keeps its column.
+        case column(String)
+        /// A join table in which the object is the source.
+        case joinTable(String)
+        /// The rows of `table` whose column `column` names the object (the
+        /// inverse's column): a to-many's targets, or a one-to-one's second side.
+        case inverseColumn(table: String, column: String)
+        /// A join table in which the object is the target (the inverse's).
+        case inverseJoinTable(String)
+    }
 
     /// The schema of `model`; throws ``Strata/StrataError/Code/invalidModel``
     /// for a name PostgreSQL cannot keep (see ``SQLIdentifier``) or one that
@@ -82,7 +105,9 @@ struct StoreSchema: Equatable {
     init(_ model: ManagedObjectModel) throws(StrataError) {
         var tables: [Table] = []
         var joinTables: [Table] = []
+        var layouts: [String: EntityLayout] = [:]
         for entity in model.entities {
+            var layout = EntityLayout(table: entity.name, properties: [])
             try SQLIdentifier.check(entity.name, "entity")
             var table = Table(
                 name: entity.name,
@@ -97,6 +122,7 @@ struct StoreSchema: Equatable {
                     try SQLIdentifier.check(attribute.name, "\(entity.name)'s attribute")
                     table.columns.append(Column(name: attribute.name, type: Self.columnType(of: attribute.type),
                                                 isNullable: attribute.isOptional))
+                    layout.properties.append(.column(attribute.name))
                 case .relationship(let relationship):
                     try SQLIdentifier.check(relationship.name, "\(entity.name)'s relationship")
                     guard let destination = model.entity(named: relationship.destinationEntityName) else {
@@ -114,6 +140,7 @@ struct StoreSchema: Equatable {
                                                     references: destination.name))
                         table.indexes.append(Index(name: SQLIdentifier.made([entity.name, relationship.name, "idx"]),
                                                    columns: [relationship.name], isUnique: false))
+                        layout.properties.append(.column(relationship.name))
                     case .joinTable:
                         let name = entity.name + "_" + relationship.name
                         try SQLIdentifier.check(name, "the join table of \(entity.name).\(relationship.name)")
@@ -126,8 +153,13 @@ struct StoreSchema: Equatable {
                             primaryKey: ["source_id", "target_id"],
                             indexes: [Index(name: SQLIdentifier.made([name, "target", "idx"]), columns: ["target_id"], isUnique: false)],
                             entity: nil))
+                        layout.properties.append(.joinTable(name))
                     case .derived:
-                        break
+                        // The inverse keeps it: its column, or its join table.
+                        let inverse = inverse!
+                        layout.properties.append(inverse.isToMany
+                            ? .inverseJoinTable(destination.name + "_" + inverse.name)
+                            : .inverseColumn(table: destination.name, column: inverse.name))
                     }
                 }
             }
@@ -142,6 +174,7 @@ struct StoreSchema: Equatable {
                     : "\(entity.name) has two properties named \(name)"
             }
             tables.append(table)
+            layouts[entity.name] = layout
         }
         tables += joinTables
         // Tables, indexes and the constraints' indexes share one namespace
@@ -153,6 +186,7 @@ struct StoreSchema: Equatable {
                 : "two tables or indexes would be named \(name) (an entity, a join table, an index): rename an entity or a property"
         }
         self.tables = tables
+        self.layouts = layouts
     }
 
     /// Where a relationship's targets are kept.

@@ -1,0 +1,77 @@
+import Foundation
+@_spi(StoreImplementation) import Strata
+import PostgresNIO
+
+/// An object's values as PostgreSQL's parameters and cells, by the
+/// attribute types the columns were made for (``StoreSchema``): every value
+/// travels as a bind parameter, in binary, never as SQL text.
+///
+/// Two things PostgreSQL keeps otherwise than Strata's log store:
+/// - a `Date` is kept to the microsecond (`timestamp with time zone`);
+/// - text cannot hold the NUL character: a string with one is refused, with
+///   the object and attribute named.
+enum RowCoding {
+    /// Appends `value`, of attribute or to-one `property` of `id`'s entity, to `bindings`.
+    static func bind(
+        _ value: PropertyValue, of property: PropertyDescription, for id: ObjectID, to bindings: inout PostgresBindings
+    ) throws(StrataError) {
+        switch (value, property) {
+        case (.null, _):
+            bindings.appendNull()
+        case (.string(let string), .attribute):
+            guard !string.utf8.contains(0) else {
+                throw StrataError(code: .invalidArgument, message: """
+                    \(id).\(property.name) holds a string with a NUL character, which PostgreSQL's text cannot keep: \
+                    take it out, or keep such values as binary data
+                    """)
+            }
+            bindings.append(string)
+        case (.integer(let integer), .attribute(let attribute)):
+            switch attribute.type {
+            case .integer16: bindings.append(Int16(truncatingIfNeeded: integer))
+            case .integer32: bindings.append(Int32(truncatingIfNeeded: integer))
+            default: bindings.append(integer)
+            }
+        case (.double(let double), .attribute): bindings.append(double)
+        case (.bool(let bool), .attribute): bindings.append(bool)
+        case (.date(let date), .attribute): bindings.append(date)
+        case (.data(let data), .attribute): bindings.append(ByteBuffer(bytes: data))
+        case (.uuid(let uuid), .attribute): bindings.append(uuid)
+        case (.object(let target), .relationship): bindings.append(Int64(bitPattern: target.storedPrimaryKey))
+        default:
+            throw StrataError(code: .invalidArgument, message: "\(id).\(property.name) cannot hold \(value) in PostgreSQL")
+        }
+    }
+
+    /// The value of attribute `attribute` in `cell`.
+    static func attributeValue(_ cell: PostgresCell, _ attribute: AttributeDescription, of id: ObjectID) throws(StrataError) -> PropertyValue {
+        do {
+            switch attribute.type {
+            case .string: return try cell.decode(String?.self).map(PropertyValue.string) ?? .null
+            case .integer16: return try cell.decode(Int16?.self).map { .integer(Int64($0)) } ?? .null
+            case .integer32: return try cell.decode(Int32?.self).map { .integer(Int64($0)) } ?? .null
+            case .integer64: return try cell.decode(Int64?.self).map(PropertyValue.integer) ?? .null
+            case .double: return try cell.decode(Double?.self).map(PropertyValue.double) ?? .null
+            case .bool: return try cell.decode(Bool?.self).map(PropertyValue.bool) ?? .null
+            case .date: return try cell.decode(Date?.self).map(PropertyValue.date) ?? .null
+            case .binaryData: return try cell.decode(ByteBuffer?.self).map { .data(Data($0.readableBytesView)) } ?? .null
+            case .uuid: return try cell.decode(UUID?.self).map(PropertyValue.uuid) ?? .null
+            }
+        } catch {
+            throw StrataError(code: .corruptRecord, message: """
+                \(id).\(attribute.name) holds a value PostgreSQL cannot give as \(attribute.type) (\(error)): \
+                was the column changed outside Strata?
+                """)
+        }
+    }
+
+    /// The object a to-one column's `cell` names, of `destination`.
+    static func target(_ cell: PostgresCell, in destination: EntityDescription) throws(StrataError) -> PropertyValue {
+        do {
+            guard let key = try cell.decode(Int64?.self) else { return .null }
+            return .object(ObjectID(entity: destination, storedPrimaryKey: UInt64(bitPattern: key)))
+        } catch {
+            throw StrataError(code: .corruptRecord, message: "a relationship column to \(destination.name) holds no key (\(error))")
+        }
+    }
+}
