@@ -94,12 +94,15 @@ final class PostgresSession: Sendable {
         try query(PostgresQuery(unsafeSQL: sql), action)
     }
 
-    /// Runs `body` in one transaction: `BEGIN`, then `COMMIT` if it returns,
+    /// Runs `body` in one transaction: `begin` (`BEGIN`, or one that sets
+    /// the isolation), then `COMMIT` if it returns,
     /// or `ROLLBACK` if it throws (after a failed statement the server
     /// refuses every other until then). A `COMMIT` that fails throws; its
     /// transaction is gone.
-    func transaction<T>(_ action: String, _ body: () throws(StrataError) -> T) throws(StrataError) -> T {
-        try execute("BEGIN", action)
+    func transaction<T>(
+        _ action: String, beginning begin: String = "BEGIN", _ body: () throws(StrataError) -> T
+    ) throws(StrataError) -> T {
+        try execute(begin, action)
         let result: T
         do {
             result = try body()

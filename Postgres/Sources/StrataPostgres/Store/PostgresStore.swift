@@ -1,0 +1,180 @@
+import Foundation
+@_spi(StoreImplementation) import Strata
+import PostgresNIO
+
+/// A Strata store in a PostgreSQL database that several processes share:
+/// what the coordinator will ask of it through the store seam (issue 45),
+/// in PostgreSQL's terms — opening (the tables made or checked), primary
+/// keys, objects by ID, every object of an entity, the holders of unique
+/// values, and a save as one transaction guarded by the versions it read.
+///
+/// Reads that take several statements run in one `REPEATABLE READ READ
+/// ONLY` transaction, so they see one state of the database; a save runs
+/// in a `READ COMMITTED` transaction, its updates and deletes checked
+/// against the versions the saving context read. Sessions come from a pool
+/// of its own (``PostgresSessionPool``); every method may be called from
+/// any thread, and blocks it for the round trips.
+///
+/// `Sendable`: its state is immutable but for the pool, which guards its own.
+final class PostgresStore: Sendable {
+    let model: ManagedObjectModel
+    let schema: StoreSchema
+    /// The store's identity, made with its tables.
+    let identifier: UUID
+    /// Whether this open made the tables.
+    let created: Bool
+    private let pool: PostgresSessionPool
+
+    /// Objects a scan reads per statement: its memory is bounded by this,
+    /// whatever the entity's size.
+    let scanPageSize: Int
+
+    /// Opens the store of `model` in the database `configuration` names,
+    /// making its tables if the database has none (see
+    /// ``SchemaInstallation``), with at most `sessions` connections.
+    init(_ configuration: PostgresConfiguration, model: ManagedObjectModel, sessions: Int = 8, scanPageSize: Int = 1_000) throws(StrataError) {
+        let schema = try StoreSchema(model)
+        let pool = PostgresSessionPool(configuration, capacity: sessions)
+        let installed: InstalledSchema
+        do {
+            installed = try pool.withSession { (session) throws(StrataError) in
+                try SchemaInstallation.prepare(schema, of: model, on: session)
+            }
+        } catch {
+            pool.close()
+            throw error
+        }
+        self.model = model
+        self.schema = schema
+        self.pool = pool
+        self.identifier = installed.storeIdentifier
+        self.created = installed.created
+        self.scanPageSize = scanPageSize
+    }
+
+    /// Closes the store: waits for the calls under way, then closes every
+    /// connection. Calls after it throw ``Strata/StrataError/Code/noPersistentStore``.
+    func close() { pool.close() }
+
+    /// `count` new primary keys of `entity`, no process's but this call's.
+    func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) throws(StrataError) -> Range<UInt64> {
+        try pool.withSession { (session) throws(StrataError) in
+            try PrimaryKeyReservation.reserve(count, of: entity.name, on: session)
+        }
+    }
+
+    /// The stored rows of `ids`, in their order (nil: not stored), read at
+    /// one state of the database.
+    func snapshots(of ids: [ObjectID]) throws(StrataError) -> [StoredRow?] {
+        guard !ids.isEmpty else { return [] }
+        return try reading("reading objects") { (session) throws(StrataError) in
+            var byEntity: [ObjectIdentifier: [ObjectID]] = [:]
+            for id in ids { byEntity[ObjectIdentifier(id.entity), default: []].append(id) }
+            var found: [ObjectID: StoredRow] = [:]
+            for group in byEntity.values {
+                found.merge(try StoredRows.read(group, of: group[0].entity, in: model, schema: schema, on: session)) { $1 }
+            }
+            return ids.map { found[$0] }
+        }
+    }
+
+    /// Calls `body` with every stored object of `entity`, in primary-key
+    /// order, at one state of the database, a page at a time, until it
+    /// returns false.
+    func forEachStored(of entity: EntityDescription, _ body: (ObjectID, StoredRow) throws(StrataError) -> Bool) throws(StrataError) {
+        let q = SQLIdentifier.quoted
+        let page = "SELECT \(q(StoreSchema.idColumn)) FROM \(q(entity.name)) WHERE \(q(StoreSchema.idColumn)) > $1 ORDER BY 1 LIMIT $2"
+        try reading("reading every \(entity.name)") { (session) throws(StrataError) in
+            var after: Int64 = 0
+            while true {
+                var bindings = PostgresBindings()
+                bindings.append(after)
+                bindings.append(Int64(scanPageSize))
+                let keys = try session.query(PostgresQuery(unsafeSQL: page, binds: bindings), "reading every \(entity.name)")
+                    .map { (row) throws(StrataError) -> UInt64 in
+                        UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, "reading every \(entity.name)"))
+                    }
+                guard let last = keys.last else { return }
+                let ids = keys.map { ObjectID(entity: entity, storedPrimaryKey: $0) }
+                let rows = try StoredRows.read(ids, of: entity, in: model, schema: schema, on: session)
+                for id in ids {
+                    guard let row = rows[id] else { continue }
+                    guard try body(id, row) else { return }
+                }
+                guard keys.count == scanPageSize else { return }
+                after = Int64(bitPattern: last)
+            }
+        }
+    }
+
+    /// The stored objects of `entity` holding each of `keys` in the
+    /// attributes of uniqueness constraint `constraint` (its attribute
+    /// names), in the order of `keys`. A key with a null value has no
+    /// holder (nulls never collide).
+    func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]] {
+        let q = SQLIdentifier.quoted
+        let properties = try constraint.map { (name) throws(StrataError) -> PropertyDescription in
+            guard let property = entity.property(named: name) else {
+                throw StrataError(code: .invalidArgument, message: "\(entity.name) has no attribute \(name)")
+            }
+            return property
+        }
+        let sql = "SELECT \(q(StoreSchema.idColumn)) FROM \(q(entity.name)) WHERE "
+            + constraint.enumerated().map { "\(q($1)) = $\($0 + 1)" }.joined(separator: " AND ")
+        return try reading("looking up unique values of \(entity.name)") { (session) throws(StrataError) in
+            try keys.map { (key) throws(StrataError) -> [ObjectID] in
+                guard !key.contains(.null) else { return [] }
+                var bindings = PostgresBindings()
+                let probe = ObjectID(entity: entity, storedPrimaryKey: 0)
+                for (value, property) in zip(key, properties) { try RowCoding.bind(value, of: property, for: probe, to: &bindings) }
+                return try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), "looking up unique values of \(entity.name)")
+                    .map { (row) throws(StrataError) -> ObjectID in
+                        ObjectID(entity: entity, storedPrimaryKey: UInt64(bitPattern: try SchemaInstallation.decode(
+                            row, as: Int64.self, "looking up unique values of \(entity.name)")))
+                    }
+            }
+        }
+    }
+
+    /// What a save did: written whole, or nothing written because these
+    /// objects' rows no longer held the versions the save read (another
+    /// process changed or deleted them first).
+    enum SaveOutcome: Equatable {
+        case written
+        case conflicts([ObjectID])
+    }
+
+    /// Writes `changes` as one transaction: all of it, or — when an update
+    /// or a delete meets a row another writer changed first — none of it,
+    /// and the objects concerned are returned, for the coordinator to read
+    /// again and decide by its merge policy. Throws
+    /// ``Strata/StrataError/Code/constraintConflict`` for a unique value
+    /// another object holds (nothing written).
+    func save(_ changes: RowChanges) throws(StrataError) -> SaveOutcome {
+        try pool.withSession { (session) throws(StrataError) in
+            try session.execute("BEGIN", "saving")
+            let conflicts: [ObjectID]
+            do throws(StrataError) {
+                conflicts = try RowWriter.write(changes, schema: schema, on: session)
+            } catch {
+                try? session.execute("ROLLBACK", "saving")
+                throw error
+            }
+            guard conflicts.isEmpty else {
+                try session.execute("ROLLBACK", "saving")
+                return .conflicts(conflicts)
+            }
+            try session.execute("COMMIT", "saving")
+            return .written
+        }
+    }
+
+    /// Runs `body` in a read-only transaction at one snapshot of the database.
+    private func reading<T>(_ action: String, _ body: (PostgresSession) throws(StrataError) -> T) throws(StrataError) -> T {
+        try pool.withSession { (session) throws(StrataError) in
+            try session.transaction(action, beginning: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { () throws(StrataError) in
+                try body(session)
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+@_spi(StoreImplementation) import Strata
+@testable import StrataPostgres
+import Synchronization
+import Testing
+
+/// The store as the coordinator will use it: opened by several processes,
+/// saving whole or not at all, reading at one state.
+@Suite("PostgreSQL store", .enabled(if: TestServer.isAvailable, "no PostgreSQL server (see the message above)"))
+struct StoreTests {
+    let model: ManagedObjectModel
+    init() throws { model = try bookmarksModel() }
+
+    func tag(_ key: UInt64) -> ObjectID { ObjectID(entity: model.entity(named: "Tag")!, storedPrimaryKey: key) }
+    func tagValues(_ name: PropertyValue) -> [PropertyValue] { [name, .objects([])] }
+
+    @Test func openedByOneThenAnother() throws {
+        let configuration = try TestServer.freshDatabase()
+        let first = try PostgresStore(configuration, model: model)
+        let second = try PostgresStore(configuration, model: model)
+        #expect(first.created && !second.created)
+        #expect(first.identifier == second.identifier)
+        first.close()
+        let closed = #expect(throws: StrataError.self) { _ = try first.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 1) }
+        #expect(closed?.code == .noPersistentStore)
+        #expect(try second.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 3) == 1..<4)
+        second.close()
+    }
+
+    @Test func aScanReadsEveryObjectInPagesAtOneState() throws {
+        let store = try PostgresStore(try TestServer.freshDatabase(), model: model, scanPageSize: 7)
+        defer { store.close() }
+        let keys = try store.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 50)
+        var changes = RowChanges()
+        for key in keys { changes.inserted.append((tag(key), tagValues(.string("tag \(key)")))) }
+        #expect(try store.save(changes) == .written)
+        var seen: [UInt64] = []
+        try store.forEachStored(of: model.entity(named: "Tag")!) { (id, row) throws(StrataError) -> Bool in
+            seen.append(id.storedPrimaryKey)
+            #expect(row == StoredRow(version: 1, values: tagValues(.string("tag \(id.storedPrimaryKey)"))))
+            return true
+        }
+        #expect(seen == Array(keys))
+        var firstTen = 0
+        try store.forEachStored(of: model.entity(named: "Tag")!) { (_, _) throws(StrataError) -> Bool in
+            firstTen += 1
+            return firstTen < 10
+        }
+        #expect(firstTen == 10)
+        let folder = ObjectID(entity: model.entity(named: "Folder")!, storedPrimaryKey: 1)
+        #expect(try store.snapshots(of: [tag(3), folder, tag(49)]).map { $0?.values.first } == [.string("tag 3"), nil, .string("tag 49")])
+    }
+
+    @Test func aStaleUpdateLeavesTheWholeSaveUnwritten() throws {
+        let store = try PostgresStore(try TestServer.freshDatabase(), model: model)
+        defer { store.close() }
+        #expect(try store.save(RowChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written)
+        #expect(try store.save(RowChanges(updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1)])) == .written)
+        let stale = RowChanges(inserted: [(tag(2), tagValues(.string("rust")))],
+                               updated: [.init(id: tag(1), values: tagValues(.string("SWIFT")), expectedVersion: 1)])
+        #expect(try store.save(stale) == .conflicts([tag(1)]))
+        #expect(try store.snapshots(of: [tag(1), tag(2)]) == [StoredRow(version: 2, values: tagValues(.string("Swift"))), nil])
+    }
+
+    @Test func holdersOfUniqueValues() throws {
+        let store = try PostgresStore(try TestServer.freshDatabase(), model: model)
+        defer { store.close() }
+        _ = try store.save(RowChanges(inserted: [(tag(1), tagValues(.string("swift"))), (tag(2), tagValues(.string("it's")))]))
+        let holders = try store.holders(of: [[.string("swift")], [.string("nope")], [.null], [.string("it's")]],
+                                        constraint: ["name"], of: model.entity(named: "Tag")!)
+        #expect(holders == [[tag(1)], [], [], [tag(2)]])
+    }
+
+    @Test func twoProcessesEditingOneObjectAtOnce() throws {
+        let configuration = try TestServer.freshDatabase()
+        let stores = [try PostgresStore(configuration, model: model), try PostgresStore(configuration, model: model)]
+        defer { for store in stores { store.close() } }
+        _ = try stores[0].save(RowChanges(inserted: [(tag(1), tagValues(.string("swift")))]))
+        for round in 0..<20 {
+            let version = try #require(try stores[0].snapshots(of: [tag(1)])[0]?.version)
+            let outcomes = Mutex<[PostgresStore.SaveOutcome]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { i in
+                let outcome = try? stores[i].save(RowChanges(updated: [
+                    .init(id: tag(1), values: tagValues(.string("round \(round) by \(i)")), expectedVersion: version),
+                ]))
+                outcomes.withLock { $0.append(outcome ?? .conflicts([])) }
+            }
+            // One wins; the other finds the version moved.
+            #expect(outcomes.withLock { $0 }.filter { $0 == .written }.count == 1)
+            #expect(outcomes.withLock { $0 }.contains(.conflicts([tag(1)])))
+            #expect(try stores[1].snapshots(of: [tag(1)])[0]?.version == version + 1)
+        }
+    }
+}
