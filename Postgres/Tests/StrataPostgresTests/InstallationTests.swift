@@ -39,9 +39,13 @@ struct InstallationTests {
         defer { session.close() }
         try session.query(#"INSERT INTO "Bookmark" (strata_id, strata_version, url, visits, pinned) VALUES (1, 1, 'a', 0, false)"#, "insert")
         // Uniqueness, as the typed error a save would throw.
+        // (In a transaction, as every write of the store's: the constraint is checked at commit.)
         let duplicate = #expect(throws: StrataError.self) {
-            try session.query(#"INSERT INTO "Bookmark" (strata_id, strata_version, url, visits, pinned) VALUES (2, 1, 'a', 0, false)"#, "inserting a bookmark")
+            try session.transaction("inserting a bookmark") { () throws(StrataError) in
+                try session.query(#"INSERT INTO "Bookmark" (strata_id, strata_version, url, visits, pinned) VALUES (2, 1, 'a', 0, false)"#, "inserting a bookmark")
+            }
         }
+        #expect(try session.query(#"SELECT count(*) FROM "Bookmark""#, "count").first?.decode(Int.self) == 1)
         #expect(duplicate?.code == .constraintConflict)
         #expect((duplicate?.cause as? PostgresServerError)?.constraintName == "Bookmark_url_key")
         #expect(duplicate?.message.contains("inserting a bookmark") == true)

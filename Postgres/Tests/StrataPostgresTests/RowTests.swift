@@ -151,4 +151,33 @@ struct RowTests {
         #expect(duplicate?.code == .constraintConflict)
         #expect(try read([id("Tag", 2)], on: session).isEmpty)
     }
+
+    @Test func oneSaveMaySwapUniqueValues() throws {
+        let session = try store()
+        defer { session.close() }
+        let a = id("Tag", 1), b = id("Tag", 2)
+        _ = try write(RowChanges(inserted: [(a, values("Tag", ["name": .string("a")])), (b, values("Tag", ["name": .string("b")]))]), on: session)
+        #expect(try write(RowChanges(updated: [
+            .init(id: a, values: values("Tag", ["name": .string("b")]), expectedVersion: 1),
+            .init(id: b, values: values("Tag", ["name": .string("a")]), expectedVersion: 1),
+        ]), on: session).isEmpty)
+        #expect(try read([a, b], on: session).mapValues { $0.values[0] } == [a: .string("b"), b: .string("a")])
+    }
+
+    @Test func aSaveLargerThanOneStatementTakes() throws {
+        let session = try store()
+        defer { session.close() }
+        // Two parameters an insert (key, name), four an update: past RowWriter.maximumParameters both ways.
+        let count = RowWriter.maximumParameters / 2 + 500
+        let ids = (1...UInt64(count)).map { id("Tag", $0) }
+        _ = try write(RowChanges(inserted: ids.map { ($0, values("Tag", ["name": .string("tag \($0.storedPrimaryKey)")])) }), on: session)
+        let conflicts = try write(RowChanges(updated: ids.map {
+            .init(id: $0, values: values("Tag", ["name": .string("renamed \($0.storedPrimaryKey)")]), expectedVersion: $0.storedPrimaryKey == 7 ? 5 : 1)
+        }), on: session)
+        #expect(conflicts == [id("Tag", 7)])
+        let rows = try read([id("Tag", 1), id("Tag", 7), id("Tag", UInt64(count))], on: session)
+        #expect(rows[id("Tag", 1)] == StoredRow(version: 2, values: values("Tag", ["name": .string("renamed 1")])))
+        #expect(rows[id("Tag", 7)] == StoredRow(version: 1, values: values("Tag", ["name": .string("tag 7")])))
+        #expect(rows[id("Tag", UInt64(count))]?.version == 2)
+    }
 }

@@ -17,6 +17,13 @@ import Synchronization
 /// Swift task it works, and blocks one thread of the cooperative pool for the
 /// round trip.
 ///
+/// **Every write goes in a ``transaction(_:beginning:_:)``.** The unique
+/// and foreign-key constraints are checked at commit; a statement run on
+/// its own commits as it ends, and when that commit fails, postgres-nio
+/// 1.33 reports the statement as done and closes the connection (seen in
+/// a test): the write is gone and nobody is told. An explicit `COMMIT` is
+/// a statement of its own, and its failure comes back as its error.
+///
 /// One caller at a time: a session carries one transaction state, and
 /// statements of two callers would interleave in it. The store hands each
 /// session to one thread at a time.

@@ -21,106 +21,190 @@ struct RowChanges {
     var deleted: [Delete] = []
 }
 
-/// Writes a save's rows in the caller's transaction: each object's row in
-/// its entity's table, and the relationships kept in join tables.
+/// Writes a save's rows in the caller's transaction, a few statements per
+/// entity whatever the number of objects: its deletes, its updates and its
+/// inserts each as one statement over a `VALUES` list (split only past
+/// ``maximumParameters``), then the join-table rows of its to-manys kept
+/// in join tables.
 ///
-/// An update or a delete names the version it read (`… WHERE strata_version
-/// = $n`): a row another writer changed or deleted since is not touched, and
-/// comes back among the conflicts, for the caller to roll back and decide
-/// again (optimistic concurrency, as the coordinator's merge policies
-/// expect). Rows are written in (entity, key) order, so two writers that
-/// meet lock them in one order and never deadlock. A relationship's other
+/// An update or a delete names the version it read (`… AND strata_version
+/// = v.expected`): a row another writer changed or deleted since is not
+/// touched, and comes back among the conflicts, for the caller to roll back
+/// and decide again (optimistic concurrency, as the coordinator's merge
+/// policies expect). Entities go in name order and rows in key order, so
+/// two writers that meet lock rows in one order. A relationship's other
 /// side (a to-many read from its inverse's column) is not written: Strata
 /// keeps both sides in step, and the side that keeps the column holds it.
 enum RowWriter {
+    /// The most bind parameters one statement takes (PostgreSQL's limit is
+    /// 65,535).
+    static let maximumParameters = 32_767
+
     /// Writes `changes`; returns the updated and deleted objects whose row
     /// did not hold the version expected (nothing was written for those).
     static func write(
         _ changes: RowChanges, schema: StoreSchema, on session: PostgresSession
     ) throws(StrataError) -> [ObjectID] {
+        var groups: [String: EntityChanges] = [:]
+        for (id, values) in changes.inserted { groups[id.entity.name, default: EntityChanges(id.entity)].inserted.append((id, values)) }
+        for update in changes.updated { groups[update.id.entity.name, default: EntityChanges(update.id.entity)].updated.append(update) }
+        for delete in changes.deleted { groups[delete.id.entity.name, default: EntityChanges(delete.id.entity)].deleted.append(delete) }
         var conflicts: [ObjectID] = []
-        let q = SQLIdentifier.quoted
-        for delete in changes.deleted.sorted(by: { order($0.id, $1.id) }) {
-            let layout = try layout(of: delete.id, in: schema)
-            var bindings = PostgresBindings()
-            bindings.append(Int64(bitPattern: delete.id.storedPrimaryKey))
-            bindings.append(Int64(bitPattern: delete.expectedVersion))
-            let deleted = try session.query(PostgresQuery(unsafeSQL: """
-                DELETE FROM \(q(layout.table)) WHERE \(q(StoreSchema.idColumn)) = $1 AND \(q(StoreSchema.versionColumn)) = $2 \
-                RETURNING \(q(StoreSchema.idColumn))
-                """, binds: bindings), "deleting \(delete.id)")
-            if deleted.isEmpty { conflicts.append(delete.id) }
-        }
-        for update in changes.updated.sorted(by: { order($0.id, $1.id) }) {
-            let layout = try layout(of: update.id, in: schema)
-            var bindings = PostgresBindings()
-            bindings.append(Int64(bitPattern: update.id.storedPrimaryKey))
-            bindings.append(Int64(bitPattern: update.expectedVersion))
-            var sets = ["\(q(StoreSchema.versionColumn)) = \(q(StoreSchema.versionColumn)) + 1"]
-            for (index, property) in layout.properties.enumerated() {
-                guard case .column(let name) = property else { continue }
-                try RowCoding.bind(update.values[index], of: update.id.entity.properties[index], for: update.id, to: &bindings)
-                sets.append("\(q(name)) = $\(bindings.count)")
+        for name in groups.keys.sorted() {
+            let group = groups[name]!
+            guard let layout = schema.layouts[name], let table = schema.tables.first(where: { $0.name == layout.table }) else {
+                throw StrataError(code: .invalidArgument, message: "\(name) is not an entity of the store's model")
             }
-            let updated = try session.query(PostgresQuery(unsafeSQL: """
-                UPDATE \(q(layout.table)) SET \(sets.joined(separator: ", ")) \
-                WHERE \(q(StoreSchema.idColumn)) = $1 AND \(q(StoreSchema.versionColumn)) = $2 RETURNING \(q(StoreSchema.idColumn))
-                """, binds: bindings), "updating \(update.id)")
-            guard !updated.isEmpty else {
-                conflicts.append(update.id)
-                continue
-            }
-            try writeJoinTables(of: update.id, update.values, layout, replacing: true, on: session)
-        }
-        for (id, values) in changes.inserted.sorted(by: { order($0.id, $1.id) }) {
-            let layout = try layout(of: id, in: schema)
-            var bindings = PostgresBindings()
-            bindings.append(Int64(bitPattern: id.storedPrimaryKey))
-            var names = [StoreSchema.idColumn, StoreSchema.versionColumn]
-            var placeholders = ["$1", "1"]
-            for (index, property) in layout.properties.enumerated() {
-                guard case .column(let name) = property else { continue }
-                try RowCoding.bind(values[index], of: id.entity.properties[index], for: id, to: &bindings)
-                names.append(name)
-                placeholders.append("$\(bindings.count)")
-            }
-            try session.query(PostgresQuery(unsafeSQL: """
-                INSERT INTO \(q(layout.table)) (\(names.map(q).joined(separator: ", "))) VALUES (\(placeholders.joined(separator: ", ")))
-                """, binds: bindings), "inserting \(id)")
-            try writeJoinTables(of: id, values, layout, replacing: false, on: session)
+            let writer = EntityWriter(entity: group.entity, layout: layout, table: table, session: session)
+            conflicts += try writer.delete(group.deleted.sorted { $0.id.storedPrimaryKey < $1.id.storedPrimaryKey })
+            let updated = group.updated.sorted { $0.id.storedPrimaryKey < $1.id.storedPrimaryKey }
+            let written = try writer.update(updated)
+            conflicts += updated.map(\.id).filter { !written.contains($0) }
+            let inserted = group.inserted.sorted { $0.id.storedPrimaryKey < $1.id.storedPrimaryKey }
+            try writer.insert(inserted)
+            try writer.writeJoinTables(
+                replacing: updated.filter { written.contains($0.id) }.map { ($0.id, $0.values) }, adding: inserted)
         }
         return conflicts
     }
 
-    /// The join-table rows of `id`'s to-manys kept in join tables: its
-    /// targets now (the old rows first removed, for an update).
-    private static func writeJoinTables(
-        of id: ObjectID, _ values: [PropertyValue], _ layout: StoreSchema.EntityLayout, replacing: Bool, on session: PostgresSession
-    ) throws(StrataError) {
-        let q = SQLIdentifier.quoted
-        let key = Int64(bitPattern: id.storedPrimaryKey)
-        for (index, property) in layout.properties.enumerated() {
-            guard case .joinTable(let table) = property else { continue }
-            if replacing {
-                try session.query("DELETE FROM \(unescaped: q(table)) WHERE source_id = \(key)", "updating \(id)'s \(table)")
+    /// One entity's part of a save.
+    private struct EntityChanges {
+        let entity: EntityDescription
+        var inserted: [(id: ObjectID, values: [PropertyValue])] = []
+        var updated: [RowChanges.Update] = []
+        var deleted: [RowChanges.Delete] = []
+        init(_ entity: EntityDescription) { self.entity = entity }
+    }
+
+    /// The statements of one entity's part of a save.
+    private struct EntityWriter {
+        let entity: EntityDescription
+        let layout: StoreSchema.EntityLayout
+        let table: StoreSchema.Table
+        let session: PostgresSession
+
+        /// The entity's own columns: each property kept in one, its name and SQL type.
+        var columns: [(index: Int, name: String, type: String)] {
+            layout.properties.enumerated().compactMap { index, property in
+                guard case .column(let name) = property, let column = table.columns.first(where: { $0.name == name }) else { return nil }
+                return (index, name, column.type)
             }
-            guard case .objects(let targets) = values[index], !targets.isEmpty else { continue }
-            let keys = targets.map { Int64(bitPattern: $0.storedPrimaryKey) }.sorted()
-            try session.query("""
-                INSERT INTO \(unescaped: q(table)) (source_id, target_id) SELECT \(key), unnest(\(keys)::bigint[])
-                """, "writing \(id)'s \(table)")
         }
-    }
 
-    private static func layout(of id: ObjectID, in schema: StoreSchema) throws(StrataError) -> StoreSchema.EntityLayout {
-        guard let layout = schema.layouts[id.entity.name] else {
-            throw StrataError(code: .invalidArgument, message: "\(id.entity.name) is not an entity of the store's model")
+        let q = SQLIdentifier.quoted
+        var id: String { q(StoreSchema.idColumn) }
+        var version: String { q(StoreSchema.versionColumn) }
+
+        /// Deletes the rows still at their expected versions; returns the others.
+        func delete(_ deletes: [RowChanges.Delete]) throws(StrataError) -> [ObjectID] {
+            var gone: Set<ObjectID> = []
+            for chunk in chunks(deletes, parametersEach: 2) {
+                var bindings = PostgresBindings()
+                var rows: [String] = []
+                for delete in chunk {
+                    bindings.append(Int64(bitPattern: delete.id.storedPrimaryKey))
+                    bindings.append(Int64(bitPattern: delete.expectedVersion))
+                    rows.append("($\(bindings.count - 1)::bigint, $\(bindings.count)::bigint)")
+                }
+                let deleted = try session.query(PostgresQuery(unsafeSQL: """
+                    DELETE FROM \(q(layout.table)) AS t USING (VALUES \(rows.joined(separator: ", "))) AS v(k, expected) \
+                    WHERE t.\(id) = v.k AND t.\(version) = v.expected RETURNING t.\(id)
+                    """, binds: bindings), "deleting \(entity.name) objects")
+                gone.formUnion(try keys(deleted, "deleting \(entity.name) objects"))
+            }
+            return deletes.map(\.id).filter { !gone.contains($0) }
         }
-        return layout
-    }
 
-    /// (entity, key) order: the order rows are locked in.
-    private static func order(_ a: ObjectID, _ b: ObjectID) -> Bool {
-        (a.entity.name, a.storedPrimaryKey) < (b.entity.name, b.storedPrimaryKey)
+        /// Updates the rows still at their expected versions; returns those it updated.
+        func update(_ updates: [RowChanges.Update]) throws(StrataError) -> Set<ObjectID> {
+            let columns = columns
+            var written: Set<ObjectID> = []
+            for chunk in chunks(updates, parametersEach: 2 + columns.count) {
+                var bindings = PostgresBindings()
+                var rows: [String] = []
+                for update in chunk {
+                    bindings.append(Int64(bitPattern: update.id.storedPrimaryKey))
+                    bindings.append(Int64(bitPattern: update.expectedVersion))
+                    var row = ["$\(bindings.count - 1)::bigint", "$\(bindings.count)::bigint"]
+                    for column in columns {
+                        try RowCoding.bind(update.values[column.index], of: entity.properties[column.index], for: update.id, to: &bindings)
+                        row.append("$\(bindings.count)::\(column.type)")
+                    }
+                    rows.append("(" + row.joined(separator: ", ") + ")")
+                }
+                let aliases = ["k", "expected"] + columns.indices.map { "v\($0)" }
+                let sets = ["\(version) = t.\(version) + 1"] + columns.enumerated().map { "\(q($1.name)) = v.v\($0)" }
+                let updated = try session.query(PostgresQuery(unsafeSQL: """
+                    UPDATE \(q(layout.table)) AS t SET \(sets.joined(separator: ", ")) \
+                    FROM (VALUES \(rows.joined(separator: ", "))) AS v(\(aliases.joined(separator: ", "))) \
+                    WHERE t.\(id) = v.k AND t.\(version) = v.expected RETURNING t.\(id)
+                    """, binds: bindings), "updating \(entity.name) objects")
+                written.formUnion(try keys(updated, "updating \(entity.name) objects"))
+            }
+            return written
+        }
+
+        /// Inserts the rows, at version 1.
+        func insert(_ inserts: [(id: ObjectID, values: [PropertyValue])]) throws(StrataError) {
+            let columns = columns
+            let names = ([StoreSchema.idColumn, StoreSchema.versionColumn] + columns.map(\.name)).map(q).joined(separator: ", ")
+            for chunk in chunks(inserts, parametersEach: 1 + columns.count) {
+                var bindings = PostgresBindings()
+                var rows: [String] = []
+                for (id, values) in chunk {
+                    bindings.append(Int64(bitPattern: id.storedPrimaryKey))
+                    var row = ["$\(bindings.count)", "1"]
+                    for column in columns {
+                        try RowCoding.bind(values[column.index], of: entity.properties[column.index], for: id, to: &bindings)
+                        row.append("$\(bindings.count)")
+                    }
+                    rows.append("(" + row.joined(separator: ", ") + ")")
+                }
+                try session.query(PostgresQuery(unsafeSQL: """
+                    INSERT INTO \(q(layout.table)) (\(names)) VALUES \(rows.joined(separator: ", "))
+                    """, binds: bindings), "inserting \(entity.name) objects")
+            }
+        }
+
+        /// The join-table rows of the to-manys kept in join tables: the
+        /// targets the objects hold now, the updated ones' old rows removed first.
+        func writeJoinTables(
+            replacing updated: [(id: ObjectID, values: [PropertyValue])], adding inserted: [(id: ObjectID, values: [PropertyValue])]
+        ) throws(StrataError) {
+            for (index, property) in layout.properties.enumerated() {
+                guard case .joinTable(let joinTable) = property else { continue }
+                let action = "writing \(entity.name).\(entity.properties[index].name)"
+                if !updated.isEmpty {
+                    let keys = updated.map { Int64(bitPattern: $0.id.storedPrimaryKey) }
+                    try session.query("DELETE FROM \(unescaped: q(joinTable)) WHERE source_id = ANY(\(keys)::bigint[])", action)
+                }
+                var sources: [Int64] = [], targets: [Int64] = []
+                for (id, values) in updated + inserted {
+                    guard case .objects(let held) = values[index] else { continue }
+                    for target in held.map(\.storedPrimaryKey).sorted() {
+                        sources.append(Int64(bitPattern: id.storedPrimaryKey))
+                        targets.append(Int64(bitPattern: target))
+                    }
+                }
+                guard !sources.isEmpty else { continue }
+                try session.query("""
+                    INSERT INTO \(unescaped: q(joinTable)) (source_id, target_id) SELECT * FROM unnest(\(sources)::bigint[], \(targets)::bigint[])
+                    """, action)
+            }
+        }
+
+        /// `items` in runs whose parameters stay within one statement's limit.
+        private func chunks<T>(_ items: [T], parametersEach: Int) -> [ArraySlice<T>] {
+            let size = max(1, RowWriter.maximumParameters / max(1, parametersEach))
+            return stride(from: 0, to: items.count, by: size).map { items[$0..<min($0 + size, items.count)] }
+        }
+
+        /// The objects whose keys `rows` return.
+        private func keys(_ rows: [PostgresRow], _ action: String) throws(StrataError) -> [ObjectID] {
+            try rows.map { (row) throws(StrataError) -> ObjectID in
+                ObjectID(entity: entity, storedPrimaryKey: UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, action)))
+            }
+        }
     }
 }

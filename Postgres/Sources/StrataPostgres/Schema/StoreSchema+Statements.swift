@@ -31,10 +31,12 @@ extension StoreSchema {
         }
         for table in tables {
             for index in table.indexes {
-                statements.append("""
-                    CREATE \(index.isUnique ? "UNIQUE " : "")INDEX \(q(index.name)) ON \(q(table.name)) \
-                    (\(index.columns.map(q).joined(separator: ", ")))
-                    """)
+                let columns = index.columns.map(q).joined(separator: ", ")
+                // A uniqueness constraint is checked at commit, as Strata
+                // checks a save whole: one save may swap two objects' values.
+                statements.append(index.isUnique
+                    ? "ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(index.name)) UNIQUE (\(columns)) DEFERRABLE INITIALLY DEFERRED"
+                    : "CREATE INDEX \(q(index.name)) ON \(q(table.name)) (\(columns))")
             }
         }
         return statements

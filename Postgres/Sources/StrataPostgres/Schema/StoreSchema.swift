@@ -17,9 +17,10 @@
 /// - **a to-many relationship whose inverse is to-many, or that has none**,
 ///   is a join table `Entity_relationship (source_id, target_id)`: each row
 ///   says the source's relationship holds the target;
-/// - **the model's indexes** are indexes, its uniqueness constraints unique
-///   indexes (PostgreSQL's, so a row another service writes is held to them
-///   too; a null value never collides, as in Strata);
+/// - **the model's indexes** are indexes, its uniqueness constraints
+///   PostgreSQL's own `UNIQUE` constraints, checked at commit (so a row
+///   another service writes is held to them too, one save may swap two
+///   objects' values, and a null value never collides, as in Strata);
 /// - **`strata_meta`** and **`strata_keys`**, Strata's own: the store's
 ///   identity and the model's version; the next primary key of each entity.
 ///
