@@ -59,18 +59,21 @@ test-tsan: deps
 		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
 # The PostgreSQL store's package (Postgres/, a package of its own so that
-# the root's builds never build NIO): built once, in debug, and tested. Its
-# tests start a PostgreSQL server of their own in a temporary directory
-# (scripts/postgres-server.sh), so Debian's postgresql is installed first
-# when missing. It is not run under ThreadSanitizer: the locking it relies on
-# is the coordinator's, which test-tsan covers.
+# the root's builds never build NIO): built once, in debug, and tested
+# against a PostgreSQL server of their own, started here in a temporary
+# directory and stopped after (scripts/postgres-server.sh, which makes a
+# certificate with openssl), so Debian's postgresql and openssl are
+# installed first when missing. It is not run under ThreadSanitizer: the
+# locking it relies on is the coordinator's, which test-tsan covers.
 test-postgres: deps
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "make: installing postgresql (the PostgreSQL store's tests start a server of their own) ..."; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v openssl >/dev/null; then \
+		echo "make: installing postgresql and openssl (the PostgreSQL store's tests start a server of their own, with a certificate) ..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql openssl; \
 	fi
 	$(SWIFT) build --package-path Postgres --build-tests
-	scripts/watchdog.sh 10 $(SWIFT) test --package-path Postgres --skip-build
+	@server=$$(mktemp -d); trap 'scripts/postgres-server.sh stop "$$server"; rm -rf "$$server"' EXIT; \
+		scripts/postgres-server.sh start "$$server" && \
+		STRATA_POSTGRES_SERVER_DIR="$$server" scripts/watchdog.sh 10 $(SWIFT) test --package-path Postgres --skip-build
 
 # The main job: strata-bench in release mode — main-queue stalls per stack
 # layout beside SQLite (the default scenario), then reads (a lookup among

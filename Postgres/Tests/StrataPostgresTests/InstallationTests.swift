@@ -31,7 +31,7 @@ struct InstallationTests {
         let tables = try session.query(
             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1", "listing")
             .map { try $0.decode(String.self) }
-        #expect(tables == ["Bookmark", "Bookmark_related", "Bookmark_tags", "Folder", "Person", "Tag", "strata_keys", "strata_meta"])
+        #expect(tables == ["Bookmark", "Bookmark_related", "Bookmark_tags", "Folder", "Person", "Tag", "strata_history", "strata_history_changes", "strata_keys", "strata_meta"])
     }
 
     @Test func theServerHoldsTheModelsRules() throws {

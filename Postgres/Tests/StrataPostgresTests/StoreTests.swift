@@ -33,7 +33,7 @@ struct StoreTests {
         let keys = try store.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 50)
         var changes = RowChanges()
         for key in keys { changes.inserted.append((tag(key), tagValues(.string("tag \(key)")))) }
-        #expect(try store.save(changes) == .written)
+        #expect(try store.save(changes) == .written(1))
         var seen: [UInt64] = []
         try store.forEachStored(of: model.entity(named: "Tag")!) { (id, row) throws(StrataError) -> Bool in
             seen.append(id.storedPrimaryKey)
@@ -54,8 +54,8 @@ struct StoreTests {
     @Test func aStaleUpdateLeavesTheWholeSaveUnwritten() throws {
         let store = try PostgresStore(try TestServer.freshDatabase(), model: model)
         defer { store.close() }
-        #expect(try store.save(RowChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written)
-        #expect(try store.save(RowChanges(updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1)])) == .written)
+        #expect(try store.save(RowChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written(1))
+        #expect(try store.save(RowChanges(updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1)])) == .written(2))
         let stale = RowChanges(inserted: [(tag(2), tagValues(.string("rust")))],
                                updated: [.init(id: tag(1), values: tagValues(.string("SWIFT")), expectedVersion: 1)])
         #expect(try store.save(stale) == .conflicts([tag(1)]))
@@ -86,9 +86,65 @@ struct StoreTests {
                 outcomes.withLock { $0.append(outcome ?? .conflicts([])) }
             }
             // One wins; the other finds the version moved.
-            #expect(outcomes.withLock { $0 }.filter { $0 == .written }.count == 1)
+            #expect(outcomes.withLock { $0 }.filter { if case .written = $0 { true } else { false } }.count == 1)
             #expect(outcomes.withLock { $0 }.contains(.conflicts([tag(1)])))
             #expect(try stores[1].snapshots(of: [tag(1)])[0]?.version == version + 1)
         }
+    }
+
+    @Test func everySaveIsHeardByTheOtherProcessesAndReadFromTheHistory() throws {
+        let configuration = try TestServer.freshDatabase()
+        let writer = try PostgresStore(configuration, model: model)
+        let reader = try PostgresStore(configuration, model: model)
+        defer { writer.close(); reader.close() }
+        let heard = Mutex<[UInt64]>([])
+        let arrived = DispatchSemaphore(value: 0)
+        let listener = try PostgresChangeListener(configuration) { number in
+            heard.withLock { $0.append(number) }
+            arrived.signal()
+        }
+        defer { listener.close() }
+        var changes = RowChanges(inserted: [(tag(1), tagValues(.string("swift"))), (tag(2), tagValues(.string("rust")))])
+        changes.author = "importer"
+        changes.contextName = "import"
+        #expect(try writer.save(changes) == .written(1))
+        #expect(try writer.save(RowChanges(
+            updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1, changedProperties: ["name"])],
+            deleted: [.init(id: tag(2), expectedVersion: 1)])) == .written(2))
+        // A save that meets a conflict is rolled back with its history: no number taken.
+        #expect(try writer.save(RowChanges(deleted: [.init(id: tag(1), expectedVersion: 1)])) == .conflicts([tag(1)]))
+        for _ in 0..<2 { #expect(arrived.wait(timeout: .now() + 5) == .success) }
+        #expect(heard.withLock { $0 } == [1, 2])
+        let history = try reader.transactions(after: 0)
+        #expect(history.map(\.number) == [1, 2])
+        #expect(history[0].author == "importer" && history[0].contextName == "import")
+        #expect(history[0].changes == [
+            .init(entity: "Tag", key: 1, kind: .insert, properties: []), .init(entity: "Tag", key: 2, kind: .insert, properties: []),
+        ])
+        #expect(Set(history[1].changes.map(\.kind)) == [.update, .delete])
+        #expect(history[1].changes.first { $0.kind == .update } == .init(entity: "Tag", key: 1, kind: .update, properties: ["name"]))
+        #expect(try reader.transactions(after: 1).map(\.number) == [2])
+        #expect(try reader.transactions(after: 2).isEmpty)
+    }
+
+    @Test func historyNumbersFollowCommitOrderUnderManyWriters() throws {
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model, sessions: 4)
+        defer { store.close() }
+        let keys = try store.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 100)
+        let numbers = Mutex<[UInt64: UInt64]>([:])  // key -> history number
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for key in keys where Int(key) % 4 == thread {
+                if case .written(let number?)? = try? store.save(RowChanges(inserted: [(tag(key), tagValues(.string("t\(key)")))])) {
+                    numbers.withLock { $0[key] = number }
+                }
+            }
+        }
+        let recorded = numbers.withLock { $0 }
+        #expect(recorded.count == 100)
+        #expect(Set(recorded.values) == Set(1...100))
+        let history = try store.transactions(after: 0, limit: 1_000)
+        #expect(history.map(\.number) == Array(1...100))
+        for transaction in history { #expect(recorded[transaction.changes[0].key] == transaction.number) }
     }
 }

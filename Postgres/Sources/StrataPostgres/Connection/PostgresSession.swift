@@ -122,6 +122,14 @@ final class PostgresSession: Sendable {
         return result
     }
 
+    /// Calls `handler` with the payload of each notification on `channel`
+    /// (a plain identifier), on an event-loop thread, until the returned
+    /// context is stopped or the connection ends. PostgreSQL listens once
+    /// a statement sent after this has come back.
+    func listen(on channel: String, _ handler: @escaping @Sendable (String) -> Void) -> PostgresListenContext {
+        connection.addListener(channel: channel) { _, notification in handler(notification.payload) }
+    }
+
     /// Whether the connection is gone (closed here, or by the server or the
     /// network): a pool lends it no more.
     var isClosed: Bool { connection.isClosed }

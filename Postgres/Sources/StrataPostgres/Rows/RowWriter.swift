@@ -9,6 +9,8 @@ struct RowChanges {
         var id: ObjectID
         var values: [PropertyValue]
         var expectedVersion: UInt64
+        /// The names of the properties it changes, for the history.
+        var changedProperties: [String] = []
     }
 
     struct Delete {
@@ -19,6 +21,9 @@ struct RowChanges {
     var inserted: [(id: ObjectID, values: [PropertyValue])] = []
     var updated: [Update] = []
     var deleted: [Delete] = []
+    /// Who saved, for the history.
+    var author: String? = nil
+    var contextName: String? = nil
 }
 
 /// Writes a save's rows in the caller's transaction, a few statements per

@@ -75,7 +75,12 @@ enum SchemaInstallation {
         }
         let identifier = UUID()
         let meta = StoreSchema.metaTable
-        for (key, value) in [("format", format), ("model.versionHash", model.versionHash), ("store.identifier", identifier.uuidString)] {
+        let entries = [
+            ("format", format), ("model.versionHash", model.versionHash), ("store.identifier", identifier.uuidString),
+            // The next save's history number (``PostgresHistory``).
+            ("history.next", "1"),
+        ]
+        for (key, value) in entries {
             try session.query(
                 "INSERT INTO \(unescaped: SQLIdentifier.quoted(meta)) (key, value) VALUES (\(key), \(value))", "recording the store's model")
         }

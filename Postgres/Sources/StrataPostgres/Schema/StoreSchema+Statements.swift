@@ -8,6 +8,16 @@ extension StoreSchema {
         var statements = [
             "CREATE TABLE \(q(Self.metaTable)) (\(q("key")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("value")) text NOT NULL)",
             "CREATE TABLE \(q(Self.keysTable)) (\(q("entity")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("next")) bigint NOT NULL)",
+            """
+            CREATE TABLE \(q(Self.historyTable)) (number bigint NOT NULL PRIMARY KEY, committed_at timestamp with time zone NOT NULL, \
+            author text, context_name text)
+            """,
+            """
+            CREATE TABLE \(q(Self.historyChangesTable)) (number bigint NOT NULL REFERENCES \(q(Self.historyTable)) (number) \
+            ON DELETE CASCADE, entity text COLLATE "C" NOT NULL, object_id bigint NOT NULL, kind text NOT NULL \
+            CHECK (kind IN ('insert', 'update', 'delete')), properties text[])
+            """,
+            "CREATE INDEX \(q(Self.historyChangesTable + "_number_idx")) ON \(q(Self.historyChangesTable)) (number)",
         ]
         for table in tables {
             var parts = table.columns.map { column in

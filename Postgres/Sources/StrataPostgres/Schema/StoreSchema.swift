@@ -21,8 +21,10 @@
 ///   PostgreSQL's own `UNIQUE` constraints, checked at commit (so a row
 ///   another service writes is held to them too, one save may swap two
 ///   objects' values, and a null value never collides, as in Strata);
-/// - **`strata_meta`** and **`strata_keys`**, Strata's own: the store's
-///   identity and the model's version; the next primary key of each entity.
+/// - **`strata_meta`**, **`strata_keys`**, **`strata_history`** and
+///   **`strata_history_changes`**, Strata's own: the store's identity and
+///   the model's version; the next primary key of each entity; each save's
+///   transaction and the objects it changed (see ``PostgresHistory``).
 ///
 /// Strata applies delete rules itself, in the object graph; the foreign keys
 /// are checked at commit (`DEFERRABLE INITIALLY DEFERRED`), so one save can
@@ -70,6 +72,14 @@ struct StoreSchema: Equatable {
     static let metaTable = "strata_meta"
     /// Strata's own table of the next primary key of each entity.
     static let keysTable = "strata_keys"
+    /// Strata's own tables of the saves' history: one row per save, one per
+    /// object it changed.
+    static let historyTable = "strata_history"
+    static let historyChangesTable = "strata_history_changes"
+    /// The channel a save's `NOTIFY` goes out on, carrying its history number.
+    static let changesChannel = "strata_changes"
+    /// Strata's own tables, which no entity may be named as.
+    static let ownTables = [metaTable, keysTable, historyTable, historyChangesTable]
     /// The column holding an object's primary key.
     static let idColumn = "strata_id"
     /// The column holding an object's version.
@@ -180,9 +190,9 @@ struct StoreSchema: Equatable {
         tables += joinTables
         // Tables, indexes and the constraints' indexes share one namespace
         // in PostgreSQL (a schema's relations).
-        let relations = [Self.metaTable, Self.keysTable] + tables.flatMap { table in [table.name, table.primaryKeyName] + table.indexes.map(\.name) }
+        let relations = Self.ownTables + tables.flatMap { table in [table.name, table.primaryKeyName] + table.indexes.map(\.name) }
         try Self.checkDistinct(relations, "tables and indexes") { name in
-            name == Self.metaTable || name == Self.keysTable
+            Self.ownTables.contains(name)
                 ? "an entity is named \(name), the name of Strata's own table: rename the entity"
                 : "two tables or indexes would be named \(name) (an entity, a join table, an index): rename an entity or a property"
         }

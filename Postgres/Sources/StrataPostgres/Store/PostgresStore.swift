@@ -28,11 +28,17 @@ final class PostgresStore: Sendable {
     /// Objects a scan reads per statement: its memory is bounded by this,
     /// whatever the entity's size.
     let scanPageSize: Int
+    /// Whether saves record their transactions (``PostgresHistory``):
+    /// other processes learn of a save through them.
+    let recordsHistory: Bool
 
     /// Opens the store of `model` in the database `configuration` names,
     /// making its tables if the database has none (see
     /// ``SchemaInstallation``), with at most `sessions` connections.
-    init(_ configuration: PostgresConfiguration, model: ManagedObjectModel, sessions: Int = 8, scanPageSize: Int = 1_000) throws(StrataError) {
+    init(
+        _ configuration: PostgresConfiguration, model: ManagedObjectModel, sessions: Int = 8, scanPageSize: Int = 1_000,
+        recordsHistory: Bool = true
+    ) throws(StrataError) {
         let schema = try StoreSchema(model)
         let pool = PostgresSessionPool(configuration, capacity: sessions)
         let installed: InstalledSchema
@@ -50,6 +56,7 @@ final class PostgresStore: Sendable {
         self.identifier = installed.storeIdentifier
         self.created = installed.created
         self.scanPageSize = scanPageSize
+        self.recordsHistory = recordsHistory
     }
 
     /// Closes the store: waits for the calls under way, then closes every
@@ -140,7 +147,8 @@ final class PostgresStore: Sendable {
     /// objects' rows no longer held the versions the save read (another
     /// process changed or deleted them first).
     enum SaveOutcome: Equatable {
-        case written
+        /// Written; its history number when the store records history.
+        case written(UInt64?)
         case conflicts([ObjectID])
     }
 
@@ -164,8 +172,24 @@ final class PostgresStore: Sendable {
                 try session.execute("ROLLBACK", "saving")
                 return .conflicts(conflicts)
             }
+            var number: UInt64?
+            if recordsHistory {
+                do throws(StrataError) {
+                    number = try PostgresHistory.record(changes, changedProperties: changes.updated.map(\.changedProperties), on: session)
+                } catch {
+                    try? session.execute("ROLLBACK", "saving")
+                    throw error
+                }
+            }
             try session.execute("COMMIT", "saving")
-            return .written
+            return .written(number)
+        }
+    }
+
+    /// The transactions numbered after `number`, oldest first, at most `limit`.
+    func transactions(after number: UInt64, limit: Int = 1_000) throws(StrataError) -> [StoredTransaction] {
+        try reading("reading the history") { (session) throws(StrataError) in
+            try PostgresHistory.transactions(after: number, limit: limit, on: session)
         }
     }
 

@@ -1,0 +1,119 @@
+import Foundation
+@_spi(StoreImplementation) import Strata
+import PostgresNIO
+
+/// One save as the history keeps it: its number (the history token's, in
+/// commit order), when it committed, who saved, and each object it
+/// inserted, updated (with the names of the properties it changed) or deleted.
+struct StoredTransaction: Equatable {
+    struct Change: Equatable {
+        enum Kind: String { case insert, update, delete }
+        var entity: String
+        var key: UInt64
+        var kind: Kind
+        /// An update's changed properties (empty for the others).
+        var properties: [String]
+    }
+
+    var number: UInt64
+    var committedAt: Date
+    var author: String?
+    var contextName: String?
+    var changes: [Change]
+}
+
+/// The store's history in PostgreSQL: what lets every process learn what
+/// the others saved.
+///
+/// A save writes its transaction in its own database transaction, so the
+/// two commit together or not at all. Its number comes from the
+/// `history.next` row of `strata_meta`, taken as the last thing before
+/// `COMMIT`: that row stays locked until the commit, so saves commit in
+/// number order, and a reader that has seen number N never meets a later
+/// commit numbered below it ("after N" misses nothing). The same
+/// transaction sends `NOTIFY strata_changes` with the number, which
+/// PostgreSQL delivers to every listening connection when it commits
+/// (``PostgresChangeListener``); a notification is only a wake-up — the
+/// history rows are the truth, read from the last number seen.
+enum PostgresHistory {
+    /// Records the transaction of a save of `changes` (their versions
+    /// checked already), within the save's database transaction, and
+    /// notifies listeners of it at commit. Returns its number.
+    static func record(_ changes: RowChanges, changedProperties: [[String]], on session: PostgresSession) throws(StrataError) -> UInt64 {
+        let q = SQLIdentifier.quoted
+        let action = "recording the save in the history"
+        var entities: [String] = [], keys: [Int64] = [], kinds: [String] = [], properties: [String] = []
+        func add(_ id: ObjectID, _ kind: StoredTransaction.Change.Kind, _ changed: [String]) {
+            entities.append(id.entity.name)
+            keys.append(Int64(bitPattern: id.storedPrimaryKey))
+            kinds.append(kind.rawValue)
+            // One text per change (postgres-nio binds no arrays of arrays): the names as a JSON array.
+            properties.append(json(changed))
+        }
+        for (id, _) in changes.inserted { add(id, .insert, []) }
+        for (update, changed) in zip(changes.updated, changedProperties) { add(update.id, .update, changed) }
+        for delete in changes.deleted { add(delete.id, .delete, []) }
+        // Last: the number, whose row stays locked until this commits.
+        let rows = try session.query("""
+            UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
+            RETURNING value::bigint - 1
+            """, action)
+        let number = try SchemaInstallation.decode(rows.first, as: Int64.self, action)
+        try session.query("""
+            INSERT INTO \(unescaped: q(StoreSchema.historyTable)) (number, committed_at, author, context_name) \
+            VALUES (\(number), now(), \(changes.author), \(changes.contextName))
+            """, action)
+        if !entities.isEmpty {
+            try session.query("""
+                INSERT INTO \(unescaped: q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
+                SELECT \(number), e, k, t, ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) \
+                FROM unnest(\(entities)::text[], \(keys)::bigint[], \(kinds)::text[], \(properties)::text[]) AS c(e, k, t, p)
+                """, action)
+        }
+        try session.query("SELECT pg_notify(\(StoreSchema.changesChannel), \(String(number)))", action)
+        return UInt64(number)
+    }
+
+    /// The transactions numbered after `number`, oldest first, at most `limit`.
+    static func transactions(after number: UInt64, limit: Int, on session: PostgresSession) throws(StrataError) -> [StoredTransaction] {
+        let q = SQLIdentifier.quoted
+        let action = "reading the history"
+        let heads = try session.query("""
+            SELECT number, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
+            WHERE number > \(Int64(bitPattern: number)) ORDER BY number LIMIT \(Int64(limit))
+            """, action)
+        var transactions: [StoredTransaction] = []
+        var positions: [Int64: Int] = [:]
+        for row in heads {
+            let (n, at, author, context) = try SchemaInstallation.decode(row, as: (Int64, Date, String?, String?).self, action)
+            positions[n] = transactions.count
+            transactions.append(StoredTransaction(number: UInt64(n), committedAt: at, author: author, contextName: context, changes: []))
+        }
+        guard let first = transactions.first, let last = transactions.last else { return [] }
+        let changes = try session.query("""
+            SELECT number, entity, object_id, kind, coalesce(array_to_json(properties)::text, '[]') \
+            FROM \(unescaped: q(StoreSchema.historyChangesTable)) \
+            WHERE number BETWEEN \(Int64(first.number)) AND \(Int64(last.number)) ORDER BY number, kind, entity, object_id
+            """, action)
+        for row in changes {
+            let (n, entity, key, kind, propertyNames) = try SchemaInstallation.decode(row, as: (Int64, String, Int64, String, String).self, action)
+            guard let position = positions[n], let kind = StoredTransaction.Change.Kind(rawValue: kind) else { continue }
+            transactions[position].changes.append(StoredTransaction.Change(
+                entity: entity, key: UInt64(bitPattern: key), kind: kind,
+                properties: try names(fromJSON: propertyNames, action)))
+        }
+        return transactions
+    }
+
+    private static func json(_ names: [String]) -> String {
+        // Encoding strings cannot fail.
+        String(decoding: (try? JSONEncoder().encode(names)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+
+    private static func names(fromJSON text: String, _ action: String) throws(StrataError) -> [String] {
+        guard let names = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
+            throw StrataError(code: .corruptRecord, message: "\(action): a change's properties are not a list of names")
+        }
+        return names
+    }
+}
