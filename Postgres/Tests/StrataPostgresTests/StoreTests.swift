@@ -147,4 +147,39 @@ struct StoreTests {
         #expect(history.map(\.number) == Array(1...100))
         for transaction in history { #expect(recorded[transaction.changes[0].key] == transaction.number) }
     }
+
+    @Test func aFollowerMissesNothingAcrossALostConnection() throws {
+        let configuration = try TestServer.freshDatabase()
+        let writer = try PostgresStore(configuration, model: model)
+        let reader = try PostgresStore(configuration, model: model)
+        defer { writer.close(); reader.close() }
+        let delivered = Mutex<[UInt64]>([])
+        let errors = Mutex<[StrataError]>([])
+        let follower = PostgresChangeFollower(reader, configuration, after: 0, deliver: { transactions in
+            delivered.withLock { $0 += transactions.map(\.number) }
+        }, onError: { error in errors.withLock { $0.append(error) } })
+        defer { follower.stop() }
+        func waitFor(_ numbers: [UInt64]) -> Bool {
+            for _ in 0..<500 {
+                if delivered.withLock({ $0 }) == numbers { return true }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            return false
+        }
+        _ = try writer.save(RowChanges(inserted: [(tag(1), tagValues(.string("a")))]))
+        #expect(waitFor([1]))
+        // The server ends the follower's listening connection; two saves commit before it listens again.
+        let pid = try #require(follower.listenerBackendPID)
+        let admin = try PostgresSession.connect(try TestServer.configuration())
+        defer { admin.close() }
+        _ = try admin.query("SELECT pg_terminate_backend(\(pid))", "ending the listener")
+        _ = try writer.save(RowChanges(inserted: [(tag(2), tagValues(.string("b")))]))
+        _ = try writer.save(RowChanges(inserted: [(tag(3), tagValues(.string("c")))]))
+        #expect(waitFor([1, 2, 3]))
+        for _ in 0..<500 where follower.listenerBackendPID == pid { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(follower.listenerBackendPID != pid)
+        // Listening again: the next save is heard at once.
+        _ = try writer.save(RowChanges(inserted: [(tag(4), tagValues(.string("d")))]))
+        #expect(waitFor([1, 2, 3, 4]))
+    }
 }

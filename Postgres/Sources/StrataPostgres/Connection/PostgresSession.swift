@@ -130,6 +130,12 @@ final class PostgresSession: Sendable {
         connection.addListener(channel: channel) { _, notification in handler(notification.payload) }
     }
 
+    /// Calls `body` once the connection has ended, however it ended (on an
+    /// event-loop thread).
+    func whenClosed(_ body: @escaping @Sendable () -> Void) {
+        connection.closeFuture.whenComplete { _ in body() }
+    }
+
     /// Whether the connection is gone (closed here, or by the server or the
     /// network): a pool lends it no more.
     var isClosed: Bool { connection.isClosed }

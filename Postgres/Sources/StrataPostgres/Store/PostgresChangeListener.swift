@@ -8,7 +8,8 @@ import PostgresNIO
 /// A notification is a wake-up, not the change: the caller reads the
 /// history after the last number it has seen (``PostgresHistory``), which
 /// also covers notifications lost while no connection listened. It does
-/// not reconnect yet: a dropped connection ends the notifications.
+/// not reconnect: a dropped connection ends the notifications, and
+/// ``isClosed`` says so (``PostgresChangeFollower`` makes a new one).
 ///
 /// `Sendable`: immutable references to a session and postgres-nio's
 /// listen context, both `Sendable`.
@@ -17,22 +18,34 @@ final class PostgresChangeListener: Sendable {
     private let context: PostgresListenContext
 
     /// Listens; returns once PostgreSQL does (a save that commits after
-    /// this returns is heard). `onChange` runs on an event-loop thread: it
-    /// must not call a ``PostgresSession`` there, only hand the number on.
-    init(_ configuration: PostgresConfiguration, onChange: @escaping @Sendable (UInt64) -> Void) throws(StrataError) {
+    /// this returns is heard). `onChange` and `onClose` (the connection
+    /// ended, however) run on an event-loop thread: they must not call a
+    /// ``PostgresSession`` there, only hand the news on.
+    init(
+        _ configuration: PostgresConfiguration, onChange: @escaping @Sendable (UInt64) -> Void,
+        onClose: (@Sendable () -> Void)? = nil
+    ) throws(StrataError) {
         session = try PostgresSession.connect(configuration)
+        if let onClose { session.whenClosed(onClose) }
         context = session.listen(on: StoreSchema.changesChannel) { payload in
             if let number = UInt64(payload) { onChange(number) }
         }
         do {
             // Sent after LISTEN on the same connection: back, it listens.
-            try session.query("SELECT 1", "listening for saves")
+            backendPID = try SchemaInstallation.decode(
+                try session.query("SELECT pg_backend_pid()", "listening for saves").first, as: Int32.self, "listening for saves")
         } catch {
             context.stop()
             session.close()
             throw error
         }
     }
+
+    /// The server process of the listening connection (for tests that end it).
+    let backendPID: Int32
+
+    /// Whether the connection is gone: nothing more will be heard.
+    var isClosed: Bool { session.isClosed }
 
     /// Stops listening and closes the connection.
     func close() {
