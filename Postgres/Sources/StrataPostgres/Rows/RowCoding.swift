@@ -34,7 +34,15 @@ enum RowCoding {
             }
         case (.double(let double), .attribute): bindings.append(double)
         case (.bool(let bool), .attribute): bindings.append(bool)
-        case (.date(let date), .attribute): bindings.append(date)
+        case (.date(let date), .attribute):
+            // postgres-nio would trap on a date past an Int64 of microseconds.
+            guard microseconds(date) != nil else {
+                throw StrataError(code: .invalidArgument, message: """
+                    \(id).\(property.name) holds \(date.timeIntervalSinceReferenceDate) s from 2001, farther than \
+                    PostgreSQL keeps dates (4713 BC to 294276 AD)
+                    """)
+            }
+            bindings.append(date)
         case (.data(let data), .attribute): bindings.append(ByteBuffer(bytes: data))
         case (.uuid(let uuid), .attribute): bindings.append(uuid)
         case (.object(let target), .relationship): bindings.append(Int64(bitPattern: target.storedPrimaryKey))
@@ -63,6 +71,22 @@ enum RowCoding {
                 was the column changed outside Strata?
                 """)
         }
+    }
+
+    /// postgres-nio's epoch for dates: 2000-01-01, as PostgreSQL's.
+    private static let postgresEpoch = Date(timeIntervalSince1970: 946_684_800)
+
+    /// The microseconds since PostgreSQL's epoch postgres-nio sends for
+    /// `date` (truncated), nil past what an `Int64` holds safely.
+    static func microseconds(_ date: Date) -> Int64? {
+        let microseconds = date.timeIntervalSince(postgresEpoch) * 1_000_000
+        guard microseconds.isFinite, abs(microseconds) < 9e18 else { return nil }
+        return Int64(microseconds)
+    }
+
+    /// The date postgres-nio reads for `microseconds` since PostgreSQL's epoch.
+    static func date(microseconds: Int64) -> Date {
+        Date(timeInterval: Double(microseconds) / 1_000_000, since: postgresEpoch)
     }
 
     /// The object a to-one column's `cell` names, of `destination`.

@@ -114,6 +114,56 @@ final class PostgresStore: Sendable {
         }
     }
 
+    /// The stored objects of `entity` that may pass `predicate` (every one
+    /// when nil), in primary-key order, read at one state of the database:
+    /// the predicate goes to PostgreSQL as far as it translates
+    /// (``SQLPredicate``), and `isExact` says whether every object returned
+    /// passes — where not, the caller judges each by
+    /// ``Strata/StorePredicate/evaluate(_:)``. A `limit` applies only to an
+    /// exact answer (else the caller stops when it has enough).
+    func fetch(
+        _ entity: EntityDescription, matching predicate: StorePredicate?, limit: Int? = nil
+    ) throws(StrataError) -> (rows: [(id: ObjectID, row: StoredRow)], isExact: Bool) {
+        let (query, isExact) = try selection(entity, matching: predicate, limit: limit)
+        return try reading("fetching \(entity.name) objects") { (session) throws(StrataError) in
+            let keys = try session.query(query, "fetching \(entity.name) objects").map { (row) throws(StrataError) -> UInt64 in
+                UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, "fetching \(entity.name) objects"))
+            }
+            var rows: [(id: ObjectID, row: StoredRow)] = []
+            rows.reserveCapacity(keys.count)
+            for start in stride(from: 0, to: keys.count, by: scanPageSize) {
+                let ids = keys[start..<min(start + scanPageSize, keys.count)].map { ObjectID(entity: entity, storedPrimaryKey: $0) }
+                let read = try StoredRows.read(ids, of: entity, in: model, schema: schema, on: session)
+                for id in ids { if let row = read[id] { rows.append((id, row)) } }
+            }
+            return (rows, isExact)
+        }
+    }
+
+    /// What ``fetch(_:matching:limit:)`` sends PostgreSQL, as `explain` shows it.
+    func explain(_ entity: EntityDescription, matching predicate: StorePredicate?, limit: Int? = nil) throws(StrataError) -> String {
+        let (query, isExact) = try selection(entity, matching: predicate, limit: limit)
+        return query.sql + (isExact ? "" : " -- then judged in Swift")
+    }
+
+    private func selection(
+        _ entity: EntityDescription, matching predicate: StorePredicate?, limit: Int?
+    ) throws(StrataError) -> (PostgresQuery, isExact: Bool) {
+        guard let layout = schema.layouts[entity.name] else {
+            throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
+        }
+        var bindings = PostgresBindings()
+        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
+            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        let id = SQLIdentifier.quoted(StoreSchema.idColumn)
+        var sql = "SELECT \(id) FROM \(SQLIdentifier.quoted(layout.table)) WHERE \(clause.sql) ORDER BY \(id)"
+        if let limit, clause.isExact {
+            bindings.append(Int64(limit))
+            sql += " LIMIT $\(bindings.count)"
+        }
+        return (PostgresQuery(unsafeSQL: sql, binds: bindings), clause.isExact)
+    }
+
     /// The stored objects of `entity` holding each of `keys` in the
     /// attributes of uniqueness constraint `constraint` (its attribute
     /// names), in the order of `keys`. A key with a null value has no
