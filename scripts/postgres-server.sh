@@ -2,8 +2,12 @@
 # A PostgreSQL server of the tests' own, in a directory that holds its data,
 # its log, its Unix socket and a self-signed certificate.
 #
-#     scripts/postgres-server.sh start DIR   # initdb, then start; prints nothing on success
-#     scripts/postgres-server.sh stop DIR    # fast shutdown; harmless if not running
+#     scripts/postgres-server.sh start DIR [PID]   # initdb, then start; prints nothing on success
+#     scripts/postgres-server.sh stop DIR          # fast shutdown; harmless if not running
+#
+# With a PID, the server is stopped and DIR removed once that process has
+# ended, however it ended (a watcher in the background checks every second):
+# what the tests use when they start a server of their own.
 #
 # initdb refuses to run as root, so as root the server runs as a system user
 # of its own (strata-postgres, made on first use). It runs with fsync off: it
@@ -18,10 +22,11 @@
 # Both roles' password is "strata-test-password".
 set -euo pipefail
 
-usage() { echo "usage: $0 start|stop DIR" >&2; exit 2; }
-[ $# -eq 2 ] || usage
+usage() { echo "usage: $0 start DIR [PID] | stop DIR" >&2; exit 2; }
+[ $# -eq 2 ] || [ $# -eq 3 ] || usage
 command=$1
 dir=$2
+owner_pid=${3:-}
 
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
@@ -70,6 +75,12 @@ HBA
         "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres \
             -c "CREATE ROLE $role LOGIN CREATEDB PASSWORD 'strata-test-password'" >/dev/null
     done
+    if [ -n "$owner_pid" ]; then
+        # Detached, its output nowhere: the owner's pipes must not wait for it.
+        script=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+        setsid bash -c "while kill -0 $owner_pid 2>/dev/null; do sleep 1; done; '$script' stop '$dir'; rm -rf '$dir'" \
+            </dev/null >/dev/null 2>&1 &
+    fi
     ;;
 stop)
     [ -d "$dir/data" ] || exit 0

@@ -9,8 +9,8 @@ import Glibc
 /// The PostgreSQL server the tests use: the one in the directory
 /// `STRATA_POSTGRES_SERVER_DIR` names (started there by
 /// `scripts/postgres-server.sh start`), or else one this test process
-/// starts itself in a temporary directory with that script and stops when
-/// it exits. Its socket is in the directory; its TCP port on 127.0.0.1 is
+/// starts itself in a temporary directory with that script, which stops it
+/// once the process has ended. Its socket is in the directory; its TCP port on 127.0.0.1 is
 /// in the directory's `port` file.
 /// Where neither is possible (no PostgreSQL installed), the tests that need
 /// a server are skipped, and say why.
@@ -22,16 +22,11 @@ enum TestServer {
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-pg-\(UUID().uuidString)").path
         let script = scriptPath()
-        guard run(script, "start", directory) else {
+        // Stopped, and the directory removed, once this process has ended (the script watches it).
+        guard run(script, "start", directory, String(getpid())) else {
             let reason = SkipReason(text: "no PostgreSQL server could be started (\(script) start failed): install Debian's postgresql")
             FileHandle.standardError.write(Data("StrataPostgresTests: SKIPPING the tests that need a server: \(reason.text)\n".utf8))
             return .failure(reason)
-        }
-        startedDirectory.withLock { $0 = directory }
-        atexit {
-            guard let directory = TestServer.startedDirectory.withLock({ $0 }) else { return }
-            _ = TestServer.run(TestServer.scriptPath(), "stop", directory)
-            try? FileManager.default.removeItem(atPath: directory)
         }
         return .success(directory)
     }()
@@ -65,7 +60,6 @@ enum TestServer {
     }
 
     private static let nextDatabase = Atomic<Int>(0)
-    private static let startedDirectory = Mutex<String?>(nil)
 
     private static func scriptPath() -> String {
         URL(fileURLWithPath: #filePath)
