@@ -65,10 +65,47 @@ struct StoreTests {
     @Test func holdersOfUniqueValues() throws {
         let store = try PostgresStore(try TestServer.freshDatabase(), model: model)
         defer { store.close() }
-        _ = try store.save(RowChanges(inserted: [(tag(1), tagValues(.string("swift"))), (tag(2), tagValues(.string("it's")))]))
-        let holders = try store.holders(of: [[.string("swift")], [.string("nope")], [.null], [.string("it's")]],
-                                        constraint: ["name"], of: model.entity(named: "Tag")!)
-        #expect(holders == [[tag(1)], [], [], [tag(2)]])
+        let tagEntity = model.entity(named: "Tag")!
+        var changes = RowChanges()
+        for key in 1...3_000 as ClosedRange<UInt64> { changes.inserted.append((tag(key), tagValues(.string("tag \(key)")))) }
+        changes.inserted.append((tag(3_001), tagValues(.string("it's"))))
+        changes.inserted.append((tag(3_002), tagValues(.string("\u{E9}"))))  // é, one scalar
+        _ = try store.save(changes)
+        // 5,000 keys at once, about half held; canonical equivalents are other keys, as PostgreSQL's UNIQUE sees them.
+        var keys: [[PropertyValue]] = (1...5_000).map { [.string("tag \($0 * 3 / 5 + ($0 % 2) * 10_000)")] }
+        keys += [[.string("it's")], [.null], [.string("e\u{301}")], [.string("\u{E9}")], [.string("a\u{0}b")], []]
+        let holders = try store.holders(of: keys, constraint: ["name"], of: tagEntity)
+        #expect(holders.count == keys.count)
+        for (i, key) in keys.enumerated() {
+            guard case .string(let name)? = key.first, name.hasPrefix("tag ") else { continue }
+            let number = UInt64(name.dropFirst(4))!
+            #expect(holders[i] == (number <= 3_000 ? [tag(number)] : []), "\(name)")
+        }
+        #expect(Array(holders.suffix(6)) == [[tag(3_001)], [], [], [tag(3_002)], [], []])
+    }
+
+    @Test func holdersOfACompositeKey() throws {
+        final class Person2: ManagedObject {}
+        let people = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Person", managedObjectClass: Person2.self, properties: [
+                .attribute("first", .string), .attribute("last", .string, optional: true), .attribute("born", .integer32),
+            ], uniquenessConstraints: [["last", "born"]]),
+        ])
+        let entity = people.entity(named: "Person")!
+        let store = try PostgresStore(try TestServer.freshDatabase(), model: people)
+        defer { store.close() }
+        func id(_ key: UInt64) -> ObjectID { ObjectID(entity: entity, storedPrimaryKey: key) }
+        _ = try store.save(RowChanges(inserted: [
+            (id(1), [.string("Ada"), .string("Lovelace"), .integer(1815)]),
+            (id(2), [.string("Byron"), .string("Lovelace"), .integer(1836)]),
+            (id(3), [.string("Nobody"), .null, .integer(1815)]),
+            (id(4), [.string("Nobody else"), .null, .integer(1815)]),  // nulls never collide
+        ]))
+        let holders = try store.holders(
+            of: [[.string("Lovelace"), .integer(1836)], [.string("Lovelace"), .integer(1900)], [.null, .integer(1815)],
+                 [.string("Lovelace"), .integer(1815)]],
+            constraint: ["last", "born"], of: entity)
+        #expect(holders == [[id(2)], [], [], [id(1)]])
     }
 
     @Test func twoProcessesEditingOneObjectAtOnce() throws {

@@ -73,6 +73,50 @@ enum RowCoding {
         }
     }
 
+    /// Appends `values` (none null) as one array of `type`'s column type;
+    /// returns the array's SQL type, or nil when a value is not of `type`.
+    static func appendArray(_ values: [PropertyValue], of type: AttributeType, to bindings: inout PostgresBindings) -> String? {
+        func all<T>(_ convert: (PropertyValue) -> T?) -> [T]? {
+            var converted: [T] = []
+            converted.reserveCapacity(values.count)
+            for value in values {
+                guard let value = convert(value) else { return nil }
+                converted.append(value)
+            }
+            return converted
+        }
+        switch type {
+        case .string:
+            guard let array = all({ if case .string(let s) = $0 { s } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "text[]"
+        case .integer16, .integer32, .integer64:
+            guard let array = all({ if case .integer(let i) = $0 { i } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "bigint[]"
+        case .double:
+            guard let array = all({ if case .double(let d) = $0 { d } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "double precision[]"
+        case .bool:
+            guard let array = all({ if case .bool(let b) = $0 { b } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "boolean[]"
+        case .date:
+            guard let array = all({ if case .date(let d) = $0 { d } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "timestamp with time zone[]"
+        case .binaryData:
+            guard let array = all({ if case .data(let d) = $0 { ByteBuffer(bytes: d) } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "bytea[]"
+        case .uuid:
+            guard let array = all({ if case .uuid(let u) = $0 { u } else { nil } }) else { return nil }
+            bindings.append(array)
+            return "uuid[]"
+        }
+    }
+
     /// postgres-nio's epoch for dates: 2000-01-01, as PostgreSQL's.
     private static let postgresEpoch = Date(timeIntervalSince1970: 946_684_800)
 

@@ -166,31 +166,59 @@ final class PostgresStore: Sendable {
 
     /// The stored objects of `entity` holding each of `keys` in the
     /// attributes of uniqueness constraint `constraint` (its attribute
-    /// names), in the order of `keys`. A key with a null value has no
-    /// holder (nulls never collide).
+    /// names), in the order of `keys`, as PostgreSQL's `UNIQUE` constraint
+    /// compares them (strings by their bytes, as the log store's index
+    /// does). A key with a null value has no holder (nulls never collide),
+    /// nor one PostgreSQL cannot hold (a string with a NUL). One statement
+    /// for all the keys: the keys go as one array per attribute, numbered,
+    /// and are joined to the table.
     func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]] {
         let q = SQLIdentifier.quoted
-        let properties = try constraint.map { (name) throws(StrataError) -> PropertyDescription in
-            guard let property = entity.property(named: name) else {
+        let action = "looking up unique values of \(entity.name)"
+        let attributes = try constraint.map { (name) throws(StrataError) -> AttributeDescription in
+            guard let attribute = entity.attributes.first(where: { $0.name == name }) else {
                 throw StrataError(code: .invalidArgument, message: "\(entity.name) has no attribute \(name)")
             }
-            return property
+            return attribute
         }
-        let sql = "SELECT \(q(StoreSchema.idColumn)) FROM \(q(entity.name)) WHERE "
-            + constraint.enumerated().map { "\(q($1)) = $\($0 + 1)" }.joined(separator: " AND ")
-        return try reading("looking up unique values of \(entity.name)") { (session) throws(StrataError) in
-            try keys.map { (key) throws(StrataError) -> [ObjectID] in
-                guard !key.contains(.null) else { return [] }
-                var bindings = PostgresBindings()
-                let probe = ObjectID(entity: entity, storedPrimaryKey: 0)
-                for (value, property) in zip(key, properties) { try RowCoding.bind(value, of: property, for: probe, to: &bindings) }
-                return try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), "looking up unique values of \(entity.name)")
-                    .map { (row) throws(StrataError) -> ObjectID in
-                        ObjectID(entity: entity, storedPrimaryKey: UInt64(bitPattern: try SchemaInstallation.decode(
-                            row, as: Int64.self, "looking up unique values of \(entity.name)")))
-                    }
+        let asked = keys.indices.filter { i in
+            keys[i].count == attributes.count && !keys[i].contains { value in
+                switch value {
+                case .null: true
+                case .string(let string): string.utf8.contains(0)
+                case .date(let date): RowCoding.microseconds(date) == nil
+                default: false
+                }
             }
         }
+        var holders = Array(repeating: [ObjectID](), count: keys.count)
+        guard !asked.isEmpty else { return holders }
+        var bindings = PostgresBindings()
+        var arrays: [String] = []
+        for (column, attribute) in attributes.enumerated() {
+            let values = asked.map { keys[$0][column] }
+            guard let type = RowCoding.appendArray(values, of: attribute.type, to: &bindings) else {
+                throw StrataError(code: .invalidArgument, message: "a key of \(entity.name).\(attribute.name) is not a \(attribute.type)")
+            }
+            arrays.append("$\(bindings.count)::\(type)")
+        }
+        bindings.append(asked.map { Int64($0) })
+        arrays.append("$\(bindings.count)::bigint[]")
+        let names = attributes.indices.map { "k\($0)" } + ["position"]
+        let matches = attributes.enumerated().map { "t.\(q($1.name)) = k.k\($0)" }.joined(separator: " AND ")
+        let sql = """
+            SELECT t.\(q(StoreSchema.idColumn)), k.position FROM \(q(entity.name)) AS t \
+            JOIN unnest(\(arrays.joined(separator: ", "))) AS k(\(names.joined(separator: ", "))) ON \(matches) \
+            ORDER BY k.position, t.\(q(StoreSchema.idColumn))
+            """
+        let rows = try reading(action) { (session) throws(StrataError) in
+            try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
+        }
+        for row in rows {
+            let (key, position) = try SchemaInstallation.decode(row, as: (Int64, Int64).self, action)
+            holders[Int(position)].append(ObjectID(entity: entity, storedPrimaryKey: UInt64(bitPattern: key)))
+        }
+        return holders
     }
 
     /// What a save did: written whole, or nothing written because these
