@@ -61,7 +61,7 @@ struct FetchTests {
             for (name, pool) in Self.pools { values[index(name)] = pool.randomElement(using: &random)! }
             changes.inserted.append((ObjectID(entity: entity, storedPrimaryKey: UInt64(key)), values))
         }
-        #expect(try store.save(changes) == .written(1))
+        #expect(try store.write(changes) == .written(1))
         // Strata's view of them: as they read back.
         let stored = try store.fetch(entity, matching: nil).rows
         #expect(stored.count == 300)

@@ -38,7 +38,7 @@ extension ManagedObjectContext {
                         throw RecordCoding.undecodable(record.id, format: record.bytes.first)
                     }
                     try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
-                case .pending(let snapshot):
+                case .pending(let snapshot), .fetched(let snapshot):
                     try builder.add(DecodedValues(id: match.objectID, values: snapshot.values))
                 case .indexed:
                     preconditionFailure("Strata: a dictionary fetch reads every record")
@@ -80,6 +80,7 @@ extension ManagedObjectContext {
             guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
             test = compiled
         }
+        guard persistentStoreCoordinator.storeReadsIndexes else { return nil }
         return QueryPlanner.groupCountPlan(test, entity: entity, grouping: plan.groupProperties)
     }
 

@@ -13,12 +13,13 @@ import Synchronization
 /// let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
 /// ```
 ///
-/// `@unchecked Sendable`: `store`, `nextKeys` and `rootContexts` are
-/// guarded by `lock`; `rowCache` (with its epoch) by
-/// `cacheLock`; `aliases` by `aliasLock` (a leaf lock); saves are serialized
-/// by `saveLock`; catch-ups by `catchUpLock`. Lock order: saveLock →
-/// catchUpLock → lock → cacheLock; none is held while a context runs code
-/// (a catch-up only queues its merges).
+/// `@unchecked Sendable`: `backend` (the store), `nextKeys` and
+/// `rootContexts` are guarded by `lock` (`hasExternalStore` is atomic);
+/// `rowCache` (with its epoch) by `cacheLock`; `aliases` by `aliasLock` (a
+/// leaf lock); saves are serialized by `saveLock`; catch-ups by
+/// `catchUpLock`. Lock order: saveLock → catchUpLock → lock → cacheLock;
+/// none is held while a context runs code (a catch-up only queues its
+/// merges).
 public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Where records live.
     public enum StoreType: Sendable, Hashable {
@@ -39,8 +40,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// `saveLock`, before `lock` and `cacheLock`.
     let catchUpLock = Lock()
     private let lock = Lock()
-    private var store: LogObjectStore?      // guarded by `lock`
-    /// Moves on whenever `store` is set or cleared: with the store's own
+    private var backend: StoreBackend?      // guarded by `lock`
+    /// Whether `backend` is another store than the log store, read without
+    /// `lock` on every read path (the log store's pays one relaxed load).
+    private let hasExternalStore = Atomic<Bool>(false)
+    /// The log store, when it is the coordinator's (guarded by `lock`).
+    private var store: LogObjectStore? {
+        if case .log(let store) = backend { return store }
+        return nil
+    }
+    /// Moves on whenever `backend` is set or cleared: with the store's own
     /// read version, it tells two reads of one store's state apart from
     /// reads of different stores (``storeReadVersion()``). Guarded by `lock`.
     private var storeGeneration: UInt64 = 0
@@ -144,7 +153,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         migrationProgress: MigrationProgressHandler? = nil, history: PersistentHistory = .default
     ) throws(StrataError) {
         try saveLock.withLock { () throws(StrataError) in
-            guard lock.withLock({ store == nil }) else {
+            guard lock.withLock({ backend == nil }) else {
                 throw StrataError(.storeAlreadyAdded, "the coordinator already has a store")
             }
             let opened = try LogObjectStore.open(
@@ -154,9 +163,61 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             lock.withLock {
                 // Keys handed out before the store was added stay taken.
                 opened.adoptKeys(nextKeys)
-                store = opened
+                backend = .log(opened)
                 storeGeneration += 1
                 _storeIdentifier = opened.identifier
+            }
+        }
+    }
+
+    /// `request` written by another store: as one save, or — when an
+    /// update or a delete finds a version other than the one read (another
+    /// process changed the object) — not at all, with
+    /// ``StrataError/Code/mergeConflict`` naming the objects, whose cached
+    /// rows are let go of (the next read sees the other process's values).
+    private func save(_ request: StoreSaveRequest, to external: ExternalStore) throws(StrataError) -> StoreSaveResult {
+        guard request.partialUpdates.ids.isEmpty else {
+            throw StrataError(.invalidArgument, "batch requests are the log store's (\(Self.externalLimits))")
+        }
+        if let failure = external.keys.takeFailure() { throw failure }
+        var changes = StoreChanges()
+        changes.inserted = Array(zip(request.inserted, request.insertedValues))
+        changes.updated = request.updated.map { update in
+            StoreChanges.Update(id: update.id, values: update.values, expectedVersion: update.expectedVersion,
+                                changedProperties: update.changedProperties.map { update.id.entity.properties[$0].name })
+        }
+        changes.deleted = request.deleted.map { StoreChanges.Delete(id: $0.id, expectedVersion: $0.stored.version) }
+        changes.author = request.author
+        changes.contextName = request.contextName
+        switch try external.store.save(changes) {
+        case .written:
+            external.saves.add(1, ordering: .releasing)
+            var result = StoreSaveResult()
+            result.wroteObjects = !request.inserted.isEmpty || !request.updated.isEmpty || !request.deleted.isEmpty
+            return result
+        case .conflicts(let ids):
+            forgetCachedRows(ids)
+            var error = StrataError(.mergeConflict, """
+                another process changed or deleted \(ids.map(\.description).joined(separator: ", ")) since this save read them: \
+                nothing was saved; refresh them and save again
+                """)
+            error.conflicts = ids.map { MergeConflict(objectID: $0, properties: [], deletedAtDestination: false) }
+            throw error
+        }
+    }
+
+    /// Adds `store`, a store other than Strata's log store (the PostgreSQL
+    /// store), as the coordinator's one store. What such a store does not
+    /// do yet throws a typed error when asked (see ``PersistentStore``).
+    @_spi(StoreImplementation)
+    public func addPersistentStore(_ store: any PersistentStore) throws(StrataError) {
+        try saveLock.withLock { () throws(StrataError) in
+            try lock.withLock { () throws(StrataError) in
+                guard backend == nil else { throw StrataError(.storeAlreadyAdded, "the coordinator already has a store") }
+                backend = .external(ExternalStore(store))
+                hasExternalStore.store(true, ordering: .relaxed)
+                storeGeneration += 1
+                _storeIdentifier = store.identifier
             }
         }
     }
@@ -166,18 +227,23 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try saveLock.withLock { () throws(StrataError) in
             // After a catch-up under way (``catchUpWithStore()``).
             let closing = catchUpLock.withLock {
-                lock.withLock { () -> LogObjectStore? in
+                lock.withLock { () -> StoreBackend? in
                     // Keys it handed out stay taken, should a store be added again.
                     if let store { nextKeys = store.keyCounters }
                     defer {
-                        store = nil
+                        backend = nil
+                        hasExternalStore.store(false, ordering: .relaxed)
                         storeGeneration += 1
                     }
-                    return store
+                    return backend
                 }
             }
             cacheLock.withLock { rowCache.removeAll(); rowCache.advanceEpoch() }
-            try closing?.close()
+            switch closing {
+            case .log(let store)?: try store.close()
+            case .external(let external)?: try external.store.close()
+            case nil: break
+            }
         }
     }
 
@@ -191,6 +257,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// try coordinator.compactStore()
     /// ```
     public func compactStore() throws(StrataError) {
+        // Another store keeps its own space.
+        if externalStore != nil { return }
         try upgradeStoredRecords()
         try currentStore().compact()
     }
@@ -236,7 +304,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// `count` primary keys of `entity` that no one else will ever get.
     func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) -> Range<UInt64> {
-        lock.withLock {
+        // Outside `lock`: a refill from another store is a round trip.
+        if let external = externalStore { return external.keys.take(count, of: entity) }
+        return lock.withLock {
             // Under `lock`: a close takes the store's counters back after it.
             if let store { return store.reservePrimaryKeys(for: entity, count: count) }
             let start = nextKeys[Int(entity.index)]
@@ -245,20 +315,36 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// The store, or ``StrataError/Code/noPersistentStore``.
+    /// The log store, or ``StrataError/Code/noPersistentStore``; with
+    /// another store, ``StrataError/Code/invalidArgument`` (what asks for
+    /// it is the log store's alone: history, compaction, following).
     func currentStore() throws(StrataError) -> LogObjectStore {
-        guard let store = lock.withLock({ store }) else {
-            throw StrataError(.noPersistentStore, "the coordinator has no open store")
+        switch lock.withLock({ backend }) {
+        case .log(let store)?: return store
+        case .external?: throw StrataError(.invalidArgument, "this needs Strata's log store; the coordinator's store is another (\(Self.externalLimits))")
+        case nil: throw StrataError(.noPersistentStore, "the coordinator has no open store")
         }
-        return store
+    }
+
+    /// What another store does not do yet, for errors.
+    static let externalLimits = "persistent history through Strata's API, batch requests, following another process and compaction are the log store's"
+
+    /// The store behind the seam, when it is not the log store.
+    var externalStore: ExternalStore? {
+        guard hasExternalStore.load(ordering: .relaxed) else { return nil }
+        if case .external(let external)? = lock.withLock({ backend }) { return external }
+        return nil
     }
 
     /// Which state of which store a read made now would see: equal for two
     /// reads only if no write a read can see came between them.
     func storeReadVersion() throws(StrataError) -> StoreReadVersion {
-        let (store, generation): (LogObjectStore?, UInt64) = lock.withLock { (self.store, self.storeGeneration) }
-        guard let store else { throw StrataError(.noPersistentStore, "the coordinator has no open store") }
-        return StoreReadVersion(generation: generation, sequence: store.records.readVersion)
+        let (backend, generation) = lock.withLock { (self.backend, self.storeGeneration) }
+        switch backend {
+        case .log(let store)?: return StoreReadVersion(generation: generation, sequence: store.records.readVersion)
+        case .external(let external)?: return StoreReadVersion(generation: generation, sequence: external.saves.load(ordering: .acquiring))
+        case nil: throw StrataError(.noPersistentStore, "the coordinator has no open store")
+        }
     }
 
     /// The store's snapshot of `id`, through the row cache; nil when absent.
@@ -268,7 +354,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func snapshot(for id: ObjectID, offered: Bool = false) throws(StrataError) -> Snapshot? {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached }
-        guard let snapshot = try currentStore().values(of: id) else { return nil }
+        let read: Snapshot?
+        if let external = externalStore {
+            read = try external.store.snapshots(of: [id])[0].map(Snapshot.init)
+        } else {
+            read = try currentStore().values(of: id)
+        }
+        guard let snapshot = read else { return nil }
         cache(snapshot, for: id, readAt: epoch, offered: offered)
         return snapshot
     }
@@ -294,6 +386,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func snapshot(for id: ObjectID, unlessAt held: UInt64) throws(StrataError) -> VersionedRead {
         let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
         if let cached { return cached.version == held ? .unchanged : .read(cached) }
+        if let external = externalStore {
+            let snapshot = try external.store.snapshots(of: [id])[0].map(Snapshot.init)
+            if let snapshot { cache(snapshot, for: id, readAt: epoch) }
+            return snapshot?.version == held ? .unchanged : .read(snapshot)
+        }
         let read = try currentStore().values(of: id, unlessAt: held)
         if case .read(let snapshot?) = read { cache(snapshot, for: id, readAt: epoch) }
         return read
@@ -303,6 +400,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// header); nil when it is not stored.
     func storedVersion(of id: ObjectID) throws(StrataError) -> UInt64? {
         if let cached = cacheLock.withLock({ rowCache[id] }) { return cached.version }
+        if let external = externalStore { return try external.store.snapshots(of: [id])[0]?.version }
         return try currentStore().version(of: id)
     }
 
@@ -314,7 +412,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var (snapshots, epoch) = cacheLock.withLock { (ids.map { rowCache[$0] }, rowCache.epoch) }
         let missing = ids.indices.filter { snapshots[$0] == nil }
         guard !missing.isEmpty else { return snapshots }
-        for (i, snapshot) in zip(missing, try currentStore().values(of: missing.map { ids[$0] })) { snapshots[i] = snapshot }
+        let read: [Snapshot?]
+        if let external = externalStore {
+            read = try external.store.snapshots(of: missing.map { ids[$0] }).map { $0.map(Snapshot.init) }
+        } else {
+            read = try currentStore().values(of: missing.map { ids[$0] })
+        }
+        for (i, snapshot) in zip(missing, read) { snapshots[i] = snapshot }
         cacheLock.withLock {
             guard rowCache.epoch == epoch else { return }
             for i in missing {
@@ -387,6 +491,26 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
         try currentStore().forEachStored(of: entity, body)
     }
+
+    /// Every stored object of `entity` as a source row, in primary-key
+    /// order, at one state of the store, until `body` returns false: the log
+    /// store's records lent (``SourceRow/stored(_:)``), another store's
+    /// values as it decoded them (``SourceRow/fetched(_:)``; the caller
+    /// judges each row, as it does a record).
+    func forEachStoredRow(of entity: EntityDescription, _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool) throws(StrataError) {
+        if let external = externalStore {
+            _ = try external.store.forEachStored(of: entity, matching: nil) { (id, stored) throws(StrataError) -> Bool in
+                try body(id, .fetched(Snapshot(stored)))
+            }
+            return
+        }
+        try currentStore().forEachStored(of: entity) { (record) throws(StrataError) -> Bool in try body(record.id, .stored(record)) }
+    }
+
+    /// Whether the store reads an index's key ranges (Strata's log store):
+    /// a fetch on another store is planned as a scan, which the store may
+    /// narrow.
+    var storeReadsIndexes: Bool { externalStore == nil }
 
     /// Calls `body` with every stored object of `entity` whose entry in the
     /// plan's index lies in its ranges, in index order (last first for a
@@ -470,7 +594,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// to hear; unique values are checked unless the changes say they were
     /// (``ChangeSet/uniquenessChecked``).
     func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
-        let store = try currentStore()
+        let external = externalStore
+        let store = external == nil ? try currentStore() : nil
         let (updates, deletes) = changes.basesAreStored
             ? ConflictResolution.unopposed(changes)
             : try ConflictResolution.decide(changes) { id, seen, base throws(StrataError) in
@@ -501,7 +626,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var unstated: [ObjectID] = []
         let recordsExposed = changes.updatedExposedVersions.count == changes.updated.count
         // Whether to list, for history, the properties each written update changed.
-        let recordsHistory = store.recordsHistory
+        let recordsHistory = store?.recordsHistory ?? true
         var payload = ObjectChanges(inserted: changes.inserted)
         payload.sourceSerial = context.serial
         var payloadSnapshots: [Snapshot] = []
@@ -556,7 +681,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         payload.deleted = removed
-        let result = try store.save(request)
+        let result = if let store { try store.save(request) } else { try save(request, to: external!) }
         // Partial updates that found every value in place, nothing else
         // asked: the store, its cache and the change log stay as they were.
         guard result.wroteObjects || !removed.isEmpty else { return (outcome, payload) }

@@ -86,7 +86,11 @@ extension ManagedObjectContext {
             }
             guard page.count < limit else { return }
             if case .unregistered(let id, _) = match {
-                if case .stored(let record) = row { try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot) }
+                switch row {
+                case .stored(let record)?: try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot)
+                case .fetched(let snapshot)?: try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch) { snapshot }
+                default: break
+                }
                 page.append(.unregistered(id, nil))
             } else {
                 page.append(match)
@@ -105,7 +109,7 @@ extension ManagedObjectContext {
         let source = try SourceView(of: self)
         // Where the ancestors hold no change, a lookup by one indexed
         // attribute's value takes its own path (``pointLookup(of:_:test:source:)``).
-        if source.layers.isEmpty, let term = PointTerm(test, entity: entity) {
+        if source.layers.isEmpty, persistentStoreCoordinator.storeReadsIndexes, let term = PointTerm(test, entity: entity) {
             guard let object = try pointLookup(of: entity, term, test: test, source: source) else { return nil }
             countFetched(1)
             return unsafeDowncast(object, to: Result.self)
@@ -134,7 +138,11 @@ extension ManagedObjectContext {
             guard let row = kept else { return registeredOrFault(for: id, fetched: true) }
             guard asFault else { return materialize(id, try row.snapshot(), fetched: true) }
             // Filled from the row cache when first used, if it had room.
-            if case .stored(let record) = row { try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot) }
+            switch row {
+            case .stored(let record): try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot)
+            case .fetched(let snapshot): try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch) { snapshot }
+            case .pending: break
+            }
             return registeredOrFault(for: id, fetched: true)
         }
     }
@@ -191,7 +199,7 @@ extension ManagedObjectContext {
         if let ordered = try orderedPlan(for: request) { return ordered.plan }
         let entity = try request.entity(in: model)
         let test = request.predicate.flatMap { ValueTest.compile($0, entity: entity) }
-        var plan = QueryPlanner.plan(test, entity: entity)
+        var plan = persistentStoreCoordinator.storeReadsIndexes ? QueryPlanner.plan(test, entity: entity) : .scan(entity)
         if request.predicate != nil && test == nil { plan = plan.saying(" (the predicate is evaluated by Foundation on each object)") }
         if !request.sortDescriptors.isEmpty {
             let names = request.sortDescriptors.map { descriptor in
@@ -378,7 +386,8 @@ extension ManagedObjectContext {
         // called this many closures deep, it stayed in a heap box whose
         // every access the runtime checked.
         var walk = MatchWalk(fields: RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0))
-        let plan = QueryPlanner.plan(compiled?.test, entity: entity)
+        // Another store answers a scan, narrowed its own way.
+        let plan = persistentStoreCoordinator.storeReadsIndexes ? QueryPlanner.plan(compiled?.test, entity: entity) : .scan(entity)
         let source: SourceView
         if let given { source = given } else { source = try SourceView(of: self) }
         // Most scans run in a context that holds none of the records: skip
@@ -791,7 +800,8 @@ extension ManagedObjectContext {
             guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
             test = compiled
         }
-        guard let plan = QueryPlanner.ordered(test, entity: entity, by: read.index, descending: descriptor.order == .reverse) else { return nil }
+        guard persistentStoreCoordinator.storeReadsIndexes,
+              let plan = QueryPlanner.ordered(test, entity: entity, by: read.index, descending: descriptor.order == .reverse) else { return nil }
         return (plan, test)
     }
 

@@ -58,6 +58,9 @@ struct StoredRecord {
 enum SourceRow {
     case stored(BorrowedRecord)
     case pending(Snapshot)
+    /// As stored by a store other than the log store, which decoded its
+    /// values (``PersistentStore``): the store's, as ``stored(_:)`` is.
+    case fetched(Snapshot)
     /// A stored object an exact plan's index selected (``QueryPlan/isExact``):
     /// it matches, and its record was not read. Only a count or a fetch of
     /// IDs asks for these, and neither needs the values.
@@ -73,7 +76,7 @@ enum SourceRow {
     func snapshot() throws(StrataError) -> Snapshot {
         switch self {
         case .stored(let record): return try record.snapshot()
-        case .pending(let snapshot): return snapshot
+        case .pending(let snapshot), .fetched(let snapshot): return snapshot
         case .indexed: throw StrataError(.invalidArgument, "an index entry's record was not read")
         }
     }
@@ -84,7 +87,7 @@ enum SourceRow {
     func passes(_ test: CompiledTest, fields: inout RecordCoding.FieldOffsets) throws(StrataError) -> Bool {
         switch self {
         case .stored(let record): try record.passes(test, fields: &fields)
-        case .pending(let snapshot): test.test.evaluate(snapshot.values)
+        case .pending(let snapshot), .fetched(let snapshot): test.test.evaluate(snapshot.values)
         case .indexed: true
         }
     }
@@ -94,6 +97,7 @@ enum SourceRow {
         switch self {
         case .stored(let record): .stored(record.kept())
         case .pending(let snapshot): .pending(snapshot)
+        case .fetched(let snapshot): .fetched(snapshot)
         case .indexed: preconditionFailure("Strata: rows are not kept when records are left unread")
         }
     }
@@ -103,11 +107,12 @@ enum SourceRow {
 enum KeptRow {
     case stored(StoredRecord)
     case pending(Snapshot)
+    case fetched(Snapshot)
 
     func snapshot() throws(StrataError) -> Snapshot {
         switch self {
         case .stored(let record): try record.snapshot()
-        case .pending(let snapshot): snapshot
+        case .pending(let snapshot), .fetched(let snapshot): snapshot
         }
     }
 }

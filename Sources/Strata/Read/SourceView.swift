@@ -338,7 +338,7 @@ struct SourceView {
         of entity: EntityDescription, plan: QueryPlan, reading: RecordReading, _ each: (ObjectID, SourceRow) throws(StrataError) -> Bool
     ) throws(StrataError) {
         if plan.indexNumber == nil {
-            try coordinator.forEachStored(of: entity) { (record) throws(StrataError) -> Bool in try each(record.id, .stored(record)) }
+            try coordinator.forEachStoredRow(of: entity, each)
         } else if reading.leavingUnread && plan.isExact {
             try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try each(id, .indexed) }
         } else if let wanted = reading.wanted, plan.isExact {

@@ -72,7 +72,7 @@ final class PostgresStore: Sendable {
 
     /// The stored rows of `ids`, in their order (nil: not stored), read at
     /// one state of the database.
-    func snapshots(of ids: [ObjectID]) throws(StrataError) -> [StoredRow?] {
+    func rows(of ids: [ObjectID]) throws(StrataError) -> [StoredRow?] {
         guard !ids.isEmpty else { return [] }
         return try reading("reading objects") { (session) throws(StrataError) in
             var byEntity: [ObjectIdentifier: [ObjectID]] = [:]
@@ -236,7 +236,7 @@ final class PostgresStore: Sendable {
     /// again and decide by its merge policy. Throws
     /// ``Strata/StrataError/Code/constraintConflict`` for a unique value
     /// another object holds (nothing written).
-    func save(_ changes: RowChanges) throws(StrataError) -> SaveOutcome {
+    func write(_ changes: RowChanges) throws(StrataError) -> SaveOutcome {
         try pool.withSession { (session) throws(StrataError) in
             try session.execute("BEGIN", "saving")
             let conflicts: [ObjectID]

@@ -1,0 +1,96 @@
+public import Foundation
+
+/// A store other than Strata's own log store, behind the coordinator: the
+/// seam the PostgreSQL store (`StrataPostgres`) plugs into, at the level
+/// Core Data's incremental store works at — objects by ID with their
+/// versions, every object of an entity (narrowed by a predicate where the
+/// store can), the holders of unique values, and a save as one atomic
+/// write guarded by the versions it read.
+///
+/// Unfrozen (`@_spi(StoreImplementation)`): it changes as the PostgreSQL
+/// store grows. What the coordinator does not ask of such a store yet —
+/// index key ranges, persistent history through Strata's API, batch
+/// requests, compaction, migrations — throws a typed error on it.
+///
+/// Every method may be called from any thread, several at once, but for
+/// ``save(_:)`` and ``reservePrimaryKeys(for:count:)``, which the
+/// coordinator calls one at a time (under its save lock).
+@_spi(StoreImplementation)
+public protocol PersistentStore: AnyObject, Sendable {
+    /// The store's identity, made when it was created.
+    var identifier: UUID { get }
+
+    /// `count` new primary keys of `entity`, no one else's.
+    func reservePrimaryKeys(for entity: EntityDescription, count: UInt64) throws(StrataError) -> Range<UInt64>
+
+    /// The stored values and versions of `ids`, in their order (nil: not
+    /// stored), read at one state of the store.
+    func snapshots(of ids: [ObjectID]) throws(StrataError) -> [StoredSnapshot?]
+
+    /// Calls `body` with every stored object of `entity` that may pass
+    /// `predicate` (all when nil), in primary-key order, at one state of
+    /// the store, until it returns false. Returns whether every object it
+    /// gave passes (then the coordinator judges none again).
+    func forEachStored(
+        of entity: EntityDescription, matching predicate: StorePredicate?,
+        _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool
+
+    /// The stored objects holding each of `keys` in the attributes of the
+    /// uniqueness constraint `constraint` of `entity`, in the order of `keys`.
+    func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]]
+
+    /// Writes `changes` whole, or — where an update or a delete finds a
+    /// version other than the one it read — none of them, returning those
+    /// objects for the coordinator to read again and decide again.
+    func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome
+
+    /// Closes the store; later calls throw ``StrataError/Code/noPersistentStore``.
+    func close() throws(StrataError)
+}
+
+/// An object's values (in its entity's property order, to-manys as
+/// `.objects`) and the version its store holds.
+@_spi(StoreImplementation)
+public struct StoredSnapshot: Sendable, Hashable {
+    public var values: [PropertyValue]
+    public var version: UInt64
+
+    public init(values: [PropertyValue], version: UInt64) {
+        self.values = values
+        self.version = version
+    }
+}
+
+/// One save, as a store writes it: inserts at version 1, updates and
+/// deletes with the version the saving context read.
+@_spi(StoreImplementation)
+public struct StoreChanges: Sendable {
+    public struct Update: Sendable {
+        public var id: ObjectID
+        public var values: [PropertyValue]
+        public var expectedVersion: UInt64
+        /// The names of the properties it changes (for a store's history).
+        public var changedProperties: [String]
+    }
+
+    public struct Delete: Sendable {
+        public var id: ObjectID
+        public var expectedVersion: UInt64
+    }
+
+    public var inserted: [(id: ObjectID, values: [PropertyValue])] = []
+    public var updated: [Update] = []
+    public var deleted: [Delete] = []
+    public var author: String?
+    public var contextName: String?
+}
+
+/// What a store did with a save.
+@_spi(StoreImplementation)
+public enum StoreSaveOutcome: Sendable, Equatable {
+    /// Written whole.
+    case written
+    /// Nothing written: these objects' stored versions were not the ones read.
+    case conflicts([ObjectID])
+}
