@@ -11,6 +11,8 @@ final class DictionaryStore: PersistentStore {
     private let state = Mutex<(objects: [ObjectIdentifier: [UInt64: StoredSnapshot]], nextKeys: [ObjectIdentifier: UInt64], closed: Bool)>(([:], [:], false))
     /// Saves that reached it (for tests).
     let saves = Atomic<Int>(0)
+    /// The predicates its scans were narrowed by, in order (for tests).
+    let narrowings = Mutex<[StorePredicate?]>([])
 
     private func open<T>(_ body: (inout (objects: [ObjectIdentifier: [UInt64: StoredSnapshot]], nextKeys: [ObjectIdentifier: UInt64], closed: Bool)) throws(StrataError) -> T) throws(StrataError) -> T {
         try state.withLock { (state) throws(StrataError) -> T in
@@ -34,6 +36,7 @@ final class DictionaryStore: PersistentStore {
     func forEachStored(
         of entity: EntityDescription, matching predicate: StorePredicate?, _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
     ) throws(StrataError) -> Bool {
+        narrowings.withLock { $0.append(predicate) }
         let rows = try open { (state) throws(StrataError) in (state.objects[ObjectIdentifier(entity)] ?? [:]).sorted { $0.key < $1.key } }
         for (key, snapshot) in rows where predicate?.evaluate(snapshot.values) ?? true {
             guard try body(ObjectID(entity: entity, storedPrimaryKey: key), snapshot) else { break }
@@ -194,5 +197,38 @@ final class DictionaryStore: PersistentStore {
             try coordinator.execute(BatchInsertRequest<Tag>(objects: [["label": .string("x")]]))
         }
         #expect(batch?.code == .invalidArgument)
+    }
+
+    @Test func aNarrowedScanStillMeetsWhatChangedAboveTheStore() throws {
+        let (coordinator, store) = try coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        let (small, large) = try parent.performAndWait {
+            let small = Recipe(context: parent), large = Recipe(context: parent)
+            small.name = "Small"
+            small.servings = 2
+            large.name = "Large"
+            large.servings = 8
+            try parent.save()
+            return (small.objectID, large.objectID)
+        }
+        // Changed in the parent, not saved: the store still holds 2 and 8.
+        try parent.performAndWait {
+            (try parent.existingObject(with: small) as? Recipe)?.servings = 10
+            (try parent.existingObject(with: large) as? Recipe)?.servings = 1
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        let inChild = try child.performAndWait {
+            try child.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings > 5 })).map(\.name)
+        }
+        #expect(inChild == ["Small"])
+        // The store was asked for the narrowed scan.
+        #expect(store.narrowings.withLock { $0 }.last??.evaluate([.string("x"), .integer(9)] + Array(repeating: .null, count: 10)) == true)
+        // In the parent itself, its own changes count.
+        let inParent = try parent.performAndWait {
+            try parent.fetch(FetchRequest<Recipe>(predicate: #Predicate { $0.servings > 5 })).map(\.name)
+        }
+        #expect(inParent == ["Small"])
+        let counted = try parent.performAndWait { try parent.count(for: FetchRequest<Recipe>(predicate: #Predicate { $0.servings > 5 })) }
+        #expect(counted == 1)
     }
 }

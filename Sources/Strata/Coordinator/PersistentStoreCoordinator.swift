@@ -496,10 +496,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// order, at one state of the store, until `body` returns false: the log
     /// store's records lent (``SourceRow/stored(_:)``), another store's
     /// values as it decoded them (``SourceRow/fetched(_:)``; the caller
-    /// judges each row, as it does a record).
-    func forEachStoredRow(of entity: EntityDescription, _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool) throws(StrataError) {
+    /// judges each row, as it does a record), narrowed by `narrowing`
+    /// where that store can.
+    func forEachStoredRow(
+        of entity: EntityDescription, matching narrowing: StorePredicate? = nil, _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
+    ) throws(StrataError) {
         if let external = externalStore {
-            _ = try external.store.forEachStored(of: entity, matching: nil) { (id, stored) throws(StrataError) -> Bool in
+            _ = try external.store.forEachStored(of: entity, matching: narrowing) { (id, stored) throws(StrataError) -> Bool in
                 try body(id, .fetched(Snapshot(stored)))
             }
             return

@@ -387,7 +387,8 @@ extension ManagedObjectContext {
         // every access the runtime checked.
         var walk = MatchWalk(fields: RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0))
         // Another store answers a scan, narrowed its own way.
-        let plan = persistentStoreCoordinator.storeReadsIndexes ? QueryPlanner.plan(compiled?.test, entity: entity) : .scan(entity)
+        let plan = persistentStoreCoordinator.storeReadsIndexes
+            ? QueryPlanner.plan(compiled?.test, entity: entity) : .scan(entity, narrowedBy: compiled?.test)
         let source: SourceView
         if let given { source = given } else { source = try SourceView(of: self) }
         // Most scans run in a context that holds none of the records: skip
@@ -423,7 +424,7 @@ extension ManagedObjectContext {
             } else if let object = registry[id] {
                 // Judged here, so the pass over held objects below skips it
                 // (which a lookup stopped by its first match never makes).
-                defer { if plan.indexNumber != nil && walk.delivered < stopAfter { walk.visited.insert(id) } }
+                defer { if plan.isNarrowed && walk.delivered < stopAfter { walk.visited.insert(id) } }
                 // An insert whose store save is in flight (this context is
                 // parked, or a guest saved through it) is in the store
                 // already; it is listed once, with the inserts.
@@ -500,7 +501,7 @@ extension ManagedObjectContext {
         }
         // A fetch with a limit and no order has its page: nothing else is judged.
         guard walk.delivered < stopAfter else { return }
-        if includesPending && plan.indexNumber != nil && checksRegistry {
+        if includesPending && plan.isNarrowed && checksRegistry {
             // An object held here may match on its own values (a change, or
             // a snapshot older than the source, contract C10) where
             // the index, which holds the source's, did not select it.

@@ -33,6 +33,16 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// some values: that attribute and the values' encodings. Pending
     /// objects are looked up by them (``PendingKeyIndex``).
     var leading: LeadingEquality? = nil
+    /// For a scan of a store other than the log store: the predicate the
+    /// store may narrow its scan by (``PersistentStore``). Its rows are
+    /// judged again all the same.
+    var narrowing: StorePredicate? = nil
+
+    /// Whether the store is read for fewer than all of the entity's objects
+    /// (an index's ranges, or a narrowed scan): then an object held or
+    /// changed above the store, which the read did not meet, is judged on
+    /// its own values after it.
+    var isNarrowed: Bool { indexNumber != nil || narrowing != nil }
 
     struct LeadingEquality {
         let property: Int
@@ -46,11 +56,18 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// This plan, with `suffix` added to what it says.
     func saying(_ suffix: String) -> QueryPlan {
         QueryPlan(index: index, indexNumber: indexNumber, ranges: ranges, isExact: isExact, text: .suffixed(text, suffix),
-                  isDescending: isDescending, leading: leading)
+                  isDescending: isDescending, leading: leading, narrowing: narrowing)
     }
 
     static func scan(_ entity: EntityDescription) -> QueryPlan {
         QueryPlan(index: nil, indexNumber: nil, ranges: [], isExact: false, text: .scan(entity))
+    }
+
+    /// A scan of another store, which it may narrow by `test`.
+    static func scan(_ entity: EntityDescription, narrowedBy test: ValueTest?) -> QueryPlan {
+        var plan = scan(entity)
+        plan.narrowing = test.flatMap(StorePredicate.init)
+        return plan
     }
 
     /// A plan's description, in parts.

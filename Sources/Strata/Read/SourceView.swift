@@ -274,7 +274,7 @@ struct SourceView {
         for (id, above) in overlay where going {
             if above.exists == true {
                 going = try body(id, .pending(above.values!))
-            } else if above.exists == nil, plan.indexNumber != nil, !seen.contains(id), let values = above.values,
+            } else if above.exists == nil, plan.isNarrowed, !seen.contains(id), let values = above.values,
                       try coordinator.snapshot(for: id) != nil {
                 // Changed above, stored outside the index's ranges: it
                 // exists, and its changed values may match.
@@ -338,7 +338,7 @@ struct SourceView {
         of entity: EntityDescription, plan: QueryPlan, reading: RecordReading, _ each: (ObjectID, SourceRow) throws(StrataError) -> Bool
     ) throws(StrataError) {
         if plan.indexNumber == nil {
-            try coordinator.forEachStoredRow(of: entity, each)
+            try coordinator.forEachStoredRow(of: entity, matching: plan.narrowing, each)
         } else if reading.leavingUnread && plan.isExact {
             try coordinator.forEachIndexed(of: entity, in: plan) { (id) throws(StrataError) -> Bool in try each(id, .indexed) }
         } else if let wanted = reading.wanted, plan.isExact {
