@@ -36,13 +36,13 @@ struct RowTests {
         }
     }
 
-    func read(_ ids: [ObjectID], on session: PostgresSession) throws -> [ObjectID: StoredRow] {
+    func read(_ ids: [ObjectID], on session: PostgresSession) throws -> [ObjectID: StoredSnapshot] {
         try session.transaction("reading") { () throws(StrataError) in
             try StoredRows.read(ids, of: ids[0].entity, in: model, schema: schema, on: session)
         }
     }
 
-    func write(_ changes: RowChanges, on session: PostgresSession) throws -> [ObjectID] {
+    func write(_ changes: StoreChanges, on session: PostgresSession) throws -> [ObjectID] {
         try session.transaction("a save") { () throws(StrataError) in try RowWriter.write(changes, schema: schema, on: session) }
     }
 
@@ -61,7 +61,7 @@ struct RowTests {
             "icon": .data(Data()),
         ])
         let nan = values("Bookmark", ["url": .string("c"), "visits": .integer(0), "score": .double(.nan), "pinned": .bool(false)])
-        #expect(try write(RowChanges(inserted: [(id("Bookmark", 1), extremes), (id("Bookmark", 2), others), (id("Bookmark", 3), nan)]),
+        #expect(try write(StoreChanges(inserted: [(id("Bookmark", 1), extremes), (id("Bookmark", 2), others), (id("Bookmark", 3), nan)]),
                           on: session).isEmpty)
         let read = try read([id("Bookmark", 1), id("Bookmark", 2), id("Bookmark", 3), id("Bookmark", 99)], on: session)
         #expect(read.count == 3)
@@ -69,9 +69,9 @@ struct RowTests {
         // Kept to the microsecond.
         let index = entity("Bookmark").properties.firstIndex { $0.name == "added" }!
         expected[index] = .date(Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1_000_000).rounded(.down) / 1_000_000))
-        #expect(read[id("Bookmark", 1)] == StoredRow(version: 1, values: expected))
+        #expect(read[id("Bookmark", 1)] == StoredSnapshot(values: expected, version: 1))
         if case .date(let back) = read[id("Bookmark", 1)]?.values[index] { #expect(abs(back.timeIntervalSince(date)) < 0.000_001) }
-        #expect(read[id("Bookmark", 2)] == StoredRow(version: 1, values: others))
+        #expect(read[id("Bookmark", 2)] == StoredSnapshot(values: others, version: 1))
         let score = entity("Bookmark").properties.firstIndex { $0.name == "score" }!
         if case .double(let d) = read[id("Bookmark", 3)]?.values[score] { #expect(d.isNaN) } else { Issue.record("no NaN") }
         // -0.0 keeps its sign.
@@ -84,7 +84,7 @@ struct RowTests {
         let inbox = id("Folder", 1), swift = id("Tag", 1), rust = id("Tag", 2)
         let a = id("Bookmark", 1), b = id("Bookmark", 2)
         let ada = id("Person", 1), bob = id("Person", 2)
-        #expect(try write(RowChanges(inserted: [
+        #expect(try write(StoreChanges(inserted: [
             (a, values("Bookmark", ["url": .string("a"), "visits": .integer(0), "pinned": .bool(false), "folder": .object(inbox),
                                     "tags": .objects([swift, rust]), "related": .objects([b])])),
             (b, values("Bookmark", ["url": .string("b"), "visits": .integer(0), "pinned": .bool(false), "folder": .object(inbox),
@@ -110,7 +110,7 @@ struct RowTests {
         // An update that takes a tag off replaces the join rows.
         var changed = bookmarks[a]!.values
         changed[entity("Bookmark").properties.firstIndex { $0.name == "tags" }!] = .objects([rust])
-        #expect(try write(RowChanges(updated: [.init(id: a, values: changed, expectedVersion: 1)]), on: session).isEmpty)
+        #expect(try write(StoreChanges(updated: [.init(id: a, values: changed, expectedVersion: 1)]), on: session).isEmpty)
         #expect(try read([swift], on: session)[swift]?.values == values("Tag", ["name": .string("swift"), "bookmarks": .objects([b])]))
     }
 
@@ -118,17 +118,17 @@ struct RowTests {
         let session = try store()
         defer { session.close() }
         let a = id("Tag", 1), b = id("Tag", 2)
-        _ = try write(RowChanges(inserted: [(a, values("Tag", ["name": .string("a")])), (b, values("Tag", ["name": .string("b")]))]), on: session)
-        #expect(try write(RowChanges(updated: [.init(id: a, values: values("Tag", ["name": .string("a2")]), expectedVersion: 1)]), on: session).isEmpty)
+        _ = try write(StoreChanges(inserted: [(a, values("Tag", ["name": .string("a")])), (b, values("Tag", ["name": .string("b")]))]), on: session)
+        #expect(try write(StoreChanges(updated: [.init(id: a, values: values("Tag", ["name": .string("a2")]), expectedVersion: 1)]), on: session).isEmpty)
         // Another writer read version 1 of both: its update of a and its delete of b meet a changed row and an unchanged one.
-        let conflicts = try write(RowChanges(
+        let conflicts = try write(StoreChanges(
             updated: [.init(id: a, values: values("Tag", ["name": .string("stale")]), expectedVersion: 1)],
             deleted: [.init(id: b, expectedVersion: 2)]), on: session)
         #expect(conflicts.sorted { $0.storedPrimaryKey < $1.storedPrimaryKey } == [a, b])
         let rows = try read([a, b], on: session)
-        #expect(rows[a] == StoredRow(version: 2, values: values("Tag", ["name": .string("a2")])))
+        #expect(rows[a] == StoredSnapshot(values: values("Tag", ["name": .string("a2")]), version: 2))
         #expect(rows[b]?.version == 1)
-        #expect(try write(RowChanges(deleted: [.init(id: b, expectedVersion: 1)]), on: session).isEmpty)
+        #expect(try write(StoreChanges(deleted: [.init(id: b, expectedVersion: 1)]), on: session).isEmpty)
         #expect(try read([b], on: session).isEmpty)
     }
 
@@ -136,7 +136,7 @@ struct RowTests {
         let session = try store()
         defer { session.close() }
         let nul = #expect(throws: StrataError.self) {
-            _ = try write(RowChanges(inserted: [
+            _ = try write(StoreChanges(inserted: [
                 (id("Tag", 1), values("Tag", ["name": .string("fine")])),
                 (id("Tag", 2), values("Tag", ["name": .string("a\u{0}b")])),
             ]), on: session)
@@ -144,9 +144,9 @@ struct RowTests {
         #expect(nul?.code == .invalidArgument)
         #expect(nul?.message.contains("Tag/p2.name") == true)
         #expect(try read([id("Tag", 1)], on: session).isEmpty)
-        _ = try write(RowChanges(inserted: [(id("Tag", 1), values("Tag", ["name": .string("swift")]))]), on: session)
+        _ = try write(StoreChanges(inserted: [(id("Tag", 1), values("Tag", ["name": .string("swift")]))]), on: session)
         let duplicate = #expect(throws: StrataError.self) {
-            _ = try write(RowChanges(inserted: [(id("Tag", 2), values("Tag", ["name": .string("swift")]))]), on: session)
+            _ = try write(StoreChanges(inserted: [(id("Tag", 2), values("Tag", ["name": .string("swift")]))]), on: session)
         }
         #expect(duplicate?.code == .constraintConflict)
         #expect(try read([id("Tag", 2)], on: session).isEmpty)
@@ -156,8 +156,8 @@ struct RowTests {
         let session = try store()
         defer { session.close() }
         let a = id("Tag", 1), b = id("Tag", 2)
-        _ = try write(RowChanges(inserted: [(a, values("Tag", ["name": .string("a")])), (b, values("Tag", ["name": .string("b")]))]), on: session)
-        #expect(try write(RowChanges(updated: [
+        _ = try write(StoreChanges(inserted: [(a, values("Tag", ["name": .string("a")])), (b, values("Tag", ["name": .string("b")]))]), on: session)
+        #expect(try write(StoreChanges(updated: [
             .init(id: a, values: values("Tag", ["name": .string("b")]), expectedVersion: 1),
             .init(id: b, values: values("Tag", ["name": .string("a")]), expectedVersion: 1),
         ]), on: session).isEmpty)
@@ -170,14 +170,14 @@ struct RowTests {
         // Two parameters an insert (key, name), four an update: past RowWriter.maximumParameters both ways.
         let count = RowWriter.maximumParameters / 2 + 500
         let ids = (1...UInt64(count)).map { id("Tag", $0) }
-        _ = try write(RowChanges(inserted: ids.map { ($0, values("Tag", ["name": .string("tag \($0.storedPrimaryKey)")])) }), on: session)
-        let conflicts = try write(RowChanges(updated: ids.map {
+        _ = try write(StoreChanges(inserted: ids.map { ($0, values("Tag", ["name": .string("tag \($0.storedPrimaryKey)")])) }), on: session)
+        let conflicts = try write(StoreChanges(updated: ids.map {
             .init(id: $0, values: values("Tag", ["name": .string("renamed \($0.storedPrimaryKey)")]), expectedVersion: $0.storedPrimaryKey == 7 ? 5 : 1)
         }), on: session)
         #expect(conflicts == [id("Tag", 7)])
         let rows = try read([id("Tag", 1), id("Tag", 7), id("Tag", UInt64(count))], on: session)
-        #expect(rows[id("Tag", 1)] == StoredRow(version: 2, values: values("Tag", ["name": .string("renamed 1")])))
-        #expect(rows[id("Tag", 7)] == StoredRow(version: 1, values: values("Tag", ["name": .string("tag 7")])))
+        #expect(rows[id("Tag", 1)] == StoredSnapshot(values: values("Tag", ["name": .string("renamed 1")]), version: 2))
+        #expect(rows[id("Tag", 7)] == StoredSnapshot(values: values("Tag", ["name": .string("tag 7")]), version: 1))
         #expect(rows[id("Tag", UInt64(count))]?.version == 2)
     }
 }

@@ -31,42 +31,50 @@ struct StoreTests {
         let store = try PostgresStore(try TestServer.freshDatabase(), model: model, scanPageSize: 7)
         defer { store.close() }
         let keys = try store.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 50)
-        var changes = RowChanges()
+        var changes = StoreChanges()
         for key in keys { changes.inserted.append((tag(key), tagValues(.string("tag \(key)")))) }
         #expect(try store.write(changes) == .written(1))
         var seen: [UInt64] = []
-        try store.forEachStored(of: model.entity(named: "Tag")!) { (id, row) throws(StrataError) -> Bool in
+        _ = try store.forEachStored(of: model.entity(named: "Tag")!, matching: nil) { (id, row) throws(StrataError) -> Bool in
             seen.append(id.storedPrimaryKey)
-            #expect(row == StoredRow(version: 1, values: tagValues(.string("tag \(id.storedPrimaryKey)"))))
+            #expect(row == StoredSnapshot(values: tagValues(.string("tag \(id.storedPrimaryKey)")), version: 1))
             return true
         }
         #expect(seen == Array(keys))
         var firstTen = 0
-        try store.forEachStored(of: model.entity(named: "Tag")!) { (_, _) throws(StrataError) -> Bool in
+        _ = try store.forEachStored(of: model.entity(named: "Tag")!, matching: nil) { (_, _) throws(StrataError) -> Bool in
             firstTen += 1
             return firstTen < 10
         }
         #expect(firstTen == 10)
+        // Narrowed by PostgreSQL, across pages of seven: the matches only.
+        let wanted = StorePredicate.isIn(.property(index: 0, nullReadsAs: .string("")), [.string("tag 3"), .string("tag 20"), .string("tag 49")])
+        var matched: [UInt64] = []
+        let isExact = try store.forEachStored(of: model.entity(named: "Tag")!, matching: wanted) { (id, _) throws(StrataError) -> Bool in
+            matched.append(id.storedPrimaryKey)
+            return true
+        }
+        #expect(isExact && matched == [3, 20, 49])
         let folder = ObjectID(entity: model.entity(named: "Folder")!, storedPrimaryKey: 1)
-        #expect(try store.rows(of: [tag(3), folder, tag(49)]).map { $0?.values.first } == [.string("tag 3"), nil, .string("tag 49")])
+        #expect(try store.snapshots(of: [tag(3), folder, tag(49)]).map { $0?.values.first } == [.string("tag 3"), nil, .string("tag 49")])
     }
 
     @Test func aStaleUpdateLeavesTheWholeSaveUnwritten() throws {
         let store = try PostgresStore(try TestServer.freshDatabase(), model: model)
         defer { store.close() }
-        #expect(try store.write(RowChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written(1))
-        #expect(try store.write(RowChanges(updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1)])) == .written(2))
-        let stale = RowChanges(inserted: [(tag(2), tagValues(.string("rust")))],
+        #expect(try store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written(1))
+        #expect(try store.write(StoreChanges(updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1)])) == .written(2))
+        let stale = StoreChanges(inserted: [(tag(2), tagValues(.string("rust")))],
                                updated: [.init(id: tag(1), values: tagValues(.string("SWIFT")), expectedVersion: 1)])
         #expect(try store.write(stale) == .conflicts([tag(1)]))
-        #expect(try store.rows(of: [tag(1), tag(2)]) == [StoredRow(version: 2, values: tagValues(.string("Swift"))), nil])
+        #expect(try store.snapshots(of: [tag(1), tag(2)]) == [StoredSnapshot(values: tagValues(.string("Swift")), version: 2), nil])
     }
 
     @Test func holdersOfUniqueValues() throws {
         let store = try PostgresStore(try TestServer.freshDatabase(), model: model)
         defer { store.close() }
         let tagEntity = model.entity(named: "Tag")!
-        var changes = RowChanges()
+        var changes = StoreChanges()
         for key in 1...3_000 as ClosedRange<UInt64> { changes.inserted.append((tag(key), tagValues(.string("tag \(key)")))) }
         changes.inserted.append((tag(3_001), tagValues(.string("it's"))))
         changes.inserted.append((tag(3_002), tagValues(.string("\u{E9}"))))  // é, one scalar
@@ -95,7 +103,7 @@ struct StoreTests {
         let store = try PostgresStore(try TestServer.freshDatabase(), model: people)
         defer { store.close() }
         func id(_ key: UInt64) -> ObjectID { ObjectID(entity: entity, storedPrimaryKey: key) }
-        _ = try store.write(RowChanges(inserted: [
+        _ = try store.write(StoreChanges(inserted: [
             (id(1), [.string("Ada"), .string("Lovelace"), .integer(1815)]),
             (id(2), [.string("Byron"), .string("Lovelace"), .integer(1836)]),
             (id(3), [.string("Nobody"), .null, .integer(1815)]),
@@ -112,12 +120,12 @@ struct StoreTests {
         let configuration = try TestServer.freshDatabase()
         let stores = [try PostgresStore(configuration, model: model), try PostgresStore(configuration, model: model)]
         defer { for store in stores { store.close() } }
-        _ = try stores[0].write(RowChanges(inserted: [(tag(1), tagValues(.string("swift")))]))
+        _ = try stores[0].write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))]))
         for round in 0..<20 {
-            let version = try #require(try stores[0].rows(of: [tag(1)])[0]?.version)
+            let version = try #require(try stores[0].snapshots(of: [tag(1)])[0]?.version)
             let outcomes = Mutex<[PostgresStore.SaveOutcome]>([])
             DispatchQueue.concurrentPerform(iterations: 2) { i in
-                let outcome = try? stores[i].write(RowChanges(updated: [
+                let outcome = try? stores[i].write(StoreChanges(updated: [
                     .init(id: tag(1), values: tagValues(.string("round \(round) by \(i)")), expectedVersion: version),
                 ]))
                 outcomes.withLock { $0.append(outcome ?? .conflicts([])) }
@@ -125,7 +133,7 @@ struct StoreTests {
             // One wins; the other finds the version moved.
             #expect(outcomes.withLock { $0 }.filter { if case .written = $0 { true } else { false } }.count == 1)
             #expect(outcomes.withLock { $0 }.contains(.conflicts([tag(1)])))
-            #expect(try stores[1].rows(of: [tag(1)])[0]?.version == version + 1)
+            #expect(try stores[1].snapshots(of: [tag(1)])[0]?.version == version + 1)
         }
     }
 
@@ -141,15 +149,15 @@ struct StoreTests {
             arrived.signal()
         }
         defer { listener.close() }
-        var changes = RowChanges(inserted: [(tag(1), tagValues(.string("swift"))), (tag(2), tagValues(.string("rust")))])
+        var changes = StoreChanges(inserted: [(tag(1), tagValues(.string("swift"))), (tag(2), tagValues(.string("rust")))])
         changes.author = "importer"
         changes.contextName = "import"
         #expect(try writer.write(changes) == .written(1))
-        #expect(try writer.write(RowChanges(
+        #expect(try writer.write(StoreChanges(
             updated: [.init(id: tag(1), values: tagValues(.string("Swift")), expectedVersion: 1, changedProperties: ["name"])],
             deleted: [.init(id: tag(2), expectedVersion: 1)])) == .written(2))
         // A save that meets a conflict is rolled back with its history: no number taken.
-        #expect(try writer.write(RowChanges(deleted: [.init(id: tag(1), expectedVersion: 1)])) == .conflicts([tag(1)]))
+        #expect(try writer.write(StoreChanges(deleted: [.init(id: tag(1), expectedVersion: 1)])) == .conflicts([tag(1)]))
         for _ in 0..<2 { #expect(arrived.wait(timeout: .now() + 5) == .success) }
         #expect(heard.withLock { $0 } == [1, 2])
         let history = try reader.transactions(after: 0)
@@ -172,7 +180,7 @@ struct StoreTests {
         let numbers = Mutex<[UInt64: UInt64]>([:])  // key -> history number
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for key in keys where Int(key) % 4 == thread {
-                if case .written(let number?)? = try? store.write(RowChanges(inserted: [(tag(key), tagValues(.string("t\(key)")))])) {
+                if case .written(let number?)? = try? store.write(StoreChanges(inserted: [(tag(key), tagValues(.string("t\(key)")))])) {
                     numbers.withLock { $0[key] = number }
                 }
             }
@@ -203,20 +211,20 @@ struct StoreTests {
             }
             return false
         }
-        _ = try writer.write(RowChanges(inserted: [(tag(1), tagValues(.string("a")))]))
+        _ = try writer.write(StoreChanges(inserted: [(tag(1), tagValues(.string("a")))]))
         #expect(waitFor([1]))
         // The server ends the follower's listening connection; two saves commit before it listens again.
         let pid = try #require(follower.listenerBackendPID)
         let admin = try PostgresSession.connect(try TestServer.configuration())
         defer { admin.close() }
         _ = try admin.query("SELECT pg_terminate_backend(\(pid))", "ending the listener")
-        _ = try writer.write(RowChanges(inserted: [(tag(2), tagValues(.string("b")))]))
-        _ = try writer.write(RowChanges(inserted: [(tag(3), tagValues(.string("c")))]))
+        _ = try writer.write(StoreChanges(inserted: [(tag(2), tagValues(.string("b")))]))
+        _ = try writer.write(StoreChanges(inserted: [(tag(3), tagValues(.string("c")))]))
         #expect(waitFor([1, 2, 3]))
         for _ in 0..<500 where follower.listenerBackendPID == pid { Thread.sleep(forTimeInterval: 0.01) }
         #expect(follower.listenerBackendPID != pid)
         // Listening again: the next save is heard at once.
-        _ = try writer.write(RowChanges(inserted: [(tag(4), tagValues(.string("d")))]))
+        _ = try writer.write(StoreChanges(inserted: [(tag(4), tagValues(.string("d")))]))
         #expect(waitFor([1, 2, 3, 4]))
     }
 }

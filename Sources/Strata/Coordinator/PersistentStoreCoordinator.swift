@@ -251,13 +251,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// the space of overwritten and deleted objects; first rewrites the
     /// records an older schema generation wrote (``upgradeStoredRecords(batchSize:progress:)``).
     /// Saves and reads go on meanwhile (the engine compacts in the background
-    /// of its own locks); a no-op for the in-memory store.
+    /// of its own locks); a no-op for the in-memory store and for a store
+    /// other than the log store, which keeps its own space.
     ///
     /// ```swift
     /// try coordinator.compactStore()
     /// ```
     public func compactStore() throws(StrataError) {
-        // Another store keeps its own space.
         if externalStore != nil { return }
         try upgradeStoredRecords()
         try currentStore().compact()
@@ -474,30 +474,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         cache(try snapshot(), for: id, readAt: epoch, offered: true)
     }
 
-    /// Calls `body` with every stored object of `entity`, in primary-key
-    /// order, at one read view of the store (one prefix scan), its record
-    /// still encoded and lent for the call (``BorrowedRecord``): the scan
-    /// allocates nothing per record. Runs on the caller's thread and leaves
-    /// the row cache alone: a scan touches far more rows than anyone will
-    /// use again.
-    func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Void) throws(StrataError) {
-        try forEachStored(of: entity) { (record) throws(StrataError) -> Bool in
-            try body(record)
-            return true
-        }
-    }
-
-    /// ``forEachStored(of:_:)`` until `body` returns false.
-    func forEachStored(of entity: EntityDescription, _ body: (BorrowedRecord) throws(StrataError) -> Bool) throws(StrataError) {
-        try currentStore().forEachStored(of: entity, body)
-    }
-
-    /// Every stored object of `entity` as a source row, in primary-key
-    /// order, at one state of the store, until `body` returns false: the log
-    /// store's records lent (``SourceRow/stored(_:)``), another store's
-    /// values as it decoded them (``SourceRow/fetched(_:)``; the caller
-    /// judges each row, as it does a record), narrowed by `narrowing`
-    /// where that store can.
+    /// Calls `body` with every stored object of `entity` as a source row,
+    /// in primary-key order, at one state of the store, until it returns
+    /// false. From the log store: one prefix scan, each record still
+    /// encoded and lent for the call (``SourceRow/stored(_:)``), nothing
+    /// allocated per record; from another store: the values it decoded
+    /// (``SourceRow/fetched(_:)``), narrowed by `narrowing` where it can.
+    /// The caller judges each row either way. Runs on the caller's thread
+    /// and leaves the row cache alone: a scan touches far more rows than
+    /// anyone will use again.
     func forEachStoredRow(
         of entity: EntityDescription, matching narrowing: StorePredicate? = nil, _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
     ) throws(StrataError) {

@@ -12,7 +12,7 @@ extension EntityDescription {
 }
 
 /// One object's record as a store scan lends it: its bytes are valid only
-/// during the call that passes it (``PersistentStoreCoordinator/forEachStored(of:_:)``).
+/// during the call that passes it (``PersistentStoreCoordinator/forEachStoredRow(of:matching:_:)``).
 struct BorrowedRecord {
     let id: ObjectID
     let bytes: UnsafeRawBufferPointer

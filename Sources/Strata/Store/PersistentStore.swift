@@ -72,18 +72,41 @@ public struct StoreChanges: Sendable {
         public var expectedVersion: UInt64
         /// The names of the properties it changes (for a store's history).
         public var changedProperties: [String]
+
+        public init(id: ObjectID, values: [PropertyValue], expectedVersion: UInt64, changedProperties: [String] = []) {
+            self.id = id
+            self.values = values
+            self.expectedVersion = expectedVersion
+            self.changedProperties = changedProperties
+        }
     }
 
     public struct Delete: Sendable {
         public var id: ObjectID
         public var expectedVersion: UInt64
+
+        public init(id: ObjectID, expectedVersion: UInt64) {
+            self.id = id
+            self.expectedVersion = expectedVersion
+        }
     }
 
-    public var inserted: [(id: ObjectID, values: [PropertyValue])] = []
-    public var updated: [Update] = []
-    public var deleted: [Delete] = []
+    public var inserted: [(id: ObjectID, values: [PropertyValue])]
+    public var updated: [Update]
+    public var deleted: [Delete]
     public var author: String?
     public var contextName: String?
+
+    public init(
+        inserted: [(id: ObjectID, values: [PropertyValue])] = [], updated: [Update] = [], deleted: [Delete] = [],
+        author: String? = nil, contextName: String? = nil
+    ) {
+        self.inserted = inserted
+        self.updated = updated
+        self.deleted = deleted
+        self.author = author
+        self.contextName = contextName
+    }
 }
 
 /// What a store did with a save.

@@ -20,8 +20,8 @@ import Synchronization
 /// **Every write goes in a ``transaction(_:beginning:_:)``.** The unique
 /// and foreign-key constraints are checked at commit; a statement run on
 /// its own commits as it ends, and when that commit fails, postgres-nio
-/// 1.33 reports the statement as done and closes the connection (seen in
-/// a test): the write is gone and nobody is told. An explicit `COMMIT` is
+/// 1.33 reports the statement as done and closes the connection: the
+/// write is gone and nobody is told. An explicit `COMMIT` is
 /// a statement of its own, and its failure comes back as its error.
 ///
 /// One caller at a time: a session carries one transaction state, and

@@ -76,44 +76,25 @@ enum RowCoding {
     /// Appends `values` (none null) as one array of `type`'s column type;
     /// returns the array's SQL type, or nil when a value is not of `type`.
     static func appendArray(_ values: [PropertyValue], of type: AttributeType, to bindings: inout PostgresBindings) -> String? {
-        func all<T>(_ convert: (PropertyValue) -> T?) -> [T]? {
-            var converted: [T] = []
-            converted.reserveCapacity(values.count)
+        /// The values as `T`s, bound as one array of `sqlType`; nil (nothing bound) when one is not a `T`.
+        func bind<T: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ sqlType: String, _ convert: (PropertyValue) -> T?) -> String? {
+            var array: [T] = []
+            array.reserveCapacity(values.count)
             for value in values {
-                guard let value = convert(value) else { return nil }
-                converted.append(value)
+                guard let element = convert(value) else { return nil }
+                array.append(element)
             }
-            return converted
+            bindings.append(array)
+            return sqlType
         }
         switch type {
-        case .string:
-            guard let array = all({ if case .string(let s) = $0 { s } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "text[]"
-        case .integer16, .integer32, .integer64:
-            guard let array = all({ if case .integer(let i) = $0 { i } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "bigint[]"
-        case .double:
-            guard let array = all({ if case .double(let d) = $0 { d } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "double precision[]"
-        case .bool:
-            guard let array = all({ if case .bool(let b) = $0 { b } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "boolean[]"
-        case .date:
-            guard let array = all({ if case .date(let d) = $0 { d } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "timestamp with time zone[]"
-        case .binaryData:
-            guard let array = all({ if case .data(let d) = $0 { ByteBuffer(bytes: d) } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "bytea[]"
-        case .uuid:
-            guard let array = all({ if case .uuid(let u) = $0 { u } else { nil } }) else { return nil }
-            bindings.append(array)
-            return "uuid[]"
+        case .string: return bind("text[]") { if case .string(let s) = $0 { s } else { nil } }
+        case .integer16, .integer32, .integer64: return bind("bigint[]") { if case .integer(let i) = $0 { i } else { nil } }
+        case .double: return bind("double precision[]") { if case .double(let d) = $0 { d } else { nil } }
+        case .bool: return bind("boolean[]") { if case .bool(let b) = $0 { b } else { nil } }
+        case .date: return bind("timestamp with time zone[]") { if case .date(let d) = $0 { d } else { nil } }
+        case .binaryData: return bind("bytea[]") { if case .data(let d) = $0 { ByteBuffer(bytes: d) } else { nil } }
+        case .uuid: return bind("uuid[]") { if case .uuid(let u) = $0 { u } else { nil } }
         }
     }
 

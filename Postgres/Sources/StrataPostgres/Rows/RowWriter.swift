@@ -1,31 +1,6 @@
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
 
-/// What one save writes, as rows: objects inserted (at version 1), objects
-/// updated and deleted with the version the save read, which the row must
-/// still hold.
-struct RowChanges {
-    struct Update {
-        var id: ObjectID
-        var values: [PropertyValue]
-        var expectedVersion: UInt64
-        /// The names of the properties it changes, for the history.
-        var changedProperties: [String] = []
-    }
-
-    struct Delete {
-        var id: ObjectID
-        var expectedVersion: UInt64
-    }
-
-    var inserted: [(id: ObjectID, values: [PropertyValue])] = []
-    var updated: [Update] = []
-    var deleted: [Delete] = []
-    /// Who saved, for the history.
-    var author: String? = nil
-    var contextName: String? = nil
-}
-
 /// Writes a save's rows in the caller's transaction, a few statements per
 /// entity whatever the number of objects: its deletes, its updates and its
 /// inserts each as one statement over a `VALUES` list (split only past
@@ -48,7 +23,7 @@ enum RowWriter {
     /// Writes `changes`; returns the updated and deleted objects whose row
     /// did not hold the version expected (nothing was written for those).
     static func write(
-        _ changes: RowChanges, schema: StoreSchema, on session: PostgresSession
+        _ changes: StoreChanges, schema: StoreSchema, on session: PostgresSession
     ) throws(StrataError) -> [ObjectID] {
         var groups: [String: EntityChanges] = [:]
         for (id, values) in changes.inserted { groups[id.entity.name, default: EntityChanges(id.entity)].inserted.append((id, values)) }
@@ -77,8 +52,8 @@ enum RowWriter {
     private struct EntityChanges {
         let entity: EntityDescription
         var inserted: [(id: ObjectID, values: [PropertyValue])] = []
-        var updated: [RowChanges.Update] = []
-        var deleted: [RowChanges.Delete] = []
+        var updated: [StoreChanges.Update] = []
+        var deleted: [StoreChanges.Delete] = []
         init(_ entity: EntityDescription) { self.entity = entity }
     }
 
@@ -102,7 +77,7 @@ enum RowWriter {
         var version: String { q(StoreSchema.versionColumn) }
 
         /// Deletes the rows still at their expected versions; returns the others.
-        func delete(_ deletes: [RowChanges.Delete]) throws(StrataError) -> [ObjectID] {
+        func delete(_ deletes: [StoreChanges.Delete]) throws(StrataError) -> [ObjectID] {
             var gone: Set<ObjectID> = []
             for chunk in chunks(deletes, parametersEach: 2) {
                 var bindings = PostgresBindings()
@@ -122,7 +97,7 @@ enum RowWriter {
         }
 
         /// Updates the rows still at their expected versions; returns those it updated.
-        func update(_ updates: [RowChanges.Update]) throws(StrataError) -> Set<ObjectID> {
+        func update(_ updates: [StoreChanges.Update]) throws(StrataError) -> Set<ObjectID> {
             let columns = columns
             var written: Set<ObjectID> = []
             for chunk in chunks(updates, parametersEach: 2 + columns.count) {

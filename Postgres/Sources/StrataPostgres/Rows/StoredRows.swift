@@ -1,14 +1,6 @@
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
 
-/// One object as its entity's table and the relationships' tables hold it:
-/// its version and its values, in the entity's property order (to-manys as
-/// `.objects`).
-struct StoredRow: Equatable {
-    var version: UInt64
-    var values: [PropertyValue]
-}
-
 /// Objects read by ID: the entity's row, then each relationship from where
 /// it is kept (``StoreSchema/PropertyLayout``) — one statement per table,
 /// whatever the number of objects. Several statements read one state only
@@ -19,7 +11,7 @@ enum StoredRows {
     static func read(
         _ ids: [ObjectID], of entity: EntityDescription, in model: ManagedObjectModel, schema: StoreSchema,
         on session: PostgresSession
-    ) throws(StrataError) -> [ObjectID: StoredRow] {
+    ) throws(StrataError) -> [ObjectID: StoredSnapshot] {
         guard !ids.isEmpty else { return [:] }
         guard let layout = schema.layouts[entity.name] else {
             throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
@@ -38,7 +30,7 @@ enum StoredRows {
         let rows = try session.query(
             PostgresQuery(unsafeSQL: "SELECT \(select) FROM \(q(layout.table)) WHERE \(q(StoreSchema.idColumn)) = ANY($1)", binds: bindings),
             action)
-        var found: [ObjectID: StoredRow] = [:]
+        var found: [ObjectID: StoredSnapshot] = [:]
         found.reserveCapacity(rows.count)
         let initial = entity.properties.map { property -> PropertyValue in
             if case .relationship(let relationship) = property, relationship.isToMany { return .objects([]) }
@@ -58,7 +50,7 @@ enum StoredRows {
                     values[column.index] = try RowCoding.target(cell, in: try destination(of: relationship, in: model))
                 }
             }
-            found[id] = StoredRow(version: version, values: values)
+            found[id] = StoredSnapshot(values: values, version: version)
         }
         guard !found.isEmpty else { return [:] }
         // Each relationship kept elsewhere: the pairs (object, target) of the objects found.

@@ -39,7 +39,7 @@ enum PostgresHistory {
     /// Records the transaction of a save of `changes` (their versions
     /// checked already), within the save's database transaction, and
     /// notifies listeners of it at commit. Returns its number.
-    static func record(_ changes: RowChanges, changedProperties: [[String]], on session: PostgresSession) throws(StrataError) -> UInt64 {
+    static func record(_ changes: StoreChanges, on session: PostgresSession) throws(StrataError) -> UInt64 {
         let q = SQLIdentifier.quoted
         let action = "recording the save in the history"
         var entities: [String] = [], keys: [Int64] = [], kinds: [String] = [], properties: [String] = []
@@ -51,7 +51,7 @@ enum PostgresHistory {
             properties.append(json(changed))
         }
         for (id, _) in changes.inserted { add(id, .insert, []) }
-        for (update, changed) in zip(changes.updated, changedProperties) { add(update.id, .update, changed) }
+        for update in changes.updated { add(update.id, .update, update.changedProperties) }
         for delete in changes.deleted { add(delete.id, .delete, []) }
         // Last: the number, whose row stays locked until this commits.
         let rows = try session.query("""

@@ -70,14 +70,14 @@ final class PostgresStore: Sendable {
         }
     }
 
-    /// The stored rows of `ids`, in their order (nil: not stored), read at
-    /// one state of the database.
-    func rows(of ids: [ObjectID]) throws(StrataError) -> [StoredRow?] {
+    /// The stored values and versions of `ids`, in their order (nil: not
+    /// stored), read at one state of the database.
+    func snapshots(of ids: [ObjectID]) throws(StrataError) -> [StoredSnapshot?] {
         guard !ids.isEmpty else { return [] }
         return try reading("reading objects") { (session) throws(StrataError) in
             var byEntity: [ObjectIdentifier: [ObjectID]] = [:]
             for id in ids { byEntity[ObjectIdentifier(id.entity), default: []].append(id) }
-            var found: [ObjectID: StoredRow] = [:]
+            var found: [ObjectID: StoredSnapshot] = [:]
             for group in byEntity.values {
                 found.merge(try StoredRows.read(group, of: group[0].entity, in: model, schema: schema, on: session)) { $1 }
             }
@@ -85,22 +85,26 @@ final class PostgresStore: Sendable {
         }
     }
 
-    /// Calls `body` with every stored object of `entity`, in primary-key
-    /// order, at one state of the database, a page at a time, until it
-    /// returns false.
-    func forEachStored(of entity: EntityDescription, _ body: (ObjectID, StoredRow) throws(StrataError) -> Bool) throws(StrataError) {
-        let q = SQLIdentifier.quoted
-        let page = "SELECT \(q(StoreSchema.idColumn)) FROM \(q(entity.name)) WHERE \(q(StoreSchema.idColumn)) > $1 ORDER BY 1 LIMIT $2"
-        try reading("reading every \(entity.name)") { (session) throws(StrataError) in
+    /// Calls `body` with every stored object of `entity` that may pass
+    /// `predicate` (every one when nil), in primary-key order, at one state
+    /// of the database, a page of ``scanPageSize`` at a time (so memory is
+    /// bounded whatever the entity's size), until it returns false. The
+    /// predicate goes to PostgreSQL as far as it translates
+    /// (``SQLPredicate``); returns whether every object given passes —
+    /// where not, the caller judges each by ``Strata/StorePredicate/evaluate(_:)``.
+    func forEachStored(
+        of entity: EntityDescription, matching predicate: StorePredicate?, _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool {
+        let action = "reading \(entity.name) objects"
+        let (page, isExact) = try pageQuery(entity, matching: predicate)
+        try reading(action) { (session) throws(StrataError) in
             var after: Int64 = 0
             while true {
-                var bindings = PostgresBindings()
+                var bindings = page.bindings
                 bindings.append(after)
                 bindings.append(Int64(scanPageSize))
-                let keys = try session.query(PostgresQuery(unsafeSQL: page, binds: bindings), "reading every \(entity.name)")
-                    .map { (row) throws(StrataError) -> UInt64 in
-                        UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, "reading every \(entity.name)"))
-                    }
+                let keys = try session.query(PostgresQuery(unsafeSQL: page.sql, binds: bindings), action)
+                    .map { (row) throws(StrataError) -> UInt64 in UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, action)) }
                 guard let last = keys.last else { return }
                 let ids = keys.map { ObjectID(entity: entity, storedPrimaryKey: $0) }
                 let rows = try StoredRows.read(ids, of: entity, in: model, schema: schema, on: session)
@@ -112,43 +116,22 @@ final class PostgresStore: Sendable {
                 after = Int64(bitPattern: last)
             }
         }
+        return isExact
     }
 
-    /// The stored objects of `entity` that may pass `predicate` (every one
-    /// when nil), in primary-key order, read at one state of the database:
-    /// the predicate goes to PostgreSQL as far as it translates
-    /// (``SQLPredicate``), and `isExact` says whether every object returned
-    /// passes — where not, the caller judges each by
-    /// ``Strata/StorePredicate/evaluate(_:)``. A `limit` applies only to an
-    /// exact answer (else the caller stops when it has enough).
-    func fetch(
-        _ entity: EntityDescription, matching predicate: StorePredicate?, limit: Int? = nil
-    ) throws(StrataError) -> (rows: [(id: ObjectID, row: StoredRow)], isExact: Bool) {
-        let (query, isExact) = try selection(entity, matching: predicate, limit: limit)
-        return try reading("fetching \(entity.name) objects") { (session) throws(StrataError) in
-            let keys = try session.query(query, "fetching \(entity.name) objects").map { (row) throws(StrataError) -> UInt64 in
-                UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, "fetching \(entity.name) objects"))
-            }
-            var rows: [(id: ObjectID, row: StoredRow)] = []
-            rows.reserveCapacity(keys.count)
-            for start in stride(from: 0, to: keys.count, by: scanPageSize) {
-                let ids = keys[start..<min(start + scanPageSize, keys.count)].map { ObjectID(entity: entity, storedPrimaryKey: $0) }
-                let read = try StoredRows.read(ids, of: entity, in: model, schema: schema, on: session)
-                for id in ids { if let row = read[id] { rows.append((id, row)) } }
-            }
-            return (rows, isExact)
-        }
+    /// The statement a scan of ``forEachStored(of:matching:_:)`` sends for
+    /// each page, as `explain` shows it.
+    func explain(_ entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> String {
+        let (page, isExact) = try pageQuery(entity, matching: predicate)
+        return page.sql + (isExact ? "" : " -- then judged in Swift")
     }
 
-    /// What ``fetch(_:matching:limit:)`` sends PostgreSQL, as `explain` shows it.
-    func explain(_ entity: EntityDescription, matching predicate: StorePredicate?, limit: Int? = nil) throws(StrataError) -> String {
-        let (query, isExact) = try selection(entity, matching: predicate, limit: limit)
-        return query.sql + (isExact ? "" : " -- then judged in Swift")
-    }
-
-    private func selection(
-        _ entity: EntityDescription, matching predicate: StorePredicate?, limit: Int?
-    ) throws(StrataError) -> (PostgresQuery, isExact: Bool) {
+    /// The page statement of a scan: the predicate's clause and its
+    /// parameters, then the key to start after and the page's size as the
+    /// last two parameters.
+    private func pageQuery(
+        _ entity: EntityDescription, matching predicate: StorePredicate?
+    ) throws(StrataError) -> (page: (sql: String, bindings: PostgresBindings), isExact: Bool) {
         guard let layout = schema.layouts[entity.name] else {
             throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
         }
@@ -156,19 +139,19 @@ final class PostgresStore: Sendable {
         let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
             ?? SQLPredicate(sql: "TRUE", isExact: true)
         let id = SQLIdentifier.quoted(StoreSchema.idColumn)
-        var sql = "SELECT \(id) FROM \(SQLIdentifier.quoted(layout.table)) WHERE \(clause.sql) ORDER BY \(id)"
-        if let limit, clause.isExact {
-            bindings.append(Int64(limit))
-            sql += " LIMIT $\(bindings.count)"
-        }
-        return (PostgresQuery(unsafeSQL: sql, binds: bindings), clause.isExact)
+        let sql = """
+            SELECT \(id) FROM \(SQLIdentifier.quoted(layout.table)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \
+            ORDER BY \(id) LIMIT $\(bindings.count + 2)
+            """
+        return ((sql, bindings), clause.isExact)
     }
 
     /// The stored objects of `entity` holding each of `keys` in the
     /// attributes of uniqueness constraint `constraint` (its attribute
     /// names), in the order of `keys`, as PostgreSQL's `UNIQUE` constraint
-    /// compares them (strings by their bytes, as the log store's index
-    /// does). A key with a null value has no holder (nulls never collide),
+    /// compares them: strings by their bytes (the log store's index
+    /// compares them in NFC, so canonical equivalents are one key there
+    /// and two here). A key with a null value has no holder (nulls never collide),
     /// nor one PostgreSQL cannot hold (a string with a NUL). One statement
     /// for all the keys: the keys go as one array per attribute, numbered,
     /// and are joined to the table.
@@ -236,7 +219,7 @@ final class PostgresStore: Sendable {
     /// again and decide by its merge policy. Throws
     /// ``Strata/StrataError/Code/constraintConflict`` for a unique value
     /// another object holds (nothing written).
-    func write(_ changes: RowChanges) throws(StrataError) -> SaveOutcome {
+    func write(_ changes: StoreChanges) throws(StrataError) -> SaveOutcome {
         try pool.withSession { (session) throws(StrataError) in
             try session.execute("BEGIN", "saving")
             let conflicts: [ObjectID]
@@ -253,7 +236,7 @@ final class PostgresStore: Sendable {
             var number: UInt64?
             if recordsHistory {
                 do throws(StrataError) {
-                    number = try PostgresHistory.record(changes, changedProperties: changes.updated.map(\.changedProperties), on: session)
+                    number = try PostgresHistory.record(changes, on: session)
                 } catch {
                     try? session.execute("ROLLBACK", "saving")
                     throw error
