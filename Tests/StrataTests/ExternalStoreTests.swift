@@ -68,7 +68,7 @@ final class DictionaryStore: PersistentStore {
                 state.objects[ObjectIdentifier(id.entity), default: [:]][id.storedPrimaryKey] = StoredSnapshot(values: values, version: 1)
             }
             saves.add(1, ordering: .relaxed)
-            return .written
+            return .written(transaction: nil)
         }
     }
 

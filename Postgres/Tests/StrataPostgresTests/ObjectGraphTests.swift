@@ -152,4 +152,153 @@ struct ObjectGraphTests {
         let name = try fresh.performAndWait { () throws in (try fresh.existingObject(with: id) as? Label)?.name }
         #expect(name == "Swift")
     }
+    /// Another process's saves reach this one's contexts as a local save's
+    /// would: a held object refreshed, a deleted one let go of, the
+    /// notification posted with what changed — and a coordinator's own saves
+    /// are not delivered back to it.
+    @Test func otherProcessesSavesReachContexts() throws {
+        let model = try notesModel()
+        let configuration = try TestServer.freshDatabase()
+        let saving = try makeCoordinator(configuration, model), following = try makeCoordinator(configuration, model)
+        defer { try? saving.close(); try? following.close() }
+        let heardBySaving = Heard(saving), heardByFollowing = Heard(following)
+
+        let writer = ManagedObjectContext(.privateQueue, coordinator: saving)
+        let (soupID, breadID) = try writer.performAndWait {
+            let soup = Note(context: writer), bread = Note(context: writer)
+            soup.title = "Soup"
+            bread.title = "Bread"
+            try writer.save()
+            return (soup.objectID, bread.objectID)
+        }
+        try heardByFollowing.wait { $0.inserted.contains(soupID) }
+
+        // The other process holds both, in a context that merges what comes in.
+        let view = ManagedObjectContext(.privateQueue, coordinator: following)
+        view.automaticallyMergesChangesFromParent = true
+        let (soup, bread) = try view.performAndWait {
+            (try #require(try view.existingObject(with: soupID) as? Note), try #require(try view.existingObject(with: breadID) as? Note))
+        }
+        #expect(view.performAndWait { soup.title } == "Soup")
+
+        let stewID = try writer.performAndWait {
+            let held = try #require(try writer.existingObject(with: soupID) as? Note)
+            held.title = "Soup of the day"
+            held.visits = 3
+            writer.delete(try writer.existingObject(with: breadID))
+            let stew = Note(context: writer)
+            stew.title = "Stew"
+            try writer.save()
+            return stew.objectID
+        }
+        let changes = try heardByFollowing.wait { $0.updated.contains(soupID) }
+        #expect(changes.inserted == [stewID])
+        #expect(changes.deleted == [breadID])
+        // The merge is queued before the notification is posted.
+        view.performAndWait {
+            #expect(soup.title == "Soup of the day")
+            #expect(soup.visits == 3)
+            #expect(bread.isDeleted)
+        }
+
+        // The follower's save comes back to the saver, and after it in the
+        // store's order — so by then the saver would have heard its own.
+        let labelID = try view.performAndWait {
+            let label = Label(context: view)
+            label.name = "soups"
+            try view.save()
+            return label.objectID
+        }
+        try heardBySaving.wait { $0.inserted.contains(labelID) }
+        #expect(heardBySaving.all.map(\.inserted) == [[labelID]])
+        #expect(heardByFollowing.all.allSatisfy { !$0.inserted.contains(labelID) })
+    }
+    /// The seed stack in two processes on one database: a block save in one
+    /// reaches the other's view context; both increment one counter at once,
+    /// each conflict retried on fresh values, and no increment is lost.
+    @Test func twoContainersShareOneDatabase() throws {
+        let model = try notesModel()
+        let configuration = try TestServer.freshDatabase()
+        let first = try PersistentContainer(name: "first", model: model, postgres: configuration, viewContext: .privateQueue)
+        let second = try PersistentContainer(name: "second", model: model, postgres: configuration, viewContext: .privateQueue)
+        defer { try? first.close(); try? second.close() }
+        let heard = Heard(second.coordinator)
+        try first.saveAndWait { context in
+            let counter = Note(context: context)
+            counter.title = "counter"
+        }
+        try heard.wait { !$0.inserted.isEmpty }
+        let view = second.viewContext
+        let counter = try view.performAndWait { () throws in
+            try #require(try Note.first(in: view, where: #Predicate { $0.title == "counter" }))
+        }
+
+        let rounds = 15
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            let container = i == 0 ? first : second
+            for _ in 0..<rounds {
+                do {
+                    try container.saveAndWait(retryingConflicts: 50) { context in
+                        let note = try #require(try Note.first(in: context, where: #Predicate { $0.title == "counter" }))
+                        note.visits += 1
+                    }
+                } catch {
+                    Issue.record("an increment failed: \(error)")
+                }
+            }
+        }
+        for container in [first, second] {
+            let context = container.newBackgroundContext()
+            let visits = try context.performAndWait { () throws in
+                try #require(try Note.first(in: context, where: #Predicate { $0.title == "counter" })).visits
+            }
+            #expect(visits == 2 * rounds)
+        }
+        // The view context that held the counter merged the other process's increments.
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while view.performAndWait({ counter.visits }) != 2 * rounds && Date() < deadline { usleep(10_000) }
+        #expect(view.performAndWait { counter.visits } == 2 * rounds)
+    }
+}
+
+/// The ``PersistentStoreCoordinator/storeDidChangeRemotely`` notifications
+/// one coordinator posts, collected.
+final class Heard: @unchecked Sendable {
+    // `@unchecked Sendable`: `changes` is guarded by `condition`.
+    private let condition = NSCondition()
+    private var changes: [ObjectChanges] = []
+    private var observer: (any NSObjectProtocol)?
+
+    init(_ coordinator: PersistentStoreCoordinator) {
+        observer = NotificationCenter.default.addObserver(
+            forName: PersistentStoreCoordinator.storeDidChangeRemotely, object: coordinator, queue: nil
+        ) { [weak self] note in
+            guard let self, let changes = ObjectChanges(note) else { return }
+            condition.lock()
+            self.changes.append(changes)
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+
+    deinit { observer.map(NotificationCenter.default.removeObserver) }
+
+    var all: [ObjectChanges] {
+        condition.lock()
+        defer { condition.unlock() }
+        return changes
+    }
+
+    /// The first notification heard that passes `test`, waiting up to 10 s for it.
+    @discardableResult
+    func wait(for test: (ObjectChanges) -> Bool) throws -> ObjectChanges {
+        let deadline = Date(timeIntervalSinceNow: 10)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let found = changes.first(where: test) { return found }
+            guard condition.wait(until: deadline) else { break }
+        }
+        throw StrataError(code: .storage, message: "no storeDidChangeRemotely notification passing the test within 10 s: heard \(changes)")
+    }
 }

@@ -95,6 +95,69 @@ extension PersistentStoreCoordinator {
         return CaughtUp(changes: changes, token: token)
     }
 
+    /// Transactions of another store, delivered by its following
+    /// (``addPersistentStore(_:onFollowError:)``): those other coordinators
+    /// saved come in as a catch-up's changes do — the read version moves
+    /// on, the row cache lets go of the objects, the contexts that merge
+    /// automatically merge them, ``storeDidChangeRemotely`` is posted. This
+    /// coordinator's own are passed over (their saves merged them). Under
+    /// the save lock, so a save's number is known as its own before its
+    /// delivery is looked at.
+    func receive(_ transactions: [StoreTransaction], from external: ExternalStore) {
+        let caughtUp = saveLock.withLock {
+            catchUpLock.withLock { () -> CaughtUp? in
+                // A store closed or replaced since the delivery began.
+                guard externalStore === external, let last = transactions.last else { return nil }
+                let changes = Self.netChanges(of: transactions.filter { !external.isOwn($0.number) })
+                guard !changes.isEmpty else { return nil }
+                external.readVersion.add(1, ordering: .releasing)
+                changeLog.record(changes.inserted + changes.updated + changes.deleted)
+                forgetCachedRows(changes.updated + changes.deleted)
+                // Queued under the lock, so each context merges deliveries in order.
+                for root in liveRootContexts { Self.mergeRemote(changes, into: root) }
+                let token = storeIdentifier.map { HistoryToken(storeIdentifier: $0, transactionNumber: last.number) }
+                return CaughtUp(changes: changes, token: token)
+            }
+        }
+        if let caughtUp { postStoreDidChangeRemotely(caughtUp) }
+    }
+
+    /// What `transactions`, in order, did to each object: inserted (and
+    /// perhaps updated since), updated, or deleted (an object inserted and
+    /// deleted among them is left out: no one here can hold it).
+    static func netChanges(of transactions: [StoreTransaction]) -> ObjectChanges {
+        enum Net { case inserted, updated, deleted, gone }
+        var net: [ObjectID: Net] = [:]
+        var order: [ObjectID] = []
+        func note(_ id: ObjectID, _ change: Net) {
+            guard let before = net[id] else {
+                net[id] = change
+                order.append(id)
+                return
+            }
+            switch (before, change) {
+            case (.inserted, .deleted): net[id] = .gone
+            case (.inserted, _), (.gone, _): break
+            default: net[id] = change
+            }
+        }
+        for transaction in transactions {
+            for id in transaction.inserted { note(id, .inserted) }
+            for id in transaction.updated { note(id, .updated) }
+            for id in transaction.deleted { note(id, .deleted) }
+        }
+        var changes = ObjectChanges()
+        for id in order {
+            switch net[id] {
+            case .inserted?: changes.inserted.append(id)
+            case .updated?: changes.updated.append(id)
+            case .deleted?: changes.deleted.append(id)
+            case .gone?, nil: break
+            }
+        }
+        return changes
+    }
+
     /// Posts ``storeDidChangeRemotely`` for `caughtUp`, when it brought
     /// something in. Outside the catch-up's lock: an observer may catch up again.
     func postStoreDidChangeRemotely(_ caughtUp: CaughtUp) {

@@ -190,8 +190,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         changes.author = request.author
         changes.contextName = request.contextName
         switch try external.store.save(changes) {
-        case .written:
-            external.saves.add(1, ordering: .releasing)
+        case .written(let transaction):
+            if let transaction { external.savedOwn(transaction) }
+            external.readVersion.add(1, ordering: .releasing)
             var result = StoreSaveResult()
             result.wroteObjects = !request.inserted.isEmpty || !request.updated.isEmpty || !request.deleted.isEmpty
             return result
@@ -209,21 +210,52 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Adds `store`, a store other than Strata's log store (the PostgreSQL
     /// store), as the coordinator's one store. What such a store does not
     /// do yet throws a typed error when asked (see ``PersistentStore``).
+    ///
+    /// When other processes write the store too, the coordinator follows
+    /// their saves from now on, as ``followStore(onError:)`` follows a log
+    /// store's writer: each comes into the row cache and the contexts that
+    /// merge changes automatically, and ``storeDidChangeRemotely`` is
+    /// posted. `onFollowError` hears what interrupted the following (a lost
+    /// connection; it resumes by itself, missing nothing).
     @_spi(StoreImplementation)
-    public func addPersistentStore(_ store: any PersistentStore) throws(StrataError) {
+    public func addPersistentStore(
+        _ store: any PersistentStore, onFollowError: @escaping @Sendable (StrataError) -> Void = { _ in }
+    ) throws(StrataError) {
         try saveLock.withLock { () throws(StrataError) in
+            let external = ExternalStore(store)
             try lock.withLock { () throws(StrataError) in
                 guard backend == nil else { throw StrataError(.storeAlreadyAdded, "the coordinator already has a store") }
-                backend = .external(ExternalStore(store))
+                backend = .external(external)
                 hasExternalStore.store(true, ordering: .relaxed)
                 storeGeneration += 1
                 _storeIdentifier = store.identifier
+            }
+            do throws(StrataError) {
+                // Deliveries wait for this save lock: none is looked at before the store is in place.
+                let following = try store.followTransactions(
+                    after: nil,
+                    deliver: { [weak self, weak external] transactions in
+                        guard let self, let external else { return }
+                        self.receive(transactions, from: external)
+                    },
+                    onError: onFollowError)
+                if let following { external.follow(with: following) }
+            } catch {
+                lock.withLock {
+                    backend = nil
+                    hasExternalStore.store(false, ordering: .relaxed)
+                    storeGeneration += 1
+                    _storeIdentifier = nil
+                }
+                throw error
             }
         }
     }
 
     /// Closes the store; later saves and loads throw ``StrataError/Code/noPersistentStore``.
     public func close() throws(StrataError) {
+        // Before the save lock, which a delivery under way may be waiting for.
+        externalStore?.stopFollowing()
         try saveLock.withLock { () throws(StrataError) in
             // After a catch-up under way (``catchUpWithStore()``).
             let closing = catchUpLock.withLock {
@@ -327,7 +359,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// What another store does not do yet, for errors.
-    static let externalLimits = "persistent history through Strata's API, batch requests, following another process and compaction are the log store's"
+    static let externalLimits = """
+        persistent history through Strata's API, batch requests and catching up by hand are the log store's \
+        (a coordinator follows another store's other writers by itself)
+        """
 
     /// The store behind the seam, when it is not the log store.
     var externalStore: ExternalStore? {
@@ -342,7 +377,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let (backend, generation) = lock.withLock { (self.backend, self.storeGeneration) }
         switch backend {
         case .log(let store)?: return StoreReadVersion(generation: generation, sequence: store.records.readVersion)
-        case .external(let external)?: return StoreReadVersion(generation: generation, sequence: external.saves.load(ordering: .acquiring))
+        case .external(let external)?: return StoreReadVersion(generation: generation, sequence: external.readVersion.load(ordering: .acquiring))
         case nil: throw StrataError(.noPersistentStore, "the coordinator has no open store")
         }
     }

@@ -30,9 +30,9 @@ extension PersistentContainer {
         _ block: @escaping @Sendable (ManagedObjectContext) throws -> Void,
         completion: (@Sendable (Result<BlockSaveResult, any Error>) -> Void)? = nil
     ) {
-        let context = newBackgroundContext(childOfWriter: true)
+        let context = newBlockContext()
         context.perform {
-            let result = Self.runSaveBlock(block, in: context, writerSaves: self.writerSaves)
+            let result = self.runSaveBlock(block, in: context)
             guard let completion else { return }
             // No main queue to run on in a container made for servers and tools.
             let queue: DispatchQueue = self.viewContext.concurrencyType == .mainQueue ? .main : self.completionQueue
@@ -61,10 +61,10 @@ extension PersistentContainer {
     public func saveAndWait(retryingConflicts retries: Int = 0, _ block: (ManagedObjectContext) throws -> Void) throws -> BlockSaveResult {
         var attempt = 0
         while true {
-            let context = newBackgroundContext(childOfWriter: true)
+            let context = newBlockContext()
             do {
                 return try context.performAndWait { () throws -> BlockSaveResult in
-                    try Self.runSaveBlock(block, in: context, writerSaves: writerSaves).get()
+                    try runSaveBlock(block, in: context).get()
                 }
             } catch let error as StrataError where error.code == .mergeConflict && attempt < retries {
                 attempt += 1
@@ -107,26 +107,24 @@ extension PersistentContainer {
     ) async throws -> T {
         var attempt = 0
         while true {
-            let context = newBackgroundContext(childOfWriter: true)
+            let context = newBlockContext()
             let value: T
             do {
                 value = try await context.perform { () throws -> T in
                     let value = try block(context)
-                    try context.save()
+                    if let saved = try context.saveReportingChanges(), context.parent == nil { self.mergeIntoStack(saved) }
                     return value
                 }
             } catch let error as StrataError where error.code == .mergeConflict && attempt < retries {
                 attempt += 1
                 continue
             }
-            try await writerSaves.saveDurablyAsync()
+            if context.parent != nil { try await writerSaves.saveDurablyAsync() }
             return value
         }
     }
 
-    private static func runSaveBlock(
-        _ block: (ManagedObjectContext) throws -> Void, in context: ManagedObjectContext, writerSaves: WriterSaveGroups
-    ) -> Result<BlockSaveResult, any Error> {
+    private func runSaveBlock(_ block: (ManagedObjectContext) throws -> Void, in context: ManagedObjectContext) -> Result<BlockSaveResult, any Error> {
         do {
             try block(context)
         } catch {
@@ -134,11 +132,33 @@ extension PersistentContainer {
         }
         do throws(StrataError) {
             guard let saved = try context.saveReportingChanges() else { return .success(.nothingToSave) }
-            try writerSaves.saveDurably()
+            if context.parent == nil {
+                mergeIntoStack(saved)
+            } else {
+                try writerSaves.saveDurably()
+            }
             return .success(.saved(saved))
         } catch {
             return .failure(error)
         }
     }
-}
 
+    /// The context a save block runs on: a child of the writer, whose saves
+    /// share the writer's (group commit) — or, over a store other processes
+    /// write too (PostgreSQL), a context attached to the coordinator, whose
+    /// save is the store's transaction of its own. There a conflict with
+    /// another process's save surfaces in the block's context, which holds
+    /// the block's changes and nothing else: retried on a fresh context, the
+    /// block reads the other process's values, and no change of a failed
+    /// attempt lingers anywhere (in the writer it would, and be saved later).
+    func newBlockContext() -> ManagedObjectContext {
+        guard savesBlocksDirectly else { return newBackgroundContext(childOfWriter: true) }
+        return ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).background")
+    }
+
+    /// A block context's save, attached to the coordinator, merged into the
+    /// writer and the view context as a child's save into the writer would be.
+    func mergeIntoStack(_ saved: ObjectChanges) {
+        PersistentStoreCoordinator.mergeRemote(saved, into: writerContext)
+    }
+}

@@ -57,6 +57,10 @@ public final class PersistentContainer: Sendable {
     let completionQueue: DispatchQueue
     /// Whether the store is on disk (an in-memory store keeps nothing past the container).
     private let isOnDisk: Bool
+    /// Whether save blocks run on contexts attached to the coordinator
+    /// rather than children of the writer: over a store other processes
+    /// write too (``newBlockContext()``).
+    let savesBlocksDirectly: Bool
     /// Set by ``close()``; read by `deinit`, which warns about changes a container
     /// that was never closed leaves unsaved.
     private let closed = Atomic<Bool>(false)
@@ -74,15 +78,12 @@ public final class PersistentContainer: Sendable {
     /// hears how far a migration's index building has come; `history` says
     /// whether saves record their transactions and how long the store keeps
     /// them (see <doc:History>).
-    public init(
+    public convenience init(
         name: String, model: ManagedObjectModel, directory: String?, options: StoreOptions = StoreOptions(),
         viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20, migrationPlan: MigrationPlan? = nil,
         migrationProgress: MigrationProgressHandler? = nil, history: PersistentHistory = .default
     ) throws(StrataError) {
-        self.name = name
-        self.model = model
-        isOnDisk = directory != nil
-        coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
+        let coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
         if let directory {
             try coordinator.addPersistentStore(
                 .log, directory: directory, options: options, migrationPlan: migrationPlan, migrationProgress: migrationProgress,
@@ -90,7 +91,36 @@ public final class PersistentContainer: Sendable {
         } else {
             try coordinator.addPersistentStore(.inMemory, history: history)
         }
+        self.init(name: name, coordinator: coordinator, isOnDisk: directory != nil, sharedStore: false, viewContext: queue)
+    }
+
+    /// The stack over `store`, a store other than the log store (the
+    /// PostgreSQL store's container is made with this); `onFollowError`
+    /// hears what interrupted the following of other processes' saves (see
+    /// ``PersistentStoreCoordinator/addPersistentStore(_:onFollowError:)``).
+    @_spi(StoreImplementation)
+    public convenience init(
+        name: String, model: ManagedObjectModel, store: any PersistentStore, viewContext queue: ViewContextQueue = .main,
+        rowCacheBudget: Int = 32 << 20, onFollowError: @escaping @Sendable (StrataError) -> Void = { _ in }
+    ) throws(StrataError) {
+        let coordinator = PersistentStoreCoordinator(model: model, rowCacheBudget: rowCacheBudget)
+        try coordinator.addPersistentStore(store, onFollowError: onFollowError)
+        self.init(name: name, coordinator: coordinator, isOnDisk: true, sharedStore: true, viewContext: queue)
+    }
+
+    /// The stack on `coordinator`, whose store is added; `sharedStore`: a
+    /// store other processes write too, whose saves the writer merges (its
+    /// objects would otherwise go stale under the view context, which reads
+    /// through it) and whose conflicts save blocks meet on contexts of their
+    /// own (``newBlockContext()``).
+    private init(name: String, coordinator: PersistentStoreCoordinator, isOnDisk: Bool, sharedStore: Bool, viewContext queue: ViewContextQueue) {
+        self.name = name
+        self.model = coordinator.model
+        self.isOnDisk = isOnDisk
+        savesBlocksDirectly = sharedStore
+        self.coordinator = coordinator
         writerContext = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(name).writer")
+        writerContext.automaticallyMergesChangesFromParent = sharedStore
         viewContext = ManagedObjectContext(queue == .main ? .mainQueue : .privateQueue, parent: writerContext, name: "\(name).view")
         viewContext.automaticallyMergesChangesFromParent = true
         completionQueue = DispatchQueue(label: "strata.container.\(name).completions")

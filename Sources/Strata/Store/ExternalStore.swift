@@ -8,21 +8,63 @@ enum StoreBackend {
 }
 
 /// A ``PersistentStore`` as the coordinator holds it: with the primary keys
-/// it has reserved and not handed out yet, and a count of the saves made
-/// through it (the read version lookups compare: another store has no
-/// sequence of its own that Strata sees).
+/// it has reserved and not handed out yet, a read version, and the
+/// following of the store's transactions with the numbers of this
+/// coordinator's own.
 ///
 /// `@unchecked Sendable`: `store` and `keys` are `Sendable` and guard
-/// themselves; `saves` is atomic.
+/// themselves; `readVersion` is atomic; `following` and `ownTransactions`
+/// are guarded by `lock`, a leaf lock.
 final class ExternalStore: @unchecked Sendable {
     let store: any PersistentStore
     let keys: ExternalKeys
-    /// Saves made through this coordinator: moves on with each.
-    let saves = Atomic<UInt64>(0)
+    /// Moves on with each save made through this coordinator and each
+    /// delivery of other coordinators' transactions: what lookups compare
+    /// (another store has no sequence of its own that Strata sees). A
+    /// transaction another process committed is seen by reads at once, and
+    /// by this version once delivered (within a round trip of the commit).
+    let readVersion = Atomic<UInt64>(0)
+    private let lock = Lock()
+    private var following: (any StoreTransactionFollowing)?
+    /// Transactions this coordinator saved and the following has not
+    /// delivered yet: passed over when delivered (the save merged them).
+    private var ownTransactions: Set<UInt64> = []
 
     init(_ store: any PersistentStore) {
         self.store = store
         keys = ExternalKeys(store)
+    }
+
+    deinit { following?.stop() }
+
+    /// Keeps `following`, stopped when this ends or ``stopFollowing()`` is called.
+    func follow(with following: any StoreTransactionFollowing) {
+        lock.withLock { self.following = following }
+    }
+
+    /// Stops delivering transactions; returns once a delivery under way has
+    /// ended (but on the delivering thread).
+    func stopFollowing() {
+        let following = lock.withLock {
+            defer { self.following = nil }
+            return self.following
+        }
+        following?.stop()
+    }
+
+    /// Notes that this coordinator saved transaction `number` (if it
+    /// follows the store); called under the save lock, which a delivery
+    /// takes before it asks ``isOwn(_:)``.
+    func savedOwn(_ number: UInt64) {
+        lock.withLock {
+            guard following != nil else { return }
+            ownTransactions.insert(number)
+        }
+    }
+
+    /// Whether transaction `number`, being delivered, is this coordinator's own.
+    func isOwn(_ number: UInt64) -> Bool {
+        lock.withLock { ownTransactions.remove(number) != nil }
     }
 }
 

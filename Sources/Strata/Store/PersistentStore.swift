@@ -42,11 +42,61 @@ public protocol PersistentStore: AnyObject, Sendable {
 
     /// Writes `changes` whole, or — where an update or a delete finds a
     /// version other than the one it read — none of them, returning those
-    /// objects for the coordinator to read again and decide again.
+    /// objects for the coordinator to read again and decide again. A
+    /// written save's transaction number is how the coordinator tells its
+    /// own saves from others' among those it is delivered.
     func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome
+
+    /// Starts delivering every transaction saved to the store after
+    /// `after` (nil: after the newest one now) — by any coordinator, this
+    /// one's included — each once, in the order they committed, to
+    /// `deliver`, on a thread of the store's, one call at a time; until the
+    /// returned following is stopped. `onError` hears what interrupted the
+    /// following (it resumes by itself, missing nothing). Returns nil for a
+    /// store no one else writes, which has nothing to follow (the default).
+    func followTransactions(
+        after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
+        onError: @escaping @Sendable (StrataError) -> Void
+    ) throws(StrataError) -> (any StoreTransactionFollowing)?
 
     /// Closes the store; later calls throw ``StrataError/Code/noPersistentStore``.
     func close() throws(StrataError)
+}
+
+@_spi(StoreImplementation)
+extension PersistentStore {
+    public func followTransactions(
+        after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
+        onError: @escaping @Sendable (StrataError) -> Void
+    ) throws(StrataError) -> (any StoreTransactionFollowing)? { nil }
+}
+
+/// A store's delivery of its transactions (``PersistentStore/followTransactions(after:deliver:onError:)``).
+@_spi(StoreImplementation)
+public protocol StoreTransactionFollowing: Sendable {
+    /// Stops the deliveries: none starts after this returns, and one under
+    /// way has ended by then — unless called from the delivering thread
+    /// (from `deliver`), where it only stops the next one.
+    func stop()
+}
+
+/// One save to a store as its history holds it: the objects it inserted,
+/// updated and deleted.
+@_spi(StoreImplementation)
+public struct StoreTransaction: Sendable, Hashable {
+    /// Its place in the store's order of commits: one more than the one
+    /// before, in every process.
+    public var number: UInt64
+    public var inserted: [ObjectID]
+    public var updated: [ObjectID]
+    public var deleted: [ObjectID]
+
+    public init(number: UInt64, inserted: [ObjectID] = [], updated: [ObjectID] = [], deleted: [ObjectID] = []) {
+        self.number = number
+        self.inserted = inserted
+        self.updated = updated
+        self.deleted = deleted
+    }
 }
 
 /// An object's values (in its entity's property order, to-manys as
@@ -112,8 +162,9 @@ public struct StoreChanges: Sendable {
 /// What a store did with a save.
 @_spi(StoreImplementation)
 public enum StoreSaveOutcome: Sendable, Equatable {
-    /// Written whole.
-    case written
+    /// Written whole, as the store's transaction `transaction` (nil when
+    /// the store keeps no history).
+    case written(transaction: UInt64?)
     /// Nothing written: these objects' stored versions were not the ones read.
     case conflicts([ObjectID])
 }

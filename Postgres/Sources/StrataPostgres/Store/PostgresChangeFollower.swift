@@ -13,8 +13,9 @@ import Foundation
 /// fails, each failure told to `onError` — and reads the history from its
 /// last number, which brings in whatever committed meanwhile.
 ///
-/// `@unchecked Sendable`: `stopped`, `woken` and `listener` are guarded by
-/// `condition`; the rest is immutable.
+/// `@unchecked Sendable`: `stopped`, `woken`, `listener` and
+/// `followingThread` are guarded by `condition`; the rest is immutable
+/// once `init` returns.
 final class PostgresChangeFollower: @unchecked Sendable {
     /// The longest wait between reads of the history without a wake-up.
     static let pollInterval: TimeInterval = 5
@@ -24,6 +25,8 @@ final class PostgresChangeFollower: @unchecked Sendable {
     private var woken = true
     private var listener: PostgresChangeListener?
     private var thread: Thread?
+    /// The following thread, once it runs: ``stop()`` there does not wait for itself.
+    private var followingThread: pthread_t?
     private let finished = DispatchSemaphore(value: 0)
 
     /// Starts following `store` (whose database `configuration` names) after
@@ -34,6 +37,9 @@ final class PostgresChangeFollower: @unchecked Sendable {
     ) {
         let thread = Thread { [self] in
             defer { finished.signal() }
+            condition.lock()
+            followingThread = pthread_self()
+            condition.unlock()
             follow(store, configuration, after: after, deliver: deliver, onError: onError)
         }
         thread.name = "strata.postgres.follow"
@@ -50,9 +56,11 @@ final class PostgresChangeFollower: @unchecked Sendable {
     }
 
     /// Stops following: returns once the thread has ended (a delivery under
-    /// way finishes first). Must not be called from `deliver`.
+    /// way finishes first) — but from `deliver`, on the thread, where it
+    /// only stops the next delivery. Idempotent.
     func stop() {
         condition.lock()
+        let onFollowingThread = followingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
         guard !stopped else {
             condition.unlock()
             return
@@ -60,7 +68,7 @@ final class PostgresChangeFollower: @unchecked Sendable {
         stopped = true
         condition.broadcast()
         condition.unlock()
-        finished.wait()
+        if !onFollowingThread { finished.wait() }
     }
 
     private func follow(
@@ -102,7 +110,7 @@ final class PostgresChangeFollower: @unchecked Sendable {
             condition.unlock()
             if done { break }
             do throws(StrataError) {
-                while true {
+                while !isStopped {
                     let transactions = try store.transactions(after: last)
                     guard let newest = transactions.last else { break }
                     deliver(transactions)
@@ -117,6 +125,12 @@ final class PostgresChangeFollower: @unchecked Sendable {
         listener = nil
         condition.unlock()
         closing?.close()
+    }
+
+    private var isStopped: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return stopped
     }
 
     /// A listener heard a commit.

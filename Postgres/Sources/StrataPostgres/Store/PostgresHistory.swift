@@ -74,6 +74,18 @@ enum PostgresHistory {
         return UInt64(number)
     }
 
+    /// The number of the newest transaction committed (0: none yet): one
+    /// below the next number, which a save under way holds locked until it
+    /// commits — so following from here misses no save.
+    static func latestNumber(on session: PostgresSession) throws(StrataError) -> UInt64 {
+        let q = SQLIdentifier.quoted
+        let action = "reading the history"
+        let rows = try session.query("""
+            SELECT value::bigint - 1 FROM \(unescaped: q(StoreSchema.metaTable)) WHERE key = 'history.next'
+            """, action)
+        return UInt64(max(0, try SchemaInstallation.decode(rows.first, as: Int64.self, action)))
+    }
+
     /// The transactions numbered after `number`, oldest first, at most `limit`.
     static func transactions(after number: UInt64, limit: Int, on session: PostgresSession) throws(StrataError) -> [StoredTransaction] {
         let q = SQLIdentifier.quoted

@@ -6,8 +6,44 @@
 extension PostgresStore: PersistentStore {
     func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome {
         switch try write(changes) {
-        case .written: .written
+        case .written(let number): .written(transaction: number)
         case .conflicts(let ids): .conflicts(ids)
         }
+    }
+
+    /// Follows the history every process's saves write (when this store
+    /// records it), from `after` or the newest transaction now, through a
+    /// ``PostgresChangeFollower`` of its own connection.
+    func followTransactions(
+        after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
+        onError: @escaping @Sendable (StrataError) -> Void
+    ) throws(StrataError) -> (any StoreTransactionFollowing)? {
+        guard recordsHistory else { return nil }
+        let start: UInt64
+        if let after { start = after } else { start = try latestTransactionNumber() }
+        let model = model
+        return PostgresChangeFollower(self, pool.configuration, after: start, deliver: { stored in
+            deliver(stored.map { $0.storeTransaction(in: model) })
+        }, onError: onError)
+    }
+}
+
+extension PostgresChangeFollower: StoreTransactionFollowing {}
+
+extension StoredTransaction {
+    /// The transaction with its objects' IDs, those of entities `model`
+    /// lacks left out (another model version's, written by another process).
+    func storeTransaction(in model: ManagedObjectModel) -> StoreTransaction {
+        var transaction = StoreTransaction(number: number)
+        for change in changes {
+            guard let entity = model.entity(named: change.entity) else { continue }
+            let id = ObjectID(entity: entity, storedPrimaryKey: change.key)
+            switch change.kind {
+            case .insert: transaction.inserted.append(id)
+            case .update: transaction.updated.append(id)
+            case .delete: transaction.deleted.append(id)
+            }
+        }
+        return transaction
     }
 }

@@ -23,7 +23,7 @@ final class PostgresStore: Sendable {
     let identifier: UUID
     /// Whether this open made the tables.
     let created: Bool
-    private let pool: PostgresSessionPool
+    let pool: PostgresSessionPool
 
     /// Objects a scan reads per statement: its memory is bounded by this,
     /// whatever the entity's size.
@@ -251,6 +251,13 @@ final class PostgresStore: Sendable {
     func transactions(after number: UInt64, limit: Int = 1_000) throws(StrataError) -> [StoredTransaction] {
         try reading("reading the history") { (session) throws(StrataError) in
             try PostgresHistory.transactions(after: number, limit: limit, on: session)
+        }
+    }
+
+    /// The number of the newest transaction committed (0: none yet).
+    func latestTransactionNumber() throws(StrataError) -> UInt64 {
+        try reading("reading the history") { (session) throws(StrataError) in
+            try PostgresHistory.latestNumber(on: session)
         }
     }
 
