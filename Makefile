@@ -6,7 +6,7 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test test-tsan test-postgres bench bench-report docs microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
+.PHONY: deps postgres-deps build test test-tsan test-postgres bench bench-postgres bench-postgres-report bench-report docs microbench crash-long corruption-long fuzz-build fuzz fuzz-long clean
 
 deps:
 	@if ! pkg-config --exists liblz4 2>/dev/null; then \
@@ -58,6 +58,14 @@ test-tsan: deps
 	STRATA_SANITIZED=1 STRATA_CONCURRENCY_DEBUG=1 STRATA_CONTAINER_CRASH_CYCLES=$${STRATA_CONTAINER_CRASH_CYCLES:-20} \
 		scripts/watchdog.sh 40 $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --no-parallel --filter 'StrataTests|StrataMacrosTests|StrataDumpTests|StrataBenchTests|StrataFuzzTests'
 
+# PostgreSQL 15 and openssl from Debian: the PostgreSQL store's tests and
+# benchmark start a server of their own, with a certificate.
+postgres-deps: deps
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v openssl >/dev/null; then \
+		echo "make: installing postgresql and openssl (the PostgreSQL store's tests and benchmark start a server of their own) ..."; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql openssl; \
+	fi
+
 # The PostgreSQL store's package (Postgres/, a package of its own so that
 # the root's builds never build NIO): built once, in debug, and tested
 # against a PostgreSQL server of their own, started here in a temporary
@@ -65,11 +73,7 @@ test-tsan: deps
 # certificate with openssl), so Debian's postgresql and openssl are
 # installed first when missing. It is not run under ThreadSanitizer: the
 # locking it relies on is the coordinator's, which test-tsan covers.
-test-postgres: deps
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v openssl >/dev/null; then \
-		echo "make: installing postgresql and openssl (the PostgreSQL store's tests start a server of their own, with a certificate) ..."; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql openssl; \
-	fi
+test-postgres: postgres-deps
 	$(SWIFT) build --package-path Postgres --build-tests
 	@server=$$(mktemp -d); trap 'scripts/postgres-server.sh stop "$$server"; rm -rf "$$server"' EXIT; \
 		scripts/postgres-server.sh start "$$server" && \
@@ -98,6 +102,22 @@ bench: deps
 	$(SWIFT) run -c release strata-bench compaction
 	$(SWIFT) run -c release strata-bench graph
 	$(SWIFT) run -c release strata-bench engine
+
+# The PostgreSQL store's figures (strata-bench-postgres, release): saves of
+# 100 objects from 1, 2 and 4 processes beside postgres-nio alone, a save's
+# way into another process's view context, a unique lookup beside a prepared
+# SELECT, and SIGKILL cycles — against a server of its own, started in a
+# temporary directory and stopped after (as for make test-postgres).
+bench-postgres: postgres-deps
+	$(SWIFT) build -c release --package-path Postgres --product strata-bench-postgres
+	@server=$$(mktemp -d); trap 'scripts/postgres-server.sh stop "$$server"; rm -rf "$$server"' EXIT; \
+		scripts/postgres-server.sh start "$$server" && \
+		Postgres/.build/release/strata-bench-postgres --server-dir "$$server" $(ARGS)
+
+# Postgres/BENCHMARKS.md, regenerated from one run of bench-postgres
+# (scripts/bench-postgres-report.sh; about 3 minutes once built).
+bench-postgres-report: postgres-deps
+	SWIFT=$(SWIFT) scripts/bench-postgres-report.sh $(ARGS)
 
 # BENCHMARKS.md and the README's headline figures, regenerated from one run
 # of every scenario `bench` runs (scripts/bench-report.sh; about 25 minutes on 2 cores).

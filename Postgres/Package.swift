@@ -23,12 +23,15 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "StrataPostgres", targets: ["StrataPostgres"]),
+        .executable(name: "strata-bench-postgres", targets: ["strata-bench-postgres"]),
     ],
     dependencies: [
         .package(name: "Strata", path: "../"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // TLS to the server (postgres-nio depends on it already).
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // The benchmark's baselines log through it, as postgres-nio asks (already resolved through postgres-nio).
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.5.3"),
     ],
     targets: [
         .target(
@@ -37,6 +40,16 @@ let package = Package(
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // The PostgreSQL store's figures beside postgres-nio alone: thin, a file per scenario.
+        .executableTarget(
+            name: "strata-bench-postgres",
+            dependencies: [
+                "StrataPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
         ),

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(StoreImplementation) import Strata
+@_spi(StoreImplementation) @testable import Strata
 import Synchronization
 import Testing
 
@@ -55,7 +55,13 @@ final class DictionaryStore: PersistentStore {
     }
 
     func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome {
-        try open { (state) throws(StrataError) -> StoreSaveOutcome in
+        let race = races.withLock { (races) -> (ObjectID, @Sendable (inout [PropertyValue]) -> Void)? in
+            guard let race = races.first else { return nil }
+            races.removeFirst()
+            return race
+        }
+        if let (id, change) = race { changeBehindTheCoordinator(id, change) }
+        return try open { (state) throws(StrataError) -> StoreSaveOutcome in
             let stale = changes.updated.filter { state.objects[ObjectIdentifier($0.id.entity)]?[$0.id.storedPrimaryKey]?.version != $0.expectedVersion }.map(\.id)
                 + changes.deleted.filter { state.objects[ObjectIdentifier($0.id.entity)]?[$0.id.storedPrimaryKey]?.version != $0.expectedVersion }.map(\.id)
             guard stale.isEmpty else { return .conflicts(stale) }
@@ -74,6 +80,14 @@ final class DictionaryStore: PersistentStore {
 
     func close() throws(StrataError) {
         state.withLock { $0.closed = true }
+    }
+
+    /// Other processes' writes that land just before the next saves, one
+    /// each: between what a save read and its write.
+    private let races = Mutex<[(ObjectID, @Sendable (inout [PropertyValue]) -> Void)]>([])
+
+    func changeBeforeTheNextSaves(_ id: ObjectID, times count: Int = 1, _ change: @escaping @Sendable (inout [PropertyValue]) -> Void) {
+        races.withLock { $0 += Array(repeating: (id, change), count: count) }
     }
 
     /// Another process's write: `id`'s values changed and its version moved on, behind the coordinator's back.
@@ -185,6 +199,66 @@ final class DictionaryStore: PersistentStore {
         let fresh = ManagedObjectContext(.privateQueue, coordinator: coordinator)
         let name2 = try fresh.performAndWait { () throws in (try fresh.existingObject(with: id) as? Recipe)?.name }
         #expect(name2 == "Potage")
+    }
+
+    /// Another process's save between this save's read of the versions and
+    /// its write: the store refuses the write, and the save decides again on
+    /// what that process wrote — by the merge policy, as if it had seen it first.
+    @Test func aSaveRacedByAnotherProcessDecidesAgainByItsPolicy() throws {
+        let (coordinator, store) = try coordinator()
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let id = try context.performAndWait {
+            let recipe = Recipe(context: context)
+            recipe.name = "Soup"
+            recipe.servings = 4
+            try context.save()
+            return recipe.objectID
+        }
+        let name = id.entity.properties.firstIndex { $0.name == "name" }!
+        store.changeBeforeTheNextSaves(id) { $0[name] = .string("Potage") }
+        try context.performAndWait {
+            let soup = try #require(try context.existingObject(with: id) as? Recipe)
+            soup.servings = 10
+            try context.save()
+            // The other process's name, this context's servings.
+            #expect(soup.name == "Potage")
+        }
+        #expect(store.saves.load(ordering: .relaxed) == 2)
+        let stored = try #require(try store.snapshots(of: [id])[0])
+        #expect(stored.values[name] == .string("Potage"))
+        #expect(stored.version == 3)
+
+        // With the error policy, the conflict the second decision sees is
+        // thrown with its properties; nothing is written.
+        context.mergePolicy = .error
+        store.changeBeforeTheNextSaves(id) { $0[name] = .string("Bisque") }
+        let refused = #expect(throws: StrataError.self) {
+            try context.performAndWait {
+                let soup = try #require(try context.existingObject(with: id) as? Recipe)
+                soup.servings = 12
+                try context.save()
+            }
+        }
+        #expect(refused?.code == .mergeConflict)
+        #expect(refused?.conflicts.map(\.objectID) == [id])
+        #expect(refused?.conflicts.first?.properties.isEmpty == false)
+        #expect(store.saves.load(ordering: .relaxed) == 2)
+
+        // Raced at every attempt: it gives up, saying so.
+        context.performAndWait { context.rollback() }
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        store.changeBeforeTheNextSaves(id, times: PersistentStoreCoordinator.storeRaceRounds) { $0[name] = .string("Broth") }
+        let exhausted = #expect(throws: StrataError.self) {
+            try context.performAndWait {
+                let soup = try #require(try context.existingObject(with: id) as? Recipe)
+                soup.servings = 14
+                try context.save()
+            }
+        }
+        #expect(exhausted?.code == .mergeConflict)
+        #expect(exhausted?.message.contains("\(PersistentStoreCoordinator.storeRaceRounds) times in a row") == true)
+        #expect(store.saves.load(ordering: .relaxed) == 2)
     }
 
     @Test func whatTheLogStoreAloneDoesIsATypedError() throws {

@@ -30,7 +30,10 @@ extension PersistentStoreCoordinator {
         let payload = try saveLock.withLock { () throws(StrataError) -> ObjectChanges? in
             let changes = try build()
             guard !changes.isEmpty else { return nil }
-            let payload = try write(changes, from: context).1
+            // (Batch requests are the log store's: no other process races them.)
+            guard case .success(let (_, payload)) = try write(changes, from: context) else {
+                throw StrataError(.mergeConflict, "another process saved objects this batch read: nothing was saved; run it again")
+            }
             // Partial updates that found every value in place: nothing written.
             return payload.isEmpty ? nil : payload
         }

@@ -172,10 +172,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// `request` written by another store: as one save, or — when an
     /// update or a delete finds a version other than the one read (another
-    /// process changed the object) — not at all, with
-    /// ``StrataError/Code/mergeConflict`` naming the objects, whose cached
-    /// rows are let go of (the next read sees the other process's values).
-    private func save(_ request: StoreSaveRequest, to external: ExternalStore) throws(StrataError) -> StoreSaveResult {
+    /// process changed the object between the read and the write) — not at
+    /// all, returning those objects, whose cached rows are let go of (the
+    /// next read sees the other process's values).
+    private func save(_ request: StoreSaveRequest, to external: ExternalStore) throws(StrataError) -> Result<StoreSaveResult, StoreRace> {
         guard request.partialUpdates.ids.isEmpty else {
             throw StrataError(.invalidArgument, "batch requests are the log store's (\(Self.externalLimits))")
         }
@@ -195,17 +195,23 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             external.readVersion.add(1, ordering: .releasing)
             var result = StoreSaveResult()
             result.wroteObjects = !request.inserted.isEmpty || !request.updated.isEmpty || !request.deleted.isEmpty
-            return result
+            return .success(result)
         case .conflicts(let ids):
             forgetCachedRows(ids)
-            var error = StrataError(.mergeConflict, """
-                another process changed or deleted \(ids.map(\.description).joined(separator: ", ")) since this save read them: \
-                nothing was saved; refresh them and save again
-                """)
-            error.conflicts = ids.map { MergeConflict(objectID: $0, properties: [], deletedAtDestination: false) }
-            throw error
+            return .failure(StoreRace(objects: ids))
         }
     }
+
+    /// Objects another process saved between a save's read of their
+    /// versions and its write: nothing was written; the save decides again.
+    struct StoreRace: Error {
+        let objects: [ObjectID]
+    }
+
+    /// How many times a save decides again after another process's save
+    /// came between its read and its write, before it gives up with
+    /// ``StrataError/Code/mergeConflict``.
+    static let storeRaceRounds = 8
 
     /// Adds `store`, a store other than Strata's log store (the PostgreSQL
     /// store), as the coordinator's one store. What such a store does not
@@ -238,6 +244,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                         guard let self, let external else { return }
                         self.receive(transactions, from: external)
                     },
+                    passOver: { [weak external] numbers in external?.passOverOwn(numbers) ?? false },
                     onError: onFollowError)
                 if let following { external.follow(with: following) }
             } catch {
@@ -604,7 +611,25 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// and every unique key the save claims against the store's unique
     /// indexes. Nothing changes (store, cache) if it throws.
     func save(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> SaveOutcome {
-        let (outcome, payload) = try saveLock.withLock { () throws(StrataError) in try write(changes, from: context) }
+        let (outcome, payload) = try saveLock.withLock { () throws(StrataError) -> (SaveOutcome, ObjectChanges) in
+            // Another store's other writers can come between this save's
+            // read of the versions and its write: then it reads them again
+            // and decides again — by the merge policy, as for a conflict it
+            // had seen first.
+            var raced: [ObjectID] = []
+            for _ in 0..<Self.storeRaceRounds {
+                switch try write(changes, from: context) {
+                case .success(let written): return written
+                case .failure(let race): raced = race.objects
+                }
+            }
+            var error = StrataError(.mergeConflict, """
+                other processes changed or deleted \(raced.map(\.description).joined(separator: ", ")) between this save's reads and \
+                its writes \(Self.storeRaceRounds) times in a row: nothing was saved; save again
+                """)
+            error.conflicts = raced.map { MergeConflict(objectID: $0, properties: [], deletedAtDestination: false) }
+            throw error
+        }
         let listeners = WeakContext.merging(lock.withLock { WeakContext.alive(in: rootContexts) }, excluding: context)
         for listener in listeners {
             listener.perform { listener.mergeChanges(fromContextDidSave: payload) }
@@ -615,8 +640,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The body of ``save(_:from:)``, under `saveLock`: checks and writes
     /// `changes`, and returns what the attached contexts that merge are
     /// to hear; unique values are checked unless the changes say they were
-    /// (``ChangeSet/uniquenessChecked``).
-    func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> (SaveOutcome, ObjectChanges) {
+    /// (``ChangeSet/uniquenessChecked``). Another store may refuse the
+    /// write for objects another process saved since the versions were
+    /// read (``StoreRace``): nothing is written then.
+    func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> Result<(SaveOutcome, ObjectChanges), StoreRace> {
         let external = externalStore
         let store = external == nil ? try currentStore() : nil
         let (updates, deletes) = changes.basesAreStored
@@ -704,10 +731,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         payload.deleted = removed
-        let result = if let store { try store.save(request) } else { try save(request, to: external!) }
+        let result: StoreSaveResult
+        if let store {
+            result = try store.save(request)
+        } else {
+            switch try save(request, to: external!) {
+            case .success(let written): result = written
+            case .failure(let race): return .failure(race)
+            }
+        }
         // Partial updates that found every value in place, nothing else
         // asked: the store, its cache and the change log stay as they were.
-        guard result.wroteObjects || !removed.isEmpty else { return (outcome, payload) }
+        guard result.wroteObjects || !removed.isEmpty else { return .success((outcome, payload)) }
         afterStoreWriteForTesting?()
         // Partial updates the store decoded come with their values, as the
         // updates above; the payload's snapshots stay aligned with its first
@@ -748,6 +783,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             for id in patched { rowCache.remove(id) }
             for id in removed { rowCache.remove(id) }
         }
-        return (outcome, payload)
+        return .success((outcome, payload))
     }
 }

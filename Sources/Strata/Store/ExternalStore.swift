@@ -62,6 +62,17 @@ final class ExternalStore: @unchecked Sendable {
         }
     }
 
+    /// Whether the transactions numbered `range` are all this
+    /// coordinator's own — then they are forgotten, as if delivered.
+    func passOverOwn(_ range: ClosedRange<UInt64>) -> Bool {
+        lock.withLock {
+            // A run is a handful of saves: more than the set holds cannot all be in it.
+            guard range.count <= ownTransactions.count, range.allSatisfy(ownTransactions.contains) else { return false }
+            for number in range { ownTransactions.remove(number) }
+            return true
+        }
+    }
+
     /// Whether transaction `number`, being delivered, is this coordinator's own.
     func isOwn(_ number: UInt64) -> Bool {
         lock.withLock { ownTransactions.remove(number) != nil }

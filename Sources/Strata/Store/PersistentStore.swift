@@ -51,12 +51,16 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// `after` (nil: after the newest one now) — by any coordinator, this
     /// one's included — each once, in the order they committed, to
     /// `deliver`, on a thread of the store's, one call at a time; until the
-    /// returned following is stopped. `onError` hears what interrupted the
-    /// following (it resumes by itself, missing nothing). Returns nil for a
-    /// store no one else writes, which has nothing to follow (the default).
+    /// returned following is stopped. Transactions `passOver` claims (it is
+    /// asked of a run of numbers the store has heard of, before it reads
+    /// them: whether all are the coordinator's own, which it merged when it
+    /// saved them) may be skipped unread. `onError` hears what interrupted
+    /// the following (it resumes by itself, missing nothing). Returns nil
+    /// for a store no one else writes, which has nothing to follow (the
+    /// default).
     func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
-        onError: @escaping @Sendable (StrataError) -> Void
+        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)?
 
     /// Closes the store; later calls throw ``StrataError/Code/noPersistentStore``.
@@ -67,7 +71,7 @@ public protocol PersistentStore: AnyObject, Sendable {
 extension PersistentStore {
     public func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
-        onError: @escaping @Sendable (StrataError) -> Void
+        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)? { nil }
 }
 

@@ -28,12 +28,20 @@ import Synchronization
 /// statements of two callers would interleave in it. The store hands each
 /// session to one thread at a time.
 ///
-/// `Sendable` without `@unchecked`: its state is immutable references to
-/// postgres-nio's `Sendable` connection.
-final class PostgresSession: Sendable {
+/// A statement may be *sent* without waiting (``send(_:_:)``): the next
+/// call that waits waits for it too, in order, and throws the first
+/// failure — so a save's statements that return nothing cost the caller no
+/// wake-up each (they still run one after another on the server).
+///
+/// `@unchecked Sendable`: `sent` is its borrower's alone (the pool lends a
+/// session to one caller at a time, the rule above); the rest is immutable
+/// references to postgres-nio's `Sendable` connection.
+final class PostgresSession: @unchecked Sendable {
     let configuration: PostgresConfiguration
     private let connection: PostgresConnection
     private let logger: Logger
+    /// Statements sent and not waited for yet, in order, with their actions.
+    private var sent: [(result: EventLoopFuture<PostgresQueryResult>, action: String)] = []
 
     private init(configuration: PostgresConfiguration, connection: PostgresConnection, logger: Logger) {
         self.configuration = configuration
@@ -88,11 +96,34 @@ final class PostgresSession: Sendable {
     /// error ("reading the model's version").
     @discardableResult
     func query(_ query: PostgresQuery, _ action: String) throws(StrataError) -> [PostgresRow] {
-        do {
-            return try connection.query(query, logger: logger).wait().rows
-        } catch {
-            throw StrataError.postgres(error, action, at: configuration)
+        send(query, action)
+        return try waitForSent()
+    }
+
+    /// Sends one statement that returns nothing the caller needs, without
+    /// waiting for it: the next ``query(_:_:)`` waits for it, and throws
+    /// its failure.
+    func send(_ query: PostgresQuery, _ action: String) {
+        sent.append((connection.query(query, logger: logger), action))
+    }
+
+    /// Waits for every statement sent, in order; returns the last one's
+    /// rows, or throws the first failure (the later ones failed with it, or
+    /// ran in a transaction the failure has doomed).
+    private func waitForSent() throws(StrataError) -> [PostgresRow] {
+        let waiting = sent
+        sent = []
+        var failure: StrataError?
+        var rows: [PostgresRow] = []
+        for (result, action) in waiting {
+            do {
+                rows = try result.wait().rows
+            } catch {
+                failure = failure ?? StrataError.postgres(error, action, at: configuration)
+            }
         }
+        if let failure { throw failure }
+        return rows
     }
 
     /// Runs one statement written by Strata with no parameters (DDL, whose

@@ -20,8 +20,9 @@ import PostgresNIO
 /// - an order between Booleans (or UUIDs) never holds in Swift, and does
 ///   in PostgreSQL: such a comparison is `FALSE`;
 /// - SQL's nulls make a comparison unknown: every leaf is written so it is
-///   true or false (`IS NULL`, `IS DISTINCT FROM`, `COALESCE`), so `NOT`
-///   of an exact clause is exact.
+///   true or false (the comparison beside `IS [NOT] NULL`, a shape an index
+///   can serve — `COALESCE` around it would hide it from the planner), so
+///   `NOT` of an exact clause is exact.
 /// A part it does not make reads `TRUE` (every row), not exact.
 struct SQLPredicate {
     var sql: String
@@ -71,12 +72,12 @@ struct SQLPredicate {
                 .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
             bindings.append(escaped)
             // A narrowing: Swift compares Characters, a grapheme at a time.
-            return SQLPredicate(sql: "COALESCE(normalize(\(column), NFC) LIKE normalize($\(bindings.count), NFC) || '%', FALSE)", isExact: false)
+            return SQLPredicate(sql: "(\(column) IS NOT NULL AND normalize(\(column), NFC) LIKE normalize($\(bindings.count), NFC) || '%')", isExact: false)
         case .relatedIn(let relationship, let targets, let whenNil):
             guard relationship < layout.properties.count, case .column(let name) = layout.properties[relationship] else { return .everything }
             let column = SQLIdentifier.quoted(name)
             bindings.append(targets.map { Int64(bitPattern: $0.storedPrimaryKey) })
-            let named = "COALESCE(\(column) = ANY($\(bindings.count)::bigint[]), FALSE)"
+            let named = "(\(column) IS NOT NULL AND \(column) = ANY($\(bindings.count)::bigint[]))"
             return SQLPredicate(sql: whenNil ? "(\(column) IS NULL OR \(named))" : named, isExact: true)
         }
     }
@@ -159,16 +160,18 @@ struct SQLPredicate {
         default:
             return .everything
         }
+        // Each leaf true or false, never null (`NOT` of it exact), in a
+        // shape an index can serve: the column's test beside `IS [NOT] NULL`.
         let test: String
         switch comparison {
-        case .equal: test = "COALESCE(\(left) = \(right), FALSE)"
-        case .notEqual: test = "COALESCE(\(left) <> \(right), TRUE)"
-        case .less: test = "COALESCE(\(left) < \(right), FALSE)"
-        case .lessOrEqual: test = "COALESCE(\(left) <= \(right), FALSE)"
-        case .greater: test = "COALESCE(\(left) > \(right), FALSE)"
-        case .greaterOrEqual: test = "COALESCE(\(left) >= \(right), FALSE)"
+        case .equal: test = "(\(column) IS NOT NULL AND \(left) = \(right))"
+        case .notEqual: test = "(\(column) IS NULL OR \(left) <> \(right))"
+        case .less: test = "(\(column) IS NOT NULL AND \(left) < \(right))"
+        case .lessOrEqual: test = "(\(column) IS NOT NULL AND \(left) <= \(right))"
+        case .greater: test = "(\(column) IS NOT NULL AND \(left) > \(right))"
+        case .greaterOrEqual: test = "(\(column) IS NOT NULL AND \(left) >= \(right))"
         }
-        // `<>` took a stored null as passing (COALESCE … TRUE); the others as not.
+        // `<>` took a stored null as passing; the others as not.
         let nullTakenAs = comparison == .notEqual
         guard nullPasses != nullTakenAs else { return SQLPredicate(sql: test, isExact: exact) }
         return SQLPredicate(sql: nullPasses ? "(\(column) IS NULL OR \(test))" : "(\(column) IS NOT NULL AND \(test))", isExact: exact)
@@ -201,7 +204,7 @@ struct SQLPredicate {
         default:
             return .everything
         }
-        let test = "COALESCE(\(listed), FALSE)"
+        let test = "(\(column) IS NOT NULL AND \(listed))"
         return SQLPredicate(sql: nullPasses ? "(\(column) IS NULL OR \(test))" : test, isExact: exact)
     }
 

@@ -141,7 +141,9 @@ enum RowWriter {
                     }
                     rows.append("(" + row.joined(separator: ", ") + ")")
                 }
-                try session.query(PostgresQuery(unsafeSQL: """
+                // Sent, not waited for: the save's next wait (its history, its
+                // commit) throws this one's failure.
+                session.send(PostgresQuery(unsafeSQL: """
                     INSERT INTO \(q(layout.table)) (\(names)) VALUES \(rows.joined(separator: ", "))
                     """, binds: bindings), "inserting \(entity.name) objects")
             }
@@ -157,7 +159,7 @@ enum RowWriter {
                 let action = "writing \(entity.name).\(entity.properties[index].name)"
                 if !updated.isEmpty {
                     let keys = updated.map { Int64(bitPattern: $0.id.storedPrimaryKey) }
-                    try session.query("DELETE FROM \(unescaped: q(joinTable)) WHERE source_id = ANY(\(keys)::bigint[])", action)
+                    session.send("DELETE FROM \(unescaped: q(joinTable)) WHERE source_id = ANY(\(keys)::bigint[])", action)
                 }
                 var sources: [Int64] = [], targets: [Int64] = []
                 for (id, values) in updated + inserted {
@@ -168,7 +170,7 @@ enum RowWriter {
                     }
                 }
                 guard !sources.isEmpty else { continue }
-                try session.query("""
+                session.send("""
                     INSERT INTO \(unescaped: q(joinTable)) (source_id, target_id) SELECT * FROM unnest(\(sources)::bigint[], \(targets)::bigint[])
                     """, action)
             }

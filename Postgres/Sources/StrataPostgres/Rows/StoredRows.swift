@@ -1,13 +1,80 @@
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
 
-/// Objects read by ID: the entity's row, then each relationship from where
-/// it is kept (``StoreSchema/PropertyLayout``) — one statement per table,
-/// whatever the number of objects. Several statements read one state only
-/// inside one transaction of `REPEATABLE READ` isolation; the caller opens it.
+/// Objects as one statement reads them: the entity's row, with each
+/// relationship kept elsewhere (``StoreSchema/PropertyLayout``) as an array
+/// of keys from a subquery — so a read is one statement, at one state of
+/// the database, whatever the number of objects and relationships.
 enum StoredRows {
-    /// The stored rows of `ids`, all objects of `entity`; an object not
-    /// stored has none.
+    /// The select list and `FROM` of `entity`'s objects (the table named
+    /// `t`), to which a caller adds its `WHERE`; what ``decode(_:of:layout:in:_:)``
+    /// reads back.
+    static func select(_ entity: EntityDescription, layout: StoreSchema.EntityLayout) -> String {
+        let q = SQLIdentifier.quoted
+        let id = "t." + q(StoreSchema.idColumn)
+        var items = [id, "t." + q(StoreSchema.versionColumn)]
+        for property in layout.properties {
+            switch property {
+            case .column(let name):
+                items.append("t." + q(name))
+            case .joinTable(let table):
+                items.append("ARRAY(SELECT j.target_id FROM \(q(table)) j WHERE j.source_id = \(id))")
+            case .inverseJoinTable(let table):
+                items.append("ARRAY(SELECT j.source_id FROM \(q(table)) j WHERE j.target_id = \(id))")
+            case .inverseColumn(let table, let column):
+                items.append("ARRAY(SELECT j.\(q(StoreSchema.idColumn)) FROM \(q(table)) j WHERE j.\(q(column)) = \(id))")
+            }
+        }
+        return "SELECT \(items.joined(separator: ", ")) FROM \(q(layout.table)) t"
+    }
+
+    /// The objects in `rows`, read by a statement ``select(_:layout:)`` began, in their order.
+    static func decode(
+        _ rows: [PostgresRow], of entity: EntityDescription, layout: StoreSchema.EntityLayout, in model: ManagedObjectModel, _ action: String
+    ) throws(StrataError) -> [(ObjectID, StoredSnapshot)] {
+        var destinations: [EntityDescription?] = []
+        for property in entity.properties {
+            if case .relationship(let relationship) = property {
+                destinations.append(try destination(of: relationship, in: model))
+            } else {
+                destinations.append(nil)
+            }
+        }
+        var found: [(ObjectID, StoredSnapshot)] = []
+        found.reserveCapacity(rows.count)
+        for row in rows {
+            let cells = row.makeRandomAccess()
+            let id = ObjectID(entity: entity, storedPrimaryKey: try key(cells[0], action))
+            let version = try key(cells[1], action)
+            var values: [PropertyValue] = []
+            values.reserveCapacity(layout.properties.count)
+            for (index, property) in layout.properties.enumerated() {
+                let cell = cells[index + 2]
+                switch (entity.properties[index], property) {
+                case (.attribute(let attribute), _):
+                    values.append(try RowCoding.attributeValue(cell, attribute, of: id))
+                case (.relationship, .column):
+                    values.append(try RowCoding.target(cell, in: destinations[index]!))
+                case (.relationship(let relationship), _):
+                    let keys: [Int64]
+                    do { keys = try cell.decode([Int64].self) } catch {
+                        throw StrataError(code: .corruptRecord, message: "\(action): \(relationship.name) of \(id) is not a list of keys (\(error))")
+                    }
+                    let destination = destinations[index]!
+                    if relationship.isToMany {
+                        values.append(.objects(Set(keys.map { ObjectID(entity: destination, storedPrimaryKey: UInt64(bitPattern: $0)) })))
+                    } else {
+                        values.append(keys.first.map { .object(ObjectID(entity: destination, storedPrimaryKey: UInt64(bitPattern: $0))) } ?? .null)
+                    }
+                }
+            }
+            found.append((id, StoredSnapshot(values: values, version: version)))
+        }
+        return found
+    }
+
+    /// The stored rows of `ids`, all objects of `entity`, in one statement;
+    /// an object not stored has none.
     static func read(
         _ ids: [ObjectID], of entity: EntityDescription, in model: ManagedObjectModel, schema: StoreSchema,
         on session: PostgresSession
@@ -16,76 +83,12 @@ enum StoredRows {
         guard let layout = schema.layouts[entity.name] else {
             throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
         }
-        let q = SQLIdentifier.quoted
-        let keys = ids.map { Int64(bitPattern: $0.storedPrimaryKey) }
         let action = "reading \(entity.name) objects"
-        // The entity's own columns, in property order.
-        var columns: [(index: Int, name: String)] = []
-        for (index, property) in layout.properties.enumerated() {
-            if case .column(let name) = property { columns.append((index, name)) }
-        }
-        let select = ([StoreSchema.idColumn, StoreSchema.versionColumn] + columns.map(\.name)).map(q).joined(separator: ", ")
         var bindings = PostgresBindings()
-        bindings.append(keys)
-        let rows = try session.query(
-            PostgresQuery(unsafeSQL: "SELECT \(select) FROM \(q(layout.table)) WHERE \(q(StoreSchema.idColumn)) = ANY($1)", binds: bindings),
-            action)
-        var found: [ObjectID: StoredSnapshot] = [:]
-        found.reserveCapacity(rows.count)
-        let initial = entity.properties.map { property -> PropertyValue in
-            if case .relationship(let relationship) = property, relationship.isToMany { return .objects([]) }
-            return .null
-        }
-        for row in rows {
-            let cells = row.makeRandomAccess()
-            let id = ObjectID(entity: entity, storedPrimaryKey: try key(cells[0], action))
-            let version = try key(cells[1], action)
-            var values = initial
-            for (position, column) in columns.enumerated() {
-                let cell = cells[position + 2]
-                switch entity.properties[column.index] {
-                case .attribute(let attribute):
-                    values[column.index] = try RowCoding.attributeValue(cell, attribute, of: id)
-                case .relationship(let relationship):
-                    values[column.index] = try RowCoding.target(cell, in: try destination(of: relationship, in: model))
-                }
-            }
-            found[id] = StoredSnapshot(values: values, version: version)
-        }
-        guard !found.isEmpty else { return [:] }
-        // Each relationship kept elsewhere: the pairs (object, target) of the objects found.
-        let foundKeys = found.keys.map { Int64(bitPattern: $0.storedPrimaryKey) }
-        for (index, property) in layout.properties.enumerated() {
-            let sql: String
-            switch property {
-            case .column: continue
-            case .joinTable(let table):
-                sql = "SELECT source_id, target_id FROM \(q(table)) WHERE source_id = ANY($1)"
-            case .inverseJoinTable(let table):
-                sql = "SELECT target_id, source_id FROM \(q(table)) WHERE target_id = ANY($1)"
-            case .inverseColumn(let table, let column):
-                sql = "SELECT \(q(column)), \(q(StoreSchema.idColumn)) FROM \(q(table)) WHERE \(q(column)) = ANY($1)"
-            }
-            guard case .relationship(let relationship) = entity.properties[index] else { continue }
-            let destination = try destination(of: relationship, in: model)
-            var bindings = PostgresBindings()
-            bindings.append(foundKeys)
-            for pair in try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action) {
-                let cells = pair.makeRandomAccess()
-                let owner = ObjectID(entity: entity, storedPrimaryKey: try key(cells[0], action))
-                let target = ObjectID(entity: destination, storedPrimaryKey: try key(cells[1], action))
-                if relationship.isToMany {
-                    if case .objects(var targets) = found[owner]?.values[index] {
-                        found[owner]?.values[index] = .null  // one reference to the set while it grows
-                        targets.insert(target)
-                        found[owner]?.values[index] = .objects(targets)
-                    }
-                } else {
-                    found[owner]?.values[index] = .object(target)
-                }
-            }
-        }
-        return found
+        bindings.append(ids.map { Int64(bitPattern: $0.storedPrimaryKey) })
+        let sql = select(entity, layout: layout) + " WHERE t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($1)"
+        let rows = try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
+        return Dictionary(try decode(rows, of: entity, layout: layout, in: model, action)) { $1 }
     }
 
     /// The destination entity of `relationship`.

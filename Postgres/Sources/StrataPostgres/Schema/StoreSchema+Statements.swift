@@ -42,11 +42,23 @@ extension StoreSchema {
         for table in tables {
             for index in table.indexes {
                 let columns = index.columns.map(q).joined(separator: ", ")
-                // A uniqueness constraint is checked at commit, as Strata
-                // checks a save whole: one save may swap two objects' values.
-                statements.append(index.isUnique
-                    ? "ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(index.name)) UNIQUE (\(columns)) DEFERRABLE INITIALLY DEFERRED"
-                    : "CREATE INDEX \(q(index.name)) ON \(q(table.name)) (\(columns))")
+                // A fetch compares strings in NFC (`normalize(column, NFC)`,
+                // as Swift compares them by canonical equivalence): an index
+                // with text is made on that expression, which such a clause
+                // can use.
+                let expressions = index.columns.map { name in
+                    table.columns.first { $0.name == name }?.isText == true ? "normalize(\(q(name)), NFC)" : q(name)
+                }.joined(separator: ", ")
+                if index.isUnique {
+                    // A uniqueness constraint is checked at commit, as Strata
+                    // checks a save whole: one save may swap two objects' values.
+                    statements.append("ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(index.name)) UNIQUE (\(columns)) DEFERRABLE INITIALLY DEFERRED")
+                    if let name = index.normalizedName(in: table) {
+                        statements.append("CREATE INDEX \(q(name)) ON \(q(table.name)) (\(expressions))")
+                    }
+                } else {
+                    statements.append("CREATE INDEX \(q(index.name)) ON \(q(table.name)) (\(expressions))")
+                }
             }
         }
         return statements

@@ -51,6 +51,14 @@ struct StoreSchema: Equatable {
         var name: String
         var columns: [String]
         var isUnique: Bool
+
+        /// For a uniqueness constraint with text: the name of the index of
+        /// its columns in NFC that fetches use (the constraint's own index
+        /// compares bytes).
+        func normalizedName(in table: Table) -> String? {
+            guard isUnique, columns.contains(where: { name in table.columns.first { $0.name == name }?.isText == true }) else { return nil }
+            return SQLIdentifier.made([name, "nfc"])
+        }
     }
 
     /// A table: its columns, the columns of its primary key, its indexes,
@@ -190,7 +198,9 @@ struct StoreSchema: Equatable {
         tables += joinTables
         // Tables, indexes and the constraints' indexes share one namespace
         // in PostgreSQL (a schema's relations).
-        let relations = Self.ownTables + tables.flatMap { table in [table.name, table.primaryKeyName] + table.indexes.map(\.name) }
+        let relations = Self.ownTables + tables.flatMap { table in
+            [table.name, table.primaryKeyName] + table.indexes.map(\.name) + table.indexes.compactMap { $0.normalizedName(in: table) }
+        }
         try Self.checkDistinct(relations, "tables and indexes") { name in
             Self.ownTables.contains(name)
                 ? "an entity is named \(name), the name of Strata's own table: rename the entity"

@@ -13,7 +13,13 @@ import Foundation
 /// fails, each failure told to `onError` — and reads the history from its
 /// last number, which brings in whatever committed meanwhile.
 ///
-/// `@unchecked Sendable`: `stopped`, `woken`, `listener` and
+/// A wake-up carries the number of the save that sent it. When every
+/// number heard since the last delivery is one `passOver` claims (the
+/// coordinator's own saves, which it merged as it made them), the history
+/// is not read: a process that saves alone costs the server no read per
+/// save.
+///
+/// `@unchecked Sendable`: `stopped`, `woken`, `heard`, `listener` and
 /// `followingThread` are guarded by `condition`; the rest is immutable
 /// once `init` returns.
 final class PostgresChangeFollower: @unchecked Sendable {
@@ -23,6 +29,11 @@ final class PostgresChangeFollower: @unchecked Sendable {
     private let condition = NSCondition()
     private var stopped = false
     private var woken = true
+    /// The newest number a wake-up carried (0: none yet).
+    private var heard: UInt64 = 0
+    /// Whether `woken` came from the poll's timer or a listener's loss
+    /// rather than a notification: the history must be read then.
+    private var wokenBlind = true
     private var listener: PostgresChangeListener?
     private var thread: Thread?
     /// The following thread, once it runs: ``stop()`` there does not wait for itself.
@@ -33,14 +44,16 @@ final class PostgresChangeFollower: @unchecked Sendable {
     /// history number `after`. `deliver` runs on the follower's thread.
     init(
         _ store: PostgresStore, _ configuration: PostgresConfiguration, after: UInt64,
-        deliver: @escaping @Sendable ([StoredTransaction]) -> Void, onError: @escaping @Sendable (StrataError) -> Void
+        deliver: @escaping @Sendable ([StoredTransaction]) -> Void,
+        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool = { _ in false },
+        onError: @escaping @Sendable (StrataError) -> Void
     ) {
         let thread = Thread { [self] in
             defer { finished.signal() }
             condition.lock()
             followingThread = pthread_self()
             condition.unlock()
-            follow(store, configuration, after: after, deliver: deliver, onError: onError)
+            follow(store, configuration, after: after, deliver: deliver, passOver: passOver, onError: onError)
         }
         thread.name = "strata.postgres.follow"
         self.thread = thread
@@ -73,7 +86,7 @@ final class PostgresChangeFollower: @unchecked Sendable {
 
     private func follow(
         _ store: PostgresStore, _ configuration: PostgresConfiguration, after: UInt64,
-        deliver: ([StoredTransaction]) -> Void, onError: (StrataError) -> Void
+        deliver: ([StoredTransaction]) -> Void, passOver: (ClosedRange<UInt64>) -> Bool, onError: (StrataError) -> Void
     ) {
         var last = after
         var backoff: TimeInterval = 0.1
@@ -85,11 +98,12 @@ final class PostgresChangeFollower: @unchecked Sendable {
                 condition.unlock()
                 do throws(StrataError) {
                     let listening = try PostgresChangeListener(
-                        configuration, onChange: { [weak self] _ in self?.wake() }, onClose: { [weak self] in self?.wake() })
+                        configuration, onChange: { [weak self] number in self?.wake(heard: number) }, onClose: { [weak self] in self?.wake() })
                     condition.lock()
                     listener = listening
                     // Whatever committed while no one listened.
                     woken = true
+                    wokenBlind = true
                     condition.unlock()
                     backoff = 0.1
                 } catch {
@@ -104,11 +118,19 @@ final class PostgresChangeFollower: @unchecked Sendable {
                 }
                 condition.lock()
             }
-            if !woken && !stopped { _ = condition.wait(until: Date(timeIntervalSinceNow: Self.pollInterval)) }
+            if !woken && !stopped && !condition.wait(until: Date(timeIntervalSinceNow: Self.pollInterval)) { wokenBlind = true }
+            let blind = wokenBlind || !woken
             woken = false
+            wokenBlind = false
+            let newest = heard
             let done = stopped
             condition.unlock()
             if done { break }
+            // Only this coordinator's own saves since the last read: nothing to read.
+            if !blind, newest > last, passOver(last + 1...newest) {
+                last = newest
+                continue
+            }
             do throws(StrataError) {
                 while !isStopped {
                     let transactions = try store.transactions(after: last)
@@ -133,10 +155,11 @@ final class PostgresChangeFollower: @unchecked Sendable {
         return stopped
     }
 
-    /// A listener heard a commit.
-    private func wake() {
+    /// A listener heard the commit of transaction `number`, or (nil) lost its connection.
+    private func wake(heard number: UInt64? = nil) {
         condition.lock()
         woken = true
+        if let number { heard = max(heard, number) } else { wokenBlind = true }
         condition.broadcast()
         condition.unlock()
     }

@@ -53,24 +53,24 @@ enum PostgresHistory {
         for (id, _) in changes.inserted { add(id, .insert, []) }
         for update in changes.updated { add(update.id, .update, update.changedProperties) }
         for delete in changes.deleted { add(delete.id, .delete, []) }
-        // Last: the number, whose row stays locked until this commits.
+        // One statement, the save's last before COMMIT: the number (whose
+        // row stays locked until the commit), the transaction's row, its
+        // changes, and the notification.
         let rows = try session.query("""
-            UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
-            RETURNING value::bigint - 1
+            WITH n AS (
+                UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
+                RETURNING value::bigint - 1 AS number
+            ), h AS (
+                INSERT INTO \(unescaped: q(StoreSchema.historyTable)) (number, committed_at, author, context_name) \
+                SELECT number, now(), \(changes.author), \(changes.contextName) FROM n RETURNING number
+            ), c AS (
+                INSERT INTO \(unescaped: q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
+                SELECT h.number, e, k, t, ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) \
+                FROM h, unnest(\(entities)::text[], \(keys)::bigint[], \(kinds)::text[], \(properties)::text[]) AS c(e, k, t, p)
+            )
+            SELECT h.number FROM h, LATERAL (SELECT pg_notify(\(StoreSchema.changesChannel), h.number::text)) AS notified
             """, action)
         let number = try SchemaInstallation.decode(rows.first, as: Int64.self, action)
-        try session.query("""
-            INSERT INTO \(unescaped: q(StoreSchema.historyTable)) (number, committed_at, author, context_name) \
-            VALUES (\(number), now(), \(changes.author), \(changes.contextName))
-            """, action)
-        if !entities.isEmpty {
-            try session.query("""
-                INSERT INTO \(unescaped: q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
-                SELECT \(number), e, k, t, ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) \
-                FROM unnest(\(entities)::text[], \(keys)::bigint[], \(kinds)::text[], \(properties)::text[]) AS c(e, k, t, p)
-                """, action)
-        }
-        try session.query("SELECT pg_notify(\(StoreSchema.changesChannel), \(String(number)))", action)
         return UInt64(number)
     }
 

@@ -16,7 +16,7 @@ extension PostgresStore: PersistentStore {
     /// ``PostgresChangeFollower`` of its own connection.
     func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
-        onError: @escaping @Sendable (StrataError) -> Void
+        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)? {
         guard recordsHistory else { return nil }
         let start: UInt64
@@ -24,7 +24,7 @@ extension PostgresStore: PersistentStore {
         let model = model
         return PostgresChangeFollower(self, pool.configuration, after: start, deliver: { stored in
             deliver(stored.map { $0.storeTransaction(in: model) })
-        }, onError: onError)
+        }, passOver: passOver, onError: onError)
     }
 }
 

@@ -74,15 +74,18 @@ final class PostgresStore: Sendable {
     /// stored), read at one state of the database.
     func snapshots(of ids: [ObjectID]) throws(StrataError) -> [StoredSnapshot?] {
         guard !ids.isEmpty else { return [] }
-        return try reading("reading objects") { (session) throws(StrataError) in
-            var byEntity: [ObjectIdentifier: [ObjectID]] = [:]
-            for id in ids { byEntity[ObjectIdentifier(id.entity), default: []].append(id) }
+        var byEntity: [ObjectIdentifier: [ObjectID]] = [:]
+        for id in ids { byEntity[ObjectIdentifier(id.entity), default: []].append(id) }
+        let read = { (session: PostgresSession) throws(StrataError) -> [StoredSnapshot?] in
             var found: [ObjectID: StoredSnapshot] = [:]
             for group in byEntity.values {
-                found.merge(try StoredRows.read(group, of: group[0].entity, in: model, schema: schema, on: session)) { $1 }
+                found.merge(try StoredRows.read(group, of: group[0].entity, in: self.model, schema: self.schema, on: session)) { $1 }
             }
             return ids.map { found[$0] }
         }
+        // One entity's objects are one statement, at one state already.
+        guard byEntity.count > 1 else { return try pool.withSession(read) }
+        return try reading("reading objects", read)
     }
 
     /// Calls `body` with every stored object of `entity` that may pass
@@ -92,28 +95,38 @@ final class PostgresStore: Sendable {
     /// predicate goes to PostgreSQL as far as it translates
     /// (``SQLPredicate``); returns whether every object given passes —
     /// where not, the caller judges each by ``Strata/StorePredicate/evaluate(_:)``.
+    ///
+    /// The first page is one statement on its own; only when it is full are
+    /// the pages read again from the start in one `REPEATABLE READ`
+    /// transaction — so a lookup, or any scan of one page, is one round trip.
     func forEachStored(
         of entity: EntityDescription, matching predicate: StorePredicate?, _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
     ) throws(StrataError) -> Bool {
         let action = "reading \(entity.name) objects"
-        let (page, isExact) = try pageQuery(entity, matching: predicate)
+        let (page, isExact, layout) = try pageQuery(entity, matching: predicate)
+        let readPage = { (session: PostgresSession, after: Int64) throws(StrataError) -> [(ObjectID, StoredSnapshot)] in
+            var bindings = page.bindings
+            bindings.append(after)
+            bindings.append(Int64(self.scanPageSize))
+            let rows = try session.query(PostgresQuery(unsafeSQL: page.sql, binds: bindings), action)
+            return try StoredRows.decode(rows, of: entity, layout: layout, in: self.model, action)
+        }
+        let first = try pool.withSession { (session) throws(StrataError) in try readPage(session, 0) }
+        guard first.count == scanPageSize else {
+            for (id, row) in first {
+                guard try body(id, row) else { break }
+            }
+            return isExact
+        }
         try reading(action) { (session) throws(StrataError) in
             var after: Int64 = 0
             while true {
-                var bindings = page.bindings
-                bindings.append(after)
-                bindings.append(Int64(scanPageSize))
-                let keys = try session.query(PostgresQuery(unsafeSQL: page.sql, binds: bindings), action)
-                    .map { (row) throws(StrataError) -> UInt64 in UInt64(bitPattern: try SchemaInstallation.decode(row, as: Int64.self, action)) }
-                guard let last = keys.last else { return }
-                let ids = keys.map { ObjectID(entity: entity, storedPrimaryKey: $0) }
-                let rows = try StoredRows.read(ids, of: entity, in: model, schema: schema, on: session)
-                for id in ids {
-                    guard let row = rows[id] else { continue }
+                let rows = try readPage(session, after)
+                for (id, row) in rows {
                     guard try body(id, row) else { return }
                 }
-                guard keys.count == scanPageSize else { return }
-                after = Int64(bitPattern: last)
+                guard rows.count == scanPageSize, let last = rows.last else { return }
+                after = Int64(bitPattern: last.0.storedPrimaryKey)
             }
         }
         return isExact
@@ -122,28 +135,28 @@ final class PostgresStore: Sendable {
     /// The statement a scan of ``forEachStored(of:matching:_:)`` sends for
     /// each page, as `explain` shows it.
     func explain(_ entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> String {
-        let (page, isExact) = try pageQuery(entity, matching: predicate)
+        let (page, isExact, _) = try pageQuery(entity, matching: predicate)
         return page.sql + (isExact ? "" : " -- then judged in Swift")
     }
 
-    /// The page statement of a scan: the predicate's clause and its
-    /// parameters, then the key to start after and the page's size as the
-    /// last two parameters.
+    /// The page statement of a scan: the objects' rows (``StoredRows``)
+    /// where the predicate's clause holds, its parameters, then the key to
+    /// start after and the page's size as the last two parameters.
     private func pageQuery(
         _ entity: EntityDescription, matching predicate: StorePredicate?
-    ) throws(StrataError) -> (page: (sql: String, bindings: PostgresBindings), isExact: Bool) {
+    ) throws(StrataError) -> (page: (sql: String, bindings: PostgresBindings), isExact: Bool, layout: StoreSchema.EntityLayout) {
         guard let layout = schema.layouts[entity.name] else {
             throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
         }
         var bindings = PostgresBindings()
         let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
             ?? SQLPredicate(sql: "TRUE", isExact: true)
-        let id = SQLIdentifier.quoted(StoreSchema.idColumn)
+        let id = "t." + SQLIdentifier.quoted(StoreSchema.idColumn)
         let sql = """
-            SELECT \(id) FROM \(SQLIdentifier.quoted(layout.table)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \
+            \(StoredRows.select(entity, layout: layout)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \
             ORDER BY \(id) LIMIT $\(bindings.count + 2)
             """
-        return ((sql, bindings), clause.isExact)
+        return ((sql, bindings), clause.isExact, layout)
     }
 
     /// The stored objects of `entity` holding each of `keys` in the
@@ -194,7 +207,8 @@ final class PostgresStore: Sendable {
             JOIN unnest(\(arrays.joined(separator: ", "))) AS k(\(names.joined(separator: ", "))) ON \(matches) \
             ORDER BY k.position, t.\(q(StoreSchema.idColumn))
             """
-        let rows = try reading(action) { (session) throws(StrataError) in
+        // One statement: one state of the database, without a transaction around it.
+        let rows = try pool.withSession { (session) throws(StrataError) in
             try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
         }
         for row in rows {
@@ -221,7 +235,7 @@ final class PostgresStore: Sendable {
     /// another object holds (nothing written).
     func write(_ changes: StoreChanges) throws(StrataError) -> SaveOutcome {
         try pool.withSession { (session) throws(StrataError) in
-            try session.execute("BEGIN", "saving")
+            session.send("BEGIN", "saving")
             let conflicts: [ObjectID]
             do throws(StrataError) {
                 conflicts = try RowWriter.write(changes, schema: schema, on: session)
