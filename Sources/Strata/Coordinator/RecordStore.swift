@@ -214,43 +214,29 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     private let lock = Lock()
     private var records: [[UInt8]: [UInt8]] = [:]  // guarded by `lock`
     private var writes: UInt64 = 0                   // guarded by `lock`
-    /// The keys of `records` in order, sorted when first read after a
-    /// write (nil until then): a read of a few ranges — a lookup, an `IN`
-    /// of thousands of keys — seeks them, rather than testing every key
-    /// against every range. Guarded by `lock`.
-    private var sortedKeys: [[UInt8]]?
+    /// The keys of `records` in order, sorted when first read (nil until
+    /// then) and kept in order by each write after, in proportion to what
+    /// it wrote (``ChunkedKeyOrder``; sorting them again at the next read made
+    /// each save cost in proportion to the store): a read of a few ranges
+    /// — a lookup, an `IN` of thousands of keys — seeks them, rather than
+    /// testing every key against every range. Guarded by `lock`.
+    private var sortedKeys: ChunkedKeyOrder?
 
     func get(_ key: [UInt8]) throws(StrataError) -> [UInt8]? { lock.withLock { records[key] } }
 
     /// One state for a whole read: the records and their keys in order.
-    private func readView() -> ([[UInt8]: [UInt8]], [[UInt8]]) {
+    private func readView() -> ([[UInt8]: [UInt8]], ChunkedKeyOrder) {
         lock.withLock {
-            if sortedKeys == nil { sortedKeys = records.keys.sorted { compareArrays($0, $1) < 0 } }
+            if sortedKeys == nil { sortedKeys = ChunkedKeyOrder(sorted: records.keys.sorted { compareArrays($0, $1) < 0 }) }
             return (records, sortedKeys!)
         }
     }
 
-    /// The position of the first key of `keys` not below `start`.
-    private static func lowerBound(_ start: [UInt8], in keys: [[UInt8]]) -> Int {
-        start.withUnsafeBytes { lowerBound($0, in: keys) }
-    }
-
-    private static func lowerBound(_ start: UnsafeRawBufferPointer, in keys: [[UInt8]]) -> Int {
-        var low = 0, high = keys.count
-        while low < high {
-            let middle = (low + high) / 2
-            if keys[middle].withUnsafeBytes({ compareBytes($0, start) }) < 0 { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
-
     func forEachWhile(prefix: [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(StrataError) -> Bool) throws(StrataError) {
         let (view, keys) = readView()
-        var i = Self.lowerBound(prefix, in: keys)
-        while i < keys.count, keys[i].starts(with: prefix) {
-            let key = keys[i]
-            guard try key.withBytes({ (k) throws(StrataError) in try view[key]!.withBytes { (v) throws(StrataError) in try body(k, v) } }) else { return }
-            i += 1
+        _ = try keys.forEach(in: keys.lowerBound(prefix)..<keys.count, descending: false) { (key) throws(StrataError) -> Bool in
+            guard key.starts(with: prefix) else { return false }
+            return try key.withBytes { (k) throws(StrataError) in try view[key]!.withBytes { (v) throws(StrataError) in try body(k, v) } }
         }
     }
 
@@ -260,14 +246,12 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
     ) throws(StrataError) {
         let (view, keys) = readView()
         try ranges.forEach(descending: descending) { (start, end) throws(StrataError) -> Bool in
-            let first = Self.lowerBound(start, in: keys)
-            let last = end.map { Self.lowerBound($0, in: keys) } ?? keys.count
+            let first = keys.lowerBound(start)
+            let last = end.map { keys.lowerBound($0) } ?? keys.count
             guard first < last else { return true }
-            for n in 0..<(last - first) {
-                let i = descending ? last - 1 - n : first + n
-                guard try keys[i].withBytes({ (k) throws(StrataError) in try body(k) { view[$0] } }) else { return false }
+            return try keys.forEach(in: first..<last, descending: descending) { (key) throws(StrataError) -> Bool in
+                try key.withBytes { (k) throws(StrataError) in try body(k) { view[$0] } }
             }
-            return true
         }
     }
 
@@ -279,9 +263,26 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
             }
         }
         lock.withLock {
-            for (key, value) in operations { records[key] = value }
-            sortedKeys = nil
+            // Which keys the batch adds and removes, net, for the sorted keys.
+            var existed: [[UInt8]: Bool] = [:]
+            for (key, value) in operations {
+                if existed[key] == nil { existed[key] = records[key] != nil }
+                records[key] = value
+            }
             writes += 1
+            guard var keys = sortedKeys else { return }
+            var changed = existed.filter { $0.value != (records[$0.key] != nil) }
+            // A write of more than an eighth of the keys: sorted again at the next read.
+            guard changed.count * 8 <= keys.count else {
+                sortedKeys = nil
+                return
+            }
+            sortedKeys = nil  // one reference to the keys while they change
+            for (key, before) in changed {
+                if before { keys.remove(key) } else { keys.insert(key) }
+            }
+            changed.removeAll()
+            sortedKeys = keys
         }
     }
 

@@ -157,8 +157,12 @@ extension PersistentContainer {
     }
 
     /// A block context's save, attached to the coordinator, merged into the
-    /// writer and the view context as a child's save into the writer would be.
+    /// view context (and the writer's other children that merge) as a
+    /// child's save into the writer would be. The writer itself merged it
+    /// already: the coordinator merges a save into every attached context
+    /// that merges automatically, which the writer over a shared store does;
+    /// its children's merges are queued behind that one.
     func mergeIntoStack(_ saved: ObjectChanges) {
-        PersistentStoreCoordinator.mergeRemote(saved, into: writerContext)
+        PersistentStoreCoordinator.mergeRemote(saved, into: writerContext, includingItself: false)
     }
 }

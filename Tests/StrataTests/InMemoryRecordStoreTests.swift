@@ -1,0 +1,72 @@
+@testable import Strata
+import StrataStore
+import Testing
+
+/// The in-memory store keeps its keys in order across writes (rather than
+/// sorting them all again at the next read after each): random batches of
+/// puts and deletes, small and large, with ordered reads between them,
+/// against a dictionary's keys sorted.
+@Suite struct InMemoryRecordStoreTests {
+    @Test(arguments: [1, 2, 3])
+    func keysStayInOrderAcrossWrites(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let store = InMemoryRecordStore()
+        var model: [[UInt8]: [UInt8]] = [:]
+        func key() -> [UInt8] { (0..<Int(random.next() % 2 + 2)).map { _ in UInt8(random.next() % 24) } }
+        for round in 0..<250 {
+            var batch = WriteBatch()
+            // Mostly batches of a few keys (kept in order where they land, a
+            // chunk split or emptied now and then), a large one now and then
+            // (past an eighth of the keys: sorted again at the next read),
+            // deletes often enough that chunks empty out.
+            let size = round % 60 == 30 ? 900 : Int(random.next() % 40) + 1
+            let deletes = round > 150 ? 2 : 4
+            for _ in 0..<size {
+                let key = key()
+                if random.next() % UInt64(deletes) == 0 {
+                    batch.delete(key)
+                    model[key] = nil
+                } else {
+                    let value = [UInt8(round & 0xff)]
+                    batch.put(key, value)
+                    model[key] = value
+                }
+            }
+            try store.write(batch)
+            let expected = model.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+            var read: [([UInt8], [UInt8])] = []
+            try store.forEachWhile(prefix: []) { (key, value) throws(StrataError) -> Bool in
+                read.append((Array(key), Array(value)))
+                return true
+            }
+            #expect(read.map(\.0) == expected.map(\.key), "round \(round)")
+            #expect(read.map(\.1) == expected.map(\.value), "round \(round)")
+            // A range, both ways.
+            let (low, high) = (key(), key())
+            let range = low.lexicographicallyPrecedes(high) ? KeyRange(start: low, end: high) : KeyRange(start: high, end: low)
+            let inRange = expected.map(\.key).filter { range.contains($0) }
+            for descending in [false, true] {
+                var keys: [[UInt8]] = []
+                try store.forEachKey(in: KeyRanges([range]), descending: descending) { (key, _) throws(StrataError) -> Bool in
+                    keys.append(Array(key))
+                    return true
+                }
+                #expect(keys == (descending ? inRange.reversed() : inRange), "round \(round), descending: \(descending)")
+            }
+        }
+        #expect(model.count > 2 * ChunkedKeyOrder.chunkLimit, "the keys span several chunks")
+    }
+}
+
+/// A small seeded generator, so a failure can be run again.
+private struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
