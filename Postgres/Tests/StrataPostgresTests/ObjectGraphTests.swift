@@ -213,6 +213,44 @@ struct ObjectGraphTests {
         #expect(heardBySaving.all.map(\.inserted) == [[labelID]])
         #expect(heardByFollowing.all.allSatisfy { !$0.inserted.contains(labelID) })
     }
+    /// A process saving alone reads no history for its own saves: its
+    /// following hears their numbers and passes over them.
+    @Test func ownSavesCostTheFollowingNoRead() throws {
+        let model = try notesModel()
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model)
+        let coordinator = PersistentStoreCoordinator(model: model)
+        try coordinator.addPersistentStore(store)
+        defer { try? coordinator.close() }
+        let heard = Heard(coordinator)
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        // The following reads once as it starts; wait for that read.
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while store.historyReads.load(ordering: .relaxed) == 0 && Date() < deadline { usleep(1_000) }
+        let before = store.historyReads.load(ordering: .relaxed)
+        for n in 0..<20 {
+            try context.performAndWait {
+                let note = Note(context: context)
+                note.title = "note \(n)"
+                try context.save()
+            }
+        }
+        // Another process's save, heard after all of them (numbers are in commit order).
+        let other = try makeCoordinator(configuration, model)
+        defer { try? other.close() }
+        let writer = ManagedObjectContext(.privateQueue, coordinator: other)
+        let id = try writer.performAndWait {
+            let label = Label(context: writer)
+            label.name = "other"
+            try writer.save()
+            return label.objectID
+        }
+        try heard.wait { $0.inserted.contains(id) }
+        // That one save took a read or two; the twenty took none.
+        #expect(store.historyReads.load(ordering: .relaxed) - before <= 2)
+        #expect(heard.all.map(\.inserted) == [[id]])
+    }
+
     /// The seed stack in two processes on one database: a block save in one
     /// reaches the other's view context; both increment one counter at once,
     /// each conflict retried on fresh values, and no increment is lost.

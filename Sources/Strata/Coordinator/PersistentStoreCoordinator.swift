@@ -244,7 +244,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                         guard let self, let external else { return }
                         self.receive(transactions, from: external)
                     },
-                    passOver: { [weak external] numbers in external?.passOverOwn(numbers) ?? false },
+                    // Under the save lock: a save whose commit the store has
+                    // heard of has recorded its number by the time it lets go.
+                    passOver: { [weak self, weak external] numbers in
+                        guard let self, let external else { return false }
+                        return self.saveLock.withLock { external.passOverOwn(numbers) }
+                    },
                     onError: onFollowError)
                 if let following { external.follow(with: following) }
             } catch {

@@ -65,7 +65,7 @@ enum PostgresHistory {
                 SELECT number, now(), \(changes.author), \(changes.contextName) FROM n RETURNING number
             ), c AS (
                 INSERT INTO \(unescaped: q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
-                SELECT h.number, e, k, t, ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) \
+                SELECT h.number, e, k, t, CASE WHEN p = '[]' THEN '{}'::text[] ELSE ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) END \
                 FROM h, unnest(\(entities)::text[], \(keys)::bigint[], \(kinds)::text[], \(properties)::text[]) AS c(e, k, t, p)
             )
             SELECT h.number FROM h, LATERAL (SELECT pg_notify(\(StoreSchema.changesChannel), h.number::text)) AS notified

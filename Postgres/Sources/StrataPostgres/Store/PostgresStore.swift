@@ -1,6 +1,7 @@
 import Foundation
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
+import Synchronization
 
 /// A Strata store in a PostgreSQL database that several processes share:
 /// what the coordinator will ask of it through the store seam (issue 45),
@@ -15,7 +16,8 @@ import PostgresNIO
 /// of its own (``PostgresSessionPool``); every method may be called from
 /// any thread, and blocks it for the round trips.
 ///
-/// `Sendable`: its state is immutable but for the pool, which guards its own.
+/// `Sendable`: its state is immutable but for the pool, which guards its
+/// own, and a counter, which is atomic.
 final class PostgresStore: Sendable {
     let model: ManagedObjectModel
     let schema: StoreSchema
@@ -261,9 +263,14 @@ final class PostgresStore: Sendable {
         }
     }
 
+    /// How many times the history was read (tests pin that a process's
+    /// own saves cost its following no read).
+    let historyReads = Atomic<Int>(0)
+
     /// The transactions numbered after `number`, oldest first, at most `limit`.
     func transactions(after number: UInt64, limit: Int = 1_000) throws(StrataError) -> [StoredTransaction] {
-        try reading("reading the history") { (session) throws(StrataError) in
+        historyReads.add(1, ordering: .relaxed)
+        return try reading("reading the history") { (session) throws(StrataError) in
             try PostgresHistory.transactions(after: number, limit: limit, on: session)
         }
     }
