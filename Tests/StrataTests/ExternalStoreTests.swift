@@ -11,6 +11,8 @@ final class DictionaryStore: PersistentStore {
     private let state = Mutex<(objects: [ObjectIdentifier: [UInt64: StoredSnapshot]], nextKeys: [ObjectIdentifier: UInt64], closed: Bool)>(([:], [:], false))
     /// Saves that reached it (for tests).
     let saves = Atomic<Int>(0)
+    /// Calls of ``snapshots(of:)``: round trips, on a store over a network (for tests).
+    let snapshotReads = Atomic<Int>(0)
     /// The predicates its scans were narrowed by, in order (for tests).
     let narrowings = Mutex<[StorePredicate?]>([])
 
@@ -30,7 +32,8 @@ final class DictionaryStore: PersistentStore {
     }
 
     func snapshots(of ids: [ObjectID]) throws(StrataError) -> [StoredSnapshot?] {
-        try open { (state) throws(StrataError) in ids.map { state.objects[ObjectIdentifier($0.entity)]?[$0.storedPrimaryKey] } }
+        snapshotReads.add(1, ordering: .relaxed)
+        return try open { (state) throws(StrataError) in ids.map { state.objects[ObjectIdentifier($0.entity)]?[$0.storedPrimaryKey] } }
     }
 
     func forEachStored(
@@ -172,6 +175,29 @@ final class DictionaryStore: PersistentStore {
             }
         }
         #expect(refused?.code == .constraintConflict)
+    }
+
+    /// A re-import through an upsert reads the stored objects it merges
+    /// into in one call — on a store over a network, one round trip, not
+    /// one an object.
+    @Test func anUpsertReadsTheObjectsItMergesIntoInOneCall() throws {
+        let (coordinator, store) = try coordinator(makeModel(authorUniqueness: [["name"]]))
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try context.performAndWait {
+            for n in 0..<50 { Author(context: context).name = "author \(n)" }
+            try context.save()
+        }
+        let importer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        importer.mergePolicy = .mergeByPropertyObjectTrump
+        let before = store.snapshotReads.load(ordering: .relaxed)
+        try importer.performAndWait {
+            // Half stored, half new, mixed.
+            for n in 0..<100 { Author(context: importer).name = "author \(n % 2 == 0 ? n / 2 : 50 + n / 2)" }
+            try importer.save()
+        }
+        #expect(store.snapshotReads.load(ordering: .relaxed) - before == 1)
+        let count = try importer.performAndWait { () throws in try importer.count(for: FetchRequest<Author>()) }
+        #expect(count == 100)
     }
 
     @Test func aChangeBehindTheCoordinatorIsAConflict() throws {

@@ -1,4 +1,5 @@
 @testable import Strata
+import SharedTestSupport
 import StrataStore
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 @Suite struct InMemoryRecordStoreTests {
     @Test(arguments: [1, 2, 3])
     func keysStayInOrderAcrossWrites(seed: UInt64) throws {
-        var random = SplitMix64(seed: seed)
+        var random = SeededGenerator(seed: seed)
         let store = InMemoryRecordStore()
         var model: [[UInt8]: [UInt8]] = [:]
         func key() -> [UInt8] { (0..<Int(random.next() % 2 + 2)).map { _ in UInt8(random.next() % 24) } }
@@ -55,18 +56,5 @@ import Testing
             }
         }
         #expect(model.count > 2 * ChunkedKeyOrder.chunkLimit, "the keys span several chunks")
-    }
-}
-
-/// A small seeded generator, so a failure can be run again.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

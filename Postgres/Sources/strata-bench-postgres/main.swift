@@ -5,8 +5,8 @@ import Foundation
 // bench-postgres` starts and stops one). Thin: each scenario is a file.
 //
 //   strata-bench-postgres --server-dir DIR [--seconds 10] [--processes 1,2,4]
-//       [--merges 1000] [--objects 10000] [--lookups 2000] [--kills 20]
-//       [--only saves|merge|lookup|kill]
+//       [--merges 1000] [--objects 10000] [--lookups 2000] [--records 10000]
+//       [--kills 20] [--only saves|merge|lookup|import|kill]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
@@ -48,6 +48,9 @@ do {
         }
         if only == nil || only == "lookup" {
             try await Lookup.run(server, objects: Int(option("objects") ?? "10000")!, lookups: Int(option("lookups") ?? "2000")!)
+        }
+        if only == nil || only == "import" {
+            try await Import.run(server, records: Int(option("records") ?? "10000")!)
         }
         if only == nil || only == "kill" {
             try await KillCycles.run(server, cycles: Int(option("kills") ?? "20")!)

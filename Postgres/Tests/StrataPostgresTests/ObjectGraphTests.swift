@@ -52,6 +52,16 @@ struct ObjectGraphTests {
         return coordinator
     }
 
+    /// Saves a new label named `name` in `context`, on its queue; returns its ID.
+    func saveLabel(_ name: String, in context: ManagedObjectContext) throws -> ObjectID {
+        try context.performAndWait {
+            let label = Label(context: context)
+            label.name = name
+            try context.save()
+            return label.objectID
+        }
+    }
+
     @Test func savesFetchesRelationshipsAndChildren() throws {
         let model = try notesModel()
         let configuration = try TestServer.freshDatabase()
@@ -117,12 +127,7 @@ struct ObjectGraphTests {
         let first = try makeCoordinator(configuration, model), second = try makeCoordinator(configuration, model)
         defer { try? first.close(); try? second.close() }
         let a = ManagedObjectContext(.privateQueue, coordinator: first)
-        let id = try a.performAndWait {
-            let label = Label(context: a)
-            label.name = "swift"
-            try a.save()
-            return label.objectID
-        }
+        let id = try saveLabel("swift", in: a)
         // The other process claims the same name: PostgreSQL's UNIQUE refuses it.
         let b = ManagedObjectContext(.privateQueue, coordinator: second)
         let duplicate = #expect(throws: StrataError.self) {
@@ -203,16 +208,12 @@ struct ObjectGraphTests {
 
         // The follower's save comes back to the saver, and after it in the
         // store's order — so by then the saver would have heard its own.
-        let labelID = try view.performAndWait {
-            let label = Label(context: view)
-            label.name = "soups"
-            try view.save()
-            return label.objectID
-        }
+        let labelID = try saveLabel("soups", in: view)
         try heardBySaving.wait { $0.inserted.contains(labelID) }
         #expect(heardBySaving.all.map(\.inserted) == [[labelID]])
         #expect(heardByFollowing.all.allSatisfy { !$0.inserted.contains(labelID) })
     }
+
     /// A process saving alone reads no history for its own saves: its
     /// following hears their numbers and passes over them.
     @Test func ownSavesCostTheFollowingNoRead() throws {
@@ -239,12 +240,7 @@ struct ObjectGraphTests {
         let other = try makeCoordinator(configuration, model)
         defer { try? other.close() }
         let writer = ManagedObjectContext(.privateQueue, coordinator: other)
-        let id = try writer.performAndWait {
-            let label = Label(context: writer)
-            label.name = "other"
-            try writer.save()
-            return label.objectID
-        }
+        let id = try saveLabel("other", in: writer)
         try heard.wait { $0.inserted.contains(id) }
         // That one save took a read or two; the twenty took none.
         #expect(store.historyReads.load(ordering: .relaxed) - before <= 2)

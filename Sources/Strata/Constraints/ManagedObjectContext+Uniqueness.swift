@@ -64,6 +64,11 @@ extension ManagedObjectContext {
         // Held objects may point at one merged away here: made first, so
         // the references are redirected and the next round validates them.
         takeHeldChildSaves()
+        // The stored objects merged into, read in one go (a re-import meets
+        // hundreds a save).
+        prefetch(error.constraintConflicts.compactMap { conflict in
+            conflict.conflictingObjectIDs.first.flatMap { inserted[$0] == nil ? $0 : nil }
+        }[...])
         var merged: [ObjectID: ObjectID] = [:]
         for conflict in error.constraintConflicts {
             guard merged[conflict.objectID] == nil else { continue }

@@ -83,12 +83,7 @@ extension PersistentStoreCoordinator {
                 throw StrataError(.modelMismatch, "the process writing the store changed its model (a migration) since this one opened it: open the store again")
             }
             guard !changes.isEmpty else { return (changes, nil) }
-            // Objects loaded before this are listed as changed since (see
-            // ``StoreChangeLog``), and no cached row outlives its change.
-            changeLog.record(changes.inserted + changes.updated + changes.deleted)
-            forgetCachedRows(changes.updated + changes.deleted)
-            // Queued under the lock, so each context merges catch-ups in order.
-            for root in liveRootContexts { Self.mergeRemote(changes, into: root) }
+            takeIn(changes)
             // The newest transaction of what was just read in.
             return (changes, try? currentHistoryToken())
         }
@@ -111,15 +106,23 @@ extension PersistentStoreCoordinator {
                 let changes = Self.netChanges(of: transactions.filter { !external.isOwn($0.number) })
                 guard !changes.isEmpty else { return nil }
                 external.readVersion.add(1, ordering: .releasing)
-                changeLog.record(changes.inserted + changes.updated + changes.deleted)
-                forgetCachedRows(changes.updated + changes.deleted)
-                // Queued under the lock, so each context merges deliveries in order.
-                for root in liveRootContexts { Self.mergeRemote(changes, into: root) }
+                takeIn(changes)
                 let token = storeIdentifier.map { HistoryToken(storeIdentifier: $0, transactionNumber: last.number) }
                 return CaughtUp(changes: changes, token: token)
             }
         }
         if let caughtUp { postStoreDidChangeRemotely(caughtUp) }
+    }
+
+    /// Another process's `changes`, now in the store, taken in: objects
+    /// loaded before this are listed as changed since (see
+    /// ``StoreChangeLog``), no cached row outlives its change, and the
+    /// contexts that merge are told. Under `catchUpLock`, so each context
+    /// merges them in order.
+    private func takeIn(_ changes: ObjectChanges) {
+        changeLog.record(changes.inserted + changes.updated + changes.deleted)
+        forgetCachedRows(changes.updated + changes.deleted)
+        for root in liveRootContexts { Self.mergeRemote(changes, into: root) }
     }
 
     /// What `transactions`, in order, did to each object: inserted (and

@@ -284,8 +284,11 @@ extension ManagedObjectContext {
         guard !missing.isEmpty else { return }
         do {
             let source = try parent == nil ? nil : SourceView(of: self)
-            for id in missing {
-                let snapshot = if let source { try source.snapshot(for: id) } else { try persistentStoreCoordinator.snapshot(for: id) }
+            // Attached to the coordinator: the store's rows in one read (one
+            // statement on another store, not one round trip an object).
+            let stored = source == nil ? try persistentStoreCoordinator.storedSnapshots(missing) : []
+            for (i, id) in missing.enumerated() {
+                let snapshot = if let source { try source.snapshot(for: id) } else { stored[i] }
                 let object = registeredOrFault(for: id, fetched: true)
                 // Gone since: the fault stays, and reads as deleted when used.
                 if let snapshot, object.flags.contains(.fault) { fill(object, snapshot) }
