@@ -112,6 +112,41 @@ extension Recipe {
         #expect(wrong.isEmpty, "\(wrong.prefix(5))")
     }
 
+    /// A translation made once for an expression type (the common shapes:
+    /// comparisons of attributes, constants and nil, `&&`, `||`, `!`, Bool
+    /// conditions) gives what the general, node-by-node translation gives,
+    /// for every predicate above; the other shapes have none and are walked.
+    @Test func translationsMadeForATypeAgreeWithTheGeneralOne() throws {
+        let entity = try #require(makeModel().entity(named: "Recipe"))
+        var madeForTheType = 0
+        for (index, (predicate, _)) in Self.predicates().enumerated() {
+            let general = ValueTest.compileWalking(predicate, entity: entity)
+            // Twice: made at the first, kept for the second.
+            for _ in 0..<2 {
+                let compiled = ValueTest.compile(predicate, entity: entity)
+                #expect(String(describing: compiled) == String(describing: general), "predicate \(index)")
+            }
+            if ValueTest.hasTypeTranslation(predicate) { madeForTheType += 1 }
+        }
+        // Every comparison, `&&`, `||`, `!` and condition above: the first 28.
+        #expect(madeForTheType >= 28)
+        // One expression type, other constants and another operator: read
+        // anew at each call, not kept from the first.
+        for (bound, servings) in [(3, 4), (5, 4), (4, 4)] {
+            let above = #Predicate<Recipe> { $0.servings > bound }
+            let atMost = #Predicate<Recipe> { $0.servings <= bound }
+            var values = entity.initialValues
+            values[entity.propertyIndex["servings"]!] = .integer(Int64(servings))
+            #expect(ValueTest.hasTypeTranslation(above) && ValueTest.hasTypeTranslation(atMost))
+            #expect(try #require(ValueTest.compile(above, entity: entity)).evaluate(values) == (servings > bound))
+            #expect(try #require(ValueTest.compile(atMost, entity: entity)).evaluate(values) == (servings <= bound))
+        }
+        // Each predicate's own attribute, its key path read at each call.
+        let name = #Predicate<Recipe> { $0.name == "a" }, notes = #Predicate<Recipe> { $0.notes == nil }
+        #expect(String(describing: ValueTest.compile(name, entity: entity)).contains("index: \(entity.propertyIndex["name"]!)"))
+        #expect(String(describing: ValueTest.compile(notes, entity: entity)).contains("index: \(entity.propertyIndex["notes"]!)"))
+    }
+
     @Test func translationsAgreeWithFoundationOnRandomObjects() throws {
         let seed = testSeed()
         var random = SeededGenerator(seed: seed)

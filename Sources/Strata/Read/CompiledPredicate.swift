@@ -185,11 +185,33 @@ indirect enum ValueTest: Sendable {
     /// part of it is not understood.
     static func compile<Object: ManagedObject>(_ predicate: Predicate<Object>, entity: EntityDescription) -> ValueTest? {
         let compiler = PredicateCompiler(entity: entity, variable: predicate.variable.key)
-        // Opened as the type it is, so its conformance is looked up by type.
+        // Opened as the type it is: its translation, made once for the
+        // type, or the general walk for shapes that has none.
+        func translate<Expression: StandardPredicateExpression<Bool>>(_ expression: Expression) -> ValueTest? {
+            if let translation = ExpressionTranslations.test(for: Expression.self) { return translation(expression, compiler) }
+            return ExpressionConformances.valueTest(expression)?.valueTest(compiler)
+        }
+        return translate(predicate.expression)
+    }
+
+    /// The general translation alone, node by node (what ``compile(_:entity:)``
+    /// does for shapes ``ExpressionTranslations`` does not know): for the
+    /// tests that hold the two to one answer.
+    static func compileWalking<Object: ManagedObject>(_ predicate: Predicate<Object>, entity: EntityDescription) -> ValueTest? {
+        let compiler = PredicateCompiler(entity: entity, variable: predicate.variable.key)
         func translate<Expression: StandardPredicateExpression<Bool>>(_ expression: Expression) -> ValueTest? {
             ExpressionConformances.valueTest(expression)?.valueTest(compiler)
         }
         return translate(predicate.expression)
+    }
+
+    /// Whether ``compile(_:entity:)`` translates `predicate` by a
+    /// translation made for its expression type.
+    static func hasTypeTranslation<Object: ManagedObject>(_ predicate: Predicate<Object>) -> Bool {
+        func made<Expression: StandardPredicateExpression<Bool>>(_: Expression) -> Bool {
+            ExpressionTranslations.test(for: Expression.self) != nil
+        }
+        return made(predicate.expression)
     }
 }
 
@@ -246,15 +268,21 @@ extension PredicateExpressions.NotEqual: ValueTestConvertible {
 
 extension PredicateExpressions.Comparison: ValueTestConvertible {
     func valueTest(_ compiler: PredicateCompiler) -> ValueTest? {
-        let comparison: ValueTest.Comparison
-        switch op {
-        case .lessThan: comparison = .less
-        case .lessThanOrEqual: comparison = .lessOrEqual
-        case .greaterThan: comparison = .greater
-        case .greaterThanOrEqual: comparison = .greaterOrEqual
+        guard let comparison = ValueTest.Comparison(op) else { return nil }
+        return ValueTest.comparing(lhs, comparison, rhs, compiler)
+    }
+}
+
+extension ValueTest.Comparison {
+    /// The comparison a `#Predicate`'s `<`, `<=`, `>` or `>=` makes.
+    init?(_ operator: PredicateExpressions.ComparisonOperator) {
+        switch `operator` {
+        case .lessThan: self = .less
+        case .lessThanOrEqual: self = .lessOrEqual
+        case .greaterThan: self = .greater
+        case .greaterThanOrEqual: self = .greaterOrEqual
         @unknown default: return nil
         }
-        return ValueTest.comparing(lhs, comparison, rhs, compiler)
     }
 }
 
@@ -399,8 +427,12 @@ extension ValueTest {
             return nil
         }
         guard let a = left.operand(compiler), let b = right.operand(compiler) else { return nil }
-        // An order between two optionals, or between values of different
-        // kinds, is not something this translation vouches for.
+        return compared(a, comparison, b)
+    }
+
+    /// `a <comparison> b`, or nil for an order this translation does not
+    /// vouch for: between two optionals, or between values of different kinds.
+    static func compared(_ a: Operand, _ comparison: Comparison, _ b: Operand) -> ValueTest? {
         if comparison != .equal && comparison != .notEqual {
             for operand in [a, b] {
                 switch operand {

@@ -60,7 +60,8 @@ enum ExpressionConformances {
 
 /// Types' conformances to one protocol, each found once (`resolve`, a cast
 /// of the metatype) and kept for the process's life: a predicate's types
-/// are few, and a type is never unloaded.
+/// are few, and a type is never unloaded. Also what else is made once per
+/// type (``kept(for:making:)``: the translations of ``ExpressionTranslations``).
 ///
 /// Read without a lock: the table is an immutable ``Snapshot`` published
 /// through an atomic pointer. A type not in it is resolved and kept, under
@@ -130,10 +131,17 @@ final class ConformanceTable<Metatype>: @unchecked Sendable {
     }
 
     func conformance(of type: Any.Type) -> Metatype? {
+        kept(for: type) { resolve(type) }
+    }
+
+    /// What is kept for `type`, made by `make` the first time it is asked
+    /// for (outside the lock: `make` may ask this table, or another, for
+    /// other types).
+    func kept(for type: Any.Type, making make: () -> Metatype?) -> Metatype? {
         let key = UInt(bitPattern: ObjectIdentifier(type))
         if let known = snapshot.find(key) { return known }
         if let waiting = lock.withLock({ recent[key] }) { return waiting }
-        let answer = resolve(type)
+        let answer = make()
         lock.withLock {
             let published = snapshot
             guard published.find(key) == nil, recent[key] == nil else { return }
