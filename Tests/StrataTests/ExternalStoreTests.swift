@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 @_spi(StoreImplementation) @testable import Strata
 import Synchronization
 import Testing
@@ -15,6 +16,16 @@ final class DictionaryStore: PersistentStore {
     let snapshotReads = Atomic<Int>(0)
     /// The predicates its scans were narrowed by, in order (for tests).
     let narrowings = Mutex<[StorePredicate?]>([])
+    /// Objects its scans gave, ordered or not, and counts it made (for tests).
+    let rowsGiven = Atomic<Int>(0)
+    let counts = Atomic<Int>(0)
+    /// Whether it reads in an order and counts (as PostgreSQL does), or
+    /// leaves both to the coordinator (the protocol's defaults).
+    let ordersAndCounts: Bool
+
+    init(ordersAndCounts: Bool = true) {
+        self.ordersAndCounts = ordersAndCounts
+    }
 
     private func open<T>(_ body: (inout (objects: [ObjectIdentifier: [UInt64: StoredSnapshot]], nextKeys: [ObjectIdentifier: UInt64], closed: Bool)) throws(StrataError) -> T) throws(StrataError) -> T {
         try state.withLock { (state) throws(StrataError) -> T in
@@ -42,9 +53,43 @@ final class DictionaryStore: PersistentStore {
         narrowings.withLock { $0.append(predicate) }
         let rows = try open { (state) throws(StrataError) in (state.objects[ObjectIdentifier(entity)] ?? [:]).sorted { $0.key < $1.key } }
         for (key, snapshot) in rows where predicate?.evaluate(snapshot.values) ?? true {
+            rowsGiven.add(1, ordering: .relaxed)
             guard try body(ObjectID(entity: entity, storedPrimaryKey: key), snapshot) else { break }
         }
         return true
+    }
+
+    func forEachStored(
+        of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
+        _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool? {
+        guard ordersAndCounts else { return nil }
+        let rows = try open { (state) throws(StrataError) in
+            (state.objects[ObjectIdentifier(entity)] ?? [:]).filter { predicate?.evaluate($0.value.values) ?? true }
+        }.sorted { a, b in
+            for key in order {
+                let (x, y) = (a.value.values[key.property], b.value.values[key.property])
+                switch key.descending ? PropertyValue.compare(y, x) : PropertyValue.compare(x, y) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: continue
+                }
+            }
+            return a.key < b.key
+        }
+        for (key, snapshot) in rows {
+            rowsGiven.add(1, ordering: .relaxed)
+            guard try body(ObjectID(entity: entity, storedPrimaryKey: key), snapshot) else { break }
+        }
+        return true
+    }
+
+    func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? {
+        guard ordersAndCounts else { return nil }
+        counts.add(1, ordering: .relaxed)
+        return try open { (state) throws(StrataError) in
+            (state.objects[ObjectIdentifier(entity)] ?? [:]).values.count { predicate?.evaluate($0.values) ?? true }
+        }
     }
 
     func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]] {
@@ -330,5 +375,129 @@ final class DictionaryStore: PersistentStore {
         #expect(inParent == ["Small"])
         let counted = try parent.performAndWait { try parent.count(for: FetchRequest<Recipe>(predicate: #Predicate { $0.servings > 5 })) }
         #expect(counted == 1)
+    }
+
+    /// A fetch with a sort and a limit reads its page from a store that
+    /// reads in order, not every object: the objects given are the page
+    /// and the ones changed above the store, and the answer is the one the
+    /// whole fetch, sorted and cut, gives — with changes in the context and
+    /// its parent (an update that moves an object in, one that moves an
+    /// object out, a delete, an insert), an offset, ties and two keys.
+    @Test func aSortedPageIsReadInTheStoresOrder() throws {
+        for ordersAndCounts in [true, false] {
+            let coordinator = PersistentStoreCoordinator(model: makeModel())
+            let store = DictionaryStore(ordersAndCounts: ordersAndCounts)
+            try coordinator.addPersistentStore(store)
+            let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            var random = SeededGenerator(seed: testSeed())
+            try parent.performAndWait {
+                for i in 0..<300 {
+                    let recipe = Recipe(context: parent)
+                    recipe.name = "R\(i)"
+                    recipe.servings = Int.random(in: 0..<40, using: &random)
+                    recipe.rating = Double(Int.random(in: 0..<5, using: &random))
+                }
+                try parent.save()
+            }
+            let child = ManagedObjectContext(.privateQueue, parent: parent)
+            func page(_ request: FetchRequest<Recipe>, in context: ManagedObjectContext) throws -> (page: [String], whole: [String], given: Int) {
+                try context.performAndWait {
+                    let before = store.rowsGiven.load(ordering: .relaxed)
+                    let page = try context.fetch(request).map(\.name)
+                    let given = store.rowsGiven.load(ordering: .relaxed) - before
+                    var all = request
+                    (all.fetchLimit, all.fetchOffset) = (0, 0)
+                    let whole = try context.fetch(all).map(\.name).dropFirst(request.fetchOffset).prefix(request.fetchLimit)
+                    return (page, Array(whole), given)
+                }
+            }
+            var top = FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings, order: .reverse)])
+            top.fetchLimit = 10
+            var twoKeys = FetchRequest<Recipe>(predicate: #Predicate { $0.servings > 5 }, sortBy: [SortDescriptor(\.rating), SortDescriptor(\.name, order: .reverse)])
+            twoKeys.fetchLimit = 7
+            twoKeys.fetchOffset = 3
+            for request in [top, twoKeys] {
+                let (found, whole, given) = try page(request, in: parent)
+                #expect(found == whole && found.count == request.fetchLimit)
+                // The page, and no more: a store that cannot order gives every object.
+                if ordersAndCounts { #expect(given == request.fetchOffset + request.fetchLimit) } else { #expect(given > 200) }
+            }
+            // Changes above the store and in the context itself.
+            try parent.performAndWait {
+                let all = try parent.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings, order: .reverse)]))
+                all.last!.servings = 100                    // in from the bottom
+                all.first!.servings = -1                    // out from the top
+                parent.delete(all[1])
+                let made = Recipe(context: parent)
+                made.name = "Made"
+                made.servings = 50
+            }
+            try child.performAndWait {
+                let all = try child.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.servings, order: .reverse)]))
+                all[2].servings = 99
+                all[3].rating = 9
+            }
+            for context in [parent, child] {
+                for request in [top, twoKeys] {
+                    let (found, whole, _) = try page(request, in: context)
+                    #expect(found == whole, "\(found) against \(whole)")
+                }
+            }
+            // The object moved in from the bottom leads; the insert is third.
+            let changedTop = try page(top, in: child).page
+            #expect(changedTop[2] == "Made" && changedTop.count == 10)
+        }
+    }
+
+    /// A count is the store's count, corrected for what this context and
+    /// its parent changed: no object is read for it.
+    @Test func aCountIsTheStoresCountCorrectedForChanges() throws {
+        let (coordinator, store) = try coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try parent.performAndWait {
+            for i in 0..<100 {
+                let recipe = Recipe(context: parent)
+                recipe.name = "R\(i)"
+                recipe.servings = i % 10
+            }
+            try parent.save()
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        let requests = [FetchRequest<Recipe>(), FetchRequest<Recipe>(predicate: #Predicate { $0.servings >= 5 }),
+                        FetchRequest<Recipe>(predicate: #Predicate { $0.name.starts(with: "R1") && $0.servings < 3 })]
+        func check(_ context: ManagedObjectContext, _ label: String) throws {
+            try context.performAndWait {
+                for request in requests {
+                    let (counts, given) = (store.counts.load(ordering: .relaxed), store.rowsGiven.load(ordering: .relaxed))
+                    let counted = try context.count(for: request)
+                    #expect(store.counts.load(ordering: .relaxed) == counts + 1, "\(label): counted by the store")
+                    #expect(store.rowsGiven.load(ordering: .relaxed) == given, "\(label): no object read")
+                    #expect(counted == (try context.fetch(request).count), "\(label)")
+                    var limited = request
+                    (limited.fetchOffset, limited.fetchLimit) = (4, 3)
+                    #expect(try context.count(for: limited) == min(3, max(0, counted - 4)), "\(label)")
+                }
+            }
+        }
+        try check(parent, "saved")
+        try parent.performAndWait {
+            let all = try parent.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.name)]))
+            all[0].servings = 7      // R0: 0 → 7
+            all[15].servings = 1     // R18 (sorted by name): 8 → 1
+            parent.delete(all[20])
+            let made = Recipe(context: parent)
+            made.name = "R1x"
+            made.servings = 2
+        }
+        try check(parent, "changes in the context")
+        try child.performAndWait {
+            let all = try child.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.name)]))
+            all[5].servings = 9
+            child.delete(all[6])
+            let made = Recipe(context: child)
+            made.name = "R1y"
+            made.servings = 8
+        }
+        try check(child, "changes in the child and its parent")
     }
 }

@@ -13,7 +13,8 @@ final class Entry: ManagedObject {
 }
 
 enum BenchModel {
-    static func make() throws -> ManagedObjectModel {
+    /// `indexes`: the list pages' indexes too (on `count`, and on `title`).
+    static func make(indexes: Bool = false) throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
             EntityDescription(name: "Entry", managedObjectClass: Entry.self, properties: [
                 .attribute("key", .string),
@@ -21,7 +22,7 @@ enum BenchModel {
                 .attribute("count", .integer64, defaultValue: .integer(0)),
                 .attribute("stamp", .date),
                 .attribute("batch", .integer64, defaultValue: .integer(0)),
-            ], uniquenessConstraints: [["key"]]),
+            ], indexes: indexes ? [IndexDescription(["count"]), IndexDescription(["title"])] : [], uniquenessConstraints: [["key"]]),
         ])
     }
 

@@ -6,7 +6,7 @@ import Foundation
 //
 //   strata-bench-postgres --server-dir DIR [--seconds 10] [--processes 1,2,4]
 //       [--merges 1000] [--objects 10000] [--lookups 2000] [--records 10000]
-//       [--kills 20] [--only saves|merge|lookup|import|kill]
+//       [--kills 20] [--pages 1000] [--only saves|merge|lookup|pages|import|kill]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
@@ -49,6 +49,9 @@ do {
         if only == nil || only == "lookup" {
             try await Lookup.run(server, objects: Int(option("objects") ?? "10000")!, lookups: Int(option("lookups") ?? "2000")!)
         }
+        if only == nil || only == "pages" {
+            try await Pages.run(server, objects: Int(option("objects") ?? "10000")!, pages: Int(option("pages") ?? "1000")!)
+        }
         if only == nil || only == "import" {
             try await Import.run(server, records: Int(option("records") ?? "10000")!)
         }
@@ -57,6 +60,6 @@ do {
         }
     }
 } catch {
-    FileHandle.standardError.write(Data("strata-bench-postgres: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("strata-bench-postgres: \(String(reflecting: error))\n".utf8))
     exit(1)
 }

@@ -47,9 +47,17 @@ func notesModel() throws -> ManagedObjectModel {
 @Suite("Contexts over PostgreSQL", .enabled(if: TestServer.isAvailable, "no PostgreSQL server (see the message above)"))
 struct ObjectGraphTests {
     func makeCoordinator(_ configuration: PostgresConfiguration, _ model: ManagedObjectModel) throws -> PersistentStoreCoordinator {
+        try makeCoordinatorAndStore(configuration, model).coordinator
+    }
+
+    /// A coordinator on a store of its own, and the store (for its counters).
+    func makeCoordinatorAndStore(
+        _ configuration: PostgresConfiguration, _ model: ManagedObjectModel
+    ) throws -> (coordinator: PersistentStoreCoordinator, store: PostgresStore) {
         let coordinator = PersistentStoreCoordinator(model: model)
-        try coordinator.addPersistentStore(try PostgresStore(configuration, model: model))
-        return coordinator
+        let store = try PostgresStore(configuration, model: model)
+        try coordinator.addPersistentStore(store)
+        return (coordinator, store)
     }
 
     /// Saves a new label named `name` in `context`, on its queue; returns its ID.
@@ -119,6 +127,73 @@ struct ObjectGraphTests {
             #expect(try context.count(for: FetchRequest<Note>()) == 0)
             #expect(try context.count(for: FetchRequest<Label>()) == 2)
         }
+    }
+
+    /// A list page ("the 20 most visited", "the next 20 by title") is read
+    /// from PostgreSQL in its order, 20 rows and those changed above the
+    /// store, and a count is PostgreSQL's `count(*)`: the answers are those
+    /// of the whole fetch sorted and cut in Swift, with changes in the
+    /// context and its parent.
+    @Test func listPagesAndCountsReadWhatTheyAnswer() throws {
+        let model = try notesModel()
+        let (coordinator, store) = try makeCoordinatorAndStore(try TestServer.freshDatabase(), model)
+        defer { try? coordinator.close() }
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        var random = FetchTests.SplitMix(state: 7)
+        let words = ["éclair", "eclair", "Zebra", "zebra", "apple", "Äpfel", "e\u{301}clair", "K", "\u{212A}elvin", "kelvin"]
+        try parent.performAndWait {
+            for i in 0..<1_000 {
+                let note = Note(context: parent)
+                note.title = words.randomElement(using: &random)! + " \(i % 37)"
+                note.visits = Int.random(in: 0..<100, using: &random)
+            }
+            try parent.save()
+        }
+        var top = FetchRequest<Note>(sortBy: [SortDescriptor(\.visits, order: .reverse)])
+        top.fetchLimit = 20
+        var byTitle = FetchRequest<Note>(predicate: #Predicate { $0.visits >= 10 }, sortBy: [SortDescriptor(\.title)])
+        byTitle.fetchLimit = 20
+        byTitle.fetchOffset = 20
+        let counted = [FetchRequest<Note>(), FetchRequest<Note>(predicate: #Predicate { $0.visits >= 50 })]
+        func check(_ context: ManagedObjectContext, _ label: String, readsAtMost: Int) throws {
+            try context.performAndWait {
+                for request in [top, byTitle] {
+                    let before = store.scannedRows.load(ordering: .relaxed)
+                    let page = try context.fetch(request).map(\.objectID)
+                    let read = store.scannedRows.load(ordering: .relaxed) - before
+                    var whole = request
+                    (whole.fetchLimit, whole.fetchOffset) = (0, 0)
+                    let cut = try context.fetch(whole).map(\.objectID).dropFirst(request.fetchOffset).prefix(request.fetchLimit)
+                    #expect(page == Array(cut), "\(label)")
+                    #expect(read <= readsAtMost + request.fetchOffset, "\(label): \(read) rows read for a page of \(request.fetchLimit)")
+                }
+                for request in counted {
+                    let before = store.scannedRows.load(ordering: .relaxed)
+                    let count = try context.count(for: request)
+                    #expect(store.scannedRows.load(ordering: .relaxed) == before, "\(label): a count reads no row")
+                    #expect(count == (try context.fetch(request).count), "\(label)")
+                }
+            }
+        }
+        try check(parent, "saved", readsAtMost: 20)
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        try parent.performAndWait {
+            let all = try parent.fetch(FetchRequest<Note>(sortBy: [SortDescriptor(\.visits, order: .reverse)]))
+            all.last!.visits = 1_000          // to the top from the bottom
+            all.first!.visits = 0             // out of the top
+            parent.delete(all[1])
+            let made = Note(context: parent)
+            made.title = "apple 0"
+            made.visits = 99
+        }
+        try child.performAndWait {
+            let all = try child.fetch(FetchRequest<Note>(sortBy: [SortDescriptor(\.title)]))
+            all[3].title = "zzz"
+            all[500].visits = 500
+        }
+        // Objects changed above the store are judged apart from the stream: a few more rows at most.
+        try check(parent, "changes in the context", readsAtMost: 24)
+        try check(child, "changes in the child and its parent", readsAtMost: 26)
     }
 
     @Test func uniquenessAndConflictsAcrossProcesses() throws {
@@ -219,9 +294,7 @@ struct ObjectGraphTests {
     @Test func ownSavesCostTheFollowingNoRead() throws {
         let model = try notesModel()
         let configuration = try TestServer.freshDatabase()
-        let store = try PostgresStore(configuration, model: model)
-        let coordinator = PersistentStoreCoordinator(model: model)
-        try coordinator.addPersistentStore(store)
+        let (coordinator, store) = try makeCoordinatorAndStore(configuration, model)
         defer { try? coordinator.close() }
         let heard = Heard(coordinator)
         let context = ManagedObjectContext(.privateQueue, coordinator: coordinator)

@@ -542,6 +542,30 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try currentStore().forEachStored(of: entity) { (record) throws(StrataError) -> Bool in try body(record.id, .stored(record)) }
     }
 
+    /// ``forEachStoredRow(of:matching:_:)`` in `order` (see
+    /// ``PersistentStore/forEachStored(of:matching:orderedBy:expecting:_:)``)
+    /// from a store other than the log store that can read in it: whether
+    /// every row it gave passes `narrowing`, or nil — `body` never called —
+    /// when it cannot (the log store reads an order through its indexes:
+    /// ``forEachStored(of:in:_:)``).
+    func forEachStoredRow(
+        of entity: EntityDescription, matching narrowing: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
+        _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool? {
+        guard let external = externalStore else { return nil }
+        return try external.store.forEachStored(of: entity, matching: narrowing, orderedBy: order, expecting: expecting) {
+            (id, stored) throws(StrataError) -> Bool in try body(id, .fetched(Snapshot(stored)))
+        }
+    }
+
+    /// How many stored objects of `entity` pass `narrowing`, as a store
+    /// other than the log store counts them; nil where it cannot count
+    /// exactly by it, and on the log store.
+    func storedCount(of entity: EntityDescription, matching narrowing: StorePredicate?) throws(StrataError) -> Int? {
+        guard let external = externalStore else { return nil }
+        return try external.store.count(of: entity, matching: narrowing)
+    }
+
     /// Whether the store reads an index's key ranges (Strata's log store):
     /// a fetch on another store is planned as a scan, which the store may
     /// narrow.

@@ -62,6 +62,18 @@ final class ResultsOrder: @unchecked Sendable {
         scratch = comparesObjects ? (entity.scratchObject(linkedTo: nil), entity.scratchObject(linkedTo: nil)) : nil
     }
 
+    /// The order as a store other than the log store reads it (its keys,
+    /// then the primary key): nil when a descriptor compares by a string
+    /// comparator or by the objects, which a store cannot follow.
+    var storeSortKeys: [StoreSortKey]? {
+        var keys: [StoreSortKey] = []
+        for (index, comparison) in zip(propertyIndexes, comparisons) {
+            guard case .values(let reverse) = comparison else { return nil }
+            keys.append(StoreSortKey(property: index, descending: reverse))
+        }
+        return keys
+    }
+
     /// The sort values of an object holding `values`.
     func key(of values: [PropertyValue]) -> [PropertyValue] {
         propertyIndexes.map { values[$0] }

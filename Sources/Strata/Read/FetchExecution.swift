@@ -179,7 +179,11 @@ extension ManagedObjectContext {
     public func count<Result: ManagedObject>(for request: FetchRequest<Result>) throws(StrataError) -> Int {
         beginRead()
         var count = 0
-        try forEachMatch(of: request, rows: .none, stopAfter: request.pageEnd) { _, _ in count += 1 }
+        if let counted = try countedByStore(request) {
+            count = counted
+        } else {
+            try forEachMatch(of: request, rows: .none, stopAfter: request.pageEnd) { _, _ in count += 1 }
+        }
         count = max(0, count - request.fetchOffset)
         return request.fetchLimit > 0 ? min(count, request.fetchLimit) : count
     }
@@ -227,7 +231,16 @@ extension ManagedObjectContext {
     private func orderedPage<Result: ManagedObject>(of request: FetchRequest<Result>, keepingRows: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
         // The predicate is translated once for the fetch, by whichever path runs.
         let ordered = keepingRows ? try orderedPlan(for: request) : nil
-        if let ordered { return try firstInOrder(of: request, ordered) }
+        if let ordered {
+            let entity = try request.entity(in: model)
+            return try firstInOrder(of: request, test: ordered.test) { (_, take) throws(StrataError) -> Bool in
+                try persistentStoreCoordinator.forEachStored(of: entity, in: ordered.plan) { record throws(StrataError) -> Bool in
+                    try take(record.id, .stored(record))
+                }
+                return true
+            }!
+        }
+        if keepingRows, let page = try firstInStoreOrder(of: request) { return page }
         // Without an order, any offset + limit matches are the page: the
         // store is read no further once they are found.
         var matches = try self.matches(of: request, keepingRows: keepingRows,
@@ -809,7 +822,8 @@ extension ManagedObjectContext {
         return (plan, test)
     }
 
-    /// The request's page, reading `plan`'s index in sort order and stopping
+    /// The request's page, reading the stored objects in sort order (from
+    /// `stream`: an index read in order, or a store's ordered read), stopping
     /// once offset + limit stored objects matched: O(the page and what this
     /// context and the levels above changed), not O(the matches).
     ///
@@ -820,37 +834,39 @@ extension ManagedObjectContext {
     /// stream, judged, and sorted in with what the stream gave. Every other
     /// object holds the store's values, so the stream has it in its place.
     /// Ties come in no particular order, as without an index.
+    ///
+    /// `stream` hands each stored object to `take` (which says whether to go
+    /// on), given how many it will probably take; it returns false, having
+    /// handed none, where it cannot read in the order (then nil).
     private func firstInOrder<Result: ManagedObject>(
-        of request: FetchRequest<Result>, _ ordered: (plan: QueryPlan, test: ValueTest?)
-    ) throws(StrataError) -> ArraySlice<FetchMatch> {
+        of request: FetchRequest<Result>, test: ValueTest?,
+        reading stream: (_ expecting: Int, _ take: (ObjectID, SourceRow) throws(StrataError) -> Bool) throws(StrataError) -> Bool
+    ) throws(StrataError) -> ArraySlice<FetchMatch>? {
         let entity = try request.entity(in: model)
         let wanted = request.fetchOffset + request.fetchLimit
-        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: ordered.test)
+        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: test)
         let compiled = evaluation.compiled
         var fields = RecordCoding.FieldOffsets(count: compiled?.propertiesRead ?? 0)
         let source = try SourceView(of: self)
         let aside = objectsSetAside(of: entity, source: source)
-        @inline(__always) func passes(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
-            if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
-        }
         var matches: [FetchMatch] = []
         var fromStream = 0
-        try persistentStoreCoordinator.forEachStored(of: entity, in: ordered.plan) { record throws(StrataError) -> Bool in
-            let id = record.id
+        func take(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
             guard !aside.contains(id) else { return true }
             if let object = registry[id] {
                 guard !object.flags.contains(.invalidated) else { return true }
-                if object.flags.contains(.fault) { fill(object, try record.snapshot()) }
+                if object.flags.contains(.fault) { fill(object, try row.snapshot()) }
                 guard try evaluation.matches(object) else { return true }
                 matches.append(.registered(object))
             } else {
-                let row = SourceRow.stored(record)
-                guard try passes(id, row) else { return true }
+                let passes = if let compiled { try row.passes(compiled, fields: &fields) } else { try evaluation.matches(id, row) }
+                guard passes else { return true }
                 matches.append(.unregistered(id, row.kept()))
             }
             fromStream += 1
             return fromStream < wanted
         }
+        guard try stream(wanted + aside.count, take) else { return nil }
         try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation, includesPending: true) { matches.append($0) }
         // The stream alone is in order already (ties in the index's order).
         var page = matches.count == fromStream ? matches[...] : try sorted(matches, by: request.sortDescriptors)[...]
@@ -860,6 +876,61 @@ extension ManagedObjectContext {
 }
 
 extension ManagedObjectContext {
+    /// The request's page from a store other than the log store that reads
+    /// in the request's order (``PersistentStoreCoordinator/forEachStoredRow(of:matching:orderedBy:expecting:_:)``),
+    /// as ``firstInOrder(of:_:)`` reads it from an index: the store's
+    /// objects in order until offset + limit matched, the objects this
+    /// context and the levels above changed judged as they see them, then
+    /// sorted in if any matched. Nil where the store cannot, or the request
+    /// is not one it can serve: no limit, an order by a comparator or an
+    /// object, or a predicate that does not translate.
+    private func firstInStoreOrder<Result: ManagedObject>(of request: FetchRequest<Result>) throws(StrataError) -> ArraySlice<FetchMatch>? {
+        let coordinator = persistentStoreCoordinator
+        guard !coordinator.storeReadsIndexes, request.fetchLimit > 0, request.includesPendingChanges,
+              !request.sortDescriptors.isEmpty else { return nil }
+        let entity = try request.entity(in: model)
+        guard let keys = ResultsOrder(sorting: request.sortDescriptors, entity: entity)?.storeSortKeys else { return nil }
+        var test: ValueTest?
+        if let predicate = request.predicate {
+            guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
+            test = compiled
+        }
+        let narrowing = test.flatMap(StorePredicate.init)
+        return try firstInOrder(of: request, test: test) { (expecting, take) throws(StrataError) -> Bool in
+            try coordinator.forEachStoredRow(of: entity, matching: narrowing, orderedBy: keys, expecting: expecting, take) != nil
+        }
+    }
+
+    /// How many objects `request` describes (before its offset and limit),
+    /// counted by a store other than the log store: the stored objects it
+    /// counts as passing, less those of them this context and the levels
+    /// above changed, plus those of these and this context's inserts that
+    /// match as it sees them. Nil where the store cannot count exactly by
+    /// the request's predicate, or reads indexes (the log store: counts
+    /// are made from its entries).
+    private func countedByStore<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> Int? {
+        let coordinator = persistentStoreCoordinator
+        guard !coordinator.storeReadsIndexes, request.includesPendingChanges else { return nil }
+        let entity = try request.entity(in: model)
+        var test: ValueTest?
+        var narrowing: StorePredicate?
+        if let predicate = request.predicate {
+            guard let compiled = ValueTest.compile(predicate, entity: entity), let translated = StorePredicate(compiled) else { return nil }
+            (test, narrowing) = (compiled, translated)
+        }
+        guard var count = try coordinator.storedCount(of: entity, matching: narrowing) else { return nil }
+        let source = try SourceView(of: self)
+        let aside = objectsSetAside(of: entity, source: source)
+        if !aside.isEmpty {
+            for stored in try coordinator.storedSnapshots(Array(aside)) {
+                if let stored, test?.evaluate(stored.values) ?? true { count -= 1 }
+            }
+        }
+        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: test)
+        try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation, includesPending: true) { _ in count += 1 }
+        return count
+    }
+
     /// The objects of `entity` whose index entries a read of the index
     /// must not take at their word, judged instead on the values this
     /// context sees (``forEachMatchSetAside(_:of:source:evaluation:includesPending:_:)``):

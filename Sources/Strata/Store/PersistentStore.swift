@@ -36,6 +36,26 @@ public protocol PersistentStore: AnyObject, Sendable {
         _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
     ) throws(StrataError) -> Bool
 
+    /// Calls `body` with the stored objects of `entity` that may pass
+    /// `predicate` (all when nil) in `order` — each key's attribute values
+    /// in Swift's order (``PropertyValue/compare(_:_:)``: `nil` first,
+    /// `NaN` last), reversed for a descending key, ties by primary key,
+    /// ascending — at one state of the store, until it returns false: a
+    /// fetch with a sort and a limit reads its page, not every object.
+    /// `expecting` says how many the caller will probably take (a first
+    /// page's size). Returns whether every object it gave passes, or nil —
+    /// calling `body` never — when it cannot read in that order (the
+    /// default: the coordinator then reads every object and sorts them).
+    func forEachStored(
+        of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
+        _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool?
+
+    /// How many stored objects of `entity` pass `predicate` (all when nil),
+    /// counted by the store; nil when it cannot count exactly by that
+    /// predicate (the default: the coordinator counts the objects it reads).
+    func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int?
+
     /// The stored objects holding each of `keys` in the attributes of the
     /// uniqueness constraint `constraint` of `entity`, in the order of `keys`.
     func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]]
@@ -69,10 +89,31 @@ public protocol PersistentStore: AnyObject, Sendable {
 
 @_spi(StoreImplementation)
 extension PersistentStore {
+    public func forEachStored(
+        of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
+        _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool? { nil }
+
+    public func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? { nil }
+
     public func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
         passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)? { nil }
+}
+
+/// One key of the order a store reads objects in
+/// (``PersistentStore/forEachStored(of:matching:orderedBy:expecting:_:)``).
+@_spi(StoreImplementation)
+public struct StoreSortKey: Sendable, Hashable {
+    /// The attribute, by its index among the entity's properties.
+    public var property: Int
+    public var descending: Bool
+
+    public init(property: Int, descending: Bool) {
+        self.property = property
+        self.descending = descending
+    }
 }
 
 /// A store's delivery of its transactions (``PersistentStore/followTransactions(after:deliver:onError:)``).

@@ -13,10 +13,10 @@ import PostgresNIO
 ///   not made at all;
 /// - a date is kept to the microsecond: against a constant that is not,
 ///   `<` and `>` become `<=` and `>=`, and `!=` is not made;
-/// - strings are equal in Swift by canonical equivalence: both sides are
-///   put in NFC (`normalize`) for `=`, `!=`, `IN` and a prefix; an order
-///   between strings is not made (Swift's and the bytes' orders differ
-///   outside NFC);
+/// - strings are equal in Swift by canonical equivalence, and ordered by
+///   their canonical compositions' scalars: both sides are put in NFC
+///   (`normalize`), and compared byte by byte (`COLLATE "C"`: UTF-8's
+///   byte order is its scalars' order);
 /// - an order between Booleans (or UUIDs) never holds in Swift, and does
 ///   in PostgreSQL: such a comparison is `FALSE`;
 /// - SQL's nulls make a comparison unknown: every leaf is written so it is
@@ -140,10 +140,12 @@ struct SQLPredicate {
             bindings.append(date)
             right = "$\(bindings.count)::timestamp with time zone"
         case (.string, .string(let string)):
-            guard comparison == .equal || comparison == .notEqual, !string.utf8.contains(0) else { return .everything }
+            guard !string.utf8.contains(0) else { return .everything }
+            // In NFC and compared byte by byte (`COLLATE "C"`, as the columns
+            // are): the order of the canonical composition's scalars, Swift's.
             left = "normalize(\(column), NFC)"
             bindings.append(string)
-            right = "normalize($\(bindings.count)::text, NFC)"
+            right = "(normalize($\(bindings.count)::text, NFC) COLLATE \"C\")"
         case (.integer16, .integer(let i)), (.integer32, .integer(let i)), (.integer64, .integer(let i)):
             left = column
             bindings.append(i)

@@ -111,6 +111,7 @@ final class PostgresStore: Sendable {
             bindings.append(after)
             bindings.append(Int64(self.scanPageSize))
             let rows = try session.query(PostgresQuery(unsafeSQL: page.sql, binds: bindings), action)
+            self.scannedRows.add(rows.count, ordering: .relaxed)
             return try StoredRows.decode(rows, of: entity, layout: layout, in: self.model, action)
         }
         let first = try pool.withSession { (session) throws(StrataError) in try readPage(session, 0) }
@@ -147,9 +148,7 @@ final class PostgresStore: Sendable {
     private func pageQuery(
         _ entity: EntityDescription, matching predicate: StorePredicate?
     ) throws(StrataError) -> (page: (sql: String, bindings: PostgresBindings), isExact: Bool, layout: StoreSchema.EntityLayout) {
-        guard let layout = schema.layouts[entity.name] else {
-            throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
-        }
+        let layout = try self.layout(of: entity)
         var bindings = PostgresBindings()
         let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
             ?? SQLPredicate(sql: "TRUE", isExact: true)
@@ -159,6 +158,14 @@ final class PostgresStore: Sendable {
             ORDER BY \(id) LIMIT $\(bindings.count + 2)
             """
         return ((sql, bindings), clause.isExact, layout)
+    }
+
+    /// Where `entity`'s objects are kept; throws for an entity of another model.
+    func layout(of entity: EntityDescription) throws(StrataError) -> StoreSchema.EntityLayout {
+        guard let layout = schema.layouts[entity.name] else {
+            throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
+        }
+        return layout
     }
 
     /// The stored objects of `entity` holding each of `keys` in the
@@ -266,6 +273,9 @@ final class PostgresStore: Sendable {
     /// How many times the history was read (tests pin that a process's
     /// own saves cost its following no read).
     let historyReads = Atomic<Int>(0)
+    /// How many objects scans, ordered or not, read (tests pin that a
+    /// fetch of a page reads the page).
+    let scannedRows = Atomic<Int>(0)
 
     /// The transactions numbered after `number`, oldest first, at most `limit`.
     func transactions(after number: UInt64, limit: Int = 1_000) throws(StrataError) -> [StoredTransaction] {
@@ -283,7 +293,7 @@ final class PostgresStore: Sendable {
     }
 
     /// Runs `body` in a read-only transaction at one snapshot of the database.
-    private func reading<T>(_ action: String, _ body: (PostgresSession) throws(StrataError) -> T) throws(StrataError) -> T {
+    func reading<T>(_ action: String, _ body: (PostgresSession) throws(StrataError) -> T) throws(StrataError) -> T {
         try pool.withSession { (session) throws(StrataError) in
             try session.transaction(action, beginning: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { () throws(StrataError) in
                 try body(session)

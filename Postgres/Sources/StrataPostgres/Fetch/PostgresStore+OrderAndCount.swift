@@ -1,0 +1,117 @@
+@_spi(StoreImplementation) import Strata
+import PostgresNIO
+
+/// A fetch's page in its sort order, and a count, as PostgreSQL answers
+/// them: `ORDER BY … LIMIT`, `count(*)` — so the twenty most visited of a
+/// million rows are twenty rows read, not a million read and sorted in
+/// Swift, and a count reads no row.
+extension PostgresStore {
+    /// Calls `body` with the stored objects of `entity` that may pass
+    /// `predicate`, in `order` (Swift's order of each key's values — nil
+    /// first, NaN last, strings by their canonical composition's scalars —
+    /// reversed for a descending key, ties by primary key), until it
+    /// returns false. The first page, of `expecting` objects, is one
+    /// statement; where the caller wants more, the pages are read again
+    /// from the start in one `REPEATABLE READ` transaction, so every
+    /// object comes from one state of the database. Nil where a key's
+    /// attribute has no order PostgreSQL gives as Swift's.
+    func forEachStored(
+        of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
+        _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool? {
+        guard let (query, isExact, layout) = try orderedQuery(entity, matching: predicate, orderedBy: order) else { return nil }
+        let action = "reading \(entity.name) objects in order"
+        let readPage = { (session: PostgresSession, offset: Int, limit: Int) throws(StrataError) -> [(ObjectID, StoredSnapshot)] in
+            var bindings = query.bindings
+            bindings.append(Int64(limit))
+            bindings.append(Int64(offset))
+            let rows = try session.query(PostgresQuery(unsafeSQL: query.sql, binds: bindings), action)
+            self.scannedRows.add(rows.count, ordering: .relaxed)
+            return try StoredRows.decode(rows, of: entity, layout: layout, in: self.model, action)
+        }
+        let firstSize = max(1, min(expecting, scanPageSize))
+        let first = try pool.withSession { (session) throws(StrataError) in try readPage(session, 0, firstSize) }
+        for (id, row) in first {
+            guard try body(id, row) else { return isExact }
+        }
+        guard first.count == firstSize else { return isExact }
+        // More wanted than the first page held: all of it again, at one state.
+        try reading(action) { (session) throws(StrataError) in
+            var offset = 0, size = firstSize, skip = first.count
+            while true {
+                let rows = try readPage(session, offset, size)
+                for (id, row) in rows.dropFirst(skip) {
+                    guard try body(id, row) else { return }
+                }
+                guard rows.count == size else { return }
+                (offset, skip, size) = (offset + size, 0, scanPageSize)
+            }
+        }
+        return isExact
+    }
+
+    /// How many stored objects of `entity` pass `predicate`: one
+    /// `count(*)`, or nil where the predicate does not translate exactly.
+    func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? {
+        guard let (query, isExact) = try countQuery(entity, matching: predicate), isExact else { return nil }
+        let action = "counting \(entity.name) objects"
+        let rows = try pool.withSession { (session) throws(StrataError) in
+            try session.query(PostgresQuery(unsafeSQL: query.sql, binds: query.bindings), action)
+        }
+        guard let row = rows.first, let count = try? row.decode(Int64.self) else {
+            throw StrataError(code: .storage, message: "PostgreSQL answered \(action) with no number")
+        }
+        return Int(count)
+    }
+
+    /// The statement a fetch in `order` sends for each page (its limit and
+    /// offset the last two parameters), as `explain` shows it; nil where
+    /// the order is not one PostgreSQL gives.
+    func explain(_ entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]) throws(StrataError) -> String? {
+        guard let (query, isExact, _) = try orderedQuery(entity, matching: predicate, orderedBy: order) else { return nil }
+        return query.sql + (isExact ? "" : " -- then judged in Swift")
+    }
+
+    private func orderedQuery(
+        _ entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]
+    ) throws(StrataError) -> (query: (sql: String, bindings: PostgresBindings), isExact: Bool, layout: StoreSchema.EntityLayout)? {
+        let layout = try self.layout(of: entity)
+        var keys: [String] = []
+        for key in order {
+            guard case .column(let name) = layout.properties[key.property],
+                  case .attribute(let attribute) = entity.properties[key.property] else { return nil }
+            let column = "t." + SQLIdentifier.quoted(name)
+            let value: String
+            switch attribute.type {
+            // Integers and dates in their order; a double's NaN above every number, as Swift's order puts it last.
+            case .integer16, .integer32, .integer64, .double, .date: value = column
+            // Text columns are `COLLATE "C"`: the UTF-8 bytes of the canonical composition, the order of its scalars.
+            case .string: value = "normalize(\(column), NFC)"
+            default: return nil
+            }
+            // Swift puts nil first, PostgreSQL's default last: said where a
+            // column may hold one (a column that cannot reads its index either way).
+            let nulls = attribute.isOptional ? (key.descending ? " NULLS LAST" : " NULLS FIRST") : ""
+            keys.append(value + (key.descending ? " DESC" : " ASC") + nulls)
+        }
+        var bindings = PostgresBindings()
+        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
+            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        keys.append("t." + SQLIdentifier.quoted(StoreSchema.idColumn) + " ASC")
+        let sql = """
+            \(StoredRows.select(entity, layout: layout)) WHERE \(clause.sql) \
+            ORDER BY \(keys.joined(separator: ", ")) LIMIT $\(bindings.count + 1) OFFSET $\(bindings.count + 2)
+            """
+        return ((sql, bindings), clause.isExact, layout)
+    }
+
+    private func countQuery(
+        _ entity: EntityDescription, matching predicate: StorePredicate?
+    ) throws(StrataError) -> (query: (sql: String, bindings: PostgresBindings), isExact: Bool)? {
+        let layout = try self.layout(of: entity)
+        var bindings = PostgresBindings()
+        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
+            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        return (("SELECT count(*)::bigint FROM \(SQLIdentifier.quoted(layout.table)) t WHERE \(clause.sql)", bindings), clause.isExact)
+    }
+}
