@@ -84,6 +84,12 @@ final class DictionaryStore: PersistentStore {
         return true
     }
 
+    func statement(of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?) throws(StrataError) -> String? {
+        guard let order else { return "every \(entity.name)" + (predicate == nil ? "" : " that may pass") }
+        guard ordersAndCounts else { return nil }
+        return "every \(entity.name) in the order " + order.map { "\(entity.properties[$0.property].name)\($0.descending ? " DESC" : "")" }.joined(separator: ", ")
+    }
+
     func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? {
         guard ordersAndCounts else { return nil }
         counts.add(1, ordering: .relaxed)
@@ -443,6 +449,10 @@ final class DictionaryStore: PersistentStore {
                     #expect(found == whole, "\(found) against \(whole)")
                 }
             }
+            // explain says which: the store's order, or a sort in memory.
+            let plan = try parent.performAndWait { try parent.explain(top).description }
+            #expect(plan == (ordersAndCounts ? "SCAN Recipe VIA every Recipe in the order servings DESC"
+                                             : "SCAN Recipe VIA every Recipe, THEN SORT IN MEMORY BY servings DESC"), "\(plan)")
             // The object moved in from the bottom leads; the insert is third.
             let changedTop = try page(top, in: child).page
             #expect(changedTop[2] == "Made" && changedTop.count == 10)

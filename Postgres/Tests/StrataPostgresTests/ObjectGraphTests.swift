@@ -176,6 +176,15 @@ struct ObjectGraphTests {
             }
         }
         try check(parent, "saved", readsAtMost: 20)
+        // explain shows the statement: in the page's order, or sorted in memory after.
+        try parent.performAndWait {
+            let plan = try parent.explain(top).description
+            #expect(plan.contains(#"ORDER BY t."visits" DESC, t."strata_id" ASC LIMIT $1 OFFSET $2"#) && !plan.contains("IN MEMORY"), "\(plan)")
+            var localized = FetchRequest<Note>(sortBy: [SortDescriptor(\.title, comparator: .lexical)])
+            localized.fetchLimit = 20
+            let sorted = try parent.explain(localized).description
+            #expect(sorted.contains(#"ORDER BY t."strata_id" LIMIT"#) && sorted.hasSuffix("THEN SORT IN MEMORY BY title"), "\(sorted)")
+        }
         let child = ManagedObjectContext(.privateQueue, parent: parent)
         try parent.performAndWait {
             let all = try parent.fetch(FetchRequest<Note>(sortBy: [SortDescriptor(\.visits, order: .reverse)]))

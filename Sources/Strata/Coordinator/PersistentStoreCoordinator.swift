@@ -566,6 +566,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return try external.store.count(of: entity, matching: narrowing)
     }
 
+    /// The statement a store other than the log store sends for a read of
+    /// `entity` narrowed by `narrowing`, in `order` when given (see
+    /// ``PersistentStore/statement(of:matching:orderedBy:)``); nil on the log store.
+    func storeStatement(of entity: EntityDescription, matching narrowing: StorePredicate?, orderedBy order: [StoreSortKey]?) throws(StrataError) -> String? {
+        guard let external = externalStore else { return nil }
+        return try external.store.statement(of: entity, matching: narrowing, orderedBy: order)
+    }
+
     /// Whether the store reads an index's key ranges (Strata's log store):
     /// a fetch on another store is planned as a scan, which the store may
     /// narrow.

@@ -193,7 +193,9 @@ extension ManagedObjectContext {
     /// predicate is evaluated by Foundation on each candidate (it does not
     /// translate, so no index can serve it); and whether its matches are
     /// sorted in memory (`THEN SORT IN MEMORY`) or read in order from an
-    /// index (`ORDER BY`).
+    /// index (`ORDER BY`). On PostgreSQL, the statement sent (`VIA SELECT …`,
+    /// its constants as parameters, `-- then judged in Swift` where the
+    /// clause does not decide alone).
     ///
     /// ```swift
     /// let plan = try context.explain(FetchRequest<Item>(predicate: #Predicate { $0.remoteID == 42 }))
@@ -204,8 +206,22 @@ extension ManagedObjectContext {
         let entity = try request.entity(in: model)
         let test = request.predicate.flatMap { ValueTest.compile($0, entity: entity) }
         var plan = persistentStoreCoordinator.storeReadsIndexes ? QueryPlanner.plan(test, entity: entity) : .scan(entity)
+        var sortedByStore = false
+        if !persistentStoreCoordinator.storeReadsIndexes {
+            // Another store: the statement it sends, in the request's order
+            // where a page of it is read in that order (``firstInStoreOrder(of:)``).
+            let narrowing = test.flatMap(StorePredicate.init)
+            let order = request.fetchLimit > 0 && request.includesPendingChanges && !request.sortDescriptors.isEmpty
+                ? ResultsOrder(sorting: request.sortDescriptors, entity: entity)?.storeSortKeys : nil
+            if let order, let statement = try persistentStoreCoordinator.storeStatement(of: entity, matching: narrowing, orderedBy: order) {
+                plan = plan.saying(" VIA " + statement)
+                sortedByStore = true
+            } else if let statement = try persistentStoreCoordinator.storeStatement(of: entity, matching: narrowing, orderedBy: nil) {
+                plan = plan.saying(" VIA " + statement)
+            }
+        }
         if request.predicate != nil && test == nil { plan = plan.saying(" (the predicate is evaluated by Foundation on each object)") }
-        if !request.sortDescriptors.isEmpty {
+        if !request.sortDescriptors.isEmpty && !sortedByStore {
             let names = request.sortDescriptors.map { descriptor in
                 let name = descriptor.keyPath.flatMap { PropertyProbe.property(read: $0, entity: entity) }.map { entity.properties[$0.index].name }
                 return (name ?? "a comparator") + (descriptor.order == .reverse ? " DESC" : "")

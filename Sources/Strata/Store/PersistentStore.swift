@@ -56,6 +56,13 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// predicate (the default: the coordinator counts the objects it reads).
     func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int?
 
+    /// The statement the store sends for a read of `entity`'s objects that
+    /// may pass `predicate`, in `order` when given (nil: primary-key
+    /// order), as a fetch's `explain` shows it; nil when it has none to
+    /// show, or cannot read in that order (the default). Never shows a
+    /// constant: they are the statement's parameters.
+    func statement(of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?) throws(StrataError) -> String?
+
     /// The stored objects holding each of `keys` in the attributes of the
     /// uniqueness constraint `constraint` of `entity`, in the order of `keys`.
     func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]]
@@ -95,6 +102,10 @@ extension PersistentStore {
     ) throws(StrataError) -> Bool? { nil }
 
     public func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? { nil }
+
+    public func statement(
+        of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?
+    ) throws(StrataError) -> String? { nil }
 
     public func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,

@@ -11,6 +11,15 @@ extension PostgresStore: PersistentStore {
         }
     }
 
+    /// The page statement of a scan, or of a read in `order`, as `explain`
+    /// shows it (nil for an order PostgreSQL does not give as Swift does).
+    func statement(
+        of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?
+    ) throws(StrataError) -> String? {
+        guard let order else { return try explain(entity, matching: predicate) }
+        return try explain(entity, matching: predicate, orderedBy: order)
+    }
+
     /// Follows the history every process's saves write (when this store
     /// records it), from `after` or the newest transaction now, through a
     /// ``PostgresChangeFollower`` of its own connection.
