@@ -20,8 +20,11 @@ final class DictionaryStore: PersistentStore {
     let rowsGiven = Atomic<Int>(0)
     let counts = Atomic<Int>(0)
     /// Whether it reads in an order and counts (as PostgreSQL does), or
-    /// leaves both to the coordinator (the protocol's defaults).
+    /// leaves both to the coordinator (the protocol's defaults); and
+    /// whether it declines for now (a test's other answer).
     let ordersAndCounts: Bool
+    let declines = Atomic<Bool>(false)
+    private var computes: Bool { ordersAndCounts && !declines.load(ordering: .relaxed) }
 
     init(ordersAndCounts: Bool = true) {
         self.ordersAndCounts = ordersAndCounts
@@ -63,7 +66,7 @@ final class DictionaryStore: PersistentStore {
         of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
         _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
     ) throws(StrataError) -> Bool? {
-        guard ordersAndCounts else { return nil }
+        guard computes else { return nil }
         let rows = try open { (state) throws(StrataError) in
             (state.objects[ObjectIdentifier(entity)] ?? [:]).filter { predicate?.evaluate($0.value.values) ?? true }
         }.sorted { a, b in
@@ -86,12 +89,53 @@ final class DictionaryStore: PersistentStore {
 
     func statement(of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?) throws(StrataError) -> String? {
         guard let order else { return "every \(entity.name)" + (predicate == nil ? "" : " that may pass") }
-        guard ordersAndCounts else { return nil }
+        guard computes else { return nil }
         return "every \(entity.name) in the order " + order.map { "\(entity.properties[$0.property].name)\($0.descending ? " DESC" : "")" }.joined(separator: ", ")
     }
 
+    func aggregates(
+        of entity: EntityDescription, matching predicate: StorePredicate?, groupedBy properties: [Int],
+        computing columns: [StoreAggregate], excluding: [ObjectID]
+    ) throws(StrataError) -> [StoreGroup]? {
+        guard computes else { return nil }
+        counts.add(1, ordering: .relaxed)
+        let left = Set(excluding.map(\.storedPrimaryKey))
+        let rows = try open { (state) throws(StrataError) in state.objects[ObjectIdentifier(entity)] ?? [:] }
+        var groups: [[PropertyValue]: [[PropertyValue]]] = properties.isEmpty ? [[]: []] : [:]
+        for (key, row) in rows where !left.contains(key) && (predicate?.evaluate(row.values) ?? true) {
+            groups[properties.map { row.values[$0] }, default: []].append(row.values)
+        }
+        return groups.map { key, members in
+            StoreGroup(values: key, results: columns.map { column in
+                switch column {
+                case .count:
+                    return StoreGroup.Result(value: .integer(Int64(members.count)), values: members.count)
+                case .sum(let p):
+                    let held = members.map { $0[p] }.filter { $0 != .null }
+                    var sum: PropertyValue = .null
+                    for value in held {
+                        switch (sum, value) {
+                        case (.null, _): sum = value
+                        case (.integer(let a), .integer(let b)): sum = .integer(a + b)
+                        case (.double(let a), .double(let b)): sum = .double(a + b)
+                        default: break
+                        }
+                    }
+                    return StoreGroup.Result(value: sum, values: held.count)
+                case .minimum(let p), .maximum(let p):
+                    let held = members.map { $0[p] }.filter { $0 != .null }
+                    let isMinimum = if case .minimum = column { true } else { false }
+                    let extreme = held.dropFirst().reduce(held.first ?? .null) { best, value in
+                        (isMinimum ? PropertyValue.precedes(value, best) : PropertyValue.precedes(best, value)) ? value : best
+                    }
+                    return StoreGroup.Result(value: extreme, values: held.count)
+                }
+            })
+        }
+    }
+
     func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? {
-        guard ordersAndCounts else { return nil }
+        guard computes else { return nil }
         counts.add(1, ordering: .relaxed)
         return try open { (state) throws(StrataError) in
             (state.objects[ObjectIdentifier(entity)] ?? [:]).values.count { predicate?.evaluate($0.values) ?? true }
@@ -507,6 +551,66 @@ final class DictionaryStore: PersistentStore {
             let made = Recipe(context: child)
             made.name = "R1y"
             made.servings = 8
+        }
+        try check(child, "changes in the child and its parent")
+    }
+
+    /// Groups and aggregates (a dictionary fetch) are the store's, with the
+    /// objects this context and its parent changed left out of them and
+    /// judged as they see them: no object read, and the results those of
+    /// the objects read and judged here.
+    @Test func aggregatesAreTheStoresCorrectedForChanges() throws {
+        let (coordinator, store) = try coordinator()
+        let parent = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try parent.performAndWait {
+            for i in 0..<120 {
+                let recipe = Recipe(context: parent)
+                recipe.name = ["Ré", "Re\u{301}", "Soup", "Stew"][i % 4]
+                recipe.servings = i % 7
+                recipe.vegetarian = i % 3 == 0
+            }
+            try parent.save()
+        }
+        let child = ManagedObjectContext(.privateQueue, parent: parent)
+        let requests = [
+            DictionaryFetchRequest<Recipe>(propertiesToFetch: ["servings", .count()], groupBy: ["servings"]),
+            DictionaryFetchRequest<Recipe>(predicate: #Predicate { $0.servings > 2 }, propertiesToFetch: ["name", "vegetarian", .count(as: "n")],
+                                           groupBy: ["name", "vegetarian"]),
+            DictionaryFetchRequest<Recipe>(propertiesToFetch: ["name", .count(), .sum("servings"), .average("servings"), .min("rating"),
+                                                               .max("servings"), .sum("rating")], groupBy: ["name"]),
+            DictionaryFetchRequest<Recipe>(predicate: #Predicate { $0.vegetarian }, propertiesToFetch: [.count(), .sum("servings"), .max("name")]),
+        ]
+        func check(_ context: ManagedObjectContext, _ label: String) throws {
+            try context.performAndWait {
+                for request in requests {
+                    let (counts, given) = (store.counts.load(ordering: .relaxed), store.rowsGiven.load(ordering: .relaxed))
+                    let rows = try context.fetch(request)
+                    #expect(store.counts.load(ordering: .relaxed) == counts + 1, "\(label): counted by the store")
+                    #expect(store.rowsGiven.load(ordering: .relaxed) == given, "\(label): no object read")
+                    // As the general path (the objects read and judged here) makes them.
+                    store.declines.store(true, ordering: .relaxed)
+                    let general = try context.fetch(request)
+                    store.declines.store(false, ordering: .relaxed)
+                    #expect(Set(rows) == Set(general), "\(label): \(rows) against \(general)")
+                    #expect(!rows.isEmpty)
+                }
+            }
+        }
+        try check(parent, "saved")
+        try parent.performAndWait {
+            let all = try parent.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.name), SortDescriptor(\.servings)]))
+            all[0].servings = 6
+            all[10].name = "Soup"
+            parent.delete(all[20])
+            let made = Recipe(context: parent)
+            made.name = "New"
+            made.servings = 3
+        }
+        try check(parent, "changes in the context")
+        try child.performAndWait {
+            let all = try child.fetch(FetchRequest<Recipe>(sortBy: [SortDescriptor(\.name), SortDescriptor(\.servings)]))
+            all[30].vegetarian.toggle()
+            child.delete(all[31])
         }
         try check(child, "changes in the child and its parent")
     }

@@ -4,8 +4,9 @@ import Strata
 import StrataPostgres
 
 /// The list pages an app shows, among `objects` stored entries with their
-/// indexes: the 20 with the highest count, the 20 after a title, and a
-/// count — a context's `fetch` with a sort and a limit, and `count(for:)`
+/// indexes: the 20 with the highest count, the 20 after a title, a count,
+/// and a count and sum per batch — a context's `fetch` with a sort and a
+/// limit, `count(for:)` and a `DictionaryFetchRequest`
 /// (a fresh context per 20 pages, as request handlers make them), beside
 /// postgres-nio's prepared statements answering the same from the same
 /// table.
@@ -44,6 +45,13 @@ enum Pages {
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int64.self) }
     }
 
+    struct PerBatch: PostgresPreparedStatement {
+        static let sql = #"SELECT batch, count(*)::bigint, sum(count)::text FROM "Entry" GROUP BY batch"#
+        typealias Row = (Int64, Int64, String)
+        func makeBindings() -> PostgresBindings { PostgresBindings() }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
     static func run(_ server: Server, objects: Int, pages: Int) async throws {
         let database = try await server.freshDatabase("bench_pages")
         let container = try PersistentContainer(
@@ -56,6 +64,7 @@ enum Pages {
                     entry.key = "key-\(n)"
                     entry.title = BenchModel.title(n) + " \(n)"
                     entry.count = (n &* 7_919) % 100_003
+                    entry.batch = n % 100
                     entry.stamp = Date()
                 }
             }
@@ -88,6 +97,10 @@ enum Pages {
                     try timed("count", into: &strata) {
                         _ = try context.count(for: FetchRequest<Entry>(predicate: #Predicate { $0.count >= least }))
                     }
+                    try timed("groups", into: &strata) {
+                        let rows = try context.fetch(DictionaryFetchRequest<Entry>(propertiesToFetch: ["batch", .count(), .sum("count")], groupBy: ["batch"]))
+                        guard rows.count == min(100, objects) else { throw BenchError("groups: \(rows.count)") }
+                    }
                 }
             }
             for i in round..<min(pages, round + 20) {
@@ -104,13 +117,18 @@ enum Pages {
                 began = DispatchTime.now().uptimeNanoseconds
                 for try await _ in try await connection.execute(Count(least: (i * 977) % 100_003), logger: Server.logger) {}
                 nio["count", default: []].append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e6)
+                began = DispatchTime.now().uptimeNanoseconds
+                rows = 0
+                for try await _ in try await connection.execute(PerBatch(), logger: Server.logger) { rows += 1 }
+                guard rows == min(100, objects) else { throw BenchError("per batch: \(rows) rows") }
+                nio["groups", default: []].append(Double(DispatchTime.now().uptimeNanoseconds - began) / 1e6)
             }
         }
         try await connection.close()
         print("\nList pages among \(objects) objects with their indexes (\(pages) of each, a fresh context per 20, alternating rounds of 20)")
         print("| | Strata p50 ms | p99 ms | postgres-nio p50 ms | p99 ms | Strata / postgres-nio (p50) |")
         print("|---|---|---|---|---|---|")
-        for (name, label) in [("top", "the 20 with the highest count"), ("after", "the 20 after a title, by title"), ("count", "a count of those with count ≥ x")] {
+        for (name, label) in [("top", "the 20 with the highest count"), ("after", "the 20 after a title, by title"), ("count", "a count of those with count ≥ x"), ("groups", "a count and a sum per batch (100 groups)")] {
             let s = strata[name]!, n = nio[name]!
             print("| \(label) | \(fixed(s.percentile(0.5), 3)) | \(fixed(s.percentile(0.99), 3)) | \(fixed(n.percentile(0.5), 3)) | \(fixed(n.percentile(0.99), 3)) | \(fixed(s.percentile(0.5) / n.percentile(0.5), 2))× |")
         }

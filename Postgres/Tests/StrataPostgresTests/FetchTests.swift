@@ -142,6 +142,70 @@ struct FetchTests {
             let counted = try store.count(of: entity, matching: predicate)
             if let counted { #expect(counted == swift.count) } else { #expect(predicate != nil) }
         }
+        // Groups and aggregates, other objects left out: as Swift groups, sums and orders the values.
+        let groupable = ["title", "visits", "rating", "pinned", "added", "remoteID"].map { names.firstIndex(of: $0)! }
+        let (score, added, rating) = (names.firstIndex(of: "score")!, names.firstIndex(of: "added")!, names.firstIndex(of: "rating")!)
+        let columns: [StoreAggregate] = [.count, .sum(property: visits), .sum(property: score), .minimum(property: title),
+                                         .maximum(property: added), .minimum(property: score), .maximum(property: rating)]
+        func swiftResults(_ members: [[PropertyValue]]) -> [StoreGroup.Result] {
+            columns.map { column in
+                switch column {
+                case .count: return StoreGroup.Result(value: .integer(Int64(members.count)), values: members.count)
+                case .sum(let p):
+                    let held = members.map { $0[p] }.filter { $0 != .null }
+                    var sum: PropertyValue = .null
+                    if case .integer = held.first {
+                        // Exact, as the sum of an integer attribute is: an Int64 if it fits.
+                        let exact = held.reduce(Int128(0)) { total, value in if case .integer(let x) = value { total + Int128(x) } else { total } }
+                        sum = Int64(exactly: exact).map(PropertyValue.integer) ?? .double(Double(exact))
+                    } else if !held.isEmpty {
+                        sum = .double(held.reduce(0.0) { total, value in if case .double(let x) = value { total + x } else { total } })
+                    }
+                    return StoreGroup.Result(value: sum, values: held.count)
+                case .minimum(let p), .maximum(let p):
+                    let held = members.map { $0[p] }.filter { $0 != .null }
+                    let isMinimum = if case .minimum = column { true } else { false }
+                    let extreme = held.isEmpty ? .null : held.dropFirst().reduce(held[0]) { best, value in
+                        let order = Self.swiftOrder(value, best)
+                        return (isMinimum ? order == .orderedAscending : order == .orderedDescending) ? value : best
+                    }
+                    return StoreGroup.Result(value: extreme, values: held.count)
+                }
+            }
+        }
+        func alike(_ a: StoreGroup.Result, _ b: StoreGroup.Result) -> Bool {
+            guard a.values == b.values else { return false }
+            switch (a.value, b.value) {
+            case (.double(let x), .double(let y)):
+                return (x.isNaN && y.isNaN) || x == y || abs(x - y) <= 1e-9 * max(abs(x), abs(y))
+            case (.double(let x), .integer(let y)), (.integer(let y), .double(let x)):
+                return Double(y) == x  // an integer sum past 64 bits, as a double
+            default:
+                return a.value == b.value
+            }
+        }
+        for _ in 0..<30 {
+            let grouping = Array(groupable.shuffled(using: &random).prefix(Int.random(in: 0...2, using: &random)))
+            let predicate = predicates.prefix(2).randomElement(using: &random)!
+            let excluded = Set(stored.map(\.id).shuffled(using: &random).prefix(Int.random(in: 0...20, using: &random)))
+            var swift: [[PropertyValue]: [[PropertyValue]]] = grouping.isEmpty ? [[]: []] : [:]
+            for (id, row) in stored where !excluded.contains(id) && (predicate?.evaluate(row.values) ?? true) {
+                swift[grouping.map { row.values[$0] }, default: []].append(row.values)
+            }
+            let groups = try #require(try store.aggregates(of: entity, matching: predicate, groupedBy: grouping, computing: columns, excluding: Array(excluded)))
+            #expect(groups.count == swift.count, "one group per combination: \(grouping)")
+            for group in groups {
+                guard let members = swift[group.values] else { Issue.record("a group Swift has not: \(group.values)"); continue }
+                let expected = swiftResults(members)
+                for (i, result) in group.results.enumerated() where !alike(result, expected[i]) {
+                    Issue.record("\(columns[i]) of \(group.values) by \(grouping): \(result) against Swift's \(expected[i])")
+                }
+            }
+        }
+        // Not grouped by PostgreSQL: a double (one group of every NaN); a predicate it does not answer exactly; a Boolean's minimum.
+        #expect(try store.aggregates(of: entity, matching: nil, groupedBy: [score], computing: [.count], excluding: []) == nil)
+        #expect(try store.aggregates(of: entity, matching: predicates[2], groupedBy: [visits], computing: [.count], excluding: []) == nil)
+        #expect(try store.aggregates(of: entity, matching: nil, groupedBy: [], computing: [.minimum(property: names.firstIndex(of: "pinned")!)], excluding: []) == nil)
         // Exact predicates are counted by PostgreSQL; a prefix, judged again in Swift, is not.
         #expect(try store.count(of: entity, matching: predicates[1]) != nil && store.count(of: entity, matching: nil) == 300)
         #expect(try store.count(of: entity, matching: predicates[2]) == nil)

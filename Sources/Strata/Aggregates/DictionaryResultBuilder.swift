@@ -69,6 +69,37 @@ final class DictionaryResultBuilder {
         for c in plan.columns.indices where plan.columns[c].function == .count { groupStates[g][c].objects += count }
     }
 
+    /// What a store computes for this plan's columns: each aggregate's
+    /// column (a grouped value's is the group's values), in the columns'
+    /// order, for ``add(_:toGroup:)``.
+    var storeColumns: [StoreAggregate] {
+        plan.columns.compactMap { column in
+            switch column.function {
+            case .count: .count
+            case .sum, .average: .sum(property: column.property!)
+            case .minimum: .minimum(property: column.property!)
+            case .maximum: .maximum(property: column.property!)
+            case .value, .relationshipCount, .objectID: nil
+            }
+        }
+    }
+
+    /// Adds a store's results for the group `key`, one per
+    /// ``storeColumns``: merged into the group's state as the matches they
+    /// were computed over would have been, one by one.
+    func add(_ results: [StoreGroup.Result], toGroup key: [PropertyValue]) throws(StrataError) {
+        let g = group(for: key)
+        var next = results.makeIterator()
+        for (c, column) in plan.columns.enumerated() {
+            guard column.function != .value, let result = next.next() else { continue }
+            if column.function == .count {
+                groupStates[g][c].objects += result.values
+            } else {
+                try accumulate(result.value, over: result.values, into: &groupStates[g][c], column)
+            }
+        }
+    }
+
     private func group(for key: [PropertyValue]) -> Int {
         if let g = groups[key] { return g }
         let g = groupKeys.count
@@ -78,7 +109,9 @@ final class DictionaryResultBuilder {
         return g
     }
 
-    private func accumulate(_ value: PropertyValue, into state: inout Aggregate, _ column: DictionaryPlan.Column) throws(StrataError) {
+    /// Takes in `value`: one match's, or what a store computed over
+    /// `count` values (their sum, or their extreme).
+    private func accumulate(_ value: PropertyValue, over count: Int = 1, into state: inout Aggregate, _ column: DictionaryPlan.Column) throws(StrataError) {
         switch (column.function, value) {
         case (_, .null):
             return
@@ -90,6 +123,10 @@ final class DictionaryResultBuilder {
             state.integerSum = overflow ? state.integerSum : sum
             state.doubleSum += Double(x)
         case (.sum, .double(let x)), (.average, .double(let x)):
+            // A store's sum of an integer attribute past 64 bits comes as a double.
+            if column.function == .sum && plan.entity.attributeTypes[column.property!] != .double {
+                throw StrataError(.invalidArgument, "the sum of \(column.key) does not fit in 64 bits")
+            }
             state.doubleSum += x
         case (.minimum, _):
             if state.values == 0 || PropertyValue.precedes(value, state.extreme) { state.extreme = value }
@@ -98,7 +135,7 @@ final class DictionaryResultBuilder {
         default:
             return
         }
-        state.values += 1
+        state.values += count
     }
 
     /// The results, ordered and paged as `request` says.

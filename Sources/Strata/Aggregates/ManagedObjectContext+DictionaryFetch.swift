@@ -27,6 +27,7 @@ extension ManagedObjectContext {
             try countGroups(matches, plan, indexPlan, into: builder)
             return builder.results(request)
         }
+        if try aggregateInStore(matches, plan, into: builder) { return builder.results(request) }
         var fields = RecordCoding.FieldOffsets(count: (plan.propertiesRead.last ?? -1) + 1)
         try forEachMatch(of: matches, rows: .lent) { match, row throws(StrataError) in
             // Not a switch over the pair: a tuple's metadata is looked up at
@@ -136,14 +137,54 @@ extension ManagedObjectContext {
             builder.add(count: run.count, toGroup: key)
         }
 
-        var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self)
-        try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation,
+        try addMatches(setAside: aside, of: request, source: source, test: nil, into: builder)
+    }
+
+    /// Adds the objects of `aside` that match `request` as this context
+    /// sees them (and, where it includes pending changes, its inserts)
+    /// to `builder`: what a count of a store's entries left out.
+    private func addMatches<Root>(
+        setAside aside: Set<ObjectID>, of request: FetchRequest<Root>, source: SourceView, test: ValueTest?, into builder: DictionaryResultBuilder
+    ) throws(StrataError) {
+        var evaluation = try PredicateEvaluation(request.predicate, entity: builder.plan.entity, context: self, test: test)
+        try forEachMatchSetAside(aside, of: builder.plan.entity, source: source, evaluation: &evaluation,
                                  includesPending: request.includesPendingChanges) { match throws(StrataError) in
             switch match {
             case .registered(let object): try builder.add(DecodedValues(id: object.objectID, values: object.values))
             case .unregistered(let id, let row): try builder.add(DecodedValues(id: id, values: try row!.snapshot().values))
             }
         }
+    }
+
+    // MARK: Aggregates in another store
+
+    /// Computes the request's groups and aggregates as a store other than
+    /// the log store computes them (``PersistentStore/aggregates(of:matching:groupedBy:computing:excluding:)``:
+    /// a `GROUP BY` on PostgreSQL), when its predicate translates and it
+    /// groups by attributes: over the stored objects but those this context
+    /// and the levels above changed (or hold stale), which are judged and
+    /// added as they see them. False, having added nothing, where the store
+    /// cannot.
+    private func aggregateInStore<Root>(
+        _ request: FetchRequest<Root>, _ plan: DictionaryPlan, into builder: DictionaryResultBuilder
+    ) throws(StrataError) -> Bool {
+        let coordinator = persistentStoreCoordinator
+        guard plan.isGrouped, !coordinator.storeReadsIndexes,
+              plan.groupProperties.allSatisfy({ plan.entity.attributeTypes[$0] != nil }) else { return false }
+        var test: ValueTest?
+        var narrowing: StorePredicate?
+        if let predicate = request.predicate {
+            guard let compiled = ValueTest.compile(predicate, entity: plan.entity), let translated = StorePredicate(compiled) else { return false }
+            (test, narrowing) = (compiled, translated)
+        }
+        let source = try SourceView(of: self)
+        let aside = objectsSetAside(of: plan.entity, source: source)
+        guard let groups = try coordinator.storedAggregates(
+            of: plan.entity, matching: narrowing, groupedBy: plan.groupProperties, computing: builder.storeColumns, excluding: Array(aside)
+        ) else { return false }
+        for group in groups { try builder.add(group.results, toGroup: group.values) }
+        try addMatches(setAside: aside, of: request, source: source, test: test, into: builder)
+        return true
     }
 }
 

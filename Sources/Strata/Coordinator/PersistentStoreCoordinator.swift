@@ -566,6 +566,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return try external.store.count(of: entity, matching: narrowing)
     }
 
+    /// ``PersistentStore/aggregates(of:matching:groupedBy:computing:excluding:)``
+    /// of a store other than the log store; nil where it cannot, and on the
+    /// log store (which counts groups from an index's entries).
+    func storedAggregates(
+        of entity: EntityDescription, matching narrowing: StorePredicate?, groupedBy properties: [Int],
+        computing columns: [StoreAggregate], excluding: [ObjectID]
+    ) throws(StrataError) -> [StoreGroup]? {
+        guard let external = externalStore else { return nil }
+        return try external.store.aggregates(of: entity, matching: narrowing, groupedBy: properties, computing: columns, excluding: excluding)
+    }
+
     /// The statement a store other than the log store sends for a read of
     /// `entity` narrowed by `narrowing`, in `order` when given (see
     /// ``PersistentStore/statement(of:matching:orderedBy:)``); nil on the log store.

@@ -56,6 +56,20 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// predicate (the default: the coordinator counts the objects it reads).
     func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int?
 
+    /// The stored objects of `entity` that pass `predicate` (all when nil),
+    /// other than `excluding`, grouped by their values of the attributes
+    /// `properties` (none: one group of them all, even when empty), and
+    /// per group `columns` computed over them: one entry per combination
+    /// held, values grouped as Swift groups them (strings equal by
+    /// canonical equivalence are one group). Nil when the store cannot — a
+    /// predicate it does not answer exactly, an attribute it does not
+    /// group or order as Swift does (the default: the coordinator computes
+    /// them over the objects it reads).
+    func aggregates(
+        of entity: EntityDescription, matching predicate: StorePredicate?, groupedBy properties: [Int],
+        computing columns: [StoreAggregate], excluding: [ObjectID]
+    ) throws(StrataError) -> [StoreGroup]?
+
     /// The statement the store sends for a read of `entity`'s objects that
     /// may pass `predicate`, in `order` when given (nil: primary-key
     /// order), as a fetch's `explain` shows it; nil when it has none to
@@ -107,6 +121,11 @@ extension PersistentStore {
         of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?
     ) throws(StrataError) -> String? { nil }
 
+    public func aggregates(
+        of entity: EntityDescription, matching predicate: StorePredicate?, groupedBy properties: [Int],
+        computing columns: [StoreAggregate], excluding: [ObjectID]
+    ) throws(StrataError) -> [StoreGroup]? { nil }
+
     public func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
         passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
@@ -124,6 +143,48 @@ public struct StoreSortKey: Sendable, Hashable {
     public init(property: Int, descending: Bool) {
         self.property = property
         self.descending = descending
+    }
+}
+
+/// What ``PersistentStore/aggregates(of:matching:groupedBy:computing:excluding:)``
+/// computes per group.
+@_spi(StoreImplementation)
+public enum StoreAggregate: Sendable, Hashable {
+    /// How many objects.
+    case count
+    /// The sum of an integer or double attribute's values, by its index.
+    case sum(property: Int)
+    /// The least and the greatest value of an attribute, in Swift's order
+    /// (``PropertyValue``s of one kind: a NaN after every number).
+    case minimum(property: Int)
+    case maximum(property: Int)
+}
+
+/// One group of ``PersistentStore/aggregates(of:matching:groupedBy:computing:excluding:)``.
+@_spi(StoreImplementation)
+public struct StoreGroup: Sendable, Hashable {
+    /// One column's result: `.count`'s in `values`; a sum (`.integer`, or
+    /// `.double` for a double attribute or an integer sum beyond 64 bits)
+    /// or an extreme in `value`, over `values` values that are not nil
+    /// (`value` is `.null` when none is).
+    public struct Result: Sendable, Hashable {
+        public var value: PropertyValue
+        public var values: Int
+
+        public init(value: PropertyValue, values: Int) {
+            self.value = value
+            self.values = values
+        }
+    }
+
+    /// The grouped attributes' values, in the order asked.
+    public var values: [PropertyValue]
+    /// One per column asked, in their order.
+    public var results: [Result]
+
+    public init(values: [PropertyValue], results: [Result]) {
+        self.values = values
+        self.results = results
     }
 }
 

@@ -1,10 +1,10 @@
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
 
-/// A fetch's page in its sort order, and a count, as PostgreSQL answers
-/// them: `ORDER BY … LIMIT`, `count(*)` — so the twenty most visited of a
-/// million rows are twenty rows read, not a million read and sorted in
-/// Swift, and a count reads no row.
+/// A fetch's page in its sort order, a count, and groups and aggregates,
+/// as PostgreSQL answers them: `ORDER BY … LIMIT`, `count(*)`, `GROUP BY` —
+/// so the twenty most visited of a million rows are twenty rows read, not
+/// a million read and sorted in Swift, and a count reads no row.
 extension PostgresStore {
     /// Calls `body` with the stored objects of `entity` that may pass
     /// `predicate`, in `order` (Swift's order of each key's values — nil
@@ -62,6 +62,114 @@ extension PostgresStore {
             throw StrataError(code: .storage, message: "PostgreSQL answered \(action) with no number")
         }
         return Int(count)
+    }
+
+    /// The stored objects of `entity` that pass `predicate`, but for
+    /// `excluding`, grouped by their values of `properties`, with `columns`
+    /// computed per group: one `GROUP BY` (none without properties: one
+    /// row even for no object). Text is grouped and ordered in NFC, as
+    /// Swift groups and orders strings; an integer sum comes back as text
+    /// (PostgreSQL's `numeric`), an `Int64` or, past 64 bits, a double. Nil
+    /// where the predicate does not translate exactly, or a property is
+    /// not one PostgreSQL groups, sums or orders as Swift does: a double
+    /// grouped (one group of every NaN there), a Boolean, UUID or bytes
+    /// summed or ordered.
+    func aggregates(
+        of entity: EntityDescription, matching predicate: StorePredicate?, groupedBy properties: [Int],
+        computing columns: [StoreAggregate], excluding: [ObjectID]
+    ) throws(StrataError) -> [StoreGroup]? {
+        let layout = try self.layout(of: entity)
+        func attribute(_ property: Int) -> (column: String, attribute: AttributeDescription)? {
+            guard case .column(let name) = layout.properties[property], case .attribute(let attribute) = entity.properties[property] else { return nil }
+            return ("t." + SQLIdentifier.quoted(name), attribute)
+        }
+        var grouped: [(expression: String, attribute: AttributeDescription)] = []
+        for property in properties {
+            guard let (column, attribute) = attribute(property) else { return nil }
+            switch attribute.type {
+            case .string: grouped.append(("normalize(\(column), NFC)", attribute))
+            case .integer16, .integer32, .integer64, .bool, .date, .uuid: grouped.append((column, attribute))
+            case .double, .binaryData: return nil
+            }
+        }
+        // Per column, what is selected — the value, then how many values it
+        // is over — and how the value reads back.
+        enum Reading { case count, integerSum, doubleSum, extreme(AttributeDescription) }
+        var selected: [String] = []
+        var readings: [Reading] = []
+        for column in columns {
+            switch column {
+            case .count:
+                selected.append("count(*)::bigint, count(*)::bigint")
+                readings.append(.count)
+            case .sum(let property):
+                guard let (expression, attribute) = attribute(property) else { return nil }
+                switch attribute.type {
+                case .integer16, .integer32, .integer64:
+                    selected.append("sum(\(expression))::text, count(\(expression))::bigint")
+                    readings.append(.integerSum)
+                case .double:
+                    selected.append("sum(\(expression)), count(\(expression))::bigint")
+                    readings.append(.doubleSum)
+                default: return nil
+                }
+            case .minimum(let property), .maximum(let property):
+                guard let (expression, attribute) = attribute(property) else { return nil }
+                let function = if case .minimum = column { "min" } else { "max" }
+                switch attribute.type {
+                case .string: selected.append("\(function)(normalize(\(expression), NFC)), count(\(expression))::bigint")
+                case .integer16, .integer32, .integer64, .double, .date: selected.append("\(function)(\(expression)), count(\(expression))::bigint")
+                default: return nil
+                }
+                readings.append(.extreme(attribute))
+            }
+        }
+        var bindings = PostgresBindings()
+        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
+            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        guard clause.isExact else { return nil }
+        var sql = "SELECT \((grouped.map(\.expression) + selected).joined(separator: ", ")) FROM \(SQLIdentifier.quoted(layout.table)) t WHERE \(clause.sql)"
+        if !excluding.isEmpty {
+            bindings.append(excluding.map { Int64(bitPattern: $0.storedPrimaryKey) })
+            sql += " AND NOT (t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($\(bindings.count)::bigint[]))"
+        }
+        if !grouped.isEmpty { sql += " GROUP BY " + (1...grouped.count).map(String.init).joined(separator: ", ") }
+        let action = "computing \(entity.name) aggregates"
+        let rows = try pool.withSession { (session) throws(StrataError) in
+            try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
+        }
+        return try rows.map { (row) throws(StrataError) -> StoreGroup in
+            let cells = row.makeRandomAccess()
+            let values = try grouped.indices.map { (i) throws(StrataError) -> PropertyValue in
+                try RowCoding.attributeValue(cells[i], grouped[i].attribute, of: "a group of \(entity.name)")
+            }
+            var results: [StoreGroup.Result] = []
+            for (i, reading) in readings.enumerated() {
+                let (cell, count) = (cells[grouped.count + 2 * i], Int(try Self.integer(cells[grouped.count + 2 * i + 1])))
+                let value: PropertyValue
+                switch reading {
+                case .count:
+                    value = .integer(Int64(count))
+                case .integerSum:
+                    // numeric, as text: an Int64, or past 64 bits a double (a sum then throws; an average takes it).
+                    value = (try? cell.decode(String?.self)).flatMap { $0 }.map { Int64($0).map(PropertyValue.integer) ?? .double(Double($0) ?? .nan) } ?? .null
+                case .doubleSum:
+                    value = (try? cell.decode(Double?.self)).flatMap { $0 }.map(PropertyValue.double) ?? .null
+                case .extreme(let attribute):
+                    value = try RowCoding.attributeValue(cell, attribute, of: "a group of \(entity.name)")
+                }
+                results.append(StoreGroup.Result(value: value, values: count))
+            }
+            return StoreGroup(values: values, results: results)
+        }
+    }
+
+    /// A `bigint` PostgreSQL computed.
+    private static func integer(_ cell: PostgresCell) throws(StrataError) -> Int64 {
+        guard let value = try? cell.decode(Int64.self) else {
+            throw StrataError(code: .storage, message: "PostgreSQL answered an aggregate with no number")
+        }
+        return value
     }
 
     /// The statement a fetch in `order` sends for each page (its limit and

@@ -53,6 +53,12 @@ enum RowCoding {
 
     /// The value of attribute `attribute` in `cell`.
     static func attributeValue(_ cell: PostgresCell, _ attribute: AttributeDescription, of id: ObjectID) throws(StrataError) -> PropertyValue {
+        try attributeValue(cell, attribute, of: "\(id)")
+    }
+
+    /// The value of attribute `attribute` in `cell`, read for `owner` (an
+    /// object, or a group of them: what an error names).
+    static func attributeValue(_ cell: PostgresCell, _ attribute: AttributeDescription, of owner: String) throws(StrataError) -> PropertyValue {
         do {
             switch attribute.type {
             case .string: return try cell.decode(String?.self).map(PropertyValue.string) ?? .null
@@ -67,7 +73,7 @@ enum RowCoding {
             }
         } catch {
             throw StrataError(code: .corruptRecord, message: """
-                \(id).\(attribute.name) holds a value PostgreSQL cannot give as \(attribute.type) (\(error)): \
+                \(owner).\(attribute.name) holds a value PostgreSQL cannot give as \(attribute.type) (\(error)): \
                 was the column changed outside Strata?
                 """)
         }
