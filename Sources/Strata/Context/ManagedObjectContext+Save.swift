@@ -176,6 +176,11 @@ extension ManagedObjectContext {
             object.flags.remove(.dirty)
             markUnpublished(id)
         }
+        // A child may hold what this context showed it before it changed
+        // these objects back: older than the source now, and no level above
+        // says so any more (the change was what did). As for a save's store
+        // changes, every context checks them again at its next fetch.
+        if !unchanged.isEmpty && publishes.load(ordering: .relaxed) { persistentStoreCoordinator.changeLog.record(unchanged) }
     }
 
     func buildChangeSet() throws(StrataError) -> ChangeSet {
