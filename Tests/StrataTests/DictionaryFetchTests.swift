@@ -35,9 +35,9 @@ import Testing
     /// A parent that changes an object a child holds, then back to what it
     /// last saved, saves nothing for it — and the child still holds its
     /// older values, which no level above describes any more. Found by the
-    /// randomized test below (about one run in two for one seed): a count
-    /// per group read from the index counted the object by the store's
-    /// value, where the object fetch judged it by the child's.
+    /// randomized test below: a count per group read from the index
+    /// counted the object by the store's value, where the object fetch
+    /// judged it by the child's.
     ///
     ///     writer   servings 4 ─ saved ──────────────────────────────────────
     ///     middle   4 ── 1 (child's save) ── 4 (set back) ── save: no change

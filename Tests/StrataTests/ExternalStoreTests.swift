@@ -16,7 +16,7 @@ final class DictionaryStore: PersistentStore {
     let snapshotReads = Atomic<Int>(0)
     /// The predicates its scans were narrowed by, in order (for tests).
     let narrowings = Mutex<[StorePredicate?]>([])
-    /// Objects its scans gave, ordered or not, and counts it made (for tests).
+    /// Objects its scans gave, ordered or not, and counts and aggregates it computed (for tests).
     let rowsGiven = Atomic<Int>(0)
     let counts = Atomic<Int>(0)
     /// Whether it reads in an order and counts (as PostgreSQL does), or
@@ -134,13 +134,6 @@ final class DictionaryStore: PersistentStore {
         }
     }
 
-    func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? {
-        guard computes else { return nil }
-        counts.add(1, ordering: .relaxed)
-        return try open { (state) throws(StrataError) in
-            (state.objects[ObjectIdentifier(entity)] ?? [:]).values.count { predicate?.evaluate($0.values) ?? true }
-        }
-    }
 
     func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]] {
         let positions = constraint.map { name in entity.properties.firstIndex { $0.name == name }! }

@@ -171,12 +171,7 @@ extension ManagedObjectContext {
         let coordinator = persistentStoreCoordinator
         guard plan.isGrouped, !coordinator.storeReadsIndexes,
               plan.groupProperties.allSatisfy({ plan.entity.attributeTypes[$0] != nil }) else { return false }
-        var test: ValueTest?
-        var narrowing: StorePredicate?
-        if let predicate = request.predicate {
-            guard let compiled = ValueTest.compile(predicate, entity: plan.entity), let translated = StorePredicate(compiled) else { return false }
-            (test, narrowing) = (compiled, translated)
-        }
+        guard let (test, narrowing) = storeTranslation(of: request.predicate, entity: plan.entity) else { return false }
         let source = try SourceView(of: self)
         let aside = objectsSetAside(of: plan.entity, source: source)
         guard let groups = try coordinator.storedAggregates(

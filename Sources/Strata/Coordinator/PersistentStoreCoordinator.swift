@@ -558,14 +558,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// How many stored objects of `entity` pass `narrowing`, as a store
-    /// other than the log store counts them; nil where it cannot count
-    /// exactly by it, and on the log store.
-    func storedCount(of entity: EntityDescription, matching narrowing: StorePredicate?) throws(StrataError) -> Int? {
-        guard let external = externalStore else { return nil }
-        return try external.store.count(of: entity, matching: narrowing)
-    }
-
     /// ``PersistentStore/aggregates(of:matching:groupedBy:computing:excluding:)``
     /// of a store other than the log store; nil where it cannot, and on the
     /// log store (which counts groups from an index's entries).

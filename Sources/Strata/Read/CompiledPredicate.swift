@@ -185,13 +185,12 @@ indirect enum ValueTest: Sendable {
     /// part of it is not understood.
     static func compile<Object: ManagedObject>(_ predicate: Predicate<Object>, entity: EntityDescription) -> ValueTest? {
         let compiler = PredicateCompiler(entity: entity, variable: predicate.variable.key)
-        // Opened as the type it is: its translation, made once for the
-        // type, or the general walk for shapes that has none.
-        func translate<Expression: StandardPredicateExpression<Bool>>(_ expression: Expression) -> ValueTest? {
-            if let translation = ExpressionTranslations.test(for: Expression.self) { return translation(expression, compiler) }
-            return ExpressionConformances.valueTest(expression)?.valueTest(compiler)
+        // Opened as the type it is: its translation, made once for the type
+        // (nil when it has none; the general walk then).
+        func translate<Expression: StandardPredicateExpression<Bool>>(_ expression: Expression) -> ValueTest?? {
+            ExpressionTranslations.test(for: Expression.self).map { $0(expression, compiler) }
         }
-        return translate(predicate.expression)
+        return translate(predicate.expression) ?? compileWalking(predicate, entity: entity)
     }
 
     /// The general translation alone, node by node (what ``compile(_:entity:)``

@@ -211,9 +211,7 @@ extension ManagedObjectContext {
             // Another store: the statement it sends, in the request's order
             // where a page of it is read in that order (``firstInStoreOrder(of:)``).
             let narrowing = test.flatMap(StorePredicate.init)
-            let order = request.fetchLimit > 0 && request.includesPendingChanges && !request.sortDescriptors.isEmpty
-                ? ResultsOrder(sorting: request.sortDescriptors, entity: entity)?.storeSortKeys : nil
-            if let order, let statement = try persistentStoreCoordinator.storeStatement(of: entity, matching: narrowing, orderedBy: order) {
+            if let order = storeOrder(of: request, entity: entity), let statement = try persistentStoreCoordinator.storeStatement(of: entity, matching: narrowing, orderedBy: order) {
                 plan = plan.saying(" VIA " + statement)
                 sortedByStore = true
             } else if let statement = try persistentStoreCoordinator.storeStatement(of: entity, matching: narrowing, orderedBy: nil) {
@@ -902,10 +900,9 @@ extension ManagedObjectContext {
     /// object, or a predicate that does not translate.
     private func firstInStoreOrder<Result: ManagedObject>(of request: FetchRequest<Result>) throws(StrataError) -> ArraySlice<FetchMatch>? {
         let coordinator = persistentStoreCoordinator
-        guard !coordinator.storeReadsIndexes, request.fetchLimit > 0, request.includesPendingChanges,
-              !request.sortDescriptors.isEmpty else { return nil }
+        guard !coordinator.storeReadsIndexes else { return nil }
         let entity = try request.entity(in: model)
-        guard let keys = ResultsOrder(sorting: request.sortDescriptors, entity: entity)?.storeSortKeys else { return nil }
+        guard let keys = storeOrder(of: request, entity: entity) else { return nil }
         var test: ValueTest?
         if let predicate = request.predicate {
             guard let compiled = ValueTest.compile(predicate, entity: entity) else { return nil }
@@ -917,34 +914,45 @@ extension ManagedObjectContext {
         }
     }
 
+    /// The order a store other than the log store reads `request`'s page
+    /// in (``firstInStoreOrder(of:)``): for a page (a limit) of a sort by
+    /// stored attributes, compared by value; nil otherwise.
+    private func storeOrder<Result: ManagedObject>(of request: FetchRequest<Result>, entity: EntityDescription) -> [StoreSortKey]? {
+        guard request.fetchLimit > 0, request.includesPendingChanges, !request.sortDescriptors.isEmpty else { return nil }
+        return ResultsOrder(sorting: request.sortDescriptors, entity: entity)?.storeSortKeys
+    }
+
     /// How many objects `request` describes (before its offset and limit),
-    /// counted by a store other than the log store: the stored objects it
-    /// counts as passing, less those of them this context and the levels
-    /// above changed, plus those of these and this context's inserts that
-    /// match as it sees them. Nil where the store cannot count exactly by
-    /// the request's predicate, or reads indexes (the log store: counts
-    /// are made from its entries).
+    /// counted by a store other than the log store: the stored objects that
+    /// pass but those this context and the levels above changed (or hold
+    /// stale), which are judged as it sees them, with its inserts. Nil
+    /// where the store cannot count exactly by the request's predicate, or
+    /// reads indexes (the log store: counts are made from its entries).
     private func countedByStore<Result: ManagedObject>(_ request: FetchRequest<Result>) throws(StrataError) -> Int? {
         let coordinator = persistentStoreCoordinator
         guard !coordinator.storeReadsIndexes, request.includesPendingChanges else { return nil }
         let entity = try request.entity(in: model)
-        var test: ValueTest?
-        var narrowing: StorePredicate?
-        if let predicate = request.predicate {
-            guard let compiled = ValueTest.compile(predicate, entity: entity), let translated = StorePredicate(compiled) else { return nil }
-            (test, narrowing) = (compiled, translated)
-        }
-        guard var count = try coordinator.storedCount(of: entity, matching: narrowing) else { return nil }
+        guard let (test, narrowing) = storeTranslation(of: request.predicate, entity: entity) else { return nil }
         let source = try SourceView(of: self)
         let aside = objectsSetAside(of: entity, source: source)
-        if !aside.isEmpty {
-            for stored in try coordinator.storedSnapshots(Array(aside)) {
-                if let stored, test?.evaluate(stored.values) ?? true { count -= 1 }
-            }
-        }
+        guard let groups = try coordinator.storedAggregates(
+            of: entity, matching: narrowing, groupedBy: [], computing: [.count], excluding: Array(aside)
+        ), let stored = groups.first?.results.first else { return nil }
+        var count = stored.values
         var evaluation = try PredicateEvaluation(request.predicate, entity: entity, context: self, test: test)
         try forEachMatchSetAside(aside, of: entity, source: source, evaluation: &evaluation, includesPending: true) { _ in count += 1 }
         return count
+    }
+
+    /// `predicate` as a store other than the log store answers it exactly:
+    /// its translation, and the store's form of it (both nil without a
+    /// predicate); nil when it does not translate whole.
+    func storeTranslation<Result: ManagedObject>(
+        of predicate: Predicate<Result>?, entity: EntityDescription
+    ) -> (test: ValueTest?, narrowing: StorePredicate?)? {
+        guard let predicate else { return (nil, nil) }
+        guard let test = ValueTest.compile(predicate, entity: entity), let narrowing = StorePredicate(test) else { return nil }
+        return (test, narrowing)
     }
 
     /// The objects of `entity` whose index entries a read of the index

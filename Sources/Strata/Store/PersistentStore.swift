@@ -51,16 +51,11 @@ public protocol PersistentStore: AnyObject, Sendable {
         _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
     ) throws(StrataError) -> Bool?
 
-    /// How many stored objects of `entity` pass `predicate` (all when nil),
-    /// counted by the store; nil when it cannot count exactly by that
-    /// predicate (the default: the coordinator counts the objects it reads).
-    func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int?
-
     /// The stored objects of `entity` that pass `predicate` (all when nil),
     /// other than `excluding`, grouped by their values of the attributes
     /// `properties` (none: one group of them all, even when empty), and
-    /// per group `columns` computed over them: one entry per combination
-    /// held, values grouped as Swift groups them (strings equal by
+    /// per group `columns` computed over them (a count is one `.count`,
+    /// ungrouped): one entry per combination held, values grouped as Swift groups them (strings equal by
     /// canonical equivalence are one group). Nil when the store cannot — a
     /// predicate it does not answer exactly, an attribute it does not
     /// group or order as Swift does (the default: the coordinator computes
@@ -114,8 +109,6 @@ extension PersistentStore {
         of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
         _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool
     ) throws(StrataError) -> Bool? { nil }
-
-    public func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? { nil }
 
     public func statement(
         of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]?

@@ -30,6 +30,14 @@ struct SQLPredicate {
 
     static let everything = SQLPredicate(sql: "TRUE", isExact: false)
 
+    /// A fetch's `WHERE` clause: `predicate`'s, or `TRUE` (exact) without one.
+    static func clause(
+        _ predicate: StorePredicate?, of entity: EntityDescription, layout: StoreSchema.EntityLayout, into bindings: inout PostgresBindings
+    ) -> SQLPredicate {
+        guard let predicate else { return SQLPredicate(sql: "TRUE", isExact: true) }
+        return translate(predicate, of: entity, layout: layout, into: &bindings)
+    }
+
     /// `predicate` over the table of `entity`, laid out as `layout`, its
     /// constants appended to `bindings`.
     static func translate(

@@ -150,8 +150,7 @@ final class PostgresStore: Sendable {
     ) throws(StrataError) -> (page: (sql: String, bindings: PostgresBindings), isExact: Bool, layout: StoreSchema.EntityLayout) {
         let layout = try self.layout(of: entity)
         var bindings = PostgresBindings()
-        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
-            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
         let id = "t." + SQLIdentifier.quoted(StoreSchema.idColumn)
         let sql = """
             \(StoredRows.select(entity, layout: layout)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \

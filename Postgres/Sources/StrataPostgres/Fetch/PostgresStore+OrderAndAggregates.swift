@@ -1,8 +1,8 @@
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
 
-/// A fetch's page in its sort order, a count, and groups and aggregates,
-/// as PostgreSQL answers them: `ORDER BY … LIMIT`, `count(*)`, `GROUP BY` —
+/// A fetch's page in its sort order, and groups and aggregates (a count
+/// among them), as PostgreSQL answers them: `ORDER BY … LIMIT`, `GROUP BY` —
 /// so the twenty most visited of a million rows are twenty rows read, not
 /// a million read and sorted in Swift, and a count reads no row.
 extension PostgresStore {
@@ -48,20 +48,6 @@ extension PostgresStore {
             }
         }
         return isExact
-    }
-
-    /// How many stored objects of `entity` pass `predicate`: one
-    /// `count(*)`, or nil where the predicate does not translate exactly.
-    func count(of entity: EntityDescription, matching predicate: StorePredicate?) throws(StrataError) -> Int? {
-        guard let (query, isExact) = try countQuery(entity, matching: predicate), isExact else { return nil }
-        let action = "counting \(entity.name) objects"
-        let rows = try pool.withSession { (session) throws(StrataError) in
-            try session.query(PostgresQuery(unsafeSQL: query.sql, binds: query.bindings), action)
-        }
-        guard let row = rows.first, let count = try? row.decode(Int64.self) else {
-            throw StrataError(code: .storage, message: "PostgreSQL answered \(action) with no number")
-        }
-        return Int(count)
     }
 
     /// The stored objects of `entity` that pass `predicate`, but for
@@ -125,8 +111,7 @@ extension PostgresStore {
             }
         }
         var bindings = PostgresBindings()
-        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
-            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
         guard clause.isExact else { return nil }
         var sql = "SELECT \((grouped.map(\.expression) + selected).joined(separator: ", ")) FROM \(SQLIdentifier.quoted(layout.table)) t WHERE \(clause.sql)"
         if !excluding.isEmpty {
@@ -203,23 +188,12 @@ extension PostgresStore {
             keys.append(value + (key.descending ? " DESC" : " ASC") + nulls)
         }
         var bindings = PostgresBindings()
-        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
-            ?? SQLPredicate(sql: "TRUE", isExact: true)
+        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
         keys.append("t." + SQLIdentifier.quoted(StoreSchema.idColumn) + " ASC")
         let sql = """
             \(StoredRows.select(entity, layout: layout)) WHERE \(clause.sql) \
             ORDER BY \(keys.joined(separator: ", ")) LIMIT $\(bindings.count + 1) OFFSET $\(bindings.count + 2)
             """
         return ((sql, bindings), clause.isExact, layout)
-    }
-
-    private func countQuery(
-        _ entity: EntityDescription, matching predicate: StorePredicate?
-    ) throws(StrataError) -> (query: (sql: String, bindings: PostgresBindings), isExact: Bool)? {
-        let layout = try self.layout(of: entity)
-        var bindings = PostgresBindings()
-        let clause = predicate.map { SQLPredicate.translate($0, of: entity, layout: layout, into: &bindings) }
-            ?? SQLPredicate(sql: "TRUE", isExact: true)
-        return (("SELECT count(*)::bigint FROM \(SQLIdentifier.quoted(layout.table)) t WHERE \(clause.sql)", bindings), clause.isExact)
     }
 }
