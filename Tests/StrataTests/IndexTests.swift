@@ -447,4 +447,85 @@ import Testing
         #expect(found.scanned == [newID])
         #expect(found.indexed == found.scanned)
     }
+
+    /// The top `limit` recipes named "R…", by servings, highest first: a
+    /// page read in the order of the (servings, rating) index, its
+    /// predicate judged on each row (a prefix is not exact).
+    static func topRs(_ limit: Int) -> FetchRequest<Recipe> {
+        var request = FetchRequest<Recipe>(predicate: #Predicate { $0.name.starts(with: "R") }, sortBy: [SortDescriptor(\.servings, order: .reverse)])
+        request.fetchLimit = limit
+        return request
+    }
+
+    /// A page read in index order takes the rows the row cache holds
+    /// instead of reading their records: a second page of the same objects,
+    /// in a fresh context, reads none.
+    @Test func aPageInIndexOrderReadsNoRecordTheRowCacheHolds() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: makeModel(recipeIndexes: Self.indexes))
+        _ = try seedNumberedRecipes(coordinator, count: 100)
+        func page() throws -> (names: [String], recordsRead: Int) {
+            let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            return try reader.performAndWait { () throws in
+                let before = coordinator.recordsRead.load()
+                let names = try reader.fetch(Self.topRs(5)).map(\.name)
+                return (names, coordinator.recordsRead.load() - before)
+            }
+        }
+        let first = try page()
+        #expect(first.names == ["R99", "R98", "R97", "R96", "R95"])
+        #expect(first.recordsRead == 5)  // each read once, and offered to the cache
+        let second = try page()
+        #expect(second.names == first.names)
+        #expect(second.recordsRead == 0)
+    }
+
+    /// A save writes the store, then hands its rows to the row cache: a
+    /// page read in between sees the save in the index and the rows from
+    /// before it in the cache. Taken together they would answer as neither
+    /// state does (R10 renamed into the page and raised to its top is
+    /// judged by its old name, R99 lowered out of it by its new place).
+    ///
+    ///     writer                                  reader (in the hook, on the writer's thread)
+    ///     R10: X10 → R10, 10 → 200
+    ///     R99: 99 → 1; save(): store written ──┐
+    ///       (afterStoreWriteForTesting)        │  top 3 "R…" by servings: the index says
+    ///                                          │  R10, R98, R97…; the cache R10 is "X10"
+    ///     the cache takes the rows ◀───────────┘
+    ///
+    /// The page is read from the records then, and its faults are filled
+    /// from the store while the cache is behind it: the save's state whole.
+    @Test func aPageReadWhileASavesRowsAreOnTheirWayToTheCacheIsOneState() throws {
+        let coordinator = try makeCoordinator(TemporaryDirectory(), model: makeModel(recipeIndexes: Self.indexes))
+        let ids = try seedNumberedRecipes(coordinator, count: 100, name: { $0 == 10 ? "X10" : "R\($0)" })
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        @Sendable func topThree() throws -> [String] {
+            let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            return try reader.performAndWait { () throws in try reader.fetch(Self.topRs(3)).map(\.name) }
+        }
+        // The cache holds every row the page will meet, before and after.
+        #expect(try topThree() == ["R99", "R98", "R97"])
+        let warm = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try warm.performAndWait { () throws in
+            #expect(try (warm.existingObject(with: ids[10]) as! Recipe).name == "X10")
+            #expect(try (warm.existingObject(with: ids[96]) as! Recipe).name == "R96")
+        }
+        let seen = LockedStrings()
+        let failure = LockedError()
+        let first = LockedFlag()
+        coordinator.afterStoreWriteForTesting = {
+            guard first.setOnce() else { return }
+            do { seen.set(try topThree()) } catch { failure.set(error) }
+        }
+        try writer.performAndWait { () throws in
+            let raised = writer.object(with: ids[10]) as! Recipe
+            raised.name = "R10"
+            raised.servings = 200
+            (writer.object(with: ids[99]) as! Recipe).servings = 1
+            try writer.save()
+        }
+        coordinator.afterStoreWriteForTesting = nil
+        #expect(failure.error == nil, "\(String(describing: failure.error))")
+        #expect(seen.value == ["R10", "R98", "R97"], "the page mixed the save's index entries with the rows from before it")
+        #expect(try topThree() == ["R10", "R98", "R97"])
+    }
 }

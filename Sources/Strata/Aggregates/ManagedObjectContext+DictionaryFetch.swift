@@ -39,7 +39,7 @@ extension ManagedObjectContext {
                         throw RecordCoding.undecodable(record.id, format: record.bytes.first)
                     }
                     try builder.add(EncodedValues(raw: record.bytes, fields: fields, id: record.id))
-                case .pending(let snapshot), .fetched(let snapshot):
+                case .pending(let snapshot), .fetched(let snapshot), .cached(let snapshot):
                     try builder.add(DecodedValues(id: match.objectID, values: snapshot.values))
                 case .indexed:
                     preconditionFailure("Strata: a dictionary fetch reads every record")

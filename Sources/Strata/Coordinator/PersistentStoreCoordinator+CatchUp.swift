@@ -66,26 +66,30 @@ extension PersistentStoreCoordinator {
         let (changes, token) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
             let store = try currentStore()
             guard store.followsAnotherWriter else { throw Self.notFollowable }
-            let changes: ObjectChanges
-            let modelChanged: Bool
-            do throws(StrataError) {
-                (changes, modelChanged) = try store.catchUp()
-            } catch {
-                // The store may have moved on before the failure: no cached
-                // row, no object loaded before, is trusted any more.
-                forgetAllCachedRows()
-                changeLog.recordUnknownChange()
-                throw error
+            // What it reads in is readable before the row cache lets go of
+            // their rows (in `takeIn`).
+            return try changingStoreAheadOfCache(store) { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
+                let changes: ObjectChanges
+                let modelChanged: Bool
+                do throws(StrataError) {
+                    (changes, modelChanged) = try store.catchUp()
+                } catch {
+                    // The store may have moved on before the failure: no cached
+                    // row, no object loaded before, is trusted any more.
+                    forgetAllCachedRows()
+                    changeLog.recordUnknownChange()
+                    throw error
+                }
+                if modelChanged {
+                    forgetAllCachedRows()
+                    changeLog.recordUnknownChange()
+                    throw StrataError(.modelMismatch, "the process writing the store changed its model (a migration) since this one opened it: open the store again")
+                }
+                guard !changes.isEmpty else { return (changes, nil) }
+                takeIn(changes)
+                // The newest transaction of what was just read in.
+                return (changes, try? currentHistoryToken())
             }
-            if modelChanged {
-                forgetAllCachedRows()
-                changeLog.recordUnknownChange()
-                throw StrataError(.modelMismatch, "the process writing the store changed its model (a migration) since this one opened it: open the store again")
-            }
-            guard !changes.isEmpty else { return (changes, nil) }
-            takeIn(changes)
-            // The newest transaction of what was just read in.
-            return (changes, try? currentHistoryToken())
         }
         return CaughtUp(changes: changes, token: token)
     }

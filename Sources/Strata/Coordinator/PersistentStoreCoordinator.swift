@@ -83,6 +83,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Guarded by `cacheLock`, which orders every access: the runtime's
     /// exclusivity checks are left out (a fault fetch asks it once a row).
     @exclusivity(unchecked) private var rowCache: RowCache
+    /// The log store's changes (a save's write, a catch-up) that are
+    /// readable, or about to be, before the cache takes their rows. Guarded
+    /// by `cacheLock`.
+    private var aheadOfCache = ChangesAheadOfCache()
+
+    /// While ``count`` is above zero the cache may hold rows older than the
+    /// store: a read of one row takes the cache's only while the store's
+    /// version is still ``since`` (``cachedRow(_:)``), and a walk of an
+    /// index takes none (``forEachStoredRow(of:in:cachedWhere:_:)``).
+    private struct ChangesAheadOfCache {
+        var count = 0
+        /// The store's version before the first of them began.
+        var since: UInt64 = 0
+    }
 
     /// What recent saves changed, for fetches through an index.
     let changeLog = StoreChangeLog()
@@ -399,7 +413,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// without pushing anything out (a batch request's reads, as a
     /// fetch's: far more rows than anyone reads again).
     func snapshot(for id: ObjectID, offered: Bool = false) throws(StrataError) -> Snapshot? {
-        let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
+        let (cached, epoch) = cachedRow(id)
         if let cached { return cached }
         let read: Snapshot?
         if let external = externalStore {
@@ -431,7 +445,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// the row cache has no room for it; else what ``snapshot(for:offered:)``
     /// reads, from the same read of the record.
     func snapshot(for id: ObjectID, unlessAt held: UInt64) throws(StrataError) -> VersionedRead {
-        let (cached, epoch) = cacheLock.withLock { (rowCache[id], rowCache.epoch) }
+        let (cached, epoch) = cachedRow(id)
         if let cached { return cached.version == held ? .unchanged : .read(cached) }
         if let external = externalStore {
             let snapshot = try external.store.snapshots(of: [id])[0].map(Snapshot.init)
@@ -446,7 +460,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The store's version of `id` (the row cache's, or its record's
     /// header); nil when it is not stored.
     func storedVersion(of id: ObjectID) throws(StrataError) -> UInt64? {
-        if let cached = cacheLock.withLock({ rowCache[id] }) { return cached.version }
+        if let cached = cachedRow(id).row { return cached.version }
         if let external = externalStore { return try external.store.snapshots(of: [id])[0]?.version }
         return try currentStore().version(of: id)
     }
@@ -456,7 +470,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// read from the store in one call and offered to the cache
     /// (``snapshot(for:offered:)``).
     func storedSnapshots(_ ids: [ObjectID]) throws(StrataError) -> [Snapshot?] {
-        var (snapshots, epoch) = cacheLock.withLock { (ids.map { rowCache[$0] }, rowCache.epoch) }
+        var (snapshots, epoch, since) = cacheLock.withLock {
+            (ids.map { rowCache[$0] }, rowCache.epoch, aheadOfCache.count > 0 ? aheadOfCache.since : nil)
+        }
+        if let since, storeMoved(since: since) { snapshots = Array(repeating: nil, count: ids.count) }
         let missing = ids.indices.filter { snapshots[$0] == nil }
         guard !missing.isEmpty else { return snapshots }
         let read: [Snapshot?]
@@ -608,6 +625,63 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try forEachStored(of: entity, in: plan.ranges, descending: plan.isDescending, index: plan.index, reading: wanted, body)
     }
 
+    /// ``forEachStored(of:in:_:)`` as source rows, each object that
+    /// `cacheable` names given the row cache's snapshot where the cache
+    /// holds one (``SourceRow/cached(_:)``, its record not read) and its
+    /// record otherwise. The cache takes a save's rows just after the
+    /// store does, so a save that lands during the walk can leave a cached
+    /// row on either side of the walk's read view: returns false when one
+    /// may have (the rows given are then not one state: read again with
+    /// ``forEachStored(of:in:_:)``).
+    func forEachStoredRow(
+        of entity: EntityDescription, in plan: QueryPlan, cachedWhere cacheable: (ObjectID) -> Bool,
+        _ body: (ObjectID, SourceRow) throws(StrataError) -> Bool
+    ) throws(StrataError) -> Bool {
+        // Before the walk's read view is taken: a change readable in it was
+        // either taken by the cache already, or is still being taken, or
+        // came after this — which the check after the walk sees.
+        let (epoch, usable) = cacheLock.withLock { (rowCache.epoch, aheadOfCache.count == 0) }
+        var cached: Snapshot?
+        var anyCached = false
+        try forEachStored(of: entity, in: plan, reading: { id in
+            cached = usable && cacheable(id) ? cacheLock.withLock { rowCache[id] } : nil
+            return cached == nil
+        }) { (id, record) throws(StrataError) -> Bool in
+            if let record { return try body(id, .stored(record)) }
+            anyCached = true
+            return try body(id, .cached(cached!))
+        }
+        return !anyCached || cacheLock.withLock { rowCache.epoch == epoch && aheadOfCache.count == 0 }
+    }
+
+    /// Runs `change`, which makes changes to the log store `store`
+    /// readable before the row cache takes their rows, or lets go of them
+    /// (``aheadOfCache``), which it does before it returns.
+    func changingStoreAheadOfCache<T>(_ store: LogObjectStore, _ change: () throws(StrataError) -> T) throws(StrataError) -> T {
+        let version = store.records.readVersion
+        cacheLock.withLock {
+            if aheadOfCache.count == 0 { aheadOfCache.since = version }
+            aheadOfCache.count += 1
+        }
+        defer { cacheLock.withLock { aheadOfCache.count -= 1 } }
+        return try change()
+    }
+
+    /// The row cache's row of `id` (nil when it holds none, or may hold
+    /// one older than the store's: ``aheadOfCache``) and its epoch.
+    private func cachedRow(_ id: ObjectID) -> (row: Snapshot?, epoch: UInt64) {
+        let (row, epoch, since) = cacheLock.withLock { (rowCache[id], rowCache.epoch, aheadOfCache.count > 0 ? aheadOfCache.since : nil) }
+        guard row != nil, let since else { return (row, epoch) }
+        return (storeMoved(since: since) ? nil : row, epoch)
+    }
+
+    /// Whether the log store's readable version is past `version` (or it
+    /// is gone): a change ahead of the cache may be readable.
+    private func storeMoved(since version: UInt64) -> Bool {
+        guard let store = try? currentStore() else { return true }
+        return store.records.readVersion != version
+    }
+
     /// ``forEachStored(of:in:reading:_:)`` for the entries of `index` in
     /// `ranges`, without a plan (a point lookup makes none).
     func forEachStored(
@@ -684,6 +758,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// write for objects another process saved since the versions were
     /// read (``StoreRace``): nothing is written then.
     func write(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> Result<(SaveOutcome, ObjectChanges), StoreRace> {
+        // The log store's write is readable before the row cache takes its rows.
+        guard externalStore == nil else { return try writeAndCache(changes, from: context) }
+        return try changingStoreAheadOfCache(try currentStore()) { () throws(StrataError) in try writeAndCache(changes, from: context) }
+    }
+
+    private func writeAndCache(_ changes: ChangeSet, from context: ManagedObjectContext) throws(StrataError) -> Result<(SaveOutcome, ObjectChanges), StoreRace> {
         let external = externalStore
         let store = external == nil ? try currentStore() : nil
         let (updates, deletes) = changes.basesAreStored

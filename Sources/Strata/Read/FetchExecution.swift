@@ -61,7 +61,7 @@ extension ManagedObjectContext {
         // Room for the objects the page registers, made once rather than by
         // doubling as they come.
         let registering = page.count { if case .unregistered = $0 { true } else { false } }
-        if registering > 64 { registry.reserveCapacity(registry.count + registering) }
+        if registering > 0 { registry.reserveCapacity(registry.count + registering) }
         for match in page {
             objects.append(unsafeDowncast(try object(for: match, asFault: request.returnsObjectsAsFaults, cacheEpoch: cacheEpoch), to: Result.self))
         }
@@ -141,7 +141,7 @@ extension ManagedObjectContext {
             switch row {
             case .stored(let record): try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch, record.snapshot)
             case .fetched(let snapshot): try persistentStoreCoordinator.offerFetched(id, epoch: cacheEpoch) { snapshot }
-            case .pending: break
+            case .pending, .cached: break
             }
             return registeredOrFault(for: id, fetched: true)
         }
@@ -247,8 +247,20 @@ extension ManagedObjectContext {
         let ordered = keepingRows ? try orderedPlan(for: request) : nil
         if let ordered {
             let entity = try request.entity(in: model)
+            let coordinator = persistentStoreCoordinator
+            // An object this context does not hold is judged (and later
+            // filled) on the row cache's row where it has one: no record
+            // read or decoded. Unless a save landed meanwhile, which may
+            // have left a cached row on either side of the walk's read
+            // view: then the page is read again, from the records alone.
+            var oneState = true
+            let page = try firstInOrder(of: request, test: ordered.test) { (_, take) throws(StrataError) -> Bool in
+                oneState = try coordinator.forEachStoredRow(of: entity, in: ordered.plan, cachedWhere: { registry[$0] == nil }, take)
+                return true
+            }!
+            guard !oneState else { return page }
             return try firstInOrder(of: request, test: ordered.test) { (_, take) throws(StrataError) -> Bool in
-                try persistentStoreCoordinator.forEachStored(of: entity, in: ordered.plan) { record throws(StrataError) -> Bool in
+                try coordinator.forEachStored(of: entity, in: ordered.plan) { record throws(StrataError) -> Bool in
                     try take(record.id, .stored(record))
                 }
                 return true

@@ -81,6 +81,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         /// call (nothing to allocate).
         case searchEqual(EntityDescription, IndexDescription, property: Int)
         indirect case suffixed(Text, String)
+        /// `text` read in the order of `property` (`… ORDER BY name DESC`),
+        /// or the whole index in it when `text` is nil.
+        indirect case ordered(Text?, EntityDescription, IndexDescription, property: Int, descending: Bool)
 
         var description: String {
             switch self {
@@ -91,6 +94,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
             case .searchEqual(let entity, let index, let property):
                 Text.search(entity, index, [UsedTerm(property: property, form: .equal)]).description
             case .suffixed(let text, let suffix): text.description + suffix
+            case .ordered(let text, let entity, let index, let property, let descending):
+                (text?.description ?? "SCAN \(entity.name) USING INDEX \(index)")
+                    + " ORDER BY " + entity.properties[property].name + (descending ? " DESC" : "")
             }
         }
     }
@@ -498,7 +504,6 @@ extension QueryPlanner {
         var terms: [Term] = []
         var onlyTerms = true
         if let test { collect(test, into: &terms, onlyTerms: &onlyTerms) }
-        let name = entity.properties[property].name + (descending ? " DESC" : "")
         var best: (score: Int, plan: QueryPlan)?
         var known = KnownEncodings()
         for number in entity.indexes.indices {
@@ -510,10 +515,10 @@ extension QueryPlanner {
                 guard shaped.heldEqual >= k, shaped.prefixes == 1, shaped.score > (best?.score ?? -1) else { continue }
                 let plan = shaped.plan
                 best = (shaped.score, QueryPlan(index: index, indexNumber: number, ranges: plan.ranges, isExact: plan.isExact,
-                                                text: .suffixed(plan.text, " ORDER BY \(name)")))
+                                                text: .ordered(plan.text, entity, index, property: property, descending: descending)))
             } else if k == 0, best == nil {
                 best = (0, QueryPlan(index: index, indexNumber: number, ranges: [KeyRange(prefix: IndexKeyCoding.prefix(of: entity, index: number))],
-                                     isExact: test == nil, text: .literal("SCAN \(entity.name) USING INDEX \(index) ORDER BY \(name)")))
+                                     isExact: test == nil, text: .ordered(nil, entity, index, property: property, descending: descending)))
             }
         }
         guard var plan = best?.plan else { return nil }

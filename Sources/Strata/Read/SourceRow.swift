@@ -61,6 +61,9 @@ enum SourceRow {
     /// As stored by a store other than the log store, which decoded its
     /// values (``PersistentStore``): the store's, as ``stored(_:)`` is.
     case fetched(Snapshot)
+    /// As the row cache holds it (the store's), its record not read: a
+    /// fetch that returns it as a fault has nothing to offer the cache.
+    case cached(Snapshot)
     /// A stored object an exact plan's index selected (``QueryPlan/isExact``):
     /// it matches, and its record was not read. Only a count or a fetch of
     /// IDs asks for these, and neither needs the values.
@@ -76,7 +79,7 @@ enum SourceRow {
     func snapshot() throws(StrataError) -> Snapshot {
         switch self {
         case .stored(let record): return try record.snapshot()
-        case .pending(let snapshot), .fetched(let snapshot): return snapshot
+        case .pending(let snapshot), .fetched(let snapshot), .cached(let snapshot): return snapshot
         case .indexed: throw StrataError(.invalidArgument, "an index entry's record was not read")
         }
     }
@@ -87,7 +90,7 @@ enum SourceRow {
     func passes(_ test: CompiledTest, fields: inout RecordCoding.FieldOffsets) throws(StrataError) -> Bool {
         switch self {
         case .stored(let record): try record.passes(test, fields: &fields)
-        case .pending(let snapshot), .fetched(let snapshot): test.test.evaluate(snapshot.values)
+        case .pending(let snapshot), .fetched(let snapshot), .cached(let snapshot): test.test.evaluate(snapshot.values)
         case .indexed: true
         }
     }
@@ -98,6 +101,7 @@ enum SourceRow {
         case .stored(let record): .stored(record.kept())
         case .pending(let snapshot): .pending(snapshot)
         case .fetched(let snapshot): .fetched(snapshot)
+        case .cached(let snapshot): .cached(snapshot)
         case .indexed: preconditionFailure("Strata: rows are not kept when records are left unread")
         }
     }
@@ -108,11 +112,12 @@ enum KeptRow {
     case stored(StoredRecord)
     case pending(Snapshot)
     case fetched(Snapshot)
+    case cached(Snapshot)
 
     func snapshot() throws(StrataError) -> Snapshot {
         switch self {
         case .stored(let record): try record.snapshot()
-        case .pending(let snapshot), .fetched(let snapshot): snapshot
+        case .pending(let snapshot), .fetched(let snapshot), .cached(let snapshot): snapshot
         }
     }
 }
