@@ -287,4 +287,21 @@ extension Recipe {
             #expect(direct.count == 8)
         }
     }
+
+    /// A prefix judged from the bytes answers as Swift's `starts(with:)`,
+    /// Character by Character, on the strings where bytes mislead: CR LF
+    /// (one Character), combining marks, characters equal to ASCII ones
+    /// (the Kelvin sign is K), composed and decomposed forms.
+    @Test func aPrefixJudgedFromBytesAnswersAsSwiftDoes() {
+        let strings = ["", "a", "ab", "abc", "a\r", "a\r\n", "a\r\nb", "e\u{301}", "e\u{301}x", "\u{E9}", "\u{212A}elvin", "Kelvin",
+                       "K", "ab\u{301}", "ab c", "日本", "a日", "R10", "R", "\u{1F1EB}\u{1F1F7}", "x\u{200D}"]
+        var judgedFromBytes = 0
+        for string in strings {
+            for prefix in strings + ["\r", "a\r", "ab", "Kel", "e", "\u{E9}", "R1"] {
+                #expect(ValueTest.starts(.string(string), with: prefix) == string.starts(with: prefix), "\(string.debugDescription) starts with \(prefix.debugDescription)")
+                if ValueTest.asciiStarts(string, with: prefix) != nil { judgedFromBytes += 1 }
+            }
+        }
+        #expect(judgedFromBytes > 200)  // the bytes decide most of them
+    }
 }

@@ -121,8 +121,30 @@ indirect enum ValueTest: Sendable {
 
     /// `value.starts(with: prefix)` for a string; false for anything else.
     static func starts(_ value: PropertyValue, with prefix: String) -> Bool {
-        if case .string(let string) = value { return string.starts(with: prefix) }
-        return false
+        guard case .string(let string) = value else { return false }
+        return asciiStarts(string, with: prefix) ?? string.starts(with: prefix)
+    }
+
+    /// `string.starts(with: prefix)` — Swift's, Character by Character —
+    /// from their bytes where those decide it, else nil: while both are
+    /// ASCII, each byte is a Character (but CR LF, one Character: a prefix
+    /// ending in CR is left to Swift), and the string's next byte, if
+    /// ASCII, starts a new one. A non-ASCII byte is left to Swift: some
+    /// non-ASCII characters equal ASCII ones (the Kelvin sign is K).
+    static func asciiStarts(_ string: String, with prefix: String) -> Bool? {
+        var string = string, prefix = prefix
+        return string.withUTF8 { s in
+            prefix.withUTF8 { p -> Bool? in
+                guard p.last != 0x0D else { return nil }
+                // Each of the prefix's Characters takes at least a byte.
+                guard s.count >= p.count else { return p.allSatisfy { $0 < 0x80 } ? false : nil }
+                for i in 0..<p.count {
+                    guard s[i] < 0x80, p[i] < 0x80 else { return nil }
+                    if s[i] != p[i] { return false }
+                }
+                return s.count == p.count || s[p.count] < 0x80 ? true : nil
+            }
+        }
     }
 
     /// True when any of `tests` is: a balanced tree of `||`, so a long list
