@@ -133,7 +133,7 @@ extension ManagedObjectContext {
     /// changes over the store (``SourceView``), read on this context's queue
     /// without entering any ancestor.
     func sourceSnapshot(for id: ObjectID) throws(StrataError) -> Snapshot? {
-        guard parent != nil else { return try persistentStoreCoordinator.snapshot(for: id) }
+        guard parentReference != nil else { return try persistentStoreCoordinator.snapshot(for: id) }
         return try SourceView(of: self).snapshot(for: id)
     }
 

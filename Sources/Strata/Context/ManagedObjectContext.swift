@@ -62,6 +62,12 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     public let concurrencyType: ConcurrencyType
     /// The context this one saves into; nil for a context attached to the coordinator.
     public let parent: ManagedObjectContext?
+    /// ``parent``, for the paths that walk up the chain once an object (a
+    /// fault filled, a source view built) and must not retain it on the
+    /// way: contexts are weakly referenced, so each retain of one takes
+    /// the runtime's slow, side-table path. Valid while this context
+    /// lives: it holds its parent.
+    let parentReference: Unmanaged<ManagedObjectContext>?
     /// The coordinator at the root of this context's chain.
     public let persistentStoreCoordinator: PersistentStoreCoordinator
     /// The model of the context's coordinator, which every context of its chain shares.
@@ -282,6 +288,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     public init(_ concurrencyType: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String? = nil) {
         self.concurrencyType = concurrencyType
         self.parent = nil
+        self.parentReference = nil
         self.persistentStoreCoordinator = coordinator
         self.model = coordinator.model
         self.publication = PendingChangesPublication(publishesFromBirth: concurrencyType == .mainQueue)
@@ -303,6 +310,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
                      "Strata: a .confinement context cannot be a parent (\(parent.name))")
         self.concurrencyType = concurrencyType
         self.parent = parent
+        self.parentReference = Unmanaged.passUnretained(parent)
         self.persistentStoreCoordinator = parent.persistentStoreCoordinator
         self.model = parent.model
         self.publication = PendingChangesPublication(publishesFromBirth: concurrencyType == .mainQueue)

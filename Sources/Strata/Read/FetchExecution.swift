@@ -738,10 +738,10 @@ extension ManagedObjectContext {
     private func sortStoreChanges(source: SourceView) {
         let log = persistentStoreCoordinator.changeLog
         let changes = log.changes(since: stale.floor) { origin in
-            var ancestor = parent.map { Unmanaged.passUnretained($0) }
+            var ancestor = parentReference
             while let level = ancestor {
                 if level._withUnsafeGuaranteedRef({ $0.serial == origin }) { return true }
-                ancestor = level._withUnsafeGuaranteedRef { $0.parent.map { Unmanaged.passUnretained($0) } }
+                ancestor = level._withUnsafeGuaranteedRef { $0.parentReference }
             }
             return false
         }

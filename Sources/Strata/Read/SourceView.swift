@@ -91,18 +91,21 @@ struct SourceView {
     unowned(unsafe) let coordinator: PersistentStoreCoordinator
 
     /// The source of `context`: its ancestors' pending changes and the store.
-    init(of context: ManagedObjectContext) throws(StrataError) {
+    /// (`context` is borrowed: an initializer takes its arguments owned, and
+    /// a retain of a context takes the slow path, see below — once for
+    /// every fault filled.)
+    init(of context: __shared ManagedObjectContext) throws(StrataError) {
         var layers: [Layer] = []
         // The ancestors are walked without retaining them (each child holds
         // its parent): contexts are weakly referenced, so a retain of one
         // takes the slow, side-table path, and a lookup builds a view each time.
-        var ancestor = context.parent.map { Unmanaged.passUnretained($0) }
+        var ancestor = context.parentReference
         while let level = ancestor {
             let layer = try level._withUnsafeGuaranteedRef { level in Result { () throws(StrataError) in try level.layerForChildren() } }.get()
             // A level with no change says nothing of any object: left out, a
             // lookup under a parent that saved all it had builds no list.
             if let layer, !layer.isEmpty { layers.append(layer) }
-            ancestor = level._withUnsafeGuaranteedRef { $0.parent.map { Unmanaged.passUnretained($0) } }
+            ancestor = level._withUnsafeGuaranteedRef { $0.parentReference }
         }
         self.layers = layers
         self.coordinator = context.persistentStoreCoordinator
