@@ -61,7 +61,10 @@ extension ManagedObjectContext {
         // Room for the objects the page registers, made once rather than by
         // doubling as they come.
         let registering = page.count { if case .unregistered = $0 { true } else { false } }
-        if registering > 0 { registry.reserveCapacity(registry.count + registering) }
+        if registering > 0 {
+            registry.reserveCapacity(registry.count + registering)
+            if !retainsRegistered { recentlyFetched.reserveCapacity(recentlyFetched.count + registering) }
+        }
         for match in page {
             objects.append(unsafeDowncast(try object(for: match, asFault: request.returnsObjectsAsFaults, cacheEpoch: cacheEpoch), to: Result.self))
         }
@@ -876,6 +879,7 @@ extension ManagedObjectContext {
         let source = try SourceView(of: self)
         let aside = objectsSetAside(of: entity, source: source)
         var matches: [FetchMatch] = []
+        matches.reserveCapacity(min(wanted, 1_024))
         var fromStream = 0
         func take(_ id: ObjectID, _ row: SourceRow) throws(StrataError) -> Bool {
             guard !aside.contains(id) else { return true }
