@@ -299,7 +299,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         let p = try object(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/pages.json"))), "pages")
         #expect(try number(p["objects"], "objects") == 5000)
         let pages = try #require(p["pages"] as? [[String: Any]], "missing pages")
-        #expect(pages.count == 7)
+        #expect(pages.count == 8)
         for page in pages {
             let plan = try #require(page["plan"] as? String)
             #expect(plan.contains("USING INDEX") && plan.contains("ORDER BY") && !plan.contains("IN MEMORY"), "\(plan)")

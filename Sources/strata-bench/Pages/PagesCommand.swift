@@ -6,7 +6,11 @@ import Strata
 /// for — the top 20 by a counter, 20 names from a prefix on, 20 after the
 /// last one shown — over real strings (``SourceLineCorpus``), each
 /// answered from a fresh background context, beside SQLite with the same
-/// indexes. Every page is checked against SQLite's.
+/// indexes. Every page is checked against SQLite's. Each is asked for
+/// again at every run (its rows cached after the first), but one: a page
+/// after another text at each run, which no run has viewed before — in a
+/// process that has just opened the store, also the first reads of the
+/// index's parts it reaches.
 struct PagesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pages",
@@ -27,6 +31,10 @@ struct PagesCommand: ParsableCommand {
         let request: FetchRequest<SourceLine>
         let sql: String
         let arguments: [String]
+        /// For a page asked for after another text at each run (a list
+        /// paged through, each page a first view: rows no cache holds
+        /// yet): the text of run `i`. Nil: the same page every run.
+        var after: ((Int) -> String)? = nil
     }
 
     struct PageFigures: Codable, Sendable {
@@ -48,8 +56,18 @@ struct PagesCommand: ParsableCommand {
         var pages: [PageFigures] = []
     }
 
-    static func pages(after: String) -> [Page] {
+    /// The page of `pageSize` after `text`, in text order.
+    static func next(after text: String) -> FetchRequest<SourceLine> {
+        var request = FetchRequest<SourceLine>(predicate: #Predicate { $0.text > text }, sortBy: [SortDescriptor(\.text)])
+        request.fetchLimit = pageSize
+        return request
+    }
+
+    /// `sortedTexts`: the stored lines' texts, in order.
+    static func pages(sortedTexts: [String]) -> [Page] {
         let limit = pageSize
+        // A text from the middle of the order: the next and previous pages around it.
+        let after = sortedTexts[sortedTexts.count / 2]
         func request(_ predicate: Predicate<SourceLine>?, _ order: SortDescriptor<SourceLine>) -> FetchRequest<SourceLine> {
             var request = FetchRequest<SourceLine>(predicate: predicate, sortBy: [order])
             request.fetchLimit = limit
@@ -73,6 +91,11 @@ struct PagesCommand: ParsableCommand {
         }
         pages.append(Page(name: "\(limit) after a text (next page)", request: request(#Predicate { $0.text > after }, SortDescriptor(\.text)),
                           sql: "\(columns) WHERE text > ? ORDER BY text LIMIT \(limit)", arguments: [after]))
+        // Texts far apart from one run to the next (a stride prime to any
+        // corpus size here), so no page shares rows with the one before.
+        pages.append(Page(name: "\(limit) after another text each run (not viewed before)", request: next(after: after),
+                          sql: "\(columns) WHERE text > ? ORDER BY text LIMIT \(limit)", arguments: [after],
+                          after: { run in sortedTexts[(run &* 7_919 &+ 104_729) % sortedTexts.count] }))
         pages.append(Page(name: "\(limit) before a text (previous page)",
                           request: request(#Predicate { $0.text < after }, SortDescriptor(\.text, order: .reverse)),
                           sql: "\(columns) WHERE text < ? ORDER BY text DESC LIMIT \(limit)", arguments: [after]))
@@ -96,26 +119,28 @@ struct PagesCommand: ParsableCommand {
                             repeats: max(1, repeats), importSeconds: importSeconds, sqliteImportSeconds: sqliteImport)
         let container = try PersistentContainer(name: "Pages", model: model, directory: path)
         defer { try? container.close() }
-        // A text from the middle of the order: the next and previous pages around it.
-        let after = corpus.lines.map(\.text).sorted()[objects / 2]
-        for page in Self.pages(after: after) {
+        for page in Self.pages(sortedTexts: corpus.lines.map(\.text).sorted()) {
             progress("pages: \(page.name) ...")
             let query = try sqlite.query(page.sql)
             let expected = try query.run(page.arguments)
             var strataTimes: [Double] = []
             var sqliteTimes: [Double] = []
             let byText = page.request.sortDescriptors[0].keyPath == \SourceLine.text
-            for _ in 0..<report.repeats {
+            for run in 0..<report.repeats {
+                let text = page.after?(run)
+                let request = text.map(Self.next(after:)) ?? page.request
                 let context = container.newBackgroundContext(childOfWriter: true)
                 var found: [(text: String, uses: Int)] = []
                 strataTimes.append(try seconds {
-                    found = try context.performAndWait { try context.fetch(page.request).map { ($0.text, $0.uses) } }
+                    found = try context.performAndWait { try context.fetch(request).map { ($0.text, $0.uses) } }
                 } * 1000)
+                // Each side's first view of a page that changes every run.
+                var answer = expected
+                sqliteTimes.append(try seconds { answer = try query.run(text.map { [$0] } ?? page.arguments) } * 1000)
                 // Lines tied on their count may come in another order: the counts may not.
-                guard found.map(\.uses) == expected.map(\.uses), !byText || found.map(\.text) == expected.map(\.text) else {
-                    throw ValidationError("\(page.name): Strata answered \(found.prefix(3)), SQLite \(expected.prefix(3))")
+                guard found.map(\.uses) == answer.map(\.uses), !byText || found.map(\.text) == answer.map(\.text) else {
+                    throw ValidationError("\(page.name): Strata answered \(found.prefix(3)), SQLite \(answer.prefix(3))")
                 }
-                sqliteTimes.append(try seconds { _ = try query.run(page.arguments) } * 1000)
             }
             let context = container.newBackgroundContext(childOfWriter: true)
             let plan = try context.performAndWait { try context.explain(page.request).description }
