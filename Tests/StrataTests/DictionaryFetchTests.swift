@@ -27,11 +27,6 @@ import Testing
         objects.reduce(into: [:]) { $0[key($1), default: 0] += 1 }
     }
 
-    /// The differential test: in every context of a stack with pending
-    /// changes at each level, each dictionary fetch — counts per group read
-    /// from an index, and aggregates read from records — equals what an
-    /// object fetch with the same predicate, reduced by hand, gives;
-    /// pending changes included or not, across saves and refreshes.
     /// A parent that changes an object a child holds, then back to what it
     /// last saved, saves nothing for it — and the child still holds its
     /// older values, which no level above describes any more. Found by the
@@ -78,6 +73,11 @@ import Testing
         }
     }
 
+    /// The differential test: in every context of a stack with pending
+    /// changes at each level, each dictionary fetch — counts per group read
+    /// from an index, and aggregates read from records — equals what an
+    /// object fetch with the same predicate, reduced by hand, gives;
+    /// pending changes included or not, across saves and refreshes.
     @Test func groupsAndAggregatesAnswerAsTheObjectsDo() async throws {
         let seed = testSeed()
         var random = SeededGenerator(seed: seed)

@@ -72,15 +72,17 @@ final class DictionaryResultBuilder {
     /// What a store computes for this plan's columns: each aggregate's
     /// column (a grouped value's is the group's values), in the columns'
     /// order, for ``add(_:toGroup:)``.
-    var storeColumns: [StoreAggregate] {
-        plan.columns.compactMap { column in
-            switch column.function {
-            case .count: .count
-            case .sum, .average: .sum(property: column.property!)
-            case .minimum: .minimum(property: column.property!)
-            case .maximum: .maximum(property: column.property!)
-            case .value, .relationshipCount, .objectID: nil
-            }
+    var storeColumns: [StoreAggregate] { plan.columns.compactMap(Self.storeColumn) }
+
+    /// What a store computes for `column`; nil for a column it does not
+    /// (a grouped value; the per-object columns, which a grouped fetch has not).
+    private static func storeColumn(_ column: DictionaryPlan.Column) -> StoreAggregate? {
+        switch column.function {
+        case .count: .count
+        case .sum, .average: .sum(property: column.property!)
+        case .minimum: .minimum(property: column.property!)
+        case .maximum: .maximum(property: column.property!)
+        case .value, .relationshipCount, .objectID: nil
         }
     }
 
@@ -91,7 +93,7 @@ final class DictionaryResultBuilder {
         let g = group(for: key)
         var next = results.makeIterator()
         for (c, column) in plan.columns.enumerated() {
-            guard column.function != .value, let result = next.next() else { continue }
+            guard Self.storeColumn(column) != nil, let result = next.next() else { continue }
             if column.function == .count {
                 groupStates[g][c].objects += result.values
             } else {

@@ -10,11 +10,11 @@ internal import StrataStore
 /// call (`#Predicate { $0.sku == sku }` captures a new value each time), and
 /// the general translation (``ValueTestConvertible``) opens every node as an
 /// existential of the protocol it needs: a boxed copy of the node, its
-/// conformance looked up, the box destroyed. Here each node's translation is a closure made for its type,
-/// which knows its children's types and so calls their translations
-/// directly on the stored properties: per call, only what differs from one
-/// predicate of the type to the next is read (the constants, the key paths,
-/// the comparison's operator, the variable).
+/// conformance looked up, the box destroyed. Here each node's translation
+/// is a closure made for its type, which knows its children's types and so
+/// calls their translations directly on the stored properties: per call,
+/// only what differs from one predicate of the type to the next is read
+/// (the constants, the key paths, the comparison's operator, the variable).
 ///
 /// An expression type with a node outside these shapes has no translation
 /// here (nil, kept as such): ``ValueTest/compile(_:entity:)`` then walks it

@@ -257,17 +257,14 @@ extension ManagedObjectContext {
             // have left a cached row on either side of the walk's read
             // view: then the page is read again, from the records alone.
             var oneState = true
-            let page = try firstInOrder(of: request, test: ordered.test) { (_, take) throws(StrataError) -> Bool in
-                oneState = try coordinator.forEachStoredRow(of: entity, in: ordered.plan, cachedWhere: { registry[$0] == nil }, take)
-                return true
-            }!
-            guard !oneState else { return page }
-            return try firstInOrder(of: request, test: ordered.test) { (_, take) throws(StrataError) -> Bool in
-                try coordinator.forEachStored(of: entity, in: ordered.plan) { record throws(StrataError) -> Bool in
-                    try take(record.id, .stored(record))
-                }
-                return true
-            }!
+            func page(fromCache: Bool) throws(StrataError) -> ArraySlice<FetchMatch> {
+                try firstInOrder(of: request, test: ordered.test) { (_, take) throws(StrataError) -> Bool in
+                    oneState = try coordinator.forEachStoredRow(of: entity, in: ordered.plan, cachedWhere: { fromCache && registry[$0] == nil }, take)
+                    return true
+                }!
+            }
+            let cached = try page(fromCache: true)
+            return oneState ? cached : try page(fromCache: false)
         }
         if keepingRows, let page = try firstInStoreOrder(of: request) { return page }
         // Without an order, any offset + limit matches are the page: the

@@ -137,9 +137,9 @@ extension PostgresStore {
                     value = .integer(Int64(count))
                 case .integerSum:
                     // numeric, as text: an Int64, or past 64 bits a double (a sum then throws; an average takes it).
-                    value = (try? cell.decode(String?.self)).flatMap { $0 }.map { Int64($0).map(PropertyValue.integer) ?? .double(Double($0) ?? .nan) } ?? .null
+                    value = try Self.aggregate(cell, as: String.self).map { Int64($0).map(PropertyValue.integer) ?? .double(Double($0) ?? .nan) } ?? .null
                 case .doubleSum:
-                    value = (try? cell.decode(Double?.self)).flatMap { $0 }.map(PropertyValue.double) ?? .null
+                    value = try Self.aggregate(cell, as: Double.self).map(PropertyValue.double) ?? .null
                 case .extreme(let attribute):
                     value = try RowCoding.attributeValue(cell, attribute, of: "a group of \(entity.name)")
                 }
@@ -151,10 +151,19 @@ extension PostgresStore {
 
     /// A `bigint` PostgreSQL computed.
     private static func integer(_ cell: PostgresCell) throws(StrataError) -> Int64 {
-        guard let value = try? cell.decode(Int64.self) else {
+        guard let value = try aggregate(cell, as: Int64.self) else {
             throw StrataError(code: .storage, message: "PostgreSQL answered an aggregate with no number")
         }
         return value
+    }
+
+    /// An aggregate PostgreSQL computed, as `type` (nil: SQL's null, a sum of no value).
+    private static func aggregate<T: PostgresDecodable>(_ cell: PostgresCell, as type: T.Type) throws(StrataError) -> T? where T._DecodableType == T {
+        do {
+            return try cell.decode(T?.self)
+        } catch {
+            throw StrataError(code: .storage, message: "PostgreSQL answered an aggregate that is not a \(T.self): \(error)")
+        }
     }
 
     /// The statement a fetch in `order` sends for each page (its limit and
