@@ -1,6 +1,6 @@
 import Foundation
 import SharedTestSupport
-@testable import Strata
+@_spi(StoreImplementation) @testable import Strata
 import StrataStore
 import Testing
 

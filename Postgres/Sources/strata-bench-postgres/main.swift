@@ -6,7 +6,8 @@ import Foundation
 //
 //   strata-bench-postgres --server-dir DIR [--seconds 10] [--processes 1,2,4]
 //       [--merges 1000] [--objects 10000] [--lookups 2000] [--records 10000]
-//       [--kills 20] [--pages 1000] [--only saves|merge|lookup|pages|import|kill]
+//       [--kills 20] [--pages 1000] [--migrate-objects 200000]
+//       [--only saves|merge|lookup|pages|import|migrate|kill]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
@@ -54,6 +55,9 @@ do {
         }
         if only == nil || only == "import" {
             try await Import.run(server, records: Int(option("records") ?? "10000")!)
+        }
+        if only == nil || only == "migrate" {
+            try await Migrate.run(server, objects: Int(option("migrate-objects") ?? "200000")!, rounds: 3)
         }
         if only == nil || only == "kill" {
             try await KillCycles.run(server, cycles: Int(option("kills") ?? "20")!)

@@ -25,13 +25,13 @@ struct InstallationTests {
         let again = try PostgresSession.connect(session.configuration)
         defer { again.close() }
         let second = try SchemaInstallation.prepare(try StoreSchema(model), of: model, on: again)
-        #expect(second == InstalledSchema(storeIdentifier: first.storeIdentifier, created: false))
+        #expect(second == InstalledSchema(storeIdentifier: first.storeIdentifier, created: false, migrated: false))
         #expect(try SchemaInstallation.differences(from: try StoreSchema(model), on: session).isEmpty)
         // Every table, as the catalog lists it.
         let tables = try session.query(
             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1", "listing")
             .map { try $0.decode(String.self) }
-        #expect(tables == ["Bookmark", "Bookmark_related", "Bookmark_tags", "Folder", "Person", "Tag", "strata_history", "strata_history_changes", "strata_keys", "strata_meta"])
+        #expect(tables == ["Bookmark", "Bookmark_related", "Bookmark_tags", "Folder", "Person", "Tag", "strata_history", "strata_history_changes", "strata_history_cursors", "strata_keys", "strata_meta"])
     }
 
     @Test func theServerHoldsTheModelsRules() throws {
@@ -113,8 +113,9 @@ struct InstallationTests {
         }
         #expect(refusal?.code == .modelMismatch)
         #expect(refusal?.message.contains("another model") == true)
+        #expect(refusal?.modelDifferences.contains { $0.property == "notes" && !$0.isInferable } == true)
         let model = try bookmarksModel()
-        #expect(try SchemaInstallation.prepare(try StoreSchema(model), of: model, on: session) == InstalledSchema(storeIdentifier: first.storeIdentifier, created: false))
+        #expect(try SchemaInstallation.prepare(try StoreSchema(model), of: model, on: session) == InstalledSchema(storeIdentifier: first.storeIdentifier, created: false, migrated: false))
     }
 
     @Test func tablesChangedOutsideStrataAreNamed() throws {

@@ -27,7 +27,8 @@ func bookmarksModel(extraAttribute: Bool = false) throws -> ManagedObjectModel {
         .toOne("folder", "Folder", inverse: "bookmarks"),
         .toMany("related", "Bookmark", inverse: nil),
     ]
-    if extraAttribute { bookmarkProperties.append(.attribute("notes", .string, optional: true)) }
+    // Required, with no default: not a migration inference can make.
+    if extraAttribute { bookmarkProperties.append(.attribute("notes", .string)) }
     return try ManagedObjectModel(entities: [
         EntityDescription(name: "Bookmark", managedObjectClass: Bookmark.self, properties: bookmarkProperties,
                           indexes: [IndexDescription(["visits"]), IndexDescription(["title", "added"])],

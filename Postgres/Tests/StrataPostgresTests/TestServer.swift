@@ -85,3 +85,19 @@ enum TestServer {
         return status & 0x7f == 0 && (status >> 8) & 0xff == 0
     }
 }
+
+/// A coordinator on the PostgreSQL store of `model` in the database
+/// `configuration` names, as a process opens it.
+func openCoordinator(
+    _ configuration: PostgresConfiguration, _ model: ManagedObjectModel, history: PersistentHistory = .default
+) throws -> PersistentStoreCoordinator {
+    let coordinator = PersistentStoreCoordinator(model: model)
+    let store = try PostgresStore(configuration, model: model, history: history)
+    do {
+        try coordinator.addPersistentStore(store)
+    } catch {
+        store.close()
+        throw error
+    }
+    return coordinator
+}

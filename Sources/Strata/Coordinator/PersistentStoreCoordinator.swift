@@ -373,9 +373,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// The coordinator's store, whichever it is; nil when none is open.
+    var currentBackend: StoreBackend? { lock.withLock { backend } }
+
     /// The log store, or ``StrataError/Code/noPersistentStore``; with
     /// another store, ``StrataError/Code/invalidArgument`` (what asks for
-    /// it is the log store's alone: history, compaction, following).
+    /// it is the log store's alone: compaction, batch requests, following).
     func currentStore() throws(StrataError) -> LogObjectStore {
         switch lock.withLock({ backend }) {
         case .log(let store)?: return store
@@ -386,7 +389,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// What another store does not do yet, for errors.
     static let externalLimits = """
-        persistent history through Strata's API, batch requests and catching up by hand are the log store's \
+        batch requests, compaction and catching up by hand are the log store's \
         (a coordinator follows another store's other writers by itself)
         """
 

@@ -20,6 +20,17 @@ public struct HistoryTransaction: Sendable, Hashable, Identifiable {
 
     public var id: HistoryToken { token }
 
+    /// A transaction as a store behind the seam reads it from its history
+    /// (``StoreHistory``).
+    @_spi(StoreImplementation)
+    public init(token: HistoryToken, timestamp: Date, author: String?, contextName: String?, changes: [HistoryChange]) {
+        self.token = token
+        self.timestamp = timestamp
+        self.author = author
+        self.contextName = contextName
+        self.changes = changes
+    }
+
     /// The objects as a did-save notification lists them, to merge into a
     /// context (``ManagedObjectContext/mergeChanges(fromHistory:)``).
     public var objectChanges: ObjectChanges {
@@ -62,7 +73,8 @@ public struct HistoryChange: Sendable, Hashable {
     /// by name; empty otherwise.
     public internal(set) var tombstone: [String: PropertyValue] = [:]
 
-    init(objectID: ObjectID, kind: Kind, updatedProperties: [String], tombstone: [String: PropertyValue] = [:]) {
+    @_spi(StoreImplementation)
+    public init(objectID: ObjectID, kind: Kind, updatedProperties: [String], tombstone: [String: PropertyValue] = [:]) {
         self.objectID = objectID
         self.kind = kind
         self.updatedProperties = updatedProperties

@@ -42,7 +42,7 @@ extension PersistentStoreCoordinator {
     /// if let through = page.scannedThrough { try coordinator.setHistoryCursor("sync", to: through) }
     /// ```
     public func fetchHistoryPage(_ request: HistoryRequest = HistoryRequest()) throws(StrataError) -> HistoryPage {
-        let store = try currentStore()
+        let store = try historySource()
         let identifier = try historyStoreIdentifier()
         var start: UInt64 = 0
         if let after = request.after {
@@ -112,7 +112,7 @@ extension PersistentStoreCoordinator {
     /// let now = try container.coordinator.currentHistoryToken()
     /// ```
     public func currentHistoryToken() throws(StrataError) -> HistoryToken? {
-        let (newest, pruned) = try currentStore().historyBounds()
+        let (newest, pruned) = try historySource().historyBounds()
         guard let number = newest ?? (pruned > 0 ? pruned : nil) else { return nil }
         return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
     }
@@ -123,7 +123,7 @@ extension PersistentStoreCoordinator {
     /// no cursor.
     public func historyCursor(_ name: String) throws(StrataError) -> HistoryToken? {
         try Self.checkCursorName(name)
-        guard let number = try currentStore().historyCursor(name) else { return nil }
+        guard let number = try historySource().historyCursor(name) else { return nil }
         return HistoryToken(storeIdentifier: try historyStoreIdentifier(), transactionNumber: number)
     }
 
@@ -175,7 +175,7 @@ extension PersistentStoreCoordinator {
     /// How much history the store keeps, for ``ObjectStoreInspector`` and
     /// `strata-dump info`.
     public func historySummary() throws(StrataError) -> HistorySummary {
-        try currentStore().historySummary()
+        try historySource().historySummary()
     }
 
     // MARK: Helpers
@@ -191,8 +191,24 @@ extension PersistentStoreCoordinator {
         }
     }
 
-    private func writableHistoryStore() throws(StrataError) -> LogObjectStore {
-        let store = try currentStore()
+    /// The history of the coordinator's store: the log store's, or one a
+    /// store behind the seam keeps (``PersistentStore/history``).
+    private func historySource() throws(StrataError) -> any HistorySource {
+        switch currentBackend {
+        case .log(let store)?:
+            return store
+        case .external(let store)?:
+            guard let history = store.store.history else {
+                throw StrataError(.invalidArgument, "the coordinator's store keeps no persistent history that Strata's history API reads")
+            }
+            return SeamHistorySource(history: history)
+        case nil:
+            throw StrataError(.noPersistentStore, "the coordinator has no open store")
+        }
+    }
+
+    private func writableHistoryStore() throws(StrataError) -> any HistorySource {
+        let store = try historySource()
         if store.followsAnotherWriter {
             throw StrataError(.invalidArgument, "history cursors and pruning write to the store, which this process opened read-only: set them in the process that writes it")
         }

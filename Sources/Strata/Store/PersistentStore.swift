@@ -9,8 +9,8 @@ public import Foundation
 ///
 /// Unfrozen (`@_spi(StoreImplementation)`): it changes as the PostgreSQL
 /// store grows. What the coordinator does not ask of such a store yet —
-/// index key ranges, persistent history through Strata's API, batch
-/// requests, compaction, migrations — throws a typed error on it.
+/// index key ranges, batch requests, compaction, migrations (the store
+/// migrates its own tables as it opens) — throws a typed error on it.
 ///
 /// Every method may be called from any thread, several at once, but for
 /// ``save(_:)`` and ``reservePrimaryKeys(for:count:)``, which the
@@ -99,6 +99,11 @@ public protocol PersistentStore: AnyObject, Sendable {
         passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)?
 
+    /// The store's persistent history, when it keeps one that Strata's
+    /// history API reads (``PersistentStoreCoordinator/fetchHistory(_:)``,
+    /// cursors, pruning, the summary); nil when it keeps none (the default).
+    var history: (any StoreHistory)? { get }
+
     /// Closes the store; later calls throw ``StrataError/Code/noPersistentStore``.
     func close() throws(StrataError)
 }
@@ -123,6 +128,8 @@ extension PersistentStore {
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
         passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)? { nil }
+
+    public var history: (any StoreHistory)? { nil }
 }
 
 /// One key of the order a store reads objects in

@@ -8,10 +8,13 @@ struct InstalledSchema: Equatable {
     var storeIdentifier: UUID
     /// Whether this open made the tables (the database had none of them).
     var created: Bool
+    /// Whether this open migrated them from another model's (``SchemaMigration``).
+    var migrated: Bool
 }
 
 /// Opening a store in a PostgreSQL database: makes the schema where there
-/// is none, or checks the one there against the model.
+/// is none, migrates it from the model it was made for by inference
+/// (``SchemaMigration``), or checks the one there against the model.
 ///
 /// All of it is one transaction, so a failure leaves the database as it was
 /// (PostgreSQL's DDL is transactional). Processes that open one empty
@@ -24,10 +27,11 @@ enum SchemaInstallation {
     static let lockKey: Int64 = 0x73_74_72_61_74_61
 
     /// Makes `schema` (of `model`) in the database `session` is connected
-    /// to, or checks the one there. Throws
-    /// ``Strata/StrataError/Code/modelMismatch`` when the database holds a
-    /// store of another model, of another format, or whose tables were
-    /// changed outside Strata; nothing is changed then.
+    /// to, migrates the one there from an earlier model, or checks it.
+    /// Throws ``Strata/StrataError/Code/modelMismatch`` when the database
+    /// holds a store of a model this one cannot be inferred from, of another
+    /// format, or whose tables were changed outside Strata; nothing is
+    /// changed then.
     static func prepare(
         _ schema: StoreSchema, of model: ManagedObjectModel, on session: PostgresSession
     ) throws(StrataError) -> InstalledSchema {
@@ -45,15 +49,40 @@ enum SchemaInstallation {
                     \(place) holds a Strata store of format \(meta["format"] ?? "unknown"); this version reads format \(format) only
                     """)
             }
-            guard meta["model.versionHash"] == model.versionHash else {
-                throw StrataError(code: .modelMismatch, message: """
-                    \(place) holds a store of another model (its version hash \(meta["model.versionHash"] ?? "unknown"), \
-                    this model's \(model.versionHash)): open it with the model that made it (migrating a PostgreSQL store \
-                    is not built yet)
-                    """)
-            }
             guard let identifier = meta["store.identifier"].flatMap(UUID.init(uuidString:)) else {
                 throw StrataError(code: .corruptRecord, message: "\(place): strata_meta has no store identifier")
+            }
+            // A store made before the history kept cursors.
+            try session.execute(StoreSchema.historyCursorsCreation, "making the history's cursors' table")
+            if let recorded = meta[schemaKey] {
+                guard let bytes = Data(base64Encoded: recorded) else {
+                    throw StrataError(code: .corruptRecord, message: "\(place): strata_meta's model schema is not base64")
+                }
+                if Array(bytes) != model.encodedSchema {
+                    let storedModel = try ManagedObjectModel.decoding(encodedSchema: Array(bytes))
+                    // A process still running an earlier version of the app
+                    // must not migrate the tables back (dropping what the
+                    // later model added, and its data).
+                    let earlier = meta[earlierVersionsKey]?.split(separator: ",").map(String.init) ?? []
+                    guard !earlier.contains(model.versionHash) || model.versionHash == storedModel.versionHash else {
+                        throw StrataError(code: .modelMismatch, message: """
+                            \(place) was migrated from this model (\(model.versionHash)) to a later one (\(storedModel.versionHash)): \
+                            open it with the later model; a store is never migrated back
+                            """)
+                    }
+                    try SchemaMigration.migrate(from: storedModel, to: model, schema: schema, on: session, place: place)
+                    try record(model, on: session, earlierVersions: earlier + [storedModel.versionHash])
+                    return InstalledSchema(storeIdentifier: identifier, created: false, migrated: true)
+                }
+            } else {
+                // A store made before Strata kept its model beside it.
+                guard meta["model.versionHash"] == model.versionHash else {
+                    throw StrataError(code: .modelMismatch, message: """
+                        \(place) holds a store of another model (its version hash \(meta["model.versionHash"] ?? "unknown"), \
+                        this model's \(model.versionHash)), and does not record that model, which a migration needs: open it \
+                        once with the model that made it (which records it), then with this one
+                        """)
+                }
             }
             let differences = try differences(from: schema, on: session)
             guard differences.isEmpty else {
@@ -63,7 +92,30 @@ enum SchemaInstallation {
                     Put them back as the model has them
                     """)
             }
-            return InstalledSchema(storeIdentifier: identifier, created: false)
+            if meta[schemaKey] == nil { try record(model, on: session) }
+            return InstalledSchema(storeIdentifier: identifier, created: false, migrated: false)
+        }
+    }
+
+    /// The key under which `strata_meta` holds the model's whole schema
+    /// (``Strata/ManagedObjectModel/encodedSchema``, in base64), which a
+    /// later model's migration is inferred from.
+    static let schemaKey = "model.schema"
+    /// The key under which `strata_meta` holds the version hashes of the
+    /// models the store was migrated from, comma-separated: an open with one
+    /// of them is refused rather than migrated back.
+    static let earlierVersionsKey = "model.earlierVersions"
+
+    /// Records `model` as the store's: its version and its schema, and the
+    /// versions it was migrated from.
+    private static func record(_ model: ManagedObjectModel, on session: PostgresSession, earlierVersions: [String]? = nil) throws(StrataError) {
+        let meta = SQLIdentifier.quoted(StoreSchema.metaTable)
+        var entries = [("model.versionHash", model.versionHash), (schemaKey, Data(model.encodedSchema).base64EncodedString())]
+        if let earlierVersions { entries.append((earlierVersionsKey, earlierVersions.filter { $0 != model.versionHash }.joined(separator: ","))) }
+        for (key, value) in entries {
+            try session.query("""
+                INSERT INTO \(unescaped: meta) (key, value) VALUES (\(key), \(value)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+                """, "recording the store's model")
         }
     }
 
@@ -77,14 +129,16 @@ enum SchemaInstallation {
         let meta = StoreSchema.metaTable
         let entries = [
             ("format", format), ("model.versionHash", model.versionHash), ("store.identifier", identifier.uuidString),
-            // The next save's history number (``PostgresHistory``).
-            ("history.next", "1"),
+            (schemaKey, Data(model.encodedSchema).base64EncodedString()),
+            // The next save's history number (``PostgresHistory``), and the
+            // last one pruned (``PostgresStoreHistory``).
+            ("history.next", "1"), ("history.pruned", "0"),
         ]
         for (key, value) in entries {
             try session.query(
                 "INSERT INTO \(unescaped: SQLIdentifier.quoted(meta)) (key, value) VALUES (\(key), \(value))", "recording the store's model")
         }
-        return InstalledSchema(storeIdentifier: identifier, created: true)
+        return InstalledSchema(storeIdentifier: identifier, created: true, migrated: false)
     }
 
     private static func readMeta(on session: PostgresSession) throws(StrataError) -> [String: String] {

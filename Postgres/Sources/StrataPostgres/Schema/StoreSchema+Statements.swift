@@ -18,48 +18,71 @@ extension StoreSchema {
             CHECK (kind IN ('insert', 'update', 'delete')), properties text[])
             """,
             "CREATE INDEX \(q(Self.historyChangesTable + "_number_idx")) ON \(q(Self.historyChangesTable)) (number)",
+            Self.historyCursorsCreation,
         ]
-        for table in tables {
-            var parts = table.columns.map { column in
-                q(column.name) + " " + column.type + (column.isText ? " COLLATE \"C\"" : "") + (column.isNullable ? "" : " NOT NULL")
-            }
-            parts.append("CONSTRAINT \(q(table.primaryKeyName)) PRIMARY KEY (\(table.primaryKey.map(q).joined(separator: ", ")))")
-            statements.append("CREATE TABLE \(q(table.name)) (\(parts.joined(separator: ", ")))")
-        }
-        for table in tables {
-            for column in table.columns {
-                guard let destination = column.references else { continue }
-                // A join table's rows go with either object; an entity's
-                // to-one is nullified or cascaded by Strata's delete rules.
-                let onDelete = table.entity == nil ? " ON DELETE CASCADE" : ""
-                statements.append("""
-                    ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(table.foreignKeyName(column.name))) \
-                    FOREIGN KEY (\(q(column.name))) REFERENCES \(q(destination)) (\(q(Self.idColumn)))\(onDelete) \
-                    DEFERRABLE INITIALLY DEFERRED
-                    """)
-            }
-        }
-        for table in tables {
-            for index in table.indexes {
-                let columns = index.columns.map(q).joined(separator: ", ")
-                // A fetch compares strings in NFC (`normalize(column, NFC)`,
-                // as Swift compares them by canonical equivalence): an index
-                // with text is made on that expression, which such a clause
-                // can use.
-                let expressions = index.columns.map { name in
-                    table.columns.first { $0.name == name }?.isText == true ? "normalize(\(q(name)), NFC)" : q(name)
-                }.joined(separator: ", ")
-                if index.isUnique {
-                    // A uniqueness constraint is checked at commit, as Strata
-                    // checks a save whole: one save may swap two objects' values.
-                    statements.append("ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(index.name)) UNIQUE (\(columns)) DEFERRABLE INITIALLY DEFERRED")
-                    if let name = index.normalizedName(in: table) {
-                        statements.append("CREATE INDEX \(q(name)) ON \(q(table.name)) (\(expressions))")
-                    }
-                } else {
-                    statements.append("CREATE INDEX \(q(index.name)) ON \(q(table.name)) (\(expressions))")
-                }
-            }
+        statements += tables.map(Self.creation(of:))
+        statements += tables.flatMap(Self.foreignKeys(of:))
+        statements += tables.flatMap { table in table.indexes.flatMap { Self.creation(of: $0, in: table) } }
+        return statements
+    }
+
+    /// The history's cursors' table, made with the others or, in a store
+    /// made before it existed, when the store is opened (`IF NOT EXISTS`).
+    static let historyCursorsCreation = """
+        CREATE TABLE IF NOT EXISTS \(SQLIdentifier.quoted(historyCursorsTable)) \
+        (name text COLLATE "C" NOT NULL PRIMARY KEY, number bigint NOT NULL)
+        """
+
+    /// `CREATE TABLE` for `table`: its columns and its primary key, without
+    /// foreign keys or indexes.
+    static func creation(of table: Table) -> String {
+        let q = SQLIdentifier.quoted
+        var parts = table.columns.map(columnDefinition)
+        parts.append("CONSTRAINT \(q(table.primaryKeyName)) PRIMARY KEY (\(table.primaryKey.map(q).joined(separator: ", ")))")
+        return "CREATE TABLE \(q(table.name)) (\(parts.joined(separator: ", ")))"
+    }
+
+    /// A column as `CREATE TABLE` and `ADD COLUMN` spell it.
+    static func columnDefinition(_ column: Column) -> String {
+        SQLIdentifier.quoted(column.name) + " " + column.type + (column.isText ? " COLLATE \"C\"" : "") + (column.isNullable ? "" : " NOT NULL")
+    }
+
+    /// The foreign keys of `table`'s columns.
+    static func foreignKeys(of table: Table) -> [String] {
+        table.columns.compactMap { foreignKey(of: $0, in: table) }
+    }
+
+    /// The foreign key of `column` of `table`, if it refers to a table.
+    static func foreignKey(of column: Column, in table: Table) -> String? {
+        guard let destination = column.references else { return nil }
+        let q = SQLIdentifier.quoted
+        // A join table's rows go with either object; an entity's to-one is
+        // nullified or cascaded by Strata's delete rules.
+        let onDelete = table.entity == nil ? " ON DELETE CASCADE" : ""
+        return """
+            ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(table.foreignKeyName(column.name))) \
+            FOREIGN KEY (\(q(column.name))) REFERENCES \(q(destination)) (\(q(Self.idColumn)))\(onDelete) \
+            DEFERRABLE INITIALLY DEFERRED
+            """
+    }
+
+    /// The statements that make `index` of `table`: a uniqueness
+    /// constraint and, with text, the index fetches use; or an index.
+    static func creation(of index: Index, in table: Table) -> [String] {
+        let q = SQLIdentifier.quoted
+        let columns = index.columns.map(q).joined(separator: ", ")
+        // A fetch compares strings in NFC (`normalize(column, NFC)`, as
+        // Swift compares them by canonical equivalence): an index with text
+        // is made on that expression, which such a clause can use.
+        let expressions = index.columns.map { name in
+            table.columns.first { $0.name == name }?.isText == true ? "normalize(\(q(name)), NFC)" : q(name)
+        }.joined(separator: ", ")
+        guard index.isUnique else { return ["CREATE INDEX \(q(index.name)) ON \(q(table.name)) (\(expressions))"] }
+        // A uniqueness constraint is checked at commit, as Strata checks a
+        // save whole: one save may swap two objects' values.
+        var statements = ["ALTER TABLE \(q(table.name)) ADD CONSTRAINT \(q(index.name)) UNIQUE (\(columns)) DEFERRABLE INITIALLY DEFERRED"]
+        if let name = index.normalizedName(in: table) {
+            statements.append("CREATE INDEX \(q(name)) ON \(q(table.name)) (\(expressions))")
         }
         return statements
     }

@@ -21,10 +21,11 @@
 ///   PostgreSQL's own `UNIQUE` constraints, checked at commit (so a row
 ///   another service writes is held to them too, one save may swap two
 ///   objects' values, and a null value never collides, as in Strata);
-/// - **`strata_meta`**, **`strata_keys`**, **`strata_history`** and
-///   **`strata_history_changes`**, Strata's own: the store's identity and
-///   the model's version; the next primary key of each entity; each save's
-///   transaction and the objects it changed (see ``PostgresHistory``).
+/// - **`strata_meta`**, **`strata_keys`**, **`strata_history`**,
+///   **`strata_history_changes`** and **`strata_history_cursors`**,
+///   Strata's own: the store's identity and model; the next primary key of
+///   each entity; each save's transaction and the objects it changed (see
+///   ``PostgresHistory``); the history's named cursors.
 ///
 /// Strata applies delete rules itself, in the object graph; the foreign keys
 /// are checked at commit (`DEFERRABLE INITIALLY DEFERRED`), so one save can
@@ -84,10 +85,12 @@ struct StoreSchema: Equatable {
     /// object it changed.
     static let historyTable = "strata_history"
     static let historyChangesTable = "strata_history_changes"
+    /// Strata's own table of the history's named cursors (``PostgresStoreHistory``).
+    static let historyCursorsTable = "strata_history_cursors"
     /// The channel a save's `NOTIFY` goes out on, carrying its history number.
     static let changesChannel = "strata_changes"
     /// Strata's own tables, which no entity may be named as.
-    static let ownTables = [metaTable, keysTable, historyTable, historyChangesTable]
+    static let ownTables = [metaTable, keysTable, historyTable, historyChangesTable, historyCursorsTable]
     /// The column holding an object's primary key.
     static let idColumn = "strata_id"
     /// The column holding an object's version.

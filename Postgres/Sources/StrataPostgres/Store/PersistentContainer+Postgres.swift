@@ -20,15 +20,20 @@ extension PersistentContainer {
     /// ```
     ///
     /// `sessions` bounds the connections the store opens for its reads and
-    /// saves (one more follows the other processes' saves); `onFollowError`
-    /// hears what interrupted that following — a lost connection, retried
-    /// by itself, missing nothing. ``close()`` closes every connection.
+    /// saves (one more follows the other processes' saves); `history` says
+    /// how long the history of saves is kept (``Strata/PersistentHistory``:
+    /// by age and count only — it is also how the processes learn of each
+    /// other's saves, so leave it on); `onFollowError` hears what
+    /// interrupted that following — a lost connection, retried by itself,
+    /// missing nothing, or a process so far behind that the history it
+    /// needed was pruned (``Strata/StrataError/Code/historyExpired``).
+    /// ``close()`` closes every connection.
     public convenience init(
         name: String, model: ManagedObjectModel, postgres configuration: PostgresConfiguration, sessions: Int = 8,
-        viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20,
+        history: PersistentHistory = .default, viewContext queue: ViewContextQueue = .main, rowCacheBudget: Int = 32 << 20,
         onFollowError: @escaping @Sendable (StrataError) -> Void = { _ in }
     ) throws(StrataError) {
-        let store = try PostgresStore(configuration, model: model, sessions: sessions)
+        let store = try PostgresStore(configuration, model: model, sessions: sessions, history: history)
         do {
             try self.init(name: name, model: model, store: store, viewContext: queue, rowCacheBudget: rowCacheBudget, onFollowError: onFollowError)
         } catch {
@@ -41,12 +46,13 @@ extension PersistentContainer {
 extension PersistentStoreCoordinator {
     /// Opens the PostgreSQL store of the coordinator's model in the database
     /// `configuration` names, as the coordinator's one store (see
-    /// ``Strata/PersistentContainer/init(name:model:postgres:sessions:viewContext:rowCacheBudget:onFollowError:)``
-    /// for what it does and what `sessions` and `onFollowError` are).
+    /// ``Strata/PersistentContainer/init(name:model:postgres:sessions:history:viewContext:rowCacheBudget:onFollowError:)``
+    /// for what it does and what `sessions`, `history` and `onFollowError` are).
     public func addPostgresStore(
-        _ configuration: PostgresConfiguration, sessions: Int = 8, onFollowError: @escaping @Sendable (StrataError) -> Void = { _ in }
+        _ configuration: PostgresConfiguration, sessions: Int = 8, history: PersistentHistory = .default,
+        onFollowError: @escaping @Sendable (StrataError) -> Void = { _ in }
     ) throws(StrataError) {
-        let store = try PostgresStore(configuration, model: model, sessions: sessions)
+        let store = try PostgresStore(configuration, model: model, sessions: sessions, history: history)
         do {
             try addPersistentStore(store, onFollowError: onFollowError)
         } catch {

@@ -13,6 +13,10 @@ import Foundation
 /// fails, each failure told to `onError` — and reads the history from its
 /// last number, which brings in whatever committed meanwhile.
 ///
+/// A follower that falls further behind than the history's limits keep
+/// finds a hole where pruned transactions were: it says so to `onError`
+/// (``Strata/StrataError/Code/historyExpired``) and goes on from there.
+///
 /// A wake-up carries the number of the save that sent it. When every
 /// number heard since the last delivery is one `passOver` claims (the
 /// coordinator's own saves, which it merged as it made them), the history
@@ -135,6 +139,15 @@ final class PostgresChangeFollower: @unchecked Sendable {
                 while !isStopped {
                     let transactions = try store.transactions(after: last)
                     guard let newest = transactions.last else { break }
+                    // Numbers have no holes but those pruning makes: the
+                    // transactions in between are gone, unread.
+                    if let first = transactions.first, first.number > last + 1 {
+                        onError(StrataError(code: .historyExpired, message: """
+                            following other processes' saves: transactions #\(last + 1) to #\(first.number - 1) were pruned before \
+                            this process read them (it fell further behind than the history's limits keep); objects they changed \
+                            may be stale here until refreshed
+                            """))
+                    }
                     deliver(transactions)
                     last = newest.number
                 }

@@ -39,6 +39,12 @@ extension PostgresStore: PersistentStore {
 
 extension PostgresChangeFollower: StoreTransactionFollowing {}
 
+extension PostgresStore {
+    /// The history every save writes, read and pruned through Strata's
+    /// history API; nil when this store records none.
+    var history: (any StoreHistory)? { recordsHistory ? PostgresStoreHistory(store: self) : nil }
+}
+
 extension StoredTransaction {
     /// The transaction with its objects' IDs, those of entities `model`
     /// lacks left out (another model version's, written by another process).

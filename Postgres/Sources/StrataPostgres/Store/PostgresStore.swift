@@ -32,14 +32,16 @@ final class PostgresStore: Sendable {
     let scanPageSize: Int
     /// Whether saves record their transactions (``PostgresHistory``):
     /// other processes learn of a save through them.
-    let recordsHistory: Bool
+    var recordsHistory: Bool { historyLimits.isEnabled }
+    /// How long the history is kept (``PostgresStoreHistory/pruneToLimits()``).
+    let historyLimits: PersistentHistory
 
     /// Opens the store of `model` in the database `configuration` names,
     /// making its tables if the database has none (see
     /// ``SchemaInstallation``), with at most `sessions` connections.
     init(
         _ configuration: PostgresConfiguration, model: ManagedObjectModel, sessions: Int = 8, scanPageSize: Int = 1_000,
-        recordsHistory: Bool = true
+        history: PersistentHistory = .default
     ) throws(StrataError) {
         let schema = try StoreSchema(model)
         let pool = PostgresSessionPool(configuration, capacity: sessions)
@@ -58,7 +60,7 @@ final class PostgresStore: Sendable {
         self.identifier = installed.storeIdentifier
         self.created = installed.created
         self.scanPageSize = scanPageSize
-        self.recordsHistory = recordsHistory
+        self.historyLimits = history
     }
 
     /// Closes the store: waits for the calls under way, then closes every
@@ -265,6 +267,12 @@ final class PostgresStore: Sendable {
                 }
             }
             try session.execute("COMMIT", "saving")
+            // Every so many transactions (by number, so one process among
+            // all does it), the history is pruned to its limits; a failure
+            // is tried again at the next turn, the save stands.
+            if let number, number % PostgresStoreHistory.pruneEvery == 0 {
+                _ = try? PostgresStoreHistory(store: self).pruneToLimits(on: session)
+            }
             return .written(number)
         }
     }

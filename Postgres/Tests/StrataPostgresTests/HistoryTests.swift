@@ -1,0 +1,153 @@
+import Foundation
+@_spi(StoreImplementation) import Strata
+@testable import StrataPostgres
+import Synchronization
+import Testing
+
+/// Strata's history API over PostgreSQL: the transactions every process's
+/// saves write, read after a token and filtered; named cursors kept in the
+/// database; pruning by hand and by the store's limits, and what a reader
+/// too far behind is told.
+@Suite("History over PostgreSQL", .enabled(if: TestServer.isAvailable, "no PostgreSQL server (see the message above)"))
+struct PostgresHistoryTests {
+    func open(_ configuration: PostgresConfiguration, history: PersistentHistory = .default) throws -> PersistentStoreCoordinator {
+        try openCoordinator(configuration, try notesModel(), history: history)
+    }
+
+    /// A context on `coordinator` whose saves `author` signs.
+    func context(_ coordinator: PersistentStoreCoordinator, author: String) -> ManagedObjectContext {
+        let context = ManagedObjectContext(.privateQueue, coordinator: coordinator, name: "\(author)'s context")
+        context.performAndWait { context.transactionAuthor = author }
+        return context
+    }
+
+    @Test func transactionsOfEveryProcessAfterAToken() throws {
+        let configuration = try TestServer.freshDatabase()
+        let importer = try open(configuration)
+        defer { try? importer.close() }
+        let web = try open(configuration)
+        defer { try? web.close() }
+        #expect(try web.currentHistoryToken() == nil)
+        let a = context(importer, author: "importer")
+        let (soupID, labelID) = try a.performAndWait {
+            let label = Label(context: a)
+            label.name = "swift"
+            let soup = Note(context: a)
+            soup.title = "Soup"
+            soup.labels = [label]
+            try a.save()
+            return (soup.objectID, label.objectID)
+        }
+        let start = try #require(try web.currentHistoryToken())
+        let b = context(web, author: "web")
+        try b.performAndWait {
+            let soup = try #require(try Note.first(in: b, where: \.title, equals: "Soup"))
+            soup.visits = 3
+            try b.save()
+            b.delete(soup)
+            try b.save()
+        }
+        // Every process's saves, in commit order, with who made them and what they did.
+        let all = try web.fetchHistory()
+        #expect(all.map(\.author) == ["importer", "web", "web"])
+        #expect(all.map(\.contextName) == ["importer's context", "web's context", "web's context"])
+        #expect(all.map(\.token.transactionNumber) == [1, 2, 3])
+        // (Each coordinator here has a model of its own: IDs compare by entity name and key.)
+        func key(_ id: ObjectID) -> String { "\(id.entity.name)/\(id.storedPrimaryKey)" }
+        #expect(Set(all[0].changes.filter { $0.kind == .insert }.map { key($0.objectID) }) == [key(soupID), key(labelID)])
+        #expect(all[1].changes.map(\.kind) == [.update])
+        #expect(all[1].changes.first?.updatedProperties == ["visits"])
+        #expect(all[2].changes.contains { $0.kind == .delete && key($0.objectID) == key(soupID) })
+        #expect(all[0].token.storeIdentifier == web.storeIdentifier)
+        // After a token, by author, by entity; a page that leaves some out still moves on.
+        #expect(try importer.fetchHistory(HistoryRequest(after: start)).map(\.token.transactionNumber) == [2, 3])
+        var byAuthor = HistoryRequest()
+        byAuthor.authors = ["importer"]
+        #expect(try importer.fetchHistory(byAuthor).count == 1)
+        var labels = HistoryRequest()
+        labels.entityNames = ["Label"]
+        let labelTransactions = try importer.fetchHistory(labels)
+        // The label's insert, and its notes emptied by the delete.
+        #expect(labelTransactions.map(\.token.transactionNumber) == [1, 3])
+        #expect(labelTransactions.allSatisfy { $0.changes.allSatisfy { $0.objectID.entity.name == "Label" } })
+        var excluded = HistoryRequest()
+        excluded.excludedAuthors = ["web"]
+        let page = try web.fetchHistoryPage(excluded)
+        #expect(page.transactions.count == 1 && page.scannedThrough?.transactionNumber == 3)
+        // Merged into a context as a did-save would be.
+        let reader = ManagedObjectContext(.privateQueue, coordinator: importer)
+        try reader.performAndWait {
+            let label = try #require(try Label.first(in: reader, where: \.name, equals: "swift"))
+            _ = label.name
+            reader.mergeChanges(fromHistory: all)
+            #expect(label.notes.isEmpty)
+        }
+    }
+
+    @Test func cursorsAreKeptInTheDatabase() throws {
+        let configuration = try TestServer.freshDatabase()
+        let first = try open(configuration)
+        let writer = context(first, author: "app")
+        for name in ["a", "b", "c"] { _ = try ObjectGraphTests().saveLabel(name, in: writer) }
+        let token = try #require(try first.fetchHistory().dropLast().last?.token)
+        try first.setHistoryCursor("search-index", to: token)
+        try first.close()
+        // Another process, later, reads it back.
+        let second = try open(configuration)
+        defer { try? second.close() }
+        #expect(try second.historyCursor("search-index") == token)
+        #expect(try second.fetchHistory(HistoryRequest(after: second.historyCursor("search-index"))).count == 1)
+        #expect(try second.historySummary().cursors == ["search-index": 2])
+        try second.removeHistoryCursor("search-index")
+        #expect(try second.historyCursor("search-index") == nil)
+    }
+
+    @Test func prunedTransactionsAreGoneAndAnOlderTokenSaysSo() throws {
+        let configuration = try TestServer.freshDatabase()
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        let writer = context(coordinator, author: "app")
+        for i in 0..<6 { _ = try ObjectGraphTests().saveLabel("label \(i)", in: writer) }
+        let tokens = try coordinator.fetchHistory().map(\.token)
+        #expect(try coordinator.pruneHistory(through: tokens[3]) == 4)
+        #expect(try coordinator.fetchHistory().map(\.token) == Array(tokens[4...]))
+        let expired = #expect(throws: StrataError.self) { try coordinator.fetchHistory(HistoryRequest(after: tokens[1])) }
+        #expect(expired?.code == .historyExpired)
+        #expect(try coordinator.fetchHistory(HistoryRequest(after: tokens[3])).count == 2)
+        // The newest always stays, to number the next.
+        #expect(try coordinator.pruneHistory(through: tokens[5]) == 1)
+        #expect(try coordinator.currentHistoryToken() == tokens[5])
+        let summary = try coordinator.historySummary()
+        #expect(summary.isEnabled && summary.transactions == 1 && summary.oldest == 6 && summary.newest == 6 && summary.pruned == 5)
+        #expect(summary.bytes > 0)
+    }
+
+    /// The history is kept within the store's limits as saves go on (the
+    /// save numbered a multiple of 100 prunes), and a process that follows
+    /// from before what is kept is told, then goes on.
+    @Test func historyIsKeptWithinItsLimitsAndAReaderTooFarBehindIsTold() throws {
+        let configuration = try TestServer.freshDatabase()
+        let coordinator = try open(configuration, history: PersistentHistory(maximumAge: nil, maximumTransactions: 10))
+        defer { try? coordinator.close() }
+        let writer = context(coordinator, author: "app")
+        for i in 0..<Int(PostgresStoreHistory.pruneEvery) + 5 { _ = try ObjectGraphTests().saveLabel("label \(i)", in: writer) }
+        let summary = try coordinator.historySummary()
+        #expect(summary.pruned == PostgresStoreHistory.pruneEvery - 10)
+        #expect(summary.transactions == 15)
+        #expect(summary.newest == PostgresStoreHistory.pruneEvery + 5)
+
+        let store = try PostgresStore(configuration, model: try notesModel())
+        defer { store.close() }
+        let heard = Mutex<[StrataError.Code]>([])
+        let delivered = Mutex<[UInt64]>([])
+        let follower = PostgresChangeFollower(store, configuration, after: 0, deliver: { transactions in
+            delivered.withLock { $0 += transactions.map(\.number) }
+        }, onError: { error in heard.withLock { $0.append(error.code) } })
+        defer { follower.stop() }
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while delivered.withLock({ $0.last }) != summary.newest && Date() < deadline { usleep(10_000) }
+        #expect(delivered.withLock { $0.first } == summary.oldest)
+        #expect(delivered.withLock { $0.count } == 15)
+        #expect(heard.withLock { $0 } == [.historyExpired])
+    }
+}
