@@ -86,7 +86,7 @@ enum Migrate {
         let connection = try await server.connect(database: database)
         try await connection.query("""
             INSERT INTO "Entry" (strata_id, strata_version, key, title, count, stamp, batch) \
-            SELECT n, 1, 'key-' || n, repeat('a title ', 1 + n % 7), n % 1000, now(), 0 FROM generate_series(1, \(objects)) AS n
+            SELECT n, 1, 'key-' || n, repeat('a title ', (1 + n % 7)::int), n % 1000, now(), 0 FROM generate_series(1, \(objects)) AS n
             """, logger: Server.logger)
         try await connection.query("VACUUM ANALYZE \"Entry\"", logger: Server.logger)
         try await connection.close()
