@@ -175,11 +175,11 @@ enum SchemaMigration {
                                      "SELECT EXISTS (SELECT 1 FROM \(q(entity.name)) WHERE \(q(relationship.name)) IS NULL)"))
                 }
             case .joinTable:
-                let name = entity.name + "_" + relationship.name
+                let name = StoreSchema.joinTableName(entity.name, relationship.name)
                 var source: (old: StoreSchema.Table, swapped: Bool)?
                 var carriedKey: [String]?
                 if let was, Self.storage(was, of: stored, in: storedModel) == .joinTable {
-                    source = (old.table(stored.name + "_" + was.name), false)
+                    source = (old.table(StoreSchema.joinTableName(stored.name, was.name)), false)
                     carriedKey = [stored.name, was.name]
                 }
                 // The pair's join table on the inverse's side before: the same rows, seen from the other end.
@@ -195,13 +195,13 @@ enum SchemaMigration {
                             copy the targets in code
                             """)
                     }
-                    source = (old.table(storedDestination.name + "_" + storedInverse.name), true)
+                    source = (old.table(StoreSchema.joinTableName(storedDestination.name, storedInverse.name)), true)
                     carriedKey = [storedDestination.name, storedInverse.name]
                 }
                 if let source, let carriedKey {
                     joinTables[name] = source
                     carried.insert(carriedKey)
-                } else if was != nil, let was, Self.storage(was, of: stored, in: storedModel) != .derived {
+                } else if let was, Self.storage(was, of: stored, in: storedModel) != .derived {
                     throw Self.movesSides(entity, relationship.name, place)
                 }
             case .derived:

@@ -164,7 +164,7 @@ struct StoreSchema: Equatable {
                                                    columns: [relationship.name], isUnique: false))
                         layout.properties.append(.column(relationship.name))
                     case .joinTable:
-                        let name = entity.name + "_" + relationship.name
+                        let name = Self.joinTableName(entity.name, relationship.name)
                         try SQLIdentifier.check(name, "the join table of \(entity.name).\(relationship.name)")
                         joinTables.append(Table(
                             name: name,
@@ -180,7 +180,7 @@ struct StoreSchema: Equatable {
                         // The inverse keeps it: its column, or its join table.
                         let inverse = inverse!
                         layout.properties.append(inverse.isToMany
-                            ? .inverseJoinTable(destination.name + "_" + inverse.name)
+                            ? .inverseJoinTable(Self.joinTableName(destination.name, inverse.name))
                             : .inverseColumn(table: destination.name, column: inverse.name))
                     }
                 }
@@ -212,6 +212,9 @@ struct StoreSchema: Equatable {
         self.tables = tables
         self.layouts = layouts
     }
+
+    /// The join table of `entity`'s to-many `relationship` (the side of the pair that keeps it).
+    static func joinTableName(_ entity: String, _ relationship: String) -> String { entity + "_" + relationship }
 
     /// Where a relationship's targets are kept.
     enum RelationshipStorage {

@@ -33,7 +33,7 @@ final class PostgresStore: Sendable {
     /// Whether saves record their transactions (``PostgresHistory``):
     /// other processes learn of a save through them.
     var recordsHistory: Bool { historyLimits.isEnabled }
-    /// How long the history is kept (``PostgresStoreHistory/pruneToLimits()``).
+    /// How long the history is kept (``PostgresStoreHistory/pruneToLimits(on:)``).
     let historyLimits: PersistentHistory
 
     /// Opens the store of `model` in the database `configuration` names,
