@@ -135,6 +135,14 @@ import Testing
     /// with keys long enough that leaves are cut by bytes, not by count.
     @Test func aCheckpointOfManyChunksLoadsTheSameIndex() throws {
         let (dir, options) = try Self.manyChunkStore()
+        // Each chunk is small (what a first lookup reads), or one leaf of long keys.
+        let file = readFileBytes(dir.store + "/" + IndexCheckpoint.fileName)
+        let meta = try file.suffix(IndexCheckpoint.trailerSize).withUnsafeBytes { trailer in
+            let t = try #require(IndexCheckpoint.decodeTrailer(trailer))
+            return try file[Int(t.offset)..<(Int(t.offset) + t.length)].withUnsafeBytes { try IndexCheckpoint.Meta.decode($0).get() }
+        }
+        #expect(meta.chunks.allSatisfy { $0.length <= IndexCheckpoint.chunkBytes || $0.leafCount == 1 })
+        #expect(meta.chunks.contains { $0.leafCount == 1 && $0.length > IndexCheckpoint.chunkBytes }, "no leaf of long keys alone in its chunk")
         let (rebuilt, copy) = try Self.rebuilt(dir.store, options)
         let store = try StrataStore(directory: dir.store, options: options)
         #expect(store.recoveryReport.indexCheckpoint == .loaded)
@@ -182,7 +190,7 @@ import Testing
         let store = try StrataStore(directory: dir.store, options: options)
         #expect(store.recoveryReport.indexCheckpoint == .loaded)
         let arena = try #require(store.index.arena)
-        let chunks = arena.chunks.count
+        let chunks = arena.chunkCount
         #expect(chunks > 3 && arena.chunksUnread == chunks)
         #expect(store.statistics.keys == 60_000 && store.statistics.indexBytes > 60_000 * 20)
         #expect(store.statistics.indexCheckpointChunksUnread == chunks)
@@ -193,12 +201,18 @@ import Testing
         #expect(try store.get(key) == value)
         #expect(try store.get(bytes("key/none")) == nil)
         #expect(arena.chunksUnread >= chunks - 2)
+        // A walk in key order reads the chunks after the one it reaches with it, more at each read.
+        final class Loads: Sendable { let count = Atomic<Int>(0) }
+        let loads = Loads()
+        arena.setOnLoad { loads.count.add(1, ordering: .relaxed) }
         var seen = 0
         store.readView().forEachKey(from: []) { _ in
             seen += 1
             return true
         }
+        arena.setOnLoad(nil)
         #expect(seen == 60_000 && arena.chunksUnread == 0)
+        #expect(loads.count.load(ordering: .relaxed) * 8 < chunks, "\(loads.count.load(ordering: .relaxed)) reads for \(chunks) chunks")
         #expect(arena.damage.rebuilt == 0 && arena.damage.failure == nil)
         for n in stride(from: 0, to: 60_000, by: 7) where try store.get(Self.manyChunkRecord(n).key) != Self.manyChunkRecord(n).value {
             Issue.record("record \(n) reads wrong")
@@ -253,7 +267,7 @@ import Testing
         fs.injectAlways(.error(EIO), on: .read, pathContains: "/" + IndexCheckpoint.fileName)
         try expectEveryRecord(store, "reads failing")
         let arena = try #require(store.index.arena)
-        #expect(arena.chunksUnread == 0 && arena.damage.rebuilt == arena.chunks.count && arena.damage.failure == nil, "\(arena.damage)")
+        #expect(arena.chunksUnread == 0 && arena.damage.rebuilt == arena.chunkCount && arena.damage.failure == nil, "\(arena.damage)")
         #expect(fs.injectedFaultCount > 0)
         try store.close()
     }

@@ -46,15 +46,34 @@ extension IndexCheckpoint {
         /// either side; why not otherwise.
         func read(chunk c: Int, into bytes: UnsafeMutableRawBufferPointer, fileSystem: any FileSystem, fd: FileDescriptor,
                   path: String) -> Refusal? {
-            let chunk = chunks[c]
+            read(chunks: c..<c + 1, into: bytes, fileSystem: fileSystem, fd: fd, path: path) ?? check(chunk: c, UnsafeRawBufferPointer(bytes))
+        }
+
+        /// The bytes `range` spans in the file: its chunks are neighbours there.
+        func byteCount(of range: Range<Int>) -> Int {
+            Int(chunks[range.upperBound - 1].offset - chunks[range.lowerBound].offset) + chunks[range.upperBound - 1].length
+        }
+
+        /// Reads the chunks of `range` into `bytes`, in one read; why not, if they could not be.
+        func read(chunks range: Range<Int>, into bytes: UnsafeMutableRawBufferPointer, fileSystem: any FileSystem, fd: FileDescriptor,
+                  path: String) -> Refusal? {
+            let length = byteCount(of: range)
             do throws(SystemCallError) {
-                guard try fileSystem.readAll(fd, into: bytes, at: chunk.offset, path: path) == chunk.length else {
+                let into = UnsafeMutableRawBufferPointer(rebasing: bytes[0..<length])
+                guard try fileSystem.readAll(fd, into: into, at: chunks[range.lowerBound].offset, path: path) == length else {
                     return .damaged("a chunk is cut short")
                 }
             } catch {
                 return .unreadable("\(error)")
             }
-            guard CRC32C.checksum(UnsafeRawBufferPointer(bytes)) == chunk.crc else {
+            return nil
+        }
+
+        /// Checks chunk `c`, read into `bytes`: see ``read(chunk:into:fileSystem:fd:path:)``.
+        func check(chunk c: Int, _ bytes: UnsafeRawBufferPointer) -> Refusal? {
+            let chunk = chunks[c]
+            let bytes = UnsafeRawBufferPointer(rebasing: bytes[0..<chunk.length])
+            guard CRC32C.checksum(bytes) == chunk.crc else {
                 return .damaged("the chunk at offset \(chunk.offset) fails its checksum")
             }
             let last = shapes.count - 1
@@ -93,7 +112,6 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
     private var fd: FileDescriptor?
     private let path: String
     private let layout: IndexCheckpoint.ChunkLayout
-    private let immortal: (type: UInt, referenceCount: UInt64)
     /// The whole index, built from the checkpoint's segments' footers.
     private let rebuild: @Sendable () -> KeyIndex?
     private enum Fallback { case untried, built(KeyIndex), unavailable }
@@ -102,12 +120,11 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
     private var failure: String?
 
     init(fileSystem: any FileSystem, fd: FileDescriptor, path: String, layout: IndexCheckpoint.ChunkLayout,
-         immortal: (type: UInt, referenceCount: UInt64), rebuild: @escaping @Sendable () -> KeyIndex?) {
+         rebuild: @escaping @Sendable () -> KeyIndex?) {
         self.fileSystem = fileSystem
         self.fd = fd
         self.path = path
         self.layout = layout
-        self.immortal = immortal
         self.rebuild = rebuild
     }
 
@@ -117,15 +134,34 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
 
     var damage: (rebuilt: Int, failure: String?) { (rebuilt, failure) }
 
-    func fill(chunk c: Int, into memory: UnsafeMutableRawPointer) {
-        let bytes = UnsafeMutableRawBufferPointer(start: memory, count: layout.chunks[c].length)
-        let refusal = fd.map { layout.read(chunk: c, into: bytes, fileSystem: fileSystem, fd: $0, path: path) }
-            ?? .unreadable("its file was closed")
-        guard let refusal else {
-            layout.forEachLeaf(ofChunk: c, at: memory) { image, _ in KeyIndex.makeLeafInPlace(image, immortal) }
-            return
+    func fill(chunks range: Range<Int>, into memory: UnsafeMutableRawPointer) {
+        func read(_ chunks: Range<Int>, at memory: UnsafeMutableRawPointer) -> IndexCheckpoint.Refusal? {
+            let bytes = UnsafeMutableRawBufferPointer(start: memory, count: layout.byteCount(of: chunks))
+            return fd.map { layout.read(chunks: chunks, into: bytes, fileSystem: fileSystem, fd: $0, path: path) } ?? .unreadable("its file was closed")
         }
-        rebuildChunk(c, at: memory, because: refusal)
+        // A read of several chunks that fails is tried again a chunk at a
+        // time, so that only the chunks it cannot read are rebuilt.
+        let unread = read(range, at: memory)
+        let start = layout.chunks[range.lowerBound].offset
+        for c in range {
+            let at = memory + Int(layout.chunks[c].offset - start)
+            let refusal = unread == nil ? nil : range.count == 1 ? unread : read(c..<c + 1, at: at)
+            guard let refusal = refusal ?? layout.check(chunk: c, UnsafeRawBufferPointer(start: at, count: layout.chunks[c].length)) else {
+                // The object's words, whatever the file held there, are the arena's to write.
+                layout.forEachLeaf(ofChunk: c, at: at) { image, _ in memset(image, 0, 16) }
+                continue
+            }
+            rebuildChunk(c, at: at, because: refusal)
+        }
+    }
+
+    func forEachLeaf(ofChunk c: Int, _ body: (_ offset: Int, _ size: Int) -> Void) {
+        var offset = 0
+        for leaf in layout.firstLeaf[c]..<layout.firstLeaf[c + 1] {
+            let size = layout.shapes[leaf].imageSize
+            body(offset, size)
+            offset += size
+        }
     }
 
     func allChunksRead() {
@@ -177,7 +213,6 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
         }
         _ = KeyIndex.writeLeafImage(view, to: image)
         withExtendedLifetime(node) {}
-        KeyIndex.makeLeafInPlace(image, immortal)
         return true
     }
 
@@ -194,7 +229,6 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
             (image + KeyIndex.NodeView.headerOffset).storeBytes(
                 of: KeyIndex.NodeHeader(count: 0, byteCount: 0, slots: 0, byteCapacity: 0, height: 0, flags: KeyIndex.inPlace),
                 as: KeyIndex.NodeHeader.self)
-            KeyIndex.makeLeafInPlace(image, immortal)
         }
         if failure == nil {
             failure = "the index checkpoint \(path) is damaged: \(why)"

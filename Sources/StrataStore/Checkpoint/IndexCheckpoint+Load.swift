@@ -94,10 +94,11 @@ extension IndexCheckpoint {
 
         // Lazily (the usual case): the interior nodes over leaf slots that
         // point where each leaf will lie in the arena.
-        if inPlace, let immortal = ImmortalObjects.header, meta.leafCount >= 2 {
+        if inPlace, let immortal = ImmortalObjects.header, meta.leafCount >= 2, let region = LeafArena.Region(size: Int(metaOffset)) {
             keepOpen = true
-            let filler = CheckpointChunkFiller(fileSystem: fileSystem, fd: fd, path: path, layout: layout, immortal: immortal, rebuild: rebuild)
-            let arena = LeafArena(chunkLengths: meta.chunks.map(\.length), filler: filler)
+            let filler = CheckpointChunkFiller(fileSystem: fileSystem, fd: fd, path: path, layout: layout, rebuild: rebuild)
+            let arena = LeafArena(region: region, chunkStarts: meta.chunks.map { Int($0.offset) }, lengths: meta.chunks.map(\.length),
+                                  immortal: immortal, filler: filler)
             var leaves: [(address: UnsafeMutableRawPointer, size: Int)] = []
             leaves.reserveCapacity(meta.leafCount)
             for c in meta.chunks.indices {

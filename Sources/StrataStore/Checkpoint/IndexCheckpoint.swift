@@ -28,7 +28,7 @@
 ///
 /// ```
 /// file     := chunk* · meta · trailer
-/// chunk    := leaf image*                      about 1 MiB; see KeyIndex+LeafImages.swift
+/// chunk    := leaf image*                      at most 4 KiB, or one leaf; see KeyIndex+LeafImages.swift
 /// meta     := format u32 · byteOrder u32 · keyCount u64 · leafCount u64 · segmentCount u32 · chunkCount u32
 ///             · segment* · chunk record* · leaf shape × leafCount
 ///             · separator end u32 × (leafCount − 1) · separator bytes
@@ -50,14 +50,17 @@ package enum IndexCheckpoint {
     /// 2 since leaf images are leaves in place (format 1's images, a
     /// smaller header, are refused as `unsupported`: the open rebuilds);
     /// 3 since the meta holds each leaf's shape and the separators between
-    /// leaves (a format-2 checkpoint is refused the same way).
-    static let format: UInt32 = 3
+    /// leaves (a format-2 checkpoint is refused the same way); 4 since
+    /// chunks are cut at 4 KiB (a format-3 checkpoint, of chunks of 1 MiB,
+    /// is refused the same way, and the next close writes a new one).
+    static let format: UInt32 = 4
     static let magic: UInt32 = 0x5844_4953  // "SIDX"
     static let trailerSize = 24
     /// Written as a native integer: reads back as this only on a host of the writer's byte order.
     static let byteOrderMark: UInt32 = 0x0102_0304
-    /// A chunk is cut once it passes this many bytes.
-    static let chunkBytes = 1 << 20
+    /// A chunk is cut before a leaf that would take it past this many
+    /// bytes: a chunk is this or less, or one leaf (see `LeafArena` for why so small).
+    static let chunkBytes = 4 << 10
 
     /// What the checkpoint records of each segment it was made over.
     struct Segment: Equatable {

@@ -6,8 +6,8 @@
 // Why: opening a store of a million keys from a checkpoint made a leaf per
 // 18 to 32 keys — an allocation, a copy and a check each — and closing it
 // freed them one by one. In place, the leaves cost a read and a check, and
-// a close frees one allocation per chunk of about 1 MiB; read lazily, the
-// open costs what its meta costs (see `LeafArena`).
+// a close unmaps one region; read lazily, the open costs what its meta
+// costs (see `LeafArena`).
 //
 // How a leaf in a chunk can be a Swift object: its first two words are
 // written at load with `Node`'s type and the reference count the Swift
@@ -33,11 +33,12 @@ import Musl
 #endif
 
 /// The memory of leaves loaded in place from an index checkpoint: one
-/// allocation per chunk of the checkpoint, each read from the file the
-/// first time a lookup, a walk or a write reaches one of its leaves.
+/// reserved region of address space laid out as the checkpoint's chunks
+/// are in its file, each chunk read into its place the first time a
+/// lookup, a walk or a write reaches one of its leaves.
 ///
 /// Every `KeyIndex` value (and `Cursor`) that may reach one of its leaves
-/// holds it; its chunks are freed when the last of them goes.
+/// holds it; the region is unmapped when the last of them goes.
 ///
 /// Why lazily: an open that reads, checks and places every leaf touches
 /// the whole index (37 MB for a million 16-byte keys) before it answers
@@ -47,38 +48,82 @@ import Musl
 /// where the leaf will lie, and a chunk is read when a leaf of it is first
 /// reached (`NodeView.childPointer` calls ``makeResident(_:)``).
 ///
-/// Each chunk's allocation is aligned to ``chunkAlignment`` and starts with
-/// a header — its state, its arena and its number — so that a leaf's
-/// address alone leads to its chunk's state: one acquiring load and a
-/// branch on every descent into an in-place leaf, a call to ``load(chunk:)``
-/// on the first. Loading takes ``loading``; the state is set with release
-/// ordering after the leaves are written, so a reader that sees it loaded
-/// sees them. Whoever reaches the leaf first pays for the chunk: a lookup
-/// on any thread, a read view's walk, a writer's insert.
+/// Why small chunks (`IndexCheckpoint.chunkBytes`): the first reach of a
+/// leaf pays for its whole chunk — read, checksummed, every key checked,
+/// its memory faulted in — and a list's page in a process that has just
+/// opened the store reaches a leaf of the records' keys for each of its
+/// objects: with chunks of 1 MiB, a first page of 20 read some 20 MiB of
+/// index. SQLite reads a page of 4 KiB where this reads a chunk.
+///
+/// Why one region, untouched until read: a chunk never reached costs
+/// address space only, and an open writes nothing there (a header per
+/// chunk written at open was a page fault per chunk). A leaf's first word
+/// — its object's type — is zero as the kernel hands the page over, and
+/// is written last when its chunk is placed, so the leaf itself says
+/// whether it is there: one acquiring load of a word the descent reads
+/// anyway, and on a zero a call that finds the arena in ``regions`` and
+/// loads the chunk. Loading takes ``loading``, reads and checks the chunk
+/// in a scratch buffer, copies it into place, then stores each leaf's type
+/// with release ordering, so a reader that sees a type sees its leaf.
+/// Whoever reaches the leaf first pays for the chunk: a lookup on any
+/// thread, a read view's walk, a writer's insert.
 ///
 /// `@unchecked Sendable`: a chunk's leaves are written once, by ``load(chunk:)``
-/// under ``loading``, before its state says loaded (release), and read only
-/// after a reader has seen that state (acquire); afterwards they are only
-/// read (an in-place leaf is never written, see above). `chunks` never
-/// changes after `init`; `filler` is used only under ``loading``.
+/// under ``loading``, before their types (release), and read only after a
+/// reader has seen the type (acquire); afterwards they are only read (an
+/// in-place leaf is never written, see above). `region`, `chunkStarts`,
+/// `chunkLengths` and `immortal` never change after `init`; `filler`,
+/// `scratch` and `loaded` are used only under ``loading``.
 final class LeafArena: @unchecked Sendable {
-    /// A chunk's allocation is aligned to this, so that its header is found
-    /// by masking a leaf's address. A chunk is cut at about 1 MiB
-    /// (`IndexCheckpoint.chunkBytes`), so it fits.
-    static let chunkAlignment = 1 << 21
-    /// The header before a chunk's leaves: state (`Atomic<Int>`) · arena (unretained) · chunk number.
-    static let chunkHeaderSize = 64
-    /// The longest chunk an arena holds.
-    static let largestChunk = chunkAlignment - chunkHeaderSize
+    /// The longest chunk an arena takes: a chunk is cut at
+    /// `IndexCheckpoint.chunkBytes`, or is one leaf (at most about 33 KiB).
+    static let largestChunk = 1 << 16
+    /// The most a read of chunks in key order takes at once.
+    static let readAheadBytes = 256 << 10
 
-    private static let unread = 0, resident = 1
+    /// Every live arena's region, for the first reach of a chunk, which
+    /// has a leaf's address and needs its arena: arenas are few (one per
+    /// checkpoint a store opened), so a short list searched under a lock,
+    /// as loading takes one a moment later anyway.
+    private static let regions = Mutex<[(start: UInt, end: UInt, arena: Unmanaged<LeafArena>)]>([])
 
-    /// Each chunk's memory: its header, then its leaves from `chunkHeaderSize` on.
-    let chunks: [UnsafeMutableRawPointer]
+    /// Address space for a checkpoint's chunks, laid out as in its file:
+    /// reserved, not yet touched, handed to the arena that will unmap it.
+    struct Region {
+        fileprivate let start: UnsafeMutableRawPointer
+        fileprivate let size: Int
+
+        /// `size` bytes; nil when the address space cannot be reserved.
+        init?(size: Int) {
+            let flags: Int32
+            #if canImport(Darwin)
+            flags = MAP_PRIVATE | MAP_ANON
+            #else
+            flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
+            #endif
+            guard size > 0, let start = mmap(nil, size, PROT_READ | PROT_WRITE, flags, -1, 0), start != MAP_FAILED else { return nil }
+            self.start = start
+            self.size = size
+        }
+    }
+
+    private let region: Region
+    /// Where each chunk starts in the region (its offset in the file), ascending.
+    private let chunkStarts: [Int]
+    private let chunkLengths: [Int]
+    /// The words that make a placed leaf image a `KeyIndex.Node`.
+    private let immortal: (type: UInt, referenceCount: UInt64)
     /// Serializes loading; see the type's comment.
     private let loading = Lock()
     /// Reads, checks and writes a chunk's leaves. Guarded by `loading`.
     private let filler: any LeafChunkFiller
+    /// Where a chunk is read and checked before it is placed. Guarded by `loading`.
+    private let scratch: UnsafeMutableRawPointer
+    /// Which chunks are placed. Guarded by `loading`.
+    private var loaded: [Bool]
+    /// The last chunk placed, and how many bytes the read that placed it
+    /// took past its start (see ``load(chunk:)``). Guarded by `loading`.
+    private var lastLoaded = -2, readAhead = 0
     /// Chunks not yet read: changed under `loading`, read anywhere.
     private let unreadChunks: Atomic<Int>
     /// Test seam: called on the loading thread as each chunk starts to load.
@@ -88,58 +133,96 @@ final class LeafArena: @unchecked Sendable {
     /// its leaves are empty, so a key missing from the index may exist.
     let damaged = Atomic<Bool>(false)
 
-    /// Memory for chunks of `lengths` bytes (each at most ``largestChunk``),
-    /// none of them read yet: `filler` fills chunk `c` when a leaf of it is
-    /// first reached.
-    init(chunkLengths lengths: [Int], filler: any LeafChunkFiller) {
-        precondition(lengths.allSatisfy { $0 <= Self.largestChunk }, "LeafArena: a chunk larger than \(Self.largestChunk) bytes")
+    /// The arena over `region`, for chunks at `starts` of `lengths` bytes
+    /// (each at most ``largestChunk``, within the region, in order), none
+    /// of them read yet: `filler` fills chunk `c` when a leaf of it is
+    /// first reached, and each of its leaves is made a node with `immortal`.
+    init(region: Region, chunkStarts starts: [Int], lengths: [Int], immortal: (type: UInt, referenceCount: UInt64),
+         filler: any LeafChunkFiller) {
+        precondition(starts.count == lengths.count && zip(starts, lengths).allSatisfy { $1 > 0 && $1 <= Self.largestChunk && $0 + $1 <= region.size },
+                     "LeafArena: a chunk outside its region or larger than \(Self.largestChunk) bytes")
+        self.region = region
+        chunkStarts = starts
+        chunkLengths = lengths
+        self.immortal = immortal
         self.filler = filler
-        unreadChunks = Atomic(lengths.count)
-        var chunks: [UnsafeMutableRawPointer] = []
-        for length in lengths {
-            var memory: UnsafeMutableRawPointer?
-            let rc = posix_memalign(&memory, Self.chunkAlignment, Self.chunkHeaderSize + max(length, 1))
-            precondition(rc == 0 && memory != nil, "LeafArena: posix_memalign failed: \(rc)")
-            chunks.append(memory!)
-        }
-        self.chunks = chunks
-        for (c, chunk) in chunks.enumerated() {
-            chunk.bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(Self.unread))
-            chunk.storeBytes(of: Unmanaged.passUnretained(self).toOpaque(), toByteOffset: 8, as: UnsafeMutableRawPointer.self)
-            chunk.storeBytes(of: c, toByteOffset: 16, as: Int.self)
-        }
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: max(lengths.max() ?? 1, Self.readAheadBytes), alignment: 16)
+        loaded = Array(repeating: false, count: starts.count)
+        unreadChunks = Atomic(starts.count)
+        let start = UInt(bitPattern: region.start)
+        let entry = (start, start + UInt(region.size), Unmanaged.passUnretained(self))
+        Self.regions.withLock { $0.append(entry) }
     }
 
     deinit {
-        for chunk in chunks {
-            chunk.assumingMemoryBound(to: Atomic<Int>.self).deinitialize(count: 1)
-            free(chunk)
-        }
+        let start = UInt(bitPattern: region.start)
+        Self.regions.withLock { regions in regions.removeAll { $0.start == start } }
+        scratch.deallocate()
+        munmap(region.start, region.size)
     }
 
+    /// How many chunks the checkpoint has.
+    var chunkCount: Int { chunkStarts.count }
+
     /// Where chunk `c`'s leaves lie.
-    func leaves(ofChunk c: Int) -> UnsafeMutableRawPointer { chunks[c] + Self.chunkHeaderSize }
+    func leaves(ofChunk c: Int) -> UnsafeMutableRawPointer { region.start + chunkStarts[c] }
 
     /// Reads the chunk of the in-place leaf at `leaf` unless it is read already.
     @inline(__always)
     static func makeResident(_ leaf: UnsafeRawPointer) {
-        let chunk = UnsafeMutableRawPointer(bitPattern: UInt(bitPattern: leaf) & ~UInt(chunkAlignment - 1))!
-        if _fastPath(chunk.assumingMemoryBound(to: Atomic<Int>.self).pointee.load(ordering: .acquiring) == resident) { return }
-        let arena = Unmanaged<LeafArena>.fromOpaque(chunk.load(fromByteOffset: 8, as: UnsafeRawPointer.self)).takeUnretainedValue()
-        arena.load(chunk: chunk.load(fromByteOffset: 16, as: Int.self))
+        if _fastPath(UnsafeMutableRawPointer(mutating: leaf).assumingMemoryBound(to: Atomic<UInt>.self).pointee.load(ordering: .acquiring) != 0) {
+            return
+        }
+        load(leaf: UInt(bitPattern: leaf))
     }
 
-    /// Reads, checks and places chunk `c`'s leaves, once.
+    /// The first reach of the leaf at `leaf`: finds its arena and chunk and loads it.
+    @inline(never)
+    private static func load(leaf: UInt) {
+        // The caller's index holds the arena, so it stays registered throughout.
+        guard let region = regions.withLock({ $0.first { leaf >= $0.start && leaf < $0.end } }) else {
+            preconditionFailure("LeafArena: an in-place leaf outside every arena")
+        }
+        let arena = region.arena.takeUnretainedValue()
+        let offset = Int(leaf - region.start)
+        // The last chunk starting at or before the leaf.
+        var low = 0, high = arena.chunkStarts.count
+        while high - low > 1 {
+            let middle = (low + high) / 2
+            if arena.chunkStarts[middle] <= offset { low = middle } else { high = middle }
+        }
+        arena.load(chunk: low)
+    }
+
+    /// Reads, checks and places chunk `c`'s leaves, once — and, when it
+    /// follows the last chunk read (a walk in key order), the unread
+    /// chunks after it, twice as many bytes each time up to
+    /// ``readAheadBytes``, in one read: a walk of every key reads a few
+    /// hundred KiB at a time instead of a chunk at a time.
     @inline(never)
     func load(chunk c: Int) {
         loading.withLock {
-            let state = chunks[c].assumingMemoryBound(to: Atomic<Int>.self)
-            guard state.pointee.load(ordering: .relaxed) == Self.unread else { return }
+            guard !loaded[c] else { return }
             onLoad?()
-            filler.fill(chunk: c, into: leaves(ofChunk: c))
+            readAhead = c == lastLoaded + 1 ? min(max(readAhead * 2, chunkLengths[c]), Self.readAheadBytes) : 0
+            var end = c + 1
+            while end < loaded.count, !loaded[end], chunkStarts[end] + chunkLengths[end] - chunkStarts[c] <= readAhead { end += 1 }
+            filler.fill(chunks: c..<end, into: scratch)
             if filler.damage.failure != nil { damaged.store(true, ordering: .relaxed) }
-            state.pointee.store(Self.resident, ordering: .releasing)
-            if unreadChunks.subtract(1, ordering: .relaxed).newValue == 0 { filler.allChunksRead() }
+            for chunk in c..<end {
+                // Each leaf's bytes first, its type last: the one word a
+                // reader may be reading meanwhile, only ever stored atomically.
+                let place = leaves(ofChunk: chunk), from = scratch + (chunkStarts[chunk] - chunkStarts[c])
+                filler.forEachLeaf(ofChunk: chunk) { offset, size in
+                    let leaf = place + offset
+                    memcpy(leaf + 16, from + offset + 16, size - 16)
+                    leaf.storeBytes(of: immortal.referenceCount, toByteOffset: 8, as: UInt64.self)
+                    leaf.assumingMemoryBound(to: Atomic<UInt>.self).pointee.store(immortal.type, ordering: .releasing)
+                }
+                loaded[chunk] = true
+            }
+            lastLoaded = end - 1
+            if unreadChunks.subtract(end - c, ordering: .relaxed).newValue == 0 { filler.allChunksRead() }
         }
     }
 
@@ -157,9 +240,14 @@ final class LeafArena: @unchecked Sendable {
 /// Fills a `LeafArena`'s chunks: the index checkpoint's, which reads each
 /// from the file and checks it, or rebuilds it from the segments.
 protocol LeafChunkFiller: Sendable {
-    /// Writes chunk `c`'s leaves, as immortal in-place leaves, at `memory`:
-    /// every leaf the slots pointing there expect, whatever the file holds.
-    func fill(chunk c: Int, into memory: UnsafeMutableRawPointer)
+    /// Writes the leaf images of `chunks`, neighbours in the file, at
+    /// `memory` as the file lays them out, each with its first two words
+    /// zero (the arena makes them nodes once they are in place): every
+    /// leaf the slots pointing there expect, whatever the file holds.
+    func fill(chunks: Range<Int>, into memory: UnsafeMutableRawPointer)
+    /// Calls `body` with where each leaf of chunk `c` lies from the
+    /// chunk's start, and its image's size.
+    func forEachLeaf(ofChunk c: Int, _ body: (_ offset: Int, _ size: Int) -> Void)
     /// Every chunk has been filled (the file is needed no more).
     func allChunksRead()
     /// See `LeafArena.damage`.

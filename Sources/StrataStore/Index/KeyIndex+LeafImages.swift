@@ -99,14 +99,6 @@ extension KeyIndex {
         return size
     }
 
-    /// The checked leaf image at `image` made a leaf where it lies: an
-    /// immortal object of `ImmortalObjects.header` (which the caller has),
-    /// kept alive by the `LeafArena` that holds it.
-    static func makeLeafInPlace(_ image: UnsafeMutableRawPointer, _ immortal: (type: UInt, referenceCount: UInt64)) {
-        image.storeBytes(of: immortal.type, as: UInt.self)
-        image.storeBytes(of: immortal.referenceCount, toByteOffset: 8, as: UInt64.self)
-    }
-
     /// The checked leaf image at `image` copied into a leaf of its own: for
     /// a runtime where in-place leaves cannot be immortal objects.
     static func leafCopied(_ image: UnsafeRawPointer) -> NodeRef {
