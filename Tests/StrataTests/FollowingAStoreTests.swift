@@ -101,6 +101,41 @@ import Testing
         try writer.coordinator.close()
     }
 
+    /// A reader's lookup remembered before a catch-up is not taken as
+    /// still first after it: the writer's saves name no index keys to the
+    /// reader, so a key the writer moved away from is walked again. The
+    /// recipe is not held by the reader's context (only its ID is kept), so
+    /// a stale answer would come back unjudged, as a fault.
+    @Test func aLookupRememberedBeforeACatchUpIsWalkedAgain() throws {
+        let directory = TemporaryDirectory()
+        let (writer, reader) = try Self.writerAndReader(of: directory.path + "/store")
+        try writer.saveAndWait { context in
+            for serial in 1...3 {
+                let recipe = Workload.CrashRecipe(context: context)
+                recipe.serial = Int64(serial)
+                recipe.name = "recipe \(serial)"
+                recipe.payload = Data()
+            }
+        }
+        _ = try reader.coordinator.catchUpWithStore()
+        let context = reader.newBackgroundContext()
+        let id = try context.performAndWait { () throws -> ObjectID in
+            try #require(try Workload.CrashRecipe.first(in: context, where: \.serial, equals: 2)).objectID
+        }
+        try writer.saveAndWait { context in
+            try #require(try Workload.CrashRecipe.first(in: context, where: \.serial, equals: 2)).serial = 200
+        }
+        _ = try reader.coordinator.catchUpWithStore()
+        try context.performAndWait { () throws in
+            let walks = context.keyLookups.walks
+            #expect(try Workload.CrashRecipe.first(in: context, where: \.serial, equals: 2) == nil, "serial 2 is gone")
+            #expect(context.keyLookups.walks == walks + 1)
+            #expect(try Workload.CrashRecipe.first(in: context, where: \.serial, equals: 200)?.objectID == id)
+        }
+        try writer.close()
+        try reader.close()
+    }
+
     /// `cancel()` waits for a catch-up's store work, never for the
     /// notification's observers: an observer that waits for the thread
     /// calling `cancel()` cannot deadlock with it.

@@ -34,6 +34,12 @@ enum IndexKeyCoding {
     /// The length of ``prefix(of:index:)``.
     static let prefixLength = 4
 
+    /// Calls `body` with ``prefix(of:index:)``'s bytes, without an array.
+    static func withPrefix<Result>(of entity: EntityDescription, index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        var prefix = (indexTag, UInt8(entity.index >> 8), UInt8(entity.index & 0xFF), UInt8(index))
+        return withUnsafeBytes(of: &prefix, body)
+    }
+
     static func appendPrefix(of entity: EntityDescription, index: Int, to key: inout [UInt8]) {
         key.append(indexTag)
         key.append(UInt8(entity.index >> 8))

@@ -63,6 +63,17 @@ struct IndexMaintenance {
         }
     }
 
+    /// Each entry's key without its primary key, hashed as
+    /// ``IndexKeyWrites`` keeps it: the keys this batch's index entries touch.
+    var touchedKeyHashes: [UInt64] {
+        keys.withUnsafeBytes { all in
+            entries.map { entry in
+                let valueEnd = entry.start + entry.count - 8
+                return IndexKeyWrites.hash(prefix: UnsafeRawBufferPointer(rebasing: all[entry.start..<valueEnd]), key: UnsafeRawBufferPointer(start: nil, count: 0))
+            }
+        }
+    }
+
     private mutating func add(_ key: [UInt8], isPut: Bool) {
         entries.append((keys.count, key.count, isPut))
         keys += key

@@ -411,6 +411,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Whether no write the store made visible after `version` touched the
+    /// entries of `key` in `entity`'s index `index` (of one attribute): an
+    /// answer read from that index at `version` holds at the version the
+    /// caller read before asking (``IndexKeyWrites``). False for another
+    /// store, or when it cannot be known.
+    func indexKey(_ key: [UInt8], of entity: EntityDescription, index: Int, unwrittenSince version: StoreReadVersion) -> Bool {
+        let (backend, generation) = lock.withLock { (self.backend, self.storeGeneration) }
+        guard case .log(let store)? = backend, generation == version.generation else { return false }
+        let hash = IndexKeyCoding.withPrefix(of: entity, index: index) { prefix in key.withUnsafeBytes { IndexKeyWrites.hash(prefix: prefix, key: $0) } }
+        return store.indexKeyWrites.unwritten(hash, since: version.sequence)
+    }
+
     /// The store's snapshot of `id`, through the row cache; nil when absent.
     /// `offered`: a row read from the store is cached only if it fits
     /// without pushing anything out (a batch request's reads, as a

@@ -136,7 +136,8 @@ extension FetchableObject {
     ) throws(StrataError) -> Self? {
         try checkDirectUse(of: context, "\(Self.self).first(in:where:equals:)")
         let entity = try entity(in: context)
-        return try context.firstObject(of: Self.self, entity: entity, passing: try equality(keyPath, value, of: entity, in: context))
+        let read = try attribute(read: keyPath, of: entity, in: context)
+        return try context.firstObject(of: Self.self, entity: entity, property: read.index, null: read.null, equalTo: value.propertyValue)
     }
 
     /// The object whose attribute `keyPath` equals `value`, or a new one
@@ -155,24 +156,34 @@ extension FetchableObject {
         where keyPath: ReferenceWritableKeyPath<Self, Value>, equals value: Value, in context: ManagedObjectContext,
         configure: (Self) throws -> Void = { _ in }
     ) throws -> Self {
-        if let found = try first(in: context, where: keyPath, equals: value) { return found }
-        let created = Self(entity: try entity(in: context), insertInto: context)
-        created[keyPath: keyPath] = value
+        try checkDirectUse(of: context, "\(Self.self).findOrCreate(where:equals:in:)")
+        let entity = try entity(in: context)
+        let read = try attribute(read: keyPath, of: entity, in: context)
+        let stored = value.propertyValue
+        if let found = try context.firstObject(of: Self.self, entity: entity, property: read.index, null: read.null, equalTo: stored) {
+            return found
+        }
+        let created = Self(entity: entity, insertInto: context)
+        // Through the attribute the key path was found to read, not the key
+        // path: that goes through the wrapper's generic setter and a
+        // writeback buffer. A value the attribute does not take traps
+        // there, as any setter does.
+        if entity.accepts(stored, at: read.index) { created.setStoredValue(stored, at: read.index) } else { created[keyPath: keyPath] = value }
         try configure(created)
         return created
     }
 
-    /// `$0[keyPath: keyPath] == value` as a test on stored values.
-    private static func equality<Value: AttributeValueConvertible>(
-        _ keyPath: KeyPath<Self, Value>, _ value: Value, of entity: EntityDescription, in context: ManagedObjectContext
-    ) throws(StrataError) -> ValueTest {
+    /// The stored attribute `keyPath` reads.
+    private static func attribute<Value>(
+        read keyPath: KeyPath<Self, Value>, of entity: EntityDescription, in context: ManagedObjectContext
+    ) throws(StrataError) -> PropertyProbe.Read {
         guard let read = context.keyLookups.attributes.read(keyPath, of: entity) else {
             throw StrataError(.invalidArgument, """
                 \(keyPath) does not read one stored attribute of \(entity.name): look objects up by an @Attribute property \
                 (or use first(in:where:sortedBy:) with a #Predicate)
                 """)
         }
-        return .compare(.property(index: read.index, null: read.null), .equal, .constant(value.propertyValue))
+        return read
     }
 
     /// The entity whose class this is, in `context`'s model.

@@ -108,15 +108,33 @@ extension ManagedObjectContext {
     /// ``FetchableObject/first(in:where:equals:)`` and of an unordered
     /// ``FetchableObject/first(in:where:sortedBy:)`` whose predicate translates.
     func firstObject<Result: ManagedObject>(of type: Result.Type, entity: EntityDescription, passing test: ValueTest) throws(StrataError) -> Result? {
+        try firstObject(of: type, entity: entity, term: { PointTerm(test, entity: entity) }, test: { test })
+    }
+
+    /// ``firstObject(of:entity:passing:)`` for attribute `property` (whose
+    /// stored null reads as `null`) equal to `constant`: the lookup of
+    /// ``FetchableObject/first(in:where:equals:)``, whose test is built only
+    /// where the point lookup cannot answer.
+    func firstObject<Result: ManagedObject>(
+        of type: Result.Type, entity: EntityDescription, property: Int, null: PropertyValue, equalTo constant: PropertyValue
+    ) throws(StrataError) -> Result? {
+        try firstObject(of: type, entity: entity, term: { PointTerm(property: property, null: null, equalTo: constant, entity: entity) },
+                        test: { .compare(.property(index: property, null: null), .equal, .constant(constant)) })
+    }
+
+    private func firstObject<Result: ManagedObject>(
+        of type: Result.Type, entity: EntityDescription, term: () -> PointTerm?, test: () -> ValueTest
+    ) throws(StrataError) -> Result? {
         beginRead()
         let source = try SourceView(of: self)
         // Where the ancestors hold no change, a lookup by one indexed
-        // attribute's value takes its own path (``pointLookup(of:_:test:source:)``).
-        if source.layers.isEmpty, persistentStoreCoordinator.storeReadsIndexes, let term = PointTerm(test, entity: entity) {
-            guard let object = try pointLookup(of: entity, term, test: test, source: source) else { return nil }
+        // attribute's value takes its own path (``pointLookup(of:_:source:)``).
+        if source.layers.isEmpty, persistentStoreCoordinator.storeReadsIndexes, let term = term() {
+            guard let object = try pointLookup(of: entity, term, source: source) else { return nil }
             countFetched(1)
             return unsafeDowncast(object, to: Result.self)
         }
+        let test = test()
         let cacheEpoch = persistentStoreCoordinator.rowCacheEpoch
         var evaluation = try PredicateEvaluation(test, entity: entity, context: self)
         var found: FetchMatch?

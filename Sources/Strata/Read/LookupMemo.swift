@@ -7,11 +7,13 @@ struct StoreReadVersion: Equatable {
     var sequence: UInt64
 }
 
-/// The first index entry a context's point lookup met for a key, kept while
-/// the store stays at one read version: the same key looked up again before
-/// any write a read can see — a find-or-create loop that meets one
-/// category, tag or author record after record — goes to that object
-/// without walking the index again.
+/// The first index entry a context's point lookup met for a key, kept with
+/// the store's read version it was met at: the same key looked up again —
+/// a find-or-create loop that meets one category, tag or author record
+/// after record — goes to that object without walking the index again,
+/// at that version or, for an index of one attribute, at any later one no
+/// write of that key's entries came before (``IndexKeyWrites``: an import
+/// that saves batch after batch meets its categories again in each).
 ///
 /// Only the store's answer is kept, never a verdict: the object is judged
 /// again at every lookup by this context's state, as the walk would judge
@@ -34,20 +36,44 @@ struct LookupMemo {
         }
     }
 
-    /// Most keys kept; past it the memo starts again. An import's related records — categories, tags, authors —
-    /// mostly number fewer.
+    /// Most keys kept (see ``entries``).
     static let capacity = 4_096
 
-    /// Each key's first entry, and the version it was read at. An entry
-    /// read at another version is stale: never answered, replaced by the
-    /// next walk of its key — so a write costs nothing here, where emptying
-    /// the table at each new version cost a pass over its room.
-    private var entries: [Key: (id: ObjectID, version: StoreReadVersion)] = [:]
+    /// Each key's first entry, the version it was known at, and whether it
+    /// answered a lookup since it was kept or last made room. An entry of
+    /// another version is answered only once `stillFirst` says no write
+    /// touched its key since; otherwise it is replaced by the next walk of
+    /// its key — so a write costs nothing here, where emptying the table at
+    /// each new version cost a pass over its room.
+    ///
+    /// Full, the memo keeps the entries that answered again and lets go of
+    /// the rest: an import looks each of its own keys up once and its
+    /// categories again and again, and a memo that started again when full
+    /// let the first push the second out every 4,096 records.
+    private var entries: [Key: Entry] = [:]
+
+    private struct Entry {
+        var id: ObjectID
+        var version: StoreReadVersion
+        var answeredAgain = false
+    }
 
     /// The object whose entry came first for `key` in index `index` of
-    /// `entity`, if the store is still at the version it was read at.
-    func firstEntry(of entity: EntityDescription, index: Int, key: [UInt8], at version: StoreReadVersion) -> ObjectID? {
-        guard let entry = entries[Key(entity: entity.index, index: index, bytes: key)], entry.version == version else { return nil }
+    /// `entity`, if the store is at the version it was read at, or
+    /// `stillFirst(thatVersion)` — asked only then — says nothing changed
+    /// the key's entries since (the entry is then kept as of `version`).
+    mutating func firstEntry(
+        of entity: EntityDescription, index: Int, key: [UInt8], at version: StoreReadVersion,
+        stillFirst: (StoreReadVersion) -> Bool
+    ) -> ObjectID? {
+        // One hash of the key: the entry is read and updated where it lies.
+        guard let i = entries.index(forKey: Key(entity: entity.index, index: index, bytes: key)) else { return nil }
+        let entry = entries.values[i]
+        if entry.version != version {
+            guard stillFirst(entry.version) else { return nil }
+            entries.values[i].version = version
+        }
+        if !entry.answeredAgain { entries.values[i].answeredAgain = true }
         return entry.id
     }
 
@@ -56,9 +82,21 @@ struct LookupMemo {
     /// never late).
     mutating func remember(_ id: ObjectID, firstFor key: [UInt8], index: Int, of entity: EntityDescription, at version: StoreReadVersion) {
         let key = Key(entity: entity.index, index: index, bytes: key)
-        // Full of keys (most of them stale, when the store moves on): started again.
-        if entries.count >= Self.capacity && entries[key] == nil { entries.removeAll(keepingCapacity: true) }
-        entries[key] = (id, version)
+        if entries.count >= Self.capacity && entries[key] == nil { makeRoom() }
+        entries[key] = Entry(id: id, version: version)
+    }
+
+    /// Keeps the entries that answered again since the last time (each
+    /// must do so again to stay the next time), at most half the room;
+    /// lets go of the others.
+    private mutating func makeRoom() {
+        var kept: [Key: Entry] = [:]
+        kept.reserveCapacity(Self.capacity)
+        for (key, entry) in entries where entry.answeredAgain {
+            guard kept.count < Self.capacity / 2 else { break }
+            kept[key] = Entry(id: entry.id, version: entry.version)
+        }
+        entries = kept
     }
 
     /// Lets go of every entry and its room (a context's reset).

@@ -4,7 +4,8 @@
 /// would deliver, found by the same steps for one key — the context's own
 /// changes under the key, the index's entries for it (or the first of
 /// them, remembered from a lookup of the key at the store's present
-/// version: ``LookupMemo``), then the objects
+/// version, or at an earlier one no write of the key's entries followed:
+/// ``LookupMemo``), then the objects
 /// held here whose own values may match where the store's do not — but
 /// without a plan to weigh, a compiled predicate, a walk's sets or the
 /// closures that carry a scan's rows. Every find-or-create of an import
@@ -13,18 +14,16 @@
 /// Where the levels above hold changes, the general walk answers (it lays
 /// them over the store).
 extension ManagedObjectContext {
-    /// The first match of `test` (`term`'s equality) as `source` — which
-    /// holds no level above the store — and this context see it; nil when
-    /// none matches.
-    func pointLookup(
-        of entity: EntityDescription, _ term: PointTerm, test: ValueTest, source: SourceView
-    ) throws(StrataError) -> ManagedObject? {
-        var judged = 0
-        defer { judgedObjects &+= judged }
-        // Objects held here that the test is judged on, by their own values.
+    /// The first match of `term`'s equality as `source` — which holds no
+    /// level above the store — and this context see it; nil when none
+    /// matches.
+    func pointLookup(of entity: EntityDescription, _ term: PointTerm, source: SourceView) throws(StrataError) -> ManagedObject? {
+        // Objects held here that the test is judged on, by their own values
+        // (counted on the context: a local the nested function captured
+        // would be boxed, an allocation per lookup).
         func passes(_ object: ManagedObject) -> Bool {
-            judged &+= 1
-            return test.evaluate(object.values)
+            judgedObjects &+= 1
+            return term.passes(object.values)
         }
         let checksRegistry = !registry.isEmpty || !discardedInserts.isEmpty
         // This context's inserts and updates keyed as the constant: an
@@ -47,7 +46,12 @@ extension ManagedObjectContext {
         // Anything else — a record to read, an entry to skip — is left to
         // the walk.
         let version = try coordinator.storeReadVersion()
-        if let id = keyLookups.memo.firstEntry(of: entity, index: term.indexNumber, key: term.key, at: version) {
+        // At a later version, for an index of one attribute (whose entries'
+        // keys are the term's key alone), if no write touched the key since.
+        let oneAttribute = entity.indexedProperties[term.indexNumber].count == 1
+        if let id = keyLookups.memo.firstEntry(of: entity, index: term.indexNumber, key: term.key, at: version, stillFirst: { known in
+            oneAttribute && coordinator.indexKey(term.key, of: entity, index: term.indexNumber, unwrittenSince: known)
+        }) {
             if let object = registry[id] {
                 // A fault is filled with the store's values, here from the
                 // row cache where the walk would decode its record.

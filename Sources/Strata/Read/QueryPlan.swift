@@ -534,6 +534,9 @@ extension QueryPlanner {
 /// pending objects by key alike.
 struct PointTerm {
     let property: Int
+    /// What a stored null reads as (`ValueTest.Operand.property`'s).
+    let null: PropertyValue
+    let constant: PropertyValue
     /// The index read: the first the attribute leads.
     let indexNumber: Int
     /// The constant's encoding in the index.
@@ -542,20 +545,35 @@ struct PointTerm {
     /// Nil for any other test, and for a constant a stored null reads as
     /// (which needs the null's key too).
     init?(_ test: ValueTest, entity: EntityDescription) {
-        let property: Int, null: PropertyValue, constant: PropertyValue
         switch test {
-        case .compare(.property(let index, let nullValue), .equal, .constant(let value)),
-             .compare(.constant(let value), .equal, .property(let index, let nullValue)):
-            (property, null, constant) = (index, nullValue, value)
+        case .compare(.property(let index, let null), .equal, .constant(let value)),
+             .compare(.constant(let value), .equal, .property(let index, let null)):
+            self.init(property: index, null: null, equalTo: value, entity: entity)
         default:
             return nil
         }
+    }
+
+    /// Attribute `property` (whose stored null reads as `null`) equal to
+    /// `constant`, without a `ValueTest` to take apart (an allocation per
+    /// lookup: the type is indirect); nil where ``init(_:entity:)`` is.
+    init?(property: Int, null: PropertyValue, equalTo constant: PropertyValue, entity: EntityDescription) {
         guard constant != .null, !ValueTest.holds(null, .equal, constant), let type = entity.attributeTypes[property],
               QueryPlanner.usable(constant, type),
               let number = entity.indexedProperties.firstIndex(where: { $0.first == property }) else { return nil }
         self.property = property
+        self.null = null
+        self.constant = constant
         indexNumber = number
         key = QueryPlanner.encoding(of: constant)
+    }
+
+    /// Whether an object with `values` passes the term, as the equality's
+    /// `ValueTest` would judge it.
+    func passes(_ values: [PropertyValue]) -> Bool {
+        let value = values[property]
+        if case .null = value { return ValueTest.holds(null, .equal, constant) }
+        return ValueTest.holds(value, .equal, constant)
     }
 
     /// The pending objects a lookup of the term meets are those keyed so (``PendingKeyIndex``).

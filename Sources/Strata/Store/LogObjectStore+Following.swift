@@ -28,6 +28,9 @@ extension LogObjectStore {
     func catchUp() throws(StrataError) -> (changes: ObjectChanges, modelChanged: Bool) {
         let model = self.model
         var modelChanged = false
+        // The writer's index keys are not known here: every earlier answer goes.
+        indexKeyWrites.willCatchUp()
+        defer { indexKeyWrites.didCatchUp(at: records.readVersion) }
         let keys = try records.catchUp { key in
             if key.first == RecordCoding.metaTag {
                 // The primary keys handed out are the writer's business.

@@ -59,7 +59,12 @@ extension LogObjectStore {
         // Every key this save's objects hold was handed out before it began.
         let keys = keysToRecord()
         if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
-        if !batch.isEmpty { try records.write(batch) }
+        if !batch.isEmpty {
+            // Marked before the write can be seen, settled after, written or not.
+            indexKeyWrites.willWrite(indexEntries.touchedKeyHashes)
+            defer { indexKeyWrites.didWrite(visibleAt: records.readVersion) }
+            try records.write(batch)
+        }
         if let keys { recorded(keys) }
         if let history { recordedTransaction(history) }
         return result

@@ -23,6 +23,9 @@ final class LogObjectStore: @unchecked Sendable {
     let identifier: UUID
     /// The coordinator's count of records read one by one.
     let recordsRead: RecordReadCount
+    /// The index keys recent saves touched, for lookups that answer a key
+    /// from an earlier version (``IndexKeyWrites``).
+    let indexKeyWrites = IndexKeyWrites()
     private let lock = Lock()
     private var history: HistoryState?  // guarded by `lock`; changed under the coordinator's `saveLock` too
     /// Each entity's next primary key (by entity index): no key at or past

@@ -1,0 +1,99 @@
+internal import StrataStore
+
+/// Which index keys the store's recent writes touched, by the store
+/// version that made each visible: what lets a context's ``LookupMemo``
+/// keep answering a key across versions the key's entries did not change
+/// in. An import that saves a batch at a time looks its categories, tags
+/// or authors up again in every batch; before this, every new store
+/// version sent each of them back to a walk of the index.
+///
+/// A key here is an index entry without its primary key — the entity's
+/// index prefix and the indexed values — so for an index of one attribute
+/// it is exactly what a point lookup seeks (``PointTerm``), hashed
+/// (``hash(prefix:key:)``): a collision only sends a lookup to the walk.
+///
+/// The rule that makes an answer safe: a key's mark is set to "being
+/// written" before the write can be seen, and to the version that made it
+/// visible after; a catch-up of another process's writes, which names no
+/// keys, raises the floor below which nothing is known the same way. So a
+/// lookup that reads the store's version first, then asks here, sees every
+/// write that version includes — finished or under way.
+///
+/// Bounded: past ``capacity`` keys the marks are dropped and the floor
+/// raised to the version of the write that dropped them.
+///
+/// `@unchecked Sendable`: `marks`, `writing` and `floor` are guarded by
+/// `lock`, a leaf lock.
+final class IndexKeyWrites: @unchecked Sendable {
+    static let capacity = 1 << 16
+    /// A mark or floor while the write or catch-up that sets it is under way.
+    private static let underWay = UInt64.max
+
+    private let lock = Lock()
+    /// Each key written: the version that made its last write visible, or `underWay`.
+    private var marks: [UInt64: UInt64] = [:]
+    /// The keys of the write under way (marked `underWay`).
+    private var writing: [UInt64] = []
+    /// Nothing is known of writes before this version (`underWay` during a
+    /// catch-up, or while a write that dropped the marks is under way).
+    private var floor: UInt64 = 0
+
+    /// FNV-1a of `prefix` then `key`: one key's hash however its bytes lie.
+    @inline(__always)
+    static func hash(prefix: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in prefix { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        for byte in key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return hash
+    }
+
+    /// Whether no write visible after `version` touched the key `hash`
+    /// (as far as the store's present state goes: the caller read the
+    /// version it answers for before asking).
+    func unwritten(_ hash: UInt64, since version: UInt64) -> Bool {
+        lock.withLock {
+            guard floor != Self.underWay, version >= floor else { return false }
+            guard let mark = marks[hash] else { return true }
+            return mark <= version
+        }
+    }
+
+    /// Marks `hashes` as being written, before the write that touches them
+    /// can be seen. A write's ``willWrite(_:)`` and ``didWrite(visibleAt:)``
+    /// never overlap another's: saves write under the coordinator's `saveLock`.
+    func willWrite(_ hashes: [UInt64]) {
+        guard !hashes.isEmpty else { return }
+        lock.withLock {
+            if marks.count + hashes.count > Self.capacity {
+                marks.removeAll(keepingCapacity: true)
+                floor = Self.underWay
+            }
+            for hash in hashes { marks[hash] = Self.underWay }
+            writing += hashes
+        }
+    }
+
+    /// The write marked by ``willWrite(_:)`` is visible at `version` (or
+    /// failed, and the store is at `version`: either way nothing after it
+    /// is newer than it).
+    func didWrite(visibleAt version: UInt64) {
+        lock.withLock {
+            for hash in writing where marks[hash] == Self.underWay { marks[hash] = version }
+            writing.removeAll(keepingCapacity: true)
+            if floor == Self.underWay { floor = version }
+        }
+    }
+
+    /// A catch-up is about to make writes visible whose keys are not known.
+    func willCatchUp() {
+        lock.withLock { floor = Self.underWay }
+    }
+
+    /// The catch-up is done; the store is at `version`.
+    func didCatchUp(at version: UInt64) {
+        lock.withLock {
+            floor = version
+            marks.removeAll(keepingCapacity: true)
+        }
+    }
+}

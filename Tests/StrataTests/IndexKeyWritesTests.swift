@@ -1,0 +1,65 @@
+@testable import Strata
+import Testing
+
+/// The rules ``IndexKeyWrites`` answers by, step by step: a key being
+/// written is never answered as unwritten, whichever version the lookup
+/// read; once written, only a version that includes the write is; a
+/// catch-up, and dropping the marks past the capacity, forget everything
+/// before them.
+@Suite struct IndexKeyWritesTests {
+    static func hash(_ key: [UInt8]) -> UInt64 {
+        key.withUnsafeBytes { IndexKeyWrites.hash(prefix: UnsafeRawBufferPointer(start: nil, count: 0), key: $0) }
+    }
+
+    ///     save (writes key a)            lookup (read version 9, entry of a at 9)
+    ///     willWrite [a]
+    ///                                    unwritten(a, since 9)? no — under way
+    ///     the write becomes visible at 10
+    ///                                    unwritten(a, since 9)? no — written at 10
+    ///     didWrite(visibleAt: 10)
+    ///                                    unwritten(a, since 9)? no; since 10? yes
+    ///                                    unwritten(b, since 0)? yes — never written
+    @Test func aKeyUnderWayOrWrittenLaterIsNotUnwritten() {
+        let writes = IndexKeyWrites()
+        let a = Self.hash([1, 2, 3]), b = Self.hash([4, 5])
+        #expect(a != b)
+        #expect(writes.unwritten(a, since: 9))
+        writes.willWrite([a])
+        #expect(!writes.unwritten(a, since: 9))
+        #expect(!writes.unwritten(a, since: 1_000), "a write under way has no version yet")
+        #expect(writes.unwritten(b, since: 9))
+        writes.didWrite(visibleAt: 10)
+        #expect(!writes.unwritten(a, since: 9))
+        #expect(writes.unwritten(a, since: 10))
+        #expect(writes.unwritten(b, since: 0))
+    }
+
+    /// A catch-up names no keys: during it nothing is unwritten, after it
+    /// nothing known before its version is.
+    @Test func aCatchUpForgetsEverythingBeforeIt() {
+        let writes = IndexKeyWrites()
+        let a = Self.hash([7])
+        writes.willCatchUp()
+        #expect(!writes.unwritten(a, since: 5))
+        writes.didCatchUp(at: 20)
+        #expect(!writes.unwritten(a, since: 19))
+        #expect(writes.unwritten(a, since: 20))
+    }
+
+    /// Past the capacity the marks go, and the floor rises to the version
+    /// of the write that dropped them: a key it did not write is known
+    /// unwritten only since then.
+    @Test func pastTheCapacityTheFloorRises() {
+        let writes = IndexKeyWrites()
+        let first = (0..<IndexKeyWrites.capacity).map { Self.hash(withUnsafeBytes(of: UInt32($0)) { Array($0) }) }
+        writes.willWrite(first)
+        writes.didWrite(visibleAt: 3)
+        let untouched = Self.hash([0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(writes.unwritten(untouched, since: 1))
+        writes.willWrite([Self.hash([9, 9])])
+        #expect(!writes.unwritten(untouched, since: 100), "the marks are gone while the write is under way")
+        writes.didWrite(visibleAt: 4)
+        #expect(!writes.unwritten(untouched, since: 3))
+        #expect(writes.unwritten(untouched, since: 4))
+    }
+}
