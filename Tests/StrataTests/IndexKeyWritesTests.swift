@@ -62,4 +62,42 @@ import Testing
         #expect(!writes.unwritten(untouched, since: 3))
         #expect(writes.unwritten(untouched, since: 4))
     }
+
+    /// A save may run beside a catch-up on a read-only store (they take
+    /// different locks) and fail there: settling it must not end what the
+    /// catch-up holds unknown.
+    ///
+    ///     catch-up                       save (fails: read-only)        lookup
+    ///     willCatchUp
+    ///                                    willWrite [] · didWrite(11)
+    ///                                                                   unwritten(a, since 11)? no
+    ///     didCatchUp(at: 12)
+    ///                                                                   since 11? no · since 12? yes
+    @Test func aSaveSettlingBesideACatchUpLeavesItUnknown() {
+        let writes = IndexKeyWrites()
+        let a = Self.hash([3, 1, 4])
+        writes.willCatchUp()
+        writes.willWrite([])
+        writes.didWrite(visibleAt: 11)
+        #expect(!writes.unwritten(a, since: 11))
+        writes.didCatchUp(at: 12)
+        #expect(!writes.unwritten(a, since: 11))
+        #expect(writes.unwritten(a, since: 12))
+    }
+
+    /// The coordinator answers only for a version past the entry's, of
+    /// the same store: a version that went back (a follower whose writer
+    /// lost a log tail it had read) is never taken for a later one.
+    @Test func theCoordinatorAnswersOnlyForALaterVersion() throws {
+        let coordinator = try makeCoordinator(model: makeModel(recipeUniqueness: [["name"]]))
+        let entity = try #require(coordinator.model.entity(named: "Recipe"))
+        let key = QueryPlanner.encoding(of: .string("Soup"))
+        let version = try coordinator.storeReadVersion()
+        let later = StoreReadVersion(generation: version.generation, sequence: version.sequence + 1)
+        #expect(coordinator.indexKey(key, of: entity, index: 0, unwrittenSince: version, now: later))
+        #expect(!coordinator.indexKey(key, of: entity, index: 0, unwrittenSince: version, now: version))
+        #expect(!coordinator.indexKey(key, of: entity, index: 0, unwrittenSince: later, now: version))
+        let otherStore = StoreReadVersion(generation: version.generation + 1, sequence: version.sequence + 1)
+        #expect(!coordinator.indexKey(key, of: entity, index: 0, unwrittenSince: version, now: otherStore))
+    }
 }

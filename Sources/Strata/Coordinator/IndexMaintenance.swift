@@ -16,11 +16,14 @@ struct IndexMaintenance {
     private var keys: [UInt8] = []
     /// Each entry: where its key starts in `keys`, its length, put or delete.
     private var entries: [(start: Int, count: Int, isPut: Bool)] = []
+    /// Where each entry of an index of one attribute starts in `keys`, and
+    /// its length: the entries a point lookup reads (``touchedKeyHashes``).
+    private var pointEntries: [(start: Int, count: Int)] = []
 
     mutating func insert(_ values: [PropertyValue], of id: ObjectID) {
         for index in id.entity.indexes.indices {
             IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
-            add(key, isPut: true)
+            add(key, isPut: true, of: id.entity, index: index)
         }
     }
 
@@ -34,16 +37,16 @@ struct IndexMaintenance {
             if let old {
                 IndexKeyCoding.writeKey(old, of: id.entity, index: index, primaryKey: id.primaryKey, into: &oldKey)
                 if oldKey == key { continue }
-                add(oldKey, isPut: false)
+                add(oldKey, isPut: false, of: id.entity, index: index)
             }
-            add(key, isPut: true)
+            add(key, isPut: true, of: id.entity, index: index)
         }
     }
 
     mutating func delete(_ values: [PropertyValue], of id: ObjectID) {
         for index in id.entity.indexes.indices {
             IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
-            add(key, isPut: false)
+            add(key, isPut: false, of: id.entity, index: index)
         }
     }
 
@@ -63,18 +66,20 @@ struct IndexMaintenance {
         }
     }
 
-    /// Each entry's key without its primary key, hashed as
-    /// ``IndexKeyWrites`` keeps it: the keys this batch's index entries touch.
+    /// The keys without their primary keys, hashed as ``IndexKeyWrites``
+    /// keeps them, of this batch's entries in indexes of one attribute:
+    /// the keys whose point lookups the batch changes.
     var touchedKeyHashes: [UInt64] {
         keys.withUnsafeBytes { all in
-            entries.map { entry in
-                let valueEnd = entry.start + entry.count - 8
-                return IndexKeyWrites.hash(prefix: UnsafeRawBufferPointer(rebasing: all[entry.start..<valueEnd]), key: UnsafeRawBufferPointer(start: nil, count: 0))
+            pointEntries.map { entry in
+                IndexKeyWrites.hash(prefix: UnsafeRawBufferPointer(rebasing: all[entry.start..<entry.start + entry.count - 8]),
+                                    key: UnsafeRawBufferPointer(start: nil, count: 0))
             }
         }
     }
 
-    private mutating func add(_ key: [UInt8], isPut: Bool) {
+    private mutating func add(_ key: [UInt8], isPut: Bool, of entity: EntityDescription, index: Int) {
+        if entity.indexedProperties[index].count == 1 { pointEntries.append((keys.count, key.count)) }
         entries.append((keys.count, key.count, isPut))
         keys += key
     }

@@ -413,10 +413,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Whether no write the store made visible after `version` touched the
     /// entries of `key` in `entity`'s index `index` (of one attribute): an
-    /// answer read from that index at `version` holds at the version the
+    /// answer read from that index at `version` holds at `now`, which the
     /// caller read before asking (``IndexKeyWrites``). False for another
-    /// store, or when it cannot be known.
-    func indexKey(_ key: [UInt8], of entity: EntityDescription, index: Int, unwrittenSince version: StoreReadVersion) -> Bool {
+    /// store, for a `now` not past `version`, or when it cannot be known.
+    func indexKey(
+        _ key: [UInt8], of entity: EntityDescription, index: Int, unwrittenSince version: StoreReadVersion, now: StoreReadVersion
+    ) -> Bool {
+        guard version.generation == now.generation, version.sequence < now.sequence else { return false }
         let (backend, generation) = lock.withLock { (self.backend, self.storeGeneration) }
         guard case .log(let store)? = backend, generation == version.generation else { return false }
         let hash = IndexKeyCoding.withPrefix(of: entity, index: index) { prefix in key.withUnsafeBytes { IndexKeyWrites.hash(prefix: prefix, key: $0) } }

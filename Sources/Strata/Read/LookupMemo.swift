@@ -17,7 +17,7 @@ struct StoreReadVersion: Equatable {
 ///
 /// Only the store's answer is kept, never a verdict: the object is judged
 /// again at every lookup by this context's state, as the walk would judge
-/// it (``ManagedObjectContext/pointLookup(of:_:test:source:)``),
+/// it (``ManagedObjectContext/pointLookup(of:_:source:)``),
 /// and whatever the walk would have to read or skip sends the lookup to
 /// the walk. Each lookup pays one version check for it.
 ///

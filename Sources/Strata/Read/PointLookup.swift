@@ -50,7 +50,7 @@ extension ManagedObjectContext {
         // keys are the term's key alone), if no write touched the key since.
         let oneAttribute = entity.indexedProperties[term.indexNumber].count == 1
         if let id = keyLookups.memo.firstEntry(of: entity, index: term.indexNumber, key: term.key, at: version, stillFirst: { known in
-            oneAttribute && coordinator.indexKey(term.key, of: entity, index: term.indexNumber, unwrittenSince: known)
+            oneAttribute && coordinator.indexKey(term.key, of: entity, index: term.indexNumber, unwrittenSince: known, now: version)
         }) {
             if let object = registry[id] {
                 // A fault is filled with the store's values, here from the

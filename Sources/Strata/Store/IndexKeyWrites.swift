@@ -7,26 +7,28 @@ internal import StrataStore
 /// or authors up again in every batch; before this, every new store
 /// version sent each of them back to a walk of the index.
 ///
-/// A key here is an index entry without its primary key — the entity's
-/// index prefix and the indexed values — so for an index of one attribute
-/// it is exactly what a point lookup seeks (``PointTerm``), hashed
+/// A key here is an entry of an index of one attribute without its
+/// primary key — the entity's index prefix and the value — which is
+/// exactly what a point lookup seeks (``PointTerm``), hashed
 /// (``hash(prefix:key:)``): a collision only sends a lookup to the walk.
 ///
 /// The rule that makes an answer safe: a key's mark is set to "being
 /// written" before the write can be seen, and to the version that made it
 /// visible after; a catch-up of another process's writes, which names no
-/// keys, raises the floor below which nothing is known the same way. So a
-/// lookup that reads the store's version first, then asks here, sees every
-/// write that version includes — finished or under way.
+/// keys, holds everything unknown while it is under way and then raises
+/// the floor below which nothing is known. So a lookup that reads the
+/// store's version first, then asks here, sees every write that version
+/// includes — finished or under way. (The caller also answers only for a
+/// version past the entry's: a follower's may go back.)
 ///
 /// Bounded: past ``capacity`` keys the marks are dropped and the floor
 /// raised to the version of the write that dropped them.
 ///
-/// `@unchecked Sendable`: `marks`, `writing` and `floor` are guarded by
-/// `lock`, a leaf lock.
+/// `@unchecked Sendable`: `marks`, `writing`, `floor` and `catchingUp`
+/// are guarded by `lock`, a leaf lock.
 final class IndexKeyWrites: @unchecked Sendable {
     static let capacity = 1 << 16
-    /// A mark or floor while the write or catch-up that sets it is under way.
+    /// A mark or floor while the write that sets it is under way.
     private static let underWay = UInt64.max
 
     private let lock = Lock()
@@ -34,9 +36,13 @@ final class IndexKeyWrites: @unchecked Sendable {
     private var marks: [UInt64: UInt64] = [:]
     /// The keys of the write under way (marked `underWay`).
     private var writing: [UInt64] = []
-    /// Nothing is known of writes before this version (`underWay` during a
-    /// catch-up, or while a write that dropped the marks is under way).
+    /// Nothing is known of writes before this version (`underWay` while a
+    /// write that dropped the marks is under way).
     private var floor: UInt64 = 0
+    /// Catch-ups under way: nothing is known while one is. Apart from the
+    /// floor, which a write settles: a save may run beside a catch-up
+    /// (they take different locks), and fail, on a read-only store.
+    private var catchingUp = 0
 
     /// FNV-1a of `prefix` then `key`: one key's hash however its bytes lie.
     @inline(__always)
@@ -49,10 +55,10 @@ final class IndexKeyWrites: @unchecked Sendable {
 
     /// Whether no write visible after `version` touched the key `hash`
     /// (as far as the store's present state goes: the caller read the
-    /// version it answers for before asking).
+    /// version it answers for before asking, and it is past `version`).
     func unwritten(_ hash: UInt64, since version: UInt64) -> Bool {
         lock.withLock {
-            guard floor != Self.underWay, version >= floor else { return false }
+            guard catchingUp == 0, floor != Self.underWay, version >= floor else { return false }
             guard let mark = marks[hash] else { return true }
             return mark <= version
         }
@@ -60,7 +66,8 @@ final class IndexKeyWrites: @unchecked Sendable {
 
     /// Marks `hashes` as being written, before the write that touches them
     /// can be seen. A write's ``willWrite(_:)`` and ``didWrite(visibleAt:)``
-    /// never overlap another's: saves write under the coordinator's `saveLock`.
+    /// never overlap another write's: saves write under the coordinator's
+    /// `saveLock`. (A catch-up may overlap them; see `catchingUp`.)
     func willWrite(_ hashes: [UInt64]) {
         guard !hashes.isEmpty else { return }
         lock.withLock {
@@ -86,14 +93,20 @@ final class IndexKeyWrites: @unchecked Sendable {
 
     /// A catch-up is about to make writes visible whose keys are not known.
     func willCatchUp() {
-        lock.withLock { floor = Self.underWay }
+        lock.withLock { catchingUp += 1 }
     }
 
-    /// The catch-up is done; the store is at `version`.
+    /// The catch-up is done; the store is at `version`. Nothing before it
+    /// is known: a follower's version may even have gone back (a writer
+    /// that lost a log tail the follower had read).
     func didCatchUp(at version: UInt64) {
         lock.withLock {
+            catchingUp -= 1
             floor = version
             marks.removeAll(keepingCapacity: true)
+            // A write under way beside it (one that will fail, on a
+            // read-only store) keeps its keys marked until it settles.
+            for hash in writing { marks[hash] = Self.underWay }
         }
     }
 }
