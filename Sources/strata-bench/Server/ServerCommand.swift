@@ -80,6 +80,14 @@ struct ServerCommand: ParsableCommand {
         table.add("  of it the row and block caches filling toward their budgets", fixed(cachesGrowth, 1) + " MiB")
         table.add("growth after the first 100,000, the memtable and caches aside",
                   fixed(((loop.residentAtEnd - memtableGrowth - cachesGrowth) / loop.residentAfterFirst - 1) * 100, 1) + "%")
+        // The in-memory index holds a key per live record: each PUT's save
+        // adds its history transaction's, kept up to the history's limits
+        // (100,000 transactions or a week by default), then pruned.
+        let indexGrowth = loop.indexAtEnd.mebibytes - loop.indexAfterFirst.mebibytes
+        table.add("  of it the store's index (keys \(thousands(Double(loop.indexAfterFirst.keys))) → \(thousands(Double(loop.indexAtEnd.keys))): history kept)",
+                  fixed(indexGrowth, 1) + " MiB")
+        table.add("growth after the first 100,000, the memtable, caches and index aside",
+                  fixed(((loop.residentAtEnd - memtableGrowth - cachesGrowth - indexGrowth) / loop.residentAfterFirst - 1) * 100, 1) + "%")
         table.add("row cache after a fetch of every product: entries", thousands(Double(cache.entries)))
         table.add("row cache: bytes it counts", fixed(Double(cache.counted) / 1_048_576, 1) + " MiB")
         table.add("row cache: heap it holds (mallinfo2)", cache.heap < 0 ? "-" : fixed(Double(cache.heap) / 1_048_576, 1) + " MiB")
@@ -127,6 +135,9 @@ struct ServerCommand: ParsableCommand {
         /// budget, filling toward it as requests read more products), in MiB.
         var cachesAfterFirst: Double
         var cachesAtEnd: Double
+        /// The store's in-memory index: its live keys and its heap bytes, in MiB.
+        var indexAfterFirst: (keys: Int, mebibytes: Double)
+        var indexAtEnd: (keys: Int, mebibytes: Double)
         /// PUTs retried after a merge conflict (another request changed the product first).
         var retried: Int
     }
@@ -140,8 +151,13 @@ struct ServerCommand: ParsableCommand {
         let residentAfterFirst = LockedBox(0.0)
         let memtableAfterFirst = LockedBox(0.0)
         let cachesAfterFirst = LockedBox(0.0)
+        let indexAfterFirst = LockedBox((keys: 0, mebibytes: 0.0))
         let retried = LockedBox(0)
         @Sendable func memtable() -> Double { Double(container.coordinator.storeStatistics?.memtableBytes ?? 0) / 1_048_576 }
+        @Sendable func index() -> (keys: Int, mebibytes: Double) {
+            let statistics = container.coordinator.storeStatistics
+            return (statistics?.keys ?? 0, Double(statistics?.indexBytes ?? 0) / 1_048_576)
+        }
         @Sendable func caches() -> Double {
             Double(container.coordinator.rowCacheStatistics.bytes + (container.coordinator.storeStatistics?.cacheBytes ?? 0)) / 1_048_576
         }
@@ -152,6 +168,7 @@ struct ServerCommand: ParsableCommand {
                     residentAfterFirst.set(ProcessFigures.memory().resident)
                     memtableAfterFirst.set(memtable())
                     cachesAfterFirst.set(caches())
+                    indexAfterFirst.set(index())
                 }
                 let sku = skus[Int(random.next() % UInt64(skus.count))]
                 let isPut = Int(random.next() % 100) < putPercent
@@ -184,7 +201,8 @@ struct ServerCommand: ParsableCommand {
         }
         return LoopFigures(requestsPerSecond: Double(requests) / elapsed, residentAfterFirst: residentAfterFirst.get(),
                            residentAtEnd: ProcessFigures.memory().resident, memtableAfterFirst: memtableAfterFirst.get(), memtableAtEnd: memtable(),
-                           cachesAfterFirst: cachesAfterFirst.get(), cachesAtEnd: caches(), retried: retried.get())
+                           cachesAfterFirst: cachesAfterFirst.get(), cachesAtEnd: caches(),
+                           indexAfterFirst: indexAfterFirst.get(), indexAtEnd: index(), retried: retried.get())
     }
 
     /// Writes per second: `writers` threads each insert one product per
