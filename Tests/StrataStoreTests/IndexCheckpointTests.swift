@@ -206,7 +206,7 @@ import Testing
         let loads = Loads()
         arena.setOnLoad { loads.count.add(1, ordering: .relaxed) }
         var seen = 0
-        store.readView().forEachKey(from: []) { _ in
+        try store.readView().forEachKey(from: []) { _ in
             seen += 1
             return true
         }
@@ -302,6 +302,46 @@ import Testing
         }
         arena.setOnLoad(nil)
         try store.close()
+    }
+
+    /// A chunk that can be neither read nor rebuilt (its bytes damaged, the
+    /// segments unreadable) leaves its keys out of the index: every walk of
+    /// keys alone — forward, by ranges, backward — says so with a
+    /// corruption error (`StoreError.damagedIndex`) rather than answer
+    /// without them, as a read of values and a missed lookup do.
+    @Test func aWalkOfKeysOverAChunkThatCannotBeRebuiltThrows() throws {
+        let (dir, options) = try Self.manyChunkStore()
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        var bytes = readFileBytes(path)
+        bytes[1_000] ^= 0x10  // in the first chunk
+        writeFileBytes(path, bytes)
+        let fs = FaultInjectingFileSystem()
+        var faulty = options
+        faulty.fileSystem = fs
+        let store = try StrataStore(directory: dir.store, options: faulty)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        fs.injectAlways(.error(EIO), on: .open, pathContains: ".seg")
+        func expectDamaged(_ walk: String, _ body: () throws -> Void) {
+            #expect(throws: StoreError.self, "\(walk)") {
+                do { try body() } catch let error as StoreError {
+                    #expect(error.code == .corruption && error.message.contains("rebuild its index"), "\(walk): \(error)")
+                    throw error
+                }
+            }
+        }
+        let view = store.readView()
+        expectDamaged("forward") { try view.forEachKey(from: []) { _ in true } }
+        expectDamaged("backward") { try view.forEachKeyDescending(from: []) { _ in true } }
+        let ranges = [([UInt8](), Optional([UInt8](repeating: 0xFF, count: 4)))]
+        expectDamaged("by ranges") {
+            try ranges[0].0.withUnsafeBytes { start in
+                try ranges[0].1!.withUnsafeBytes { end in
+                    try view.forEachKey(inRanges: 1, bounds: { _ in (start, end) }) { _ in true }
+                }
+            }
+        }
+        fs.clearFaults()
+        try? store.close()
     }
 
     /// Threads that look keys up right after the open, and a writer, reach

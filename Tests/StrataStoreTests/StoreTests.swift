@@ -585,28 +585,28 @@ import Testing
         #expect(view.count == 500)
         // Keys alone, from the view's own index, however the files changed since.
         var keys: [String] = []
-        view.forEachKey(from: bytes("k1"), to: bytes("k2")) { key in
+        try view.forEachKey(from: bytes("k1"), to: bytes("k2")) { key in
             keys.append(String(decoding: key, as: UTF8.self))
             return keys.count < 1000
         }
         #expect(keys == (0..<500).map { "k\($0)" }.filter { $0 >= "k1" && $0 < "k2" }.sorted())
         var backwards: [String] = []
-        view.forEachKeyDescending(from: bytes("k1"), to: bytes("k2")) { key in
+        try view.forEachKeyDescending(from: bytes("k1"), to: bytes("k2")) { key in
             backwards.append(String(decoding: key, as: UTF8.self))
             return true
         }
         #expect(backwards == keys.reversed())
         var lastThree: [String] = []
-        store.readView().forEachKeyDescending(from: bytes("k")) { key in
+        try store.readView().forEachKeyDescending(from: bytes("k")) { key in
             lastThree.append(String(decoding: key, as: UTF8.self))
             return lastThree.count < 3
         }
         #expect(lastThree == ["k499", "k498", "k497"])  // k0…k99 are deleted
         var stopped = 0
-        store.readView().forEachKey(from: bytes("k")) { _ in stopped += 1; return stopped < 3 }
+        try store.readView().forEachKey(from: bytes("k")) { _ in stopped += 1; return stopped < 3 }
         #expect(stopped == 3)
         var live = 0
-        store.readView().forEachKey(from: bytes("k")) { _ in live += 1; return true }
+        try store.readView().forEachKey(from: bytes("k")) { _ in live += 1; return true }
         #expect(live == 400)  // the deleted keys are gone from a later view
         #expect(try view.get(bytes("k7")) == bytes("v0"))
         #expect(try view.scan(prefix: bytes("k")).allSatisfy { $0.value == bytes("v0") })

@@ -118,6 +118,10 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
     private var fallback = Fallback.untried
     private var rebuilt = 0
     private var failure: String?
+    /// Which file `path` named when this filler was made (nil where the
+    /// file system does not say): the one a failure may remove. A close may
+    /// have put a newer checkpoint there since, which it must leave alone.
+    private let opened: [UInt64]?
 
     init(fileSystem: any FileSystem, fd: FileDescriptor, path: String, layout: IndexCheckpoint.ChunkLayout,
          rebuild: @escaping @Sendable () -> KeyIndex?) {
@@ -126,6 +130,7 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
         self.path = path
         self.layout = layout
         self.rebuild = rebuild
+        opened = (try? fileSystem.status(path))??.identity
     }
 
     deinit {
@@ -232,7 +237,7 @@ final class CheckpointChunkFiller: LeafChunkFiller, @unchecked Sendable {
         }
         if failure == nil {
             failure = "the index checkpoint \(path) is damaged: \(why)"
-            try? fileSystem.remove(path)
+            if (try? fileSystem.status(path))??.identity == opened { try? fileSystem.remove(path) }
         }
     }
 }

@@ -102,6 +102,12 @@ final class LeafArena: @unchecked Sendable {
             flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
             #endif
             guard size > 0, let start = mmap(nil, size, PROT_READ | PROT_WRITE, flags, -1, 0), start != MAP_FAILED else { return nil }
+            #if os(Linux)
+            // With transparent huge pages always on, a chunk's first touch
+            // would commit 2 MiB around it: an unread chunk is to cost
+            // address space only. (Advice: its failure changes nothing else.)
+            _ = madvise(start, size, MADV_NOHUGEPAGE)
+            #endif
             self.start = start
             self.size = size
         }
@@ -126,7 +132,8 @@ final class LeafArena: @unchecked Sendable {
     private var lastLoaded = -2, readAhead = 0
     /// Chunks not yet read: changed under `loading`, read anywhere.
     private let unreadChunks: Atomic<Int>
-    /// Test seam: called on the loading thread as each chunk starts to load.
+    /// Test seam: called on the loading thread as each read of chunks (one,
+    /// or a run read ahead together) starts.
     /// Guarded by `loading`.
     private var onLoad: (@Sendable () -> Void)?
     /// Whether a chunk could be neither read nor rebuilt (see `damage`):
@@ -229,7 +236,7 @@ final class LeafArena: @unchecked Sendable {
     /// Chunks no lookup has reached yet.
     var chunksUnread: Int { unreadChunks.load(ordering: .relaxed) }
 
-    /// Sets the test seam called as each chunk starts to load.
+    /// Sets the test seam called as each read of chunks starts.
     func setOnLoad(_ body: (@Sendable () -> Void)?) { loading.withLock { onLoad = body } }
 
     /// What went wrong with the chunks read so far: how many had to be
@@ -260,6 +267,12 @@ enum ImmortalObjects {
     /// nil when this runtime does not treat such an object as the leaves
     /// need (checked once, on a scratch object).
     static let header: (type: UInt, referenceCount: UInt64)? = {
+        #if _ptrauth(_arm64e)
+        // There the type word may be signed with its object's address: a
+        // copy of it elsewhere would not authenticate, and nothing the probe
+        // below does reads it. The leaves are loaded the other way.
+        return nil
+        #else
         // The empty array's storage is a static object of the runtime's, made immortal.
         let empty: [Int] = []
         let referenceCount = unsafeBitCast(empty, to: UnsafeRawPointer.self).load(fromByteOffset: 8, as: UInt64.self)
@@ -287,6 +300,7 @@ enum ImmortalObjects {
               scratch.load(as: UInt.self) == type
         else { return nil }
         return (type, referenceCount)
+        #endif
     }()
 }
 

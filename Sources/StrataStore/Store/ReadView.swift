@@ -124,7 +124,11 @@ public struct ReadView: Sendable {
     /// var entries = 0
     /// view.forEachKey(from: Array("i/".utf8), to: Array("i0".utf8)) { _ in entries += 1; return true }
     /// ```
-    public func forEachKey(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) rethrows {
+    ///
+    /// Throws ``StoreError/Code/damagedIndex`` where the index cannot say it
+    /// held every key the walk should have met (a chunk of its checkpoint
+    /// could be neither read nor rebuilt), as a read of values does.
+    public func forEachKey(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) throws {
         try Self.withBounds(start, end) { try forEachKey(fromBytes: $0, toBytes: $1, body) }
     }
 
@@ -141,11 +145,12 @@ public struct ReadView: Sendable {
     /// ranges (an `IN` of thousands of keys) keeps them in one buffer.
     package func forEachKey(
         fromBytes start: UnsafeRawBufferPointer, toBytes end: UnsafeRawBufferPointer?, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
-    ) rethrows {
+    ) throws {
         try index.forEach(fromBytes: start) { key, _ in
             if let end, compareBytes(key, end) >= 0 { return false }
             return try body(key)
         }
+        try checkWhole()
     }
 
     /// ``forEachKey(from:to:_:)`` for each of `count` ranges, ascending and
@@ -154,8 +159,17 @@ public struct ReadView: Sendable {
     package func forEachKey(
         inRanges count: Int, bounds: (Int) -> (start: UnsafeRawBufferPointer, end: UnsafeRawBufferPointer?),
         _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
-    ) rethrows {
+    ) throws {
         try index.forEach(inRanges: count, bounds: bounds) { key, _ in try body(key) }
+        try checkWhole()
+    }
+
+    /// Throws when a walk that read keys alone may have missed some: the
+    /// index lost a chunk it could neither read nor rebuild. A walk that
+    /// reads values finds out as it goes; one that reads keys alone would
+    /// answer without them.
+    private func checkWhole() throws(StoreError) {
+        if let why = index.damage { throw StoreError.damagedIndex(why) }
     }
 
     /// ``forEachKey(from:to:_:)`` backwards: each key from `start`
@@ -170,18 +184,19 @@ public struct ReadView: Sendable {
     ///     return newest.count < 20
     /// }
     /// ```
-    public func forEachKeyDescending(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) rethrows {
+    public func forEachKeyDescending(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) throws {
         try Self.withBounds(start, end) { try forEachKeyDescending(fromBytes: $0, toBytes: $1, body) }
     }
 
     /// ``forEachKeyDescending(from:to:_:)`` between lent bounds.
     package func forEachKeyDescending(
         fromBytes start: UnsafeRawBufferPointer, toBytes end: UnsafeRawBufferPointer?, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool
-    ) rethrows {
+    ) throws {
         try index.forEachDescending(beforeBytes: end) { key, _ in
             if compareBytes(key, start) < 0 { return false }
             return try body(key)
         }
+        try checkWhole()
     }
 
     /// The keys and values whose keys start with `prefix`, in order.

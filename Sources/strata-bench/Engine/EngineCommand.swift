@@ -348,7 +348,7 @@ struct EngineBenchmark {
             r.openAndWalk.append(try seconds {
                 opened = try StrataStore(directory: dir, options: options(.none))
                 var keys = 0
-                opened!.readView().forEachKey(from: []) { _ in
+                try opened!.readView().forEachKey(from: []) { _ in
                     keys += 1
                     return true
                 }
