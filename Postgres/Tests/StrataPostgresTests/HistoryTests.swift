@@ -122,6 +122,47 @@ struct PostgresHistoryTests {
         #expect(summary.bytes > 0)
     }
 
+    /// The changes are pruned with their transactions by the pruning's own
+    /// statement, with no foreign key to cascade it; a store made while the
+    /// changes referenced their transactions loses the reference when it
+    /// is next opened (it cost the server a check per change row of every
+    /// save).
+    @Test func pruningTakesTheChangesAndAnOlderStoreLosesTheirReference() throws {
+        let configuration = try TestServer.freshDatabase()
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        func references() throws -> Int64 {
+            try SchemaInstallation.decode(session.query("""
+                SELECT count(*) FROM pg_constraint WHERE conrelid = 'strata_history_changes'::regclass AND contype = 'f'
+                """, "counting").first, as: Int64.self, "counting")
+        }
+        func changes(through number: UInt64) throws -> Int64 {
+            try SchemaInstallation.decode(session.query(
+                "SELECT count(*) FROM strata_history_changes WHERE number <= \(Int64(number))", "counting").first, as: Int64.self, "counting")
+        }
+        do {
+            let coordinator = try open(configuration)
+            defer { try? coordinator.close() }
+            #expect(try references() == 0)
+        }
+        // As a store of the earlier schema has it.
+        try session.execute("""
+            ALTER TABLE strata_history_changes ADD FOREIGN KEY (number) REFERENCES strata_history (number) ON DELETE CASCADE
+            """, "making the old schema")
+        #expect(try references() == 1)
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        #expect(try references() == 0)
+        let writer = context(coordinator, author: "app")
+        for i in 0..<4 { _ = try ObjectGraphTests().saveLabel("label \(i)", in: writer) }
+        let tokens = try coordinator.fetchHistory().map(\.token)
+        let third = try #require(tokens.dropFirst(2).first).transactionNumber
+        #expect(try changes(through: third) == 3)
+        #expect(try coordinator.pruneHistory(through: tokens[2]) == 3)
+        #expect(try changes(through: third) == 0)
+        #expect(try coordinator.fetchHistory().count == 1)
+    }
+
     /// The history is kept within the store's limits as saves go on (the
     /// save numbered a multiple of 100 prunes), and a process that follows
     /// from before what is kept is told, then goes on.

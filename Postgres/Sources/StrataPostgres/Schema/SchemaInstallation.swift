@@ -54,6 +54,7 @@ enum SchemaInstallation {
             }
             // A store made before the history kept cursors.
             try session.execute(StoreSchema.historyCursorsCreation, "making the history's cursors' table")
+            try dropChangesReference(on: session)
             if let recorded = meta[schemaKey] {
                 guard let bytes = Data(base64Encoded: recorded) else {
                     throw StrataError(code: .corruptRecord, message: "\(place): strata_meta's model schema is not base64")
@@ -150,6 +151,25 @@ enum SchemaInstallation {
             meta[key] = value
         }
         return meta
+    }
+
+    /// Drops the foreign key from the history's changes to their
+    /// transactions, in a store made while it was there. It made the server
+    /// check each change row of every save against its transaction (a
+    /// trigger's query per row, about a sixth of the server's work in a save
+    /// of 100 objects) to delete them with it at pruning, which deletes the
+    /// changes itself now. Read from the catalogue first: an `ALTER TABLE`
+    /// at every open would wait for every save under way.
+    private static func dropChangesReference(on session: PostgresSession) throws(StrataError) {
+        let action = "dropping the history's reference from its changes"
+        let changes = SQLIdentifier.quoted(StoreSchema.historyChangesTable)
+        let rows = try session.query("""
+            SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass(\(changes)) AND contype = 'f'
+            """, action)
+        for row in rows {
+            let name = try decode(row, as: String.self, action)
+            try session.execute("ALTER TABLE \(changes) DROP CONSTRAINT \(SQLIdentifier.quoted(name))", action)
+        }
     }
 
     /// How the tables in the database differ from `schema`'s, in words: a

@@ -13,8 +13,8 @@ extension StoreSchema {
             author text, context_name text)
             """,
             """
-            CREATE TABLE \(q(Self.historyChangesTable)) (number bigint NOT NULL REFERENCES \(q(Self.historyTable)) (number) \
-            ON DELETE CASCADE, entity text COLLATE "C" NOT NULL, object_id bigint NOT NULL, kind text NOT NULL \
+            CREATE TABLE \(q(Self.historyChangesTable)) (number bigint NOT NULL, \
+            entity text COLLATE "C" NOT NULL, object_id bigint NOT NULL, kind text NOT NULL \
             CHECK (kind IN ('insert', 'update', 'delete')), properties text[])
             """,
             "CREATE INDEX \(q(Self.historyChangesTable + "_number_idx")) ON \(q(Self.historyChangesTable)) (number)",

@@ -90,10 +90,12 @@ struct PostgresStoreHistory: StoreHistory {
     private func prune(through number: UInt64, on session: PostgresSession) throws(StrataError) -> Int {
         let action = "pruning the history"
         let history = Self.q(StoreSchema.historyTable)
-        // The changes go with their transactions (ON DELETE CASCADE).
+        // The changes go with their transactions, in the same statement
+        // (no foreign key does it: see `SchemaInstallation`).
         let rows = try session.query("""
             WITH d AS (DELETE FROM \(unescaped: history) WHERE number <= \(Int64(clamping: number)) \
-            AND number < (SELECT max(number) FROM \(unescaped: history)) RETURNING number) \
+            AND number < (SELECT max(number) FROM \(unescaped: history)) RETURNING number), \
+            c AS (DELETE FROM \(unescaped: Self.q(StoreSchema.historyChangesTable)) WHERE number IN (SELECT number FROM d)) \
             SELECT count(*), coalesce(max(number), 0) FROM d
             """, action)
         guard let row = rows.first else { throw StrataError(code: .storage, message: "\(action): PostgreSQL returned no row") }
