@@ -15,17 +15,10 @@ enum RowCoding {
     static func bind(
         _ value: PropertyValue, of property: PropertyDescription, for id: ObjectID, to bindings: inout PostgresBindings
     ) throws(StrataError) {
+        try check(value, of: property, for: id)
         switch (value, property) {
-        case (.null, _):
-            bindings.appendNull()
-        case (.string(let string), .attribute):
-            guard !string.utf8.contains(0) else {
-                throw StrataError(code: .invalidArgument, message: """
-                    \(id).\(property.name) holds a string with a NUL character, which PostgreSQL's text cannot keep: \
-                    take it out, or keep such values as binary data
-                    """)
-            }
-            bindings.append(string)
+        case (.null, _): bindings.appendNull()
+        case (.string(let string), .attribute): bindings.append(string)
         case (.integer(let integer), .attribute(let attribute)):
             switch attribute.type {
             case .integer16: bindings.append(Int16(truncatingIfNeeded: integer))
@@ -34,7 +27,26 @@ enum RowCoding {
             }
         case (.double(let double), .attribute): bindings.append(double)
         case (.bool(let bool), .attribute): bindings.append(bool)
-        case (.date(let date), .attribute):
+        case (.date(let date), .attribute): bindings.append(date)
+        case (.data(let data), .attribute): bindings.append(ByteBuffer(bytes: data))
+        case (.uuid(let uuid), .attribute): bindings.append(uuid)
+        case (.object(let target), .relationship): bindings.append(Int64(bitPattern: target.storedPrimaryKey))
+        default: throw unsupported(value, of: property, for: id)
+        }
+    }
+
+    /// Throws for a value PostgreSQL cannot keep as Strata holds it: a
+    /// string with a NUL character, a date beyond what a timestamp holds.
+    static func check(_ value: PropertyValue, of property: PropertyDescription, for id: ObjectID) throws(StrataError) {
+        switch value {
+        case .string(let string):
+            guard !string.utf8.contains(0) else {
+                throw StrataError(code: .invalidArgument, message: """
+                    \(id).\(property.name) holds a string with a NUL character, which PostgreSQL's text cannot keep: \
+                    take it out, or keep such values as binary data
+                    """)
+            }
+        case .date(let date):
             // postgres-nio would trap on a date past an Int64 of microseconds.
             guard microseconds(date) != nil else {
                 throw StrataError(code: .invalidArgument, message: """
@@ -42,13 +54,14 @@ enum RowCoding {
                     PostgreSQL keeps dates (4713 BC to 294276 AD)
                     """)
             }
-            bindings.append(date)
-        case (.data(let data), .attribute): bindings.append(ByteBuffer(bytes: data))
-        case (.uuid(let uuid), .attribute): bindings.append(uuid)
-        case (.object(let target), .relationship): bindings.append(Int64(bitPattern: target.storedPrimaryKey))
         default:
-            throw StrataError(code: .invalidArgument, message: "\(id).\(property.name) cannot hold \(value) in PostgreSQL")
+            break
         }
+    }
+
+    /// The error for a value `property` cannot hold in its column.
+    static func unsupported(_ value: PropertyValue, of property: PropertyDescription, for id: ObjectID) -> StrataError {
+        StrataError(code: .invalidArgument, message: "\(id).\(property.name) cannot hold \(value) in PostgreSQL")
     }
 
     /// The value of attribute `attribute` in `cell`.

@@ -1,11 +1,12 @@
+import Foundation
 @_spi(StoreImplementation) import Strata
 import PostgresNIO
 
 /// Writes a save's rows in the caller's transaction, a few statements per
-/// entity whatever the number of objects: its deletes, its updates and its
-/// inserts each as one statement over a `VALUES` list (split only past
-/// ``maximumParameters``), then the join-table rows of its to-manys kept
-/// in join tables.
+/// entity whatever the number of objects: its deletes and its updates each
+/// as one statement over a `VALUES` list (split only past
+/// ``maximumParameters``), its inserts as one over an array per column,
+/// then the join-table rows of its to-manys kept in join tables.
 ///
 /// An update or a delete names the version it read (`… AND strata_version
 /// = v.expected`): a row another writer changed or deleted since is not
@@ -127,26 +128,82 @@ enum RowWriter {
 
         /// Inserts the rows, at version 1.
         func insert(_ inserts: [(id: ObjectID, values: [PropertyValue])]) throws(StrataError) {
+            guard !inserts.isEmpty else { return }
             let columns = columns
             let names = ([StoreSchema.idColumn, StoreSchema.versionColumn] + columns.map(\.name)).map(q).joined(separator: ", ")
-            for chunk in chunks(inserts, parametersEach: 1 + columns.count) {
-                var bindings = PostgresBindings()
-                var rows: [String] = []
-                for (id, values) in chunk {
-                    bindings.append(Int64(bitPattern: id.storedPrimaryKey))
-                    var row = ["$\(bindings.count)", "1"]
-                    for column in columns {
-                        try RowCoding.bind(values[column.index], of: entity.properties[column.index], for: id, to: &bindings)
-                        row.append("$\(bindings.count)")
+            // Sent, not waited for: the save's next wait (its history, its
+            // commit) throws this one's failure.
+            session.send(try columnarInsert(inserts[...], names: names), "inserting \(entity.name) objects")
+        }
+
+        /// The rows as one array per column, unnested: a statement whose
+        /// text, and so the server's parse and plan, do not grow with the
+        /// rows, where a `VALUES` list of 100 rows of six columns is 600
+        /// parameters to parse, analyze and plan at every save. A null goes
+        /// as a placeholder in its column's array and a flag in an array of
+        /// the column's nulls (postgres-nio binds no array holding a null).
+        func columnarInsert(_ rows: ArraySlice<(id: ObjectID, values: [PropertyValue])>, names: String) throws(StrataError) -> PostgresQuery {
+            var bindings = PostgresBindings()
+            bindings.append(rows.map { Int64(bitPattern: $0.id.storedPrimaryKey) })
+            var unnested = ["$1::bigint[]"], aliases = ["k"], selected = ["u.k", "1"]
+            for (n, column) in columns.enumerated() {
+                let property = entity.properties[column.index]
+                var nulls: [Bool] = []
+                nulls.reserveCapacity(rows.count)
+                func array<T: PostgresArrayEncodable & PostgresNonThrowingEncodable>(
+                    _ placeholder: T, _ convert: (PropertyValue) -> T?
+                ) throws(StrataError) -> [T] {
+                    var values: [T] = []
+                    values.reserveCapacity(rows.count)
+                    for (id, row) in rows {
+                        let cell = row[column.index]
+                        if case .null = cell {
+                            values.append(placeholder)
+                            nulls.append(true)
+                            continue
+                        }
+                        try RowCoding.check(cell, of: property, for: id)
+                        guard let value = convert(cell) else { throw RowCoding.unsupported(cell, of: property, for: id) }
+                        values.append(value)
+                        nulls.append(false)
                     }
-                    rows.append("(" + row.joined(separator: ", ") + ")")
+                    return values
                 }
-                // Sent, not waited for: the save's next wait (its history, its
-                // commit) throws this one's failure.
-                session.send(PostgresQuery(unsafeSQL: """
-                    INSERT INTO \(q(layout.table)) (\(names)) VALUES \(rows.joined(separator: ", "))
-                    """, binds: bindings), "inserting \(entity.name) objects")
+                switch column.type {
+                case "text": bindings.append(try array("") { if case .string(let s) = $0 { s } else { nil } })
+                case "bigint":
+                    bindings.append(try array(Int64(0)) { cell in
+                        switch cell {
+                        case .integer(let i): Int64(i)
+                        case .object(let target): Int64(bitPattern: target.storedPrimaryKey)
+                        default: nil
+                        }
+                    })
+                case "integer": bindings.append(try array(Int32(0)) { if case .integer(let i) = $0 { Int32(truncatingIfNeeded: i) } else { nil } })
+                case "smallint": bindings.append(try array(Int16(0)) { if case .integer(let i) = $0 { Int16(truncatingIfNeeded: i) } else { nil } })
+                case "double precision": bindings.append(try array(0.0) { if case .double(let d) = $0 { d } else { nil } })
+                case "boolean": bindings.append(try array(false) { if case .bool(let b) = $0 { b } else { nil } })
+                case "timestamp with time zone": bindings.append(try array(Date(timeIntervalSince1970: 0)) { if case .date(let d) = $0 { d } else { nil } })
+                case "uuid": bindings.append(try array(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))) { if case .uuid(let u) = $0 { u } else { nil } })
+                case "bytea": bindings.append(try array(ByteBuffer()) { if case .data(let d) = $0 { ByteBuffer(bytes: d) } else { nil } })
+                default:
+                    throw StrataError(code: .invalidArgument, message: "\(entity.name).\(property.name): Strata writes no column of type \(column.type)")
+                }
+                unnested.append("$\(bindings.count)::\(column.type)[]")
+                aliases.append("v\(n)")
+                if nulls.contains(true) {
+                    bindings.append(nulls)
+                    unnested.append("$\(bindings.count)::boolean[]")
+                    aliases.append("n\(n)")
+                    selected.append("CASE WHEN u.n\(n) THEN NULL ELSE u.v\(n) END")
+                } else {
+                    selected.append("u.v\(n)")
+                }
             }
+            return PostgresQuery(unsafeSQL: """
+                INSERT INTO \(q(layout.table)) (\(names)) SELECT \(selected.joined(separator: ", ")) \
+                FROM unnest(\(unnested.joined(separator: ", "))) AS u(\(aliases.joined(separator: ", ")))
+                """, binds: bindings)
         }
 
         /// The join-table rows of the to-manys kept in join tables: the
