@@ -122,6 +122,17 @@ struct PostgresHistoryTests {
         #expect(summary.bytes > 0)
     }
 
+    /// A change's property names as the JSON its row keeps, written without
+    /// an encoder where no name needs an escape: every list reads back as
+    /// it went, escapes, controls and non-ASCII included.
+    @Test(arguments: [
+        [], ["title"], ["title", "visits", "añadido", "名前"], ["say \"hi\""], ["back\\slash"], ["tab\there", "line\nbreak"], ["\u{7F}", "\u{1F600}"],
+    ])
+    func changedNamesAreWrittenAsJSON(_ names: [String]) throws {
+        let text = PostgresHistory.json(names)
+        #expect(try JSONDecoder().decode([String].self, from: Data(text.utf8)) == names, "\(text)")
+    }
+
     /// The changes are pruned with their transactions by the pruning's own
     /// statement, with no foreign key to cascade it; a store made while the
     /// changes referenced their transactions loses the reference when it

@@ -117,9 +117,18 @@ enum PostgresHistory {
         return transactions
     }
 
-    private static func json(_ names: [String]) -> String {
-        // Encoding strings cannot fail.
-        String(decoding: (try? JSONEncoder().encode(names)) ?? Data("[]".utf8), as: UTF8.self)
+    /// `names` as a JSON array. Most changes name none (an insert, a
+    /// delete) or names that need no escape: written directly, where a
+    /// `JSONEncoder` per change row was a tenth of the saving process's
+    /// work in a save of 100 new objects.
+    static func json(_ names: [String]) -> String {
+        if names.isEmpty { return "[]" }
+        let plain = names.allSatisfy { name in name.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") } }
+        guard plain else {
+            // Encoding strings cannot fail.
+            return String(decoding: (try? JSONEncoder().encode(names)) ?? Data("[]".utf8), as: UTF8.self)
+        }
+        return "[\"" + names.joined(separator: "\",\"") + "\"]"
     }
 
     private static func names(fromJSON text: String, _ action: String) throws(StrataError) -> [String] {
