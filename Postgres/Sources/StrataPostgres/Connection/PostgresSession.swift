@@ -100,6 +100,17 @@ final class PostgresSession: @unchecked Sendable {
         return try waitForSent()
     }
 
+    /// Runs `query`, then `next` (a statement whose rows nobody needs: a
+    /// transaction's `COMMIT`), sent together and waited for together —
+    /// one wake-up for the two; returns `query`'s rows, or throws the first
+    /// failure. After a failure of `query` in a transaction, the server
+    /// ends it at a `COMMIT` as at a `ROLLBACK`.
+    func query(_ query: PostgresQuery, _ action: String, thenSending next: String, _ nextAction: String) throws(StrataError) -> [PostgresRow] {
+        send(query, action)
+        send(PostgresQuery(unsafeSQL: next), nextAction)
+        return try waitForSent(rowsOf: sent.count - 2)
+    }
+
     /// Sends one statement that returns nothing the caller needs, without
     /// waiting for it: the next ``query(_:_:)`` waits for it, and throws
     /// its failure.
@@ -107,17 +118,20 @@ final class PostgresSession: @unchecked Sendable {
         sent.append((connection.query(query, logger: logger), action))
     }
 
-    /// Waits for every statement sent, in order; returns the last one's
-    /// rows, or throws the first failure (the later ones failed with it, or
-    /// ran in a transaction the failure has doomed).
-    private func waitForSent() throws(StrataError) -> [PostgresRow] {
+    /// Waits for every statement sent, in order; returns the rows of the
+    /// one at `position` among them (the last by default), or throws the
+    /// first failure (the later ones failed with it, or ran in a
+    /// transaction the failure has doomed).
+    private func waitForSent(rowsOf position: Int? = nil) throws(StrataError) -> [PostgresRow] {
         let waiting = sent
         sent = []
+        let wanted = position ?? waiting.count - 1
         var failure: StrataError?
         var rows: [PostgresRow] = []
-        for (result, action) in waiting {
+        for (i, (result, action)) in waiting.enumerated() {
             do {
-                rows = try result.wait().rows
+                let answer = try result.wait()
+                if i == wanted { rows = answer.rows }
             } catch {
                 failure = failure ?? StrataError.postgres(error, action, at: configuration)
             }

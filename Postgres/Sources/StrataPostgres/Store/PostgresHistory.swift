@@ -36,12 +36,23 @@ struct StoredTransaction: Equatable {
 /// (``PostgresChangeListener``); a notification is only a wake-up — the
 /// history rows are the truth, read from the last number seen.
 enum PostgresHistory {
+    static let recordAction = "recording the save in the history"
+
     /// Records the transaction of a save of `changes` (their versions
-    /// checked already), within the save's database transaction, and
-    /// notifies listeners of it at commit. Returns its number.
-    static func record(_ changes: StoreChanges, on session: PostgresSession) throws(StrataError) -> UInt64 {
+    /// checked already) as the last statement of the save's database
+    /// transaction, and commits it: the two sent together, one wait for
+    /// both. Listeners are notified at the commit. Returns the
+    /// transaction's number.
+    static func recordAndCommit(_ changes: StoreChanges, on session: PostgresSession) throws(StrataError) -> UInt64 {
+        let rows = try session.query(statement(recording: changes), recordAction, thenSending: "COMMIT", "saving")
+        return UInt64(try SchemaInstallation.decode(rows.first, as: Int64.self, recordAction))
+    }
+
+    /// The statement that records a save of `changes`: its number (whose
+    /// row stays locked until the commit), the transaction's row, its
+    /// changes, and the notification; it returns the number.
+    private static func statement(recording changes: StoreChanges) -> PostgresQuery {
         let q = SQLIdentifier.quoted
-        let action = "recording the save in the history"
         var entities: [String] = [], keys: [Int64] = [], kinds: [String] = [], properties: [String] = []
         func add(_ id: ObjectID, _ kind: StoredTransaction.Change.Kind, _ changed: [String]) {
             entities.append(id.entity.name)
@@ -53,10 +64,7 @@ enum PostgresHistory {
         for (id, _) in changes.inserted { add(id, .insert, []) }
         for update in changes.updated { add(update.id, .update, update.changedProperties) }
         for delete in changes.deleted { add(delete.id, .delete, []) }
-        // One statement, the save's last before COMMIT: the number (whose
-        // row stays locked until the commit), the transaction's row, its
-        // changes, and the notification.
-        let rows = try session.query("""
+        return """
             WITH n AS (
                 UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
                 RETURNING value::bigint - 1 AS number
@@ -69,9 +77,7 @@ enum PostgresHistory {
                 FROM h, unnest(\(entities)::text[], \(keys)::bigint[], \(kinds)::text[], \(properties)::text[]) AS c(e, k, t, p)
             )
             SELECT h.number FROM h, LATERAL (SELECT pg_notify(\(StoreSchema.changesChannel), h.number::text)) AS notified
-            """, action)
-        let number = try SchemaInstallation.decode(rows.first, as: Int64.self, action)
-        return UInt64(number)
+            """
     }
 
     /// The number of the newest transaction committed (0: none yet): one

@@ -257,16 +257,14 @@ final class PostgresStore: Sendable {
                 try session.execute("ROLLBACK", "saving")
                 return .conflicts(conflicts)
             }
+            // The history, then the commit, in one wait; a failure of either
+            // (or of a row's statement sent before) ends the transaction.
             var number: UInt64?
             if recordsHistory {
-                do throws(StrataError) {
-                    number = try PostgresHistory.record(changes, on: session)
-                } catch {
-                    try? session.execute("ROLLBACK", "saving")
-                    throw error
-                }
+                number = try PostgresHistory.recordAndCommit(changes, on: session)
+            } else {
+                try session.execute("COMMIT", "saving")
             }
-            try session.execute("COMMIT", "saving")
             // Every so many transactions (by number, so one process among
             // all does it), the history is pruned to its limits; a failure
             // is tried again at the next turn, the save stands.
