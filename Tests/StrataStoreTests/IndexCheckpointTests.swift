@@ -272,6 +272,34 @@ import Testing
         try store.close()
     }
 
+    /// A chunk that fails once another checkpoint has taken the file's
+    /// place (a snapshot that outlived its store, a close that wrote a new
+    /// one) leaves that file alone: a failure removes only the checkpoint
+    /// the store opened, so that the next open rebuilds — never a newer one.
+    @Test(arguments: [false, true])
+    func aChunkThatFailsRemovesOnlyTheCheckpointItCameFrom(replaced: Bool) throws {
+        let (dir, options) = try Self.manyChunkStore("\(#function)-\(replaced)")
+        let path = dir.store + "/" + IndexCheckpoint.fileName
+        let fs = FaultInjectingFileSystem()
+        var faulty = options
+        faulty.fileSystem = fs
+        let store = try StrataStore(directory: dir.store, options: faulty)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        if replaced {
+            // As a close writes one: a new file renamed over the path.
+            writeFileBytes(path + ".new", readFileBytes(path))
+            #expect(rename(path + ".new", path) == 0)
+        }
+        fs.injectAlways(.error(EIO), on: .read, pathContains: "/" + IndexCheckpoint.fileName)
+        fs.injectAlways(.error(EIO), on: .open, pathContains: ".seg")
+        // Its chunk unread, then neither readable nor rebuildable.
+        #expect(throws: StoreError.self) { _ = try store.get(Self.manyChunkRecord(59_999).key) }
+        #expect(store.index.damage != nil)
+        #expect(FileManager.default.fileExists(atPath: path) == replaced, replaced ? "the newer checkpoint was removed" : "the damaged one stays")
+        fs.clearFaults()
+        try? store.close()
+    }
+
     /// A write whose keys reach unread chunks reads them before it takes the
     /// `state` lock, so that readers never wait for it to read one (Rule 5).
     /// The seam tries the lock for writing as each chunk starts to load:
