@@ -160,6 +160,17 @@ import Testing
     /// A closed store of 60,000 keys (`manyChunkRecord`), some long enough
     /// that leaves are cut by bytes, not by count, whose checkpoint has
     /// more than three chunks.
+    /// The store at `dir` opened through a file system that can be made to
+    /// fail, its index loaded from the checkpoint (no chunk read yet).
+    static func openThroughFaults(_ dir: ScratchDirectory, _ options: StoreOptions) throws -> (StrataStore, FaultInjectingFileSystem) {
+        let fs = FaultInjectingFileSystem()
+        var faulty = options
+        faulty.fileSystem = fs
+        let store = try StrataStore(directory: dir.store, options: faulty)
+        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        return (store, fs)
+    }
+
     static func manyChunkStore(_ name: String = #function) throws -> (ScratchDirectory, StoreOptions) {
         let dir = ScratchDirectory(name)
         var options = Self.checkpointing()
@@ -259,11 +270,7 @@ import Testing
                 "a good checkpoint noted")
         // Every read of the file fails once the store is open.
         writeFileBytes(path, good)
-        let fs = FaultInjectingFileSystem()
-        var faulty = options
-        faulty.fileSystem = fs
-        let store = try StrataStore(directory: dir.store, options: faulty)
-        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        let (store, fs) = try Self.openThroughFaults(dir, options)
         fs.injectAlways(.error(EIO), on: .read, pathContains: "/" + IndexCheckpoint.fileName)
         try expectEveryRecord(store, "reads failing")
         let arena = try #require(store.index.arena)
@@ -280,11 +287,7 @@ import Testing
     func aChunkThatFailsRemovesOnlyTheCheckpointItCameFrom(replaced: Bool) throws {
         let (dir, options) = try Self.manyChunkStore("\(#function)-\(replaced)")
         let path = dir.store + "/" + IndexCheckpoint.fileName
-        let fs = FaultInjectingFileSystem()
-        var faulty = options
-        faulty.fileSystem = fs
-        let store = try StrataStore(directory: dir.store, options: faulty)
-        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        let (store, fs) = try Self.openThroughFaults(dir, options)
         if replaced {
             // As a close writes one: a new file renamed over the path.
             writeFileBytes(path + ".new", readFileBytes(path))
@@ -343,11 +346,7 @@ import Testing
         var bytes = readFileBytes(path)
         bytes[1_000] ^= 0x10  // in the first chunk
         writeFileBytes(path, bytes)
-        let fs = FaultInjectingFileSystem()
-        var faulty = options
-        faulty.fileSystem = fs
-        let store = try StrataStore(directory: dir.store, options: faulty)
-        #expect(store.recoveryReport.indexCheckpoint == .loaded)
+        let (store, fs) = try Self.openThroughFaults(dir, options)
         fs.injectAlways(.error(EIO), on: .open, pathContains: ".seg")
         func expectDamaged(_ walk: String, _ body: () throws -> Void) {
             #expect(throws: StoreError.self, "\(walk)") {
@@ -360,10 +359,10 @@ import Testing
         let view = store.readView()
         expectDamaged("forward") { try view.forEachKey(from: []) { _ in true } }
         expectDamaged("backward") { try view.forEachKeyDescending(from: []) { _ in true } }
-        let ranges = [([UInt8](), Optional([UInt8](repeating: 0xFF, count: 4)))]
+        let (start, end): ([UInt8], [UInt8]) = ([], [0xFF, 0xFF, 0xFF, 0xFF])
         expectDamaged("by ranges") {
-            try ranges[0].0.withUnsafeBytes { start in
-                try ranges[0].1!.withUnsafeBytes { end in
+            try start.withUnsafeBytes { start in
+                try end.withUnsafeBytes { end in
                     try view.forEachKey(inRanges: 1, bounds: { _ in (start, end) }) { _ in true }
                 }
             }

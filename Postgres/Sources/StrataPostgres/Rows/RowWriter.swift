@@ -133,16 +133,16 @@ enum RowWriter {
             let names = ([StoreSchema.idColumn, StoreSchema.versionColumn] + columns.map(\.name)).map(q).joined(separator: ", ")
             // Sent, not waited for: the save's next wait (its history, its
             // commit) throws this one's failure.
-            session.send(try columnarInsert(inserts[...], names: names), "inserting \(entity.name) objects")
+            session.send(try columnarInsert(inserts, names: names), "inserting \(entity.name) objects")
         }
 
         /// The rows as one array per column, unnested: a statement whose
         /// text, and so the server's parse and plan, do not grow with the
-        /// rows, where a `VALUES` list of 100 rows of six columns is 600
-        /// parameters to parse, analyze and plan at every save. A null goes
+        /// rows (a `VALUES` list has a parameter per cell for the server to
+        /// parse, analyze and plan at every save). A null goes
         /// as a placeholder in its column's array and a flag in an array of
         /// the column's nulls (postgres-nio binds no array holding a null).
-        func columnarInsert(_ rows: ArraySlice<(id: ObjectID, values: [PropertyValue])>, names: String) throws(StrataError) -> PostgresQuery {
+        func columnarInsert(_ rows: [(id: ObjectID, values: [PropertyValue])], names: String) throws(StrataError) -> PostgresQuery {
             var bindings = PostgresBindings()
             bindings.append(rows.map { Int64(bitPattern: $0.id.storedPrimaryKey) })
             var unnested = ["$1::bigint[]"], aliases = ["k"], selected = ["u.k", "1"]

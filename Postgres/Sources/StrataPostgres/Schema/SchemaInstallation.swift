@@ -156,9 +156,8 @@ enum SchemaInstallation {
     /// Drops the foreign key from the history's changes to their
     /// transactions, in a store made while it was there. It made the server
     /// check each change row of every save against its transaction (a
-    /// trigger's query per row, about a sixth of the server's work in a save
-    /// of 100 objects) to delete them with it at pruning, which deletes the
-    /// changes itself now. Read from the catalogue first: an `ALTER TABLE`
+    /// trigger's query per row) to delete them with it at pruning, which
+    /// deletes the changes itself now. Read from the catalogue first: an `ALTER TABLE`
     /// at every open would wait for every save under way.
     private static func dropChangesReference(on session: PostgresSession) throws(StrataError) {
         let action = "dropping the history's reference from its changes"

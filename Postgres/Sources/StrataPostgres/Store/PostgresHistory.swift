@@ -124,9 +124,8 @@ enum PostgresHistory {
     }
 
     /// `names` as a JSON array. Most changes name none (an insert, a
-    /// delete) or names that need no escape: written directly, where a
-    /// `JSONEncoder` per change row was a tenth of the saving process's
-    /// work in a save of 100 new objects.
+    /// delete) or names that need no escape: those are written directly,
+    /// without an encoder per change row.
     static func json(_ names: [String]) -> String {
         if names.isEmpty { return "[]" }
         let plain = names.allSatisfy { name in name.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") } }
