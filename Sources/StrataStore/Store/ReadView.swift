@@ -122,10 +122,10 @@ public struct ReadView: Sendable {
     ///
     /// ```swift
     /// var entries = 0
-    /// view.forEachKey(from: Array("i/".utf8), to: Array("i0".utf8)) { _ in entries += 1; return true }
+    /// try view.forEachKey(from: Array("i/".utf8), to: Array("i0".utf8)) { _ in entries += 1; return true }
     /// ```
     ///
-    /// Throws ``StoreError/Code/damagedIndex`` where the index cannot say it
+    /// Throws ``StoreError/Code/corruption`` where the index cannot say it
     /// held every key the walk should have met (a chunk of its checkpoint
     /// could be neither read nor rebuilt), as a read of values does.
     public func forEachKey(from start: [UInt8], to end: [UInt8]? = nil, _ body: (_ key: UnsafeRawBufferPointer) throws -> Bool) throws {
@@ -179,7 +179,7 @@ public struct ReadView: Sendable {
     ///
     /// ```swift
     /// var newest: [[UInt8]] = []
-    /// view.forEachKeyDescending(from: Array("i/".utf8), to: Array("i0".utf8)) { key in
+    /// try view.forEachKeyDescending(from: Array("i/".utf8), to: Array("i0".utf8)) { key in
     ///     newest.append(Array(key))
     ///     return newest.count < 20
     /// }
