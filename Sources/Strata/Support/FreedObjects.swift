@@ -42,10 +42,24 @@ enum FreedObjects {
     /// How many times free pages were handed back (tests).
     static var releasesForTesting: Int { releases.load(ordering: .relaxed) }
 
+    /// Waits until no hand-back is scheduled (one that is has run).
+    static func waitForScheduledRelease() {
+        while releaseScheduled.load(ordering: .acquiring) { usleep(1_000) }
+    }
+
     /// Waits until no hand-back is scheduled, then forgets what was let go
     /// of since the last (tests: what follows starts from nothing).
     static func settleForTesting() {
-        while releaseScheduled.load(ordering: .acquiring) { usleep(1_000) }
+        waitForScheduledRelease()
         sinceLastRelease.store(0, ordering: .relaxed)
     }
+}
+
+/// For benchmarks that read the process's resident memory: returns once
+/// a hand-back of free pages that contexts letting go of objects
+/// scheduled has run (at once when none is scheduled), so that the
+/// reading does not race it.
+@_spi(Benchmarks)
+public func waitForScheduledMemoryHandBack() {
+    FreedObjects.waitForScheduledRelease()
 }

@@ -33,6 +33,7 @@ struct BatchCommand: ParsableCommand {
     @Option(help: "Objects per batch (each one durable write).") var batch = 10_000
     @Option(help: "Rounds (the figures are their medians).") var rounds = 3
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+    @Flag(help: "Run only the first BatchInsertRequest of each round and print its time (e.g. under a profiler).") var insertOnly = false
 
     func run() throws {
         let work = try WorkDirectory(store, scenario: "batch")
@@ -80,6 +81,11 @@ struct BatchCommand: ParsableCommand {
             insert.batchSize = batch
             let inserted = try timed("insert") { try container.coordinator.execute(insert) }
             guard inserted.insertedCount == objects else { throw CatalogueFailure("the batch insert inserted \(inserted.insertedCount) of \(objects)") }
+            if insertOnly {
+                print("round \(round + 1): BatchInsertRequest of \(thousands(Double(objects))) in \(fixed(times["insert"]!.last!, 2)) s")
+                try container.close()
+                continue
+            }
             let written = ProcessFigures.bytesWritten()
             let again = try timed("reinsert") { try container.coordinator.execute(insert) }
             reinsertBytes = ProcessFigures.bytesWritten() - written
@@ -192,6 +198,7 @@ struct BatchCommand: ParsableCommand {
             guard try sqlite.count("line") == 0 else { throw CatalogueFailure("SQLite's cascade left lines") }
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: sqlitePath + suffix) }
         }
+        if insertOnly { return }
 
         func median(_ key: String) -> Double { times[key]!.sorted()[times[key]!.count / 2] }
         var out = "strata-bench batch — \(thousands(Double(objects))) catalogue products (skewed SKUs, unique), batches of \(thousands(Double(batch))), each one durable write; "

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import Strata
+@_spi(Benchmarks) import Strata
 import StrataStore
 
 /// A query process's memory: a fresh process opens a store of recipes
@@ -70,6 +70,9 @@ struct QueryMemoryCommand: ParsableCommand {
             guard read > 0 else { throw ValidationError("no names read") }
             queries += 1
         }
+        // The contexts above let go of their objects: a hand-back of free
+        // pages that scheduled runs on its own queue; read after it.
+        waitForScheduledMemoryHandBack()
         let resident = ResidentMemory.megabytes()
         let statistics = container.coordinator.storeStatistics ?? StoreStatistics()
         let figures = Figures(

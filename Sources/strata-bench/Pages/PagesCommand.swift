@@ -22,6 +22,7 @@ struct PagesCommand: ParsableCommand {
     @Option(help: "Where the package mirrors are (owner/name.git); default $STRATA_MIRRORS or /opt/swift-packages.") var mirrors: String?
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
     @Option(help: "Write every figure to this JSON file.") var json: String?
+    @Option(help: "Ask only for the pages whose name contains this text (e.g. \"not viewed\"), e.g. under a profiler.") var only: String?
 
     static let pageSize = 20
 
@@ -119,7 +120,7 @@ struct PagesCommand: ParsableCommand {
                             repeats: max(1, repeats), importSeconds: importSeconds, sqliteImportSeconds: sqliteImport)
         let container = try PersistentContainer(name: "Pages", model: model, directory: path)
         defer { try? container.close() }
-        for page in Self.pages(sortedTexts: corpus.lines.map(\.text).sorted()) {
+        for page in Self.pages(sortedTexts: corpus.lines.map(\.text).sorted()) where only.map(page.name.contains) ?? true {
             progress("pages: \(page.name) ...")
             let query = try sqlite.query(page.sql)
             let expected = try query.run(page.arguments)
