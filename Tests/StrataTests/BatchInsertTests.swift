@@ -206,6 +206,57 @@ import Testing
         try container.close()
     }
 
+    /// Many rows are checked in parts on several threads: the error is the
+    /// first failing row's, whichever part finds one first, and nothing is
+    /// written. Rows 14,999 and 29,999 fail, each the last of its part on
+    /// two cores, so either part may find its own first.
+    @Test func rowsCheckedInPartsNameTheFirstRowThatFails() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory)
+        var rows = (0..<30_000).map { Self.row("R\($0)", servings: $0) }
+        rows[29_999]["servings"] = .string("many")
+        rows[14_999]["serves"] = .integer(1)
+        let error = #expect(throws: StrataError.self) { try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows)) }
+        #expect(error?.code == .invalidArgument && error?.message.contains("serves") == true)
+        rows[14_999] = Self.row("R14999", servings: 1)
+        let later = #expect(throws: StrataError.self) { try container.coordinator.execute(BatchInsertRequest<Recipe>(objects: rows)) }
+        #expect(later?.message.contains("does not take") == true)
+        let count = try container.viewContext.performAndWait { () throws -> Int in try Recipe.count(in: container.viewContext) }
+        #expect(count == 0)
+        try container.close()
+    }
+
+    /// Batches built ahead come in order, each whole, and an error in the
+    /// body stops them after the batch being built is done.
+    @Test func batchesBuiltAheadComeInOrderAndStopAtAnError() throws {
+        let built = Recorded<Range<Int>>()
+        let batches = BatchesAhead(total: 25, batchSize: 10) { rows in
+            built.append(rows)
+            return Array(rows)
+        }
+        var seen: [[Int]] = []
+        try batches.forEach { (rows, batch) throws(StrataError) in
+            #expect(Array(rows) == batch)
+            seen.append(batch)
+        }
+        #expect(seen == [Array(0..<10), Array(10..<20), Array(20..<25)] && built.values == [0..<10, 10..<20, 20..<25])
+
+        let stopping = Recorded<Range<Int>>()
+        let failing = BatchesAhead(total: 50, batchSize: 10) { rows in stopping.append(rows); return rows.count }
+        var written = 0
+        #expect(throws: StrataError.self) {
+            try failing.forEach { (rows, _) throws(StrataError) in
+                if rows.lowerBound == 10 { throw StrataError(.storage, "the disk is full") }
+                written += 1
+            }
+        }
+        // The second batch failed while the third was built: nothing after it.
+        #expect(written == 1 && stopping.values == [0..<10, 10..<20, 20..<30])
+        var none = 0
+        try BatchesAhead(total: 0, batchSize: 10) { $0 }.forEach { (_, _) throws(StrataError) in none += 1 }
+        #expect(none == 0)
+    }
+
     /// A request that fills each object through its class's properties:
     /// new objects as rows by name would make them; under a uniqueness
     /// constraint a row gives the stored object it meets every attribute

@@ -1,3 +1,6 @@
+import Foundation
+import Synchronization
+
 /// The checks of the values a batch request writes against the model.
 enum BatchValues {
     /// The position of attribute `name` of `entity`, after checking that it
@@ -48,7 +51,9 @@ enum BatchValues {
     /// Checks every row of a batch insert before any is written: each name
     /// an attribute that takes its value, and every required attribute
     /// given a value or holding a default. A required to-one relationship
-    /// fails it whole: a batch insert sets attributes only.
+    /// fails it whole: a batch insert sets attributes only. Many rows are
+    /// checked in parts on as many threads as there are cores; the error
+    /// is the first row's that fails, whichever part finds it first.
     static func checkInsert(_ rows: [[String: PropertyValue]], of entity: EntityDescription) throws(StrataError) {
         guard !rows.isEmpty else { return }
         // Per property: required, and required without a default (which
@@ -60,8 +65,30 @@ enum BatchValues {
             required[index] = true
             if case .null = entity.initialValues[index] { mustGive[index] = true }
         }
+        let parts = min(ProcessInfo.processInfo.activeProcessorCount, rows.count / rowsPerPart)
+        guard parts > 1 else { return try checkInsert(rows[...], of: entity, required: required, mustGive: mustGive) }
+        let failures = Mutex<[Int: StrataError]>([:])
+        let (requiredOnes, mustGiveOnes) = (required, mustGive)
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+            let range = rows.count * part / parts..<rows.count * (part + 1) / parts
+            do throws(StrataError) {
+                try checkInsert(rows[range], of: entity, required: requiredOnes, mustGive: mustGiveOnes)
+            } catch {
+                failures.withLock { $0[part] = error }
+            }
+        }
+        if let first = failures.withLock({ $0.min { $0.key < $1.key }?.value }) { throw first }
+    }
+
+    /// Rows a thread of ``checkInsert(_:of:)`` takes at least.
+    private static let rowsPerPart = 10_000
+
+    /// ``checkInsert(_:of:)`` of `rows`, given which properties are
+    /// required and which every row must give.
+    private static func checkInsert(_ rows: ArraySlice<[String: PropertyValue]>, of entity: EntityDescription,
+                                    required: [Bool], mustGive: [Bool]) throws(StrataError) {
         let mustGiveCount = mustGive.lazy.filter { $0 }.count
-        for (position, row) in rows.enumerated() {
+        for (position, row) in zip(rows.indices, rows) {
             var given = 0
             for (name, value) in row {
                 let index = try attribute(name, value, of: entity, request: "a batch insert")

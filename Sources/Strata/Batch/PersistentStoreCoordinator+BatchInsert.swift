@@ -18,12 +18,21 @@ extension PersistentStoreCoordinator {
     @discardableResult
     public func execute<Object: ManagedObject>(_ request: BatchInsertRequest<Object>) throws(StrataError) -> BatchResult {
         let entity = try Self.entity(of: Object.self, in: model)
-        let total: Int
-        let batch: (Range<Int>) throws(StrataError) -> BatchInsertion
+        let context = batchContext(named: "batch insert of \(entity.name)")
+        let authors = TransactionAuthors(batchAuthor: request.author)
+        var result = BatchResult()
+        func write(_ rows: Range<Int>, _ batch: BatchInsertion, of total: Int) throws(StrataError) {
+            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
+                try batch.changes(at: self, authors: authors)
+            }
+            result.add(written)
+            request.progress?(BatchProgress(completedCount: rows.upperBound, totalCount: total, result: result))
+        }
         if let (count, fill) = request.filled {
-            total = count
+            // The closure is called in order on this thread (as documented).
             let scratch = Object(entity: entity, insertInto: nil)
-            batch = { (rows) throws(StrataError) in
+            for start in stride(from: 0, to: count, by: max(request.batchSize, 1)) {
+                let rows = start..<min(start + max(request.batchSize, 1), count)
                 var values: [[PropertyValue]] = []
                 values.reserveCapacity(rows.count)
                 for row in rows {
@@ -32,24 +41,15 @@ extension PersistentStoreCoordinator {
                     try BatchValues.checkFilled(scratch.values, row: row, of: entity)
                     values.append(scratch.values)
                 }
-                return BatchInsertion(entity: entity, filledRows: values)
+                try write(rows, BatchInsertion(entity: entity, filledRows: values), of: count)
             }
         } else {
-            total = request.objects.count
-            try BatchValues.checkInsert(request.objects, of: entity)
-            batch = { rows in BatchInsertion(entity: entity, rows: request.objects[rows]) }
-        }
-        let context = batchContext(named: "batch insert of \(entity.name)")
-        let authors = TransactionAuthors(batchAuthor: request.author)
-        let batchSize = max(request.batchSize, 1)
-        var result = BatchResult()
-        for start in stride(from: 0, to: total, by: batchSize) {
-            let rows = try batch(start..<min(start + batchSize, total))
-            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
-                try rows.changes(at: self, authors: authors)
+            let objects = request.objects
+            try BatchValues.checkInsert(objects, of: entity)
+            let batches = BatchesAhead(total: objects.count, batchSize: request.batchSize) { rows in
+                BatchInsertion(entity: entity, rows: objects[rows])
             }
-            result.add(written)
-            request.progress?(BatchProgress(completedCount: min(start + batchSize, total), totalCount: total, result: result))
+            try batches.forEach { (rows, batch) throws(StrataError) in try write(rows, batch, of: objects.count) }
         }
         result.historyToken = try currentHistoryToken()
         return result

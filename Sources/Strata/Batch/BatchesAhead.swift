@@ -1,0 +1,57 @@
+import Dispatch
+import Synchronization
+
+/// A batch request's batches, each built one ahead of its writing: while
+/// the requesting thread writes batch i — under the save lock, then
+/// waiting on the disk — a thread of the global queue builds batch i + 1
+/// and lets go of batch i - 1, whose values take a while to free too. On
+/// two cores or more the building and freeing leave the requesting
+/// thread's path. Building may read only
+/// what does not change under it (the rows, the model), never the store:
+/// what a batch finds stored is read at its write, under the save lock.
+final class BatchesAhead<Batch: Sendable>: Sendable {
+    private let ranges: [Range<Int>]
+    private let build: @Sendable (Range<Int>) -> Batch
+    /// The one job building a batch, if any.
+    private let group = DispatchGroup()
+    /// What the job built: set by it, taken once `group` says it is done.
+    private let built = Mutex<Batch?>(nil)
+
+    /// Batches of `batchSize` (at least 1) of rows `0 ..< total`, each made by `build`.
+    init(total: Int, batchSize: Int, build: @escaping @Sendable (Range<Int>) -> Batch) {
+        let size = max(batchSize, 1)
+        ranges = stride(from: 0, to: max(total, 0), by: size).map { $0..<min($0 + size, total) }
+        self.build = build
+    }
+
+    /// Calls `body` with each batch and its rows, in order, on this
+    /// thread; stops at the first error `body` throws, once the batch
+    /// being built ahead is done.
+    func forEach(_ body: (Range<Int>, Batch) throws(StrataError) -> Void) throws(StrataError) {
+        guard !ranges.isEmpty else { return }
+        defer { group.wait() }
+        start(0, retiring: nil)
+        var previous: Batch?
+        for i in ranges.indices {
+            group.wait()
+            let batch = built.withLock { $0.take() }!
+            let retired = previous.take()
+            if i + 1 < ranges.count { start(i + 1, retiring: retired) }
+            try body(ranges[i], batch)
+            previous = batch
+        }
+    }
+
+    /// Builds batch `i` on the global queue, then lets go of `retired` there.
+    private func start(_ i: Int, retiring retired: Batch?) {
+        let range = ranges[i]
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            let batch = build(range)
+            built.withLock { $0 = batch }
+            // Held by this block alone, which is let go of on this thread.
+            withExtendedLifetime(retired) {}
+            group.leave()
+        }
+    }
+}
