@@ -311,7 +311,9 @@ import Testing
     }
 
     /// A row whose name meets one stored recipe and whose other unique
-    /// value meets a second: a constraint conflict, that batch unwritten.
+    /// value meets a second: a constraint conflict, that batch unwritten —
+    /// and, in a request that fills its objects, the batches filled
+    /// while it was being written unwritten too.
     @Test func aRowMeetingTwoStoredObjectsIsAConflict() throws {
         let directory = TemporaryDirectory()
         let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"], ["servings"]]))
@@ -322,6 +324,20 @@ import Testing
         } catch {
             #expect(error.code == .constraintConflict)
         }
+        // Filled, a row a batch: the first batch's write fails while the
+        // second is filled (behind it); the request throws that failure,
+        // tells no progress, and writes nothing after it.
+        var filled = BatchInsertRequest<Recipe>(count: 3) { i, recipe in
+            recipe.name = i == 0 ? "R0" : "F\(i)"
+            recipe.servings = i == 0 ? 2 : 100 + i
+        }
+        filled.batchSize = 1
+        let heard = Recorded<BatchProgress>()
+        filled.progress = { heard.append($0) }
+        let error = #expect(throws: StrataError.self) { try container.coordinator.execute(filled) }
+        #expect(error?.code == .constraintConflict && heard.values.isEmpty)
+        let reader = container.newBackgroundContext()
+        #expect(try reader.performAndWait { () throws -> Int in try Recipe.count(in: reader, where: #Predicate { $0.name.starts(with: "F") }) } == 0)
         try container.close()
     }
 

@@ -1,21 +1,14 @@
-import Dispatch
-import Synchronization
-
 /// A batch request's batches, each built one ahead of its writing: while
 /// the requesting thread writes batch i — under the save lock, then
 /// waiting on the disk — a thread of the global queue builds batch i + 1
 /// and lets go of batch i - 1, whose values take a while to free too. On
 /// two cores or more the building and freeing leave the requesting
-/// thread's path. Building may read only
-/// what does not change under it (the rows, the model), never the store:
-/// what a batch finds stored is read at its write, under the save lock.
-final class BatchesAhead<Batch: Sendable>: Sendable {
+/// thread's path. Building may read only what does not change under it
+/// (the rows, the model), never the store: what a batch finds stored is
+/// read at its write, under the save lock.
+struct BatchesAhead<Batch: Sendable> {
     private let ranges: [Range<Int>]
     private let build: @Sendable (Range<Int>) -> Batch
-    /// The one job building a batch, if any.
-    private let group = DispatchGroup()
-    /// What the job built: set by it, taken once `group` says it is done.
-    private let built = Mutex<Batch?>(nil)
 
     /// Batches of `batchSize` (at least 1) of rows `0 ..< total`, each made by `build`.
     init(total: Int, batchSize: Int, build: @escaping @Sendable (Range<Int>) -> Batch) {
@@ -29,29 +22,25 @@ final class BatchesAhead<Batch: Sendable>: Sendable {
     /// being built ahead is done.
     func forEach(_ body: (Range<Int>, Batch) throws(StrataError) -> Void) throws(StrataError) {
         guard !ranges.isEmpty else { return }
-        defer { group.wait() }
-        start(0, retiring: nil)
+        var ahead: BackgroundJob<Batch>? = start(0, retiring: nil)
+        defer { _ = ahead?.join() }
         var previous: Batch?
         for i in ranges.indices {
-            group.wait()
-            let batch = built.withLock { $0.take() }!
-            let retired = previous.take()
-            if i + 1 < ranges.count { start(i + 1, retiring: retired) }
+            let batch = ahead.take()!.join()
+            if i + 1 < ranges.count { ahead = start(i + 1, retiring: previous.take()) }
             try body(ranges[i], batch)
             previous = batch
         }
     }
 
     /// Builds batch `i` on the global queue, then lets go of `retired` there.
-    private func start(_ i: Int, retiring retired: Batch?) {
-        let range = ranges[i]
-        group.enter()
-        DispatchQueue.global().async { [self] in
+    private func start(_ i: Int, retiring retired: Batch?) -> BackgroundJob<Batch> {
+        let range = ranges[i], build = build
+        return BackgroundJob {
             let batch = build(range)
-            built.withLock { $0 = batch }
-            // Held by this block alone, which is let go of on this thread.
+            // Held by this job alone, which is let go of on its thread.
             withExtendedLifetime(retired) {}
-            group.leave()
+            return batch
         }
     }
 }

@@ -21,35 +21,60 @@ extension PersistentStoreCoordinator {
         let context = batchContext(named: "batch insert of \(entity.name)")
         let authors = TransactionAuthors(batchAuthor: request.author)
         var result = BatchResult()
-        func write(_ rows: Range<Int>, _ batch: BatchInsertion, of total: Int) throws(StrataError) {
-            let written = try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in
-                try batch.changes(at: self, authors: authors)
-            }
+        let written = { @Sendable [self] (batch: BatchInsertion) throws(StrataError) -> ObjectChanges in
+            try writeBatch(from: context) { () throws(StrataError) -> ChangeSet in try batch.changes(at: self, authors: authors) }
+        }
+        func add(_ written: ObjectChanges, _ rows: Range<Int>, of total: Int) {
             result.add(written)
             request.progress?(BatchProgress(completedCount: rows.upperBound, totalCount: total, result: result))
         }
         if let (count, fill) = request.filled {
-            // The closure is called in order on this thread (as documented).
+            // The closure is called in order on this thread (as documented),
+            // filling batch i + 1 while a thread of the global queue makes
+            // batch i into objects and writes it; each write is joined, and
+            // its progress told, here.
             let scratch = Object(entity: entity, insertInto: nil)
+            var writing: (rows: Range<Int>, job: BackgroundJob<Result<ObjectChanges, StrataError>>)?
+            func joinWriting() throws(StrataError) {
+                guard let (rows, job) = writing.take() else { return }
+                add(try job.join().get(), rows, of: count)
+            }
+            // A batch that fails to fill stops the request once the one
+            // being written is (a failure of that one is the earlier, and
+            // the one thrown).
+            defer { _ = writing?.job.join() }
             for start in stride(from: 0, to: count, by: max(request.batchSize, 1)) {
                 let rows = start..<min(start + max(request.batchSize, 1), count)
                 var values: [[PropertyValue]] = []
                 values.reserveCapacity(rows.count)
-                for row in rows {
-                    scratch.values = entity.initialValues
-                    fill(row, scratch)
-                    try BatchValues.checkFilled(scratch.values, row: row, of: entity)
-                    values.append(scratch.values)
+                do throws(StrataError) {
+                    for row in rows {
+                        scratch.values = entity.initialValues
+                        fill(row, scratch)
+                        try BatchValues.checkFilled(scratch.values, row: row, of: entity)
+                        values.append(scratch.values)
+                    }
+                } catch {
+                    try joinWriting()
+                    throw error
                 }
-                try write(rows, BatchInsertion(entity: entity, filledRows: values), of: count)
+                try joinWriting()
+                writing = (rows, BackgroundJob { [values] in
+                    do throws(StrataError) {
+                        return .success(try written(BatchInsertion(entity: entity, filledRows: values)))
+                    } catch {
+                        return .failure(error)
+                    }
+                })
             }
+            try joinWriting()
         } else {
             let objects = request.objects
             try BatchValues.checkInsert(objects, of: entity)
             let batches = BatchesAhead(total: objects.count, batchSize: request.batchSize) { rows in
                 BatchInsertion(entity: entity, rows: objects[rows])
             }
-            try batches.forEach { (rows, batch) throws(StrataError) in try write(rows, batch, of: objects.count) }
+            try batches.forEach { (rows, batch) throws(StrataError) in add(try written(batch), rows, of: objects.count) }
         }
         result.historyToken = try currentHistoryToken()
         return result
