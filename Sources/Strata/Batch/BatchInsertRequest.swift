@@ -67,7 +67,12 @@ public struct BatchInsertRequest<Object: ManagedObject>: Sendable {
     /// Rows are checked a batch at a time, as they are filled: a row that
     /// sets a relationship, leaves a required attribute nil or holds a
     /// value its attribute does not take stops the request with the
-    /// batches before it written. Where the entity has uniqueness
+    /// batches before it written. Each batch is written on another thread
+    /// while `fill` fills the next: so `fill` is called for the rows of
+    /// the batch after one whose write fails (which the request then
+    /// throws, writing nothing more), ``progress`` hears of a batch once
+    /// the next is filled, and `fill` should not read the store for what
+    /// earlier rows wrote. Where the entity has uniqueness
     /// constraints, a row that meets a stored object gives it every
     /// attribute — the row is the object whole (an attribute `fill` did not
     /// set takes its default), unlike a row of ``objects``, which gives only

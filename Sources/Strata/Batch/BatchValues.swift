@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+internal import StrataStore
 
 /// The checks of the values a batch request writes against the model.
 enum BatchValues {
@@ -67,17 +67,18 @@ enum BatchValues {
         }
         let parts = min(ProcessInfo.processInfo.activeProcessorCount, rows.count / rowsPerPart)
         guard parts > 1 else { return try checkInsert(rows[...], of: entity, required: required, mustGive: mustGive) }
-        let failures = Mutex<[Int: StrataError]>([:])
+        let lock = Lock()
+        nonisolated(unsafe) var failures: [Int: StrataError] = [:]  // guarded by `lock`
         let (requiredOnes, mustGiveOnes) = (required, mustGive)
         DispatchQueue.concurrentPerform(iterations: parts) { part in
             let range = rows.count * part / parts..<rows.count * (part + 1) / parts
             do throws(StrataError) {
                 try checkInsert(rows[range], of: entity, required: requiredOnes, mustGive: mustGiveOnes)
             } catch {
-                failures.withLock { $0[part] = error }
+                lock.withLock { failures[part] = error }
             }
         }
-        if let first = failures.withLock({ $0.min { $0.key < $1.key }?.value }) { throw first }
+        if let first = lock.withLock({ failures.min { $0.key < $1.key }?.value }) { throw first }
     }
 
     /// Rows a thread of ``checkInsert(_:of:)`` takes at least.
