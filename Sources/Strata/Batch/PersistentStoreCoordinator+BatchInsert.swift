@@ -43,8 +43,9 @@ extension PersistentStoreCoordinator {
             // being written is (a failure of that one is the earlier, and
             // the one thrown).
             defer { _ = writing?.job.join() }
-            for start in stride(from: 0, to: count, by: max(request.batchSize, 1)) {
-                let rows = start..<min(start + max(request.batchSize, 1), count)
+            let size = max(request.batchSize, 1)
+            for start in stride(from: 0, to: count, by: size) {
+                let rows = start..<min(start + size, count)
                 var values: [[PropertyValue]] = []
                 values.reserveCapacity(rows.count)
                 do throws(StrataError) {

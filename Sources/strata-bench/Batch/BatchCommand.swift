@@ -71,6 +71,18 @@ struct BatchCommand: ParsableCommand {
             times[key, default: []].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
             return result
         }
+        /// `records` as a request that fills each object through its properties.
+        func filledRequest(_ records: [CatalogueRecord]) -> BatchInsertRequest<CatalogueProduct> {
+            var request = BatchInsertRequest<CatalogueProduct>(count: records.count) { i, product in
+                let record = records[i]
+                product.sku = record.sku
+                product.title = record.title
+                product.price = record.price
+                product.stock = record.stock
+            }
+            request.batchSize = batch
+            return request
+        }
         var reinsertBytes = 0
         for round in 0..<rounds {
             // Strata: batch insert, the same rows again, a batch update.
@@ -85,15 +97,10 @@ struct BatchCommand: ParsableCommand {
                 try container.close()
                 let fillPath = work.path + "/fill-only-\(round)"
                 let filling = try PersistentContainer(name: "Catalogue", model: model, directory: fillPath, viewContext: .privateQueue)
-                var request = BatchInsertRequest<CatalogueProduct>(count: records.count) { i, product in
-                    product.sku = records[i].sku
-                    product.title = records[i].title
-                    product.price = records[i].price
-                    product.stock = records[i].stock
-                }
-                request.batchSize = batch
-                _ = try timed("fill") { try filling.coordinator.execute(request) }
+                let filled = try timed("fill") { try filling.coordinator.execute(filledRequest(records)) }
+                guard filled.insertedCount == objects else { throw CatalogueFailure("the filled batch insert inserted \(filled.insertedCount) of \(objects)") }
                 try filling.close()
+                for done in [path, fillPath] { try? FileManager.default.removeItem(atPath: done) }
                 print("round \(round + 1): BatchInsertRequest of \(thousands(Double(objects))) in \(fixed(times["insert"]!.last!, 2)) s, filled in \(fixed(times["fill"]!.last!, 2)) s")
                 continue
             }
@@ -117,17 +124,6 @@ struct BatchCommand: ParsableCommand {
             // Strata: the same insert, each object filled through its properties.
             let fillPath = work.path + "/fill-\(round)"
             let filling = try PersistentContainer(name: "Catalogue", model: model, directory: fillPath, viewContext: .privateQueue)
-            func filledRequest(_ records: [CatalogueRecord]) -> BatchInsertRequest<CatalogueProduct> {
-                var request = BatchInsertRequest<CatalogueProduct>(count: records.count) { i, product in
-                    let record = records[i]
-                    product.sku = record.sku
-                    product.title = record.title
-                    product.price = record.price
-                    product.stock = record.stock
-                }
-                request.batchSize = batch
-                return request
-            }
             let filled = try timed("fill") { try filling.coordinator.execute(filledRequest(records)) }
             guard filled.insertedCount == objects else { throw CatalogueFailure("the filled batch insert inserted \(filled.insertedCount) of \(objects)") }
             // The later feed too, filled: an upsert of existing and new products.
