@@ -258,6 +258,48 @@ struct ObjectGraphTests {
         let name = try fresh.performAndWait { () throws in (try fresh.existingObject(with: id) as? Label)?.name }
         #expect(name == "Swift")
     }
+    /// A save that a conflict fails (merge policy `.error`) is written
+    /// without its unique values looked up: PostgreSQL's `UNIQUE` refuses a
+    /// duplicate at the commit, and only then are they looked up, to name
+    /// the conflict as a look-up first would. A save that merges a conflict
+    /// (an upsert) still looks them up before it writes.
+    @Test func aSaveThatAConflictFailsLooksUpItsValuesOnlyWhenRefused() throws {
+        let model = try notesModel()
+        let configuration = try TestServer.freshDatabase()
+        let (first, firstStore) = try makeCoordinatorAndStore(configuration, model)
+        let (second, secondStore) = try makeCoordinatorAndStore(configuration, model)
+        defer { try? first.close(); try? second.close() }
+        let id = try saveLabel("swift", in: ManagedObjectContext(.privateQueue, coordinator: first))
+        #expect(firstStore.holderLookups.load(ordering: .relaxed) == 0, "a clean save looks nothing up")
+
+        let b = ManagedObjectContext(.privateQueue, coordinator: second)
+        let duplicate = #expect(throws: StrataError.self) {
+            try b.performAndWait {
+                Label(context: b).name = "swift"
+                try b.save()
+            }
+        }
+        #expect(duplicate?.code == .constraintConflict)
+        #expect(duplicate?.constraintConflicts.map(\.conflictingObjectIDs) == [[id]], "the refusal names the holder")
+        #expect(duplicate?.constraintConflicts.map(\.constraint) == [["name"]])
+        #expect(secondStore.holderLookups.load(ordering: .relaxed) == 1, "looked up once refused")
+
+        let upsert = ManagedObjectContext(.privateQueue, coordinator: second)
+        upsert.mergePolicy = .mergeByPropertyObjectTrump
+        try upsert.performAndWait {
+            Label(context: upsert).name = "swift"
+            Label(context: upsert).name = "rust"
+            try upsert.save()
+        }
+        #expect(secondStore.holderLookups.load(ordering: .relaxed) >= 2, "an upsert looks its values up first")
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: first)
+        let labels = try fresh.performAndWait { () throws in
+            try fresh.fetch(FetchRequest<Label>(sortBy: [SortDescriptor(\.name)])).map { ($0.name, $0.objectID) }
+        }
+        #expect(labels.map(\.0) == ["rust", "swift"], "the refused save wrote nothing; the upsert merged into the holder")
+        #expect(labels.last?.1 == id)
+    }
+
     /// Another process's saves reach this one's contexts as a local save's
     /// would: a held object refreshed, a deleted one let go of, the
     /// notification posted with what changed — and a coordinator's own saves

@@ -43,7 +43,10 @@ struct RowTests {
     }
 
     func write(_ changes: StoreChanges, on session: PostgresSession) throws -> [ObjectID] {
-        try session.transaction("a save") { () throws(StrataError) in try RowWriter.write(changes, schema: schema, on: session) }
+        try session.transaction("a save") { () throws(StrataError) in
+            var sent: RowWriter.FoldedInserts? = nil
+            return try RowWriter.write(changes, schema: schema, on: session, folding: &sent)
+        }
     }
 
     @Test func everyAttributeTypeComesBackAsItWent() throws {

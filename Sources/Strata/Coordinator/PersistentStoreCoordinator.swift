@@ -793,9 +793,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 }
             }
         // Under the save lock: no other save can claim a key between
-        // this look-up and the write.
+        // this look-up and the write. A store that refuses duplicates
+        // itself is asked first when a conflict would fail the save
+        // anyway: the keys are looked up only to name what it refused.
+        var checkIfRefused: UniquenessCheck?
         if !changes.uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
-            try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
+            if let external, external.store.refusesDuplicateUniqueValues, changes.mergePolicy.upsertObjectWins == nil {
+                checkIfRefused = check
+            } else {
+                try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
+            }
         }
 
         var request = StoreSaveRequest()
@@ -873,7 +880,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         if let store {
             result = try store.save(request)
         } else {
-            switch try save(request, to: external!) {
+            let saved: Result<StoreSaveResult, StoreRace>
+            do {
+                saved = try save(request, to: external!)
+            } catch {
+                // Nothing was written. The conflicts the look-up names, as
+                // when it comes first; the store's own error if it finds
+                // none (the holder went meanwhile, or a key Strata does not
+                // check, such as a primary key).
+                if error.code == .constraintConflict, let check = checkIfRefused {
+                    try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
+                }
+                throw error
+            }
+            switch saved {
             case .success(let written): result = written
             case .failure(let race): return .failure(race)
             }

@@ -76,6 +76,17 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// uniqueness constraint `constraint` of `entity`, in the order of `keys`.
     func holders(of keys: [[PropertyValue]], constraint: [String], of entity: EntityDescription) throws(StrataError) -> [[ObjectID]]
 
+    /// Whether ``save(_:)`` itself refuses changes that would leave two
+    /// stored objects holding one value of a uniqueness constraint —
+    /// judged against every committed save as it commits, throwing
+    /// ``StrataError/Code/constraintConflict`` with nothing written. Then a
+    /// save that a conflict fails whatever it meets (its context's merge
+    /// policy is ``MergePolicy/error``) is written without its values
+    /// looked up first: ``holders(of:constraint:of:)`` is asked only after
+    /// a refusal, to name the conflicts. False (the default): every save's
+    /// new values are looked up before it is written.
+    var refusesDuplicateUniqueValues: Bool { get }
+
     /// Writes `changes` whole, or — where an update or a delete finds a
     /// version other than the one it read — none of them, returning those
     /// objects for the coordinator to read again and decide again. A
@@ -110,6 +121,8 @@ public protocol PersistentStore: AnyObject, Sendable {
 
 @_spi(StoreImplementation)
 extension PersistentStore {
+    public var refusesDuplicateUniqueValues: Bool { false }
+
     public func forEachStored(
         of entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey], expecting: Int,
         _ body: (ObjectID, StoredSnapshot) throws(StrataError) -> Bool

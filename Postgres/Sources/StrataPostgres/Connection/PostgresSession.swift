@@ -28,20 +28,23 @@ import Synchronization
 /// statements of two callers would interleave in it. The store hands each
 /// session to one thread at a time.
 ///
-/// A statement may be *sent* without waiting (``send(_:_:)``): the next
-/// call that waits waits for it too, in order, and throws the first
-/// failure — so a save's statements that return nothing cost the caller no
-/// wake-up each (they still run one after another on the server).
+/// A statement may be *sent* without waiting (``send(_:_:)``): it is handed
+/// to postgres-nio with the next statement waited for, in order, and that
+/// wait throws the first failure. The statements a wait hands over go to
+/// the connection's event loop in one hop, and the caller wakes once, when
+/// the last has come back — not once per statement (postgres-nio still
+/// runs them one after another, each after the one before has come back).
 ///
-/// `@unchecked Sendable`: `sent` is its borrower's alone (the pool lends a
+/// `@unchecked Sendable`: `unsent` is its borrower's alone (the pool lends a
 /// session to one caller at a time, the rule above); the rest is immutable
 /// references to postgres-nio's `Sendable` connection.
 final class PostgresSession: @unchecked Sendable {
     let configuration: PostgresConfiguration
     private let connection: PostgresConnection
     private let logger: Logger
-    /// Statements sent and not waited for yet, in order, with their actions.
-    private var sent: [(result: EventLoopFuture<PostgresQueryResult>, action: String)] = []
+    /// Statements sent and not handed to postgres-nio yet, in order, with
+    /// their actions: the next wait hands them over.
+    private var unsent: [(query: PostgresQuery, action: String)] = []
 
     private init(configuration: PostgresConfiguration, connection: PostgresConnection, logger: Logger) {
         self.configuration = configuration
@@ -108,35 +111,45 @@ final class PostgresSession: @unchecked Sendable {
     func query(_ query: PostgresQuery, _ action: String, thenSending next: String, _ nextAction: String) throws(StrataError) -> [PostgresRow] {
         send(query, action)
         send(PostgresQuery(unsafeSQL: next), nextAction)
-        return try waitForSent(rowsOf: sent.count - 2)
+        return try waitForSent(rowsOf: unsent.count - 2)
     }
 
     /// Sends one statement that returns nothing the caller needs, without
-    /// waiting for it: the next ``query(_:_:)`` waits for it, and throws
-    /// its failure.
+    /// waiting for it: the next ``query(_:_:)`` hands it over first, waits
+    /// for it, and throws its failure.
     func send(_ query: PostgresQuery, _ action: String) {
-        sent.append((connection.query(query, logger: logger), action))
+        unsent.append((query, action))
     }
 
-    /// Waits for every statement sent, in order; returns the rows of the
-    /// one at `position` among them (the last by default), or throws the
-    /// first failure (the later ones failed with it, or ran in a
-    /// transaction the failure has doomed).
+    /// Hands every statement sent to postgres-nio, in order, and waits for
+    /// them all; returns the rows of the one at `position` among them (the
+    /// last by default), or throws the first failure (the later ones failed
+    /// with it, or ran in a transaction the failure has doomed).
     private func waitForSent(rowsOf position: Int? = nil) throws(StrataError) -> [PostgresRow] {
-        let waiting = sent
-        sent = []
+        let waiting = unsent
+        unsent = []
         let wanted = position ?? waiting.count - 1
-        var failure: StrataError?
+        let (connection, logger, queries) = (self.connection, self.logger, waiting.map(\.query))
+        let loop = connection.eventLoop
+        // On the event loop, postgres-nio queues each statement behind the
+        // one before without a hop of its own; the answers come back as one.
+        let handed = loop.flatSubmit {
+            EventLoopFuture.whenAllComplete(queries.map { connection.query($0, logger: logger) }, on: loop)
+        }
+        let answers: [Result<PostgresQueryResult, any Error>]
+        do {
+            answers = try handed.wait()
+        } catch {
+            // Only the event loop's shutting down fails the hand-over itself.
+            throw StrataError.postgres(error, waiting.first?.action ?? "waiting", at: configuration)
+        }
         var rows: [PostgresRow] = []
-        for (i, (result, action)) in waiting.enumerated() {
-            do {
-                let answer = try result.wait()
-                if i == wanted { rows = answer.rows }
-            } catch {
-                failure = failure ?? StrataError.postgres(error, action, at: configuration)
+        for (i, answer) in answers.enumerated() {
+            switch answer {
+            case .success(let result): if i == wanted { rows = result.rows }
+            case .failure(let error): throw StrataError.postgres(error, waiting[i].action, at: configuration)
             }
         }
-        if let failure { throw failure }
         return rows
     }
 

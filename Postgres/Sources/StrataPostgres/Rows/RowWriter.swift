@@ -21,10 +21,21 @@ enum RowWriter {
     /// 65,535).
     static let maximumParameters = 32_767
 
+    /// Inserts to be written by a later statement of the save's (its
+    /// history's), as parts of its `WITH`: one statement, and one round
+    /// trip, fewer. Each part is an `INSERT`, its parameters numbered in
+    /// `bindings`, which the later statement's own follow.
+    struct FoldedInserts {
+        var bindings = PostgresBindings()
+        var parts: [String] = []
+    }
+
     /// Writes `changes`; returns the updated and deleted objects whose row
     /// did not hold the version expected (nothing was written for those).
+    /// With `folded`, the inserts are left there for a later statement to
+    /// make (the save's others are sent, or run, here).
     static func write(
-        _ changes: StoreChanges, schema: StoreSchema, on session: PostgresSession
+        _ changes: StoreChanges, schema: StoreSchema, on session: PostgresSession, folding folded: inout FoldedInserts?
     ) throws(StrataError) -> [ObjectID] {
         var groups: [String: EntityChanges] = [:]
         for (id, values) in changes.inserted { groups[id.entity.name, default: EntityChanges(id.entity)].inserted.append((id, values)) }
@@ -42,7 +53,7 @@ enum RowWriter {
             let written = try writer.update(updated)
             conflicts += updated.map(\.id).filter { !written.contains($0) }
             let inserted = group.inserted.sorted { $0.id.storedPrimaryKey < $1.id.storedPrimaryKey }
-            try writer.insert(inserted)
+            try writer.insert(inserted, folding: &folded)
             try writer.writeJoinTables(
                 replacing: updated.filter { written.contains($0.id) }.map { ($0.id, $0.values) }, adding: inserted)
         }
@@ -126,14 +137,22 @@ enum RowWriter {
             return written
         }
 
-        /// Inserts the rows, at version 1.
-        func insert(_ inserts: [(id: ObjectID, values: [PropertyValue])]) throws(StrataError) {
+        /// Inserts the rows, at version 1: left in `folded` when there is
+        /// one, or sent.
+        func insert(_ inserts: [(id: ObjectID, values: [PropertyValue])], folding folded: inout FoldedInserts?) throws(StrataError) {
             guard !inserts.isEmpty else { return }
             let columns = columns
             let names = ([StoreSchema.idColumn, StoreSchema.versionColumn] + columns.map(\.name)).map(q).joined(separator: ", ")
-            // Sent, not waited for: the save's next wait (its history, its
-            // commit) throws this one's failure.
-            session.send(try columnarInsert(inserts, names: names), "inserting \(entity.name) objects")
+            if var into = folded {
+                into.parts.append(try columnarInsert(inserts, names: names, into: &into.bindings))
+                folded = into
+                return
+            }
+            var bindings = PostgresBindings()
+            let sql = try columnarInsert(inserts, names: names, into: &bindings)
+            // Sent, not waited for: the save's next wait (its commit)
+            // throws this one's failure.
+            session.send(PostgresQuery(unsafeSQL: sql, binds: bindings), "inserting \(entity.name) objects")
         }
 
         /// The rows as one array per column, unnested: a statement whose
@@ -142,10 +161,13 @@ enum RowWriter {
         /// parse, analyze and plan at every save). A null goes
         /// as a placeholder in its column's array and a flag in an array of
         /// the column's nulls (postgres-nio binds no array holding a null).
-        func columnarInsert(_ rows: [(id: ObjectID, values: [PropertyValue])], names: String) throws(StrataError) -> PostgresQuery {
-            var bindings = PostgresBindings()
+        /// Its parameters are appended to `bindings`, and numbered after
+        /// those there already.
+        func columnarInsert(
+            _ rows: [(id: ObjectID, values: [PropertyValue])], names: String, into bindings: inout PostgresBindings
+        ) throws(StrataError) -> String {
             bindings.append(rows.map { Int64(bitPattern: $0.id.storedPrimaryKey) })
-            var unnested = ["$1::bigint[]"], aliases = ["k"], selected = ["u.k", "1"]
+            var unnested = ["$\(bindings.count)::bigint[]"], aliases = ["k"], selected = ["u.k", "1"]
             for (n, column) in columns.enumerated() {
                 let property = entity.properties[column.index]
                 var nulls: [Bool] = []
@@ -200,10 +222,10 @@ enum RowWriter {
                     selected.append("u.v\(n)")
                 }
             }
-            return PostgresQuery(unsafeSQL: """
+            return """
                 INSERT INTO \(q(layout.table)) (\(names)) SELECT \(selected.joined(separator: ", ")) \
                 FROM unnest(\(unnested.joined(separator: ", "))) AS u(\(aliases.joined(separator: ", ")))
-                """, binds: bindings)
+                """
         }
 
         /// The join-table rows of the to-manys kept in join tables: the

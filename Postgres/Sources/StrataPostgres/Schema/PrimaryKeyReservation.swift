@@ -17,13 +17,13 @@ enum PrimaryKeyReservation {
             throw StrataError(code: .invalidArgument, message: "cannot reserve \(count) primary keys at once")
         }
         let action = "reserving primary keys of \(entity)"
-        let rows = try session.transaction(action) { () throws(StrataError) in
-            try session.query("""
+        // Its own transaction, sent with the statement and waited for once.
+        session.send("BEGIN", action)
+        let rows = try session.query("""
             INSERT INTO \(unescaped: SQLIdentifier.quoted(StoreSchema.keysTable)) (entity, next) VALUES (\(entity), 1 + \(blockSize))
             ON CONFLICT (entity) DO UPDATE SET next = \(unescaped: SQLIdentifier.quoted(StoreSchema.keysTable)).next + \(blockSize)
             RETURNING next - \(blockSize)
-            """, action)
-        }
+            """, action, thenSending: "COMMIT", action)
         let start = try SchemaInstallation.decode(rows.first, as: Int64.self, action)
         guard start > 0, let first = UInt64(exactly: start) else {
             throw StrataError(code: .corruptRecord, message: "\(action): strata_keys gave \(start), not a key")

@@ -43,16 +43,29 @@ enum PostgresHistory {
     /// transaction, and commits it: the two sent together, one wait for
     /// both. Listeners are notified at the commit. Returns the
     /// transaction's number.
-    static func recordAndCommit(_ changes: StoreChanges, on session: PostgresSession) throws(StrataError) -> UInt64 {
-        let rows = try session.query(statement(recording: changes), recordAction, thenSending: "COMMIT", "saving")
-        return UInt64(try SchemaInstallation.decode(rows.first, as: Int64.self, recordAction))
+    /// The save's inserts left in `folded` are made by the same statement.
+    static func recordAndCommit(
+        _ changes: StoreChanges, after folded: RowWriter.FoldedInserts, on session: PostgresSession
+    ) throws(StrataError) -> UInt64 {
+        // A failed insert is reported as the save's, not the history's.
+        let action = folded.parts.isEmpty ? recordAction : "saving"
+        let rows = try session.query(statement(recording: changes, after: folded), action, thenSending: "COMMIT", "saving")
+        return UInt64(try SchemaInstallation.decode(rows.first, as: Int64.self, action))
     }
 
-    /// The statement that records a save of `changes`: its number (whose
-    /// row stays locked until the commit), the transaction's row, its
-    /// changes, and the notification; it returns the number.
-    private static func statement(recording changes: StoreChanges) -> PostgresQuery {
+    /// The statement that records a save of `changes`: the inserts of
+    /// `folded` (parts of its `WITH`, which PostgreSQL runs to completion
+    /// whether or not the rest reads them), its number (whose row stays
+    /// locked until the commit), the transaction's row, its changes, and
+    /// the notification; it returns the number.
+    private static func statement(recording changes: StoreChanges, after folded: RowWriter.FoldedInserts) -> PostgresQuery {
         let q = SQLIdentifier.quoted
+        var bindings = folded.bindings
+        /// A parameter's placeholder, numbered after the inserts'.
+        func bind(_ value: some PostgresDynamicTypeEncodable) -> String {
+            bindings.append(value)
+            return "$\(bindings.count)"
+        }
         var entities: [String] = [], keys: [Int64] = [], kinds: [String] = [], properties: [String] = []
         func add(_ id: ObjectID, _ kind: StoredTransaction.Change.Kind, _ changed: [String]) {
             entities.append(id.entity.name)
@@ -64,20 +77,25 @@ enum PostgresHistory {
         for (id, _) in changes.inserted { add(id, .insert, []) }
         for update in changes.updated { add(update.id, .update, update.changedProperties) }
         for delete in changes.deleted { add(delete.id, .delete, []) }
-        return """
-            WITH n AS (
-                UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
+        bindings.append(changes.author)
+        let author = "$\(bindings.count)"
+        bindings.append(changes.contextName)
+        let contextName = "$\(bindings.count)"
+        let inserts = folded.parts.enumerated().map { "i\($0.offset) AS (\($0.element)), " }.joined()
+        return PostgresQuery(unsafeSQL: """
+            WITH \(inserts)n AS (
+                UPDATE \(q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
                 RETURNING value::bigint - 1 AS number
             ), h AS (
-                INSERT INTO \(unescaped: q(StoreSchema.historyTable)) (number, committed_at, author, context_name) \
-                SELECT number, now(), \(changes.author), \(changes.contextName) FROM n RETURNING number
+                INSERT INTO \(q(StoreSchema.historyTable)) (number, committed_at, author, context_name) \
+                SELECT number, now(), \(author)::text, \(contextName)::text FROM n RETURNING number
             ), c AS (
-                INSERT INTO \(unescaped: q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
+                INSERT INTO \(q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
                 SELECT h.number, e, k, t, CASE WHEN p = '[]' THEN '{}'::text[] ELSE ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) END \
-                FROM h, unnest(\(entities)::text[], \(keys)::bigint[], \(kinds)::text[], \(properties)::text[]) AS c(e, k, t, p)
+                FROM h, unnest(\(bind(entities))::text[], \(bind(keys))::bigint[], \(bind(kinds))::text[], \(bind(properties))::text[]) AS c(e, k, t, p)
             )
-            SELECT h.number FROM h, LATERAL (SELECT pg_notify(\(StoreSchema.changesChannel), h.number::text)) AS notified
-            """
+            SELECT h.number FROM h, LATERAL (SELECT pg_notify(\(bind(StoreSchema.changesChannel))::text, h.number::text)) AS notified
+            """, binds: bindings)
     }
 
     /// The number of the newest transaction committed (0: none yet): one

@@ -4,6 +4,11 @@
 /// narrowed scan and holders are its own methods; a save is ``write(_:)``
 /// without the history number.
 extension PostgresStore: PersistentStore {
+    /// Each uniqueness constraint of the model is the table's own `UNIQUE`
+    /// constraint, checked at the commit (``StoreSchema``): a duplicate
+    /// fails the save's transaction, whoever committed the value first.
+    var refusesDuplicateUniqueValues: Bool { true }
+
     func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome {
         switch try write(changes) {
         case .written(let number): .written(transaction: number)

@@ -199,6 +199,7 @@ final class PostgresStore: Sendable {
         }
         var holders = Array(repeating: [ObjectID](), count: keys.count)
         guard !asked.isEmpty else { return holders }
+        holderLookups.add(1, ordering: .relaxed)
         var bindings = PostgresBindings()
         var arrays: [String] = []
         for (column, attribute) in attributes.enumerated() {
@@ -247,8 +248,10 @@ final class PostgresStore: Sendable {
         try pool.withSession { (session) throws(StrataError) in
             session.send("BEGIN", "saving")
             let conflicts: [ObjectID]
+            // With history, the inserts are made by its statement.
+            var folded: RowWriter.FoldedInserts? = recordsHistory ? RowWriter.FoldedInserts() : nil
             do throws(StrataError) {
-                conflicts = try RowWriter.write(changes, schema: schema, on: session)
+                conflicts = try RowWriter.write(changes, schema: schema, on: session, folding: &folded)
             } catch {
                 try? session.execute("ROLLBACK", "saving")
                 throw error
@@ -261,7 +264,7 @@ final class PostgresStore: Sendable {
             // (or of a row's statement sent before) ends the transaction.
             var number: UInt64?
             if recordsHistory {
-                number = try PostgresHistory.recordAndCommit(changes, on: session)
+                number = try PostgresHistory.recordAndCommit(changes, after: folded ?? RowWriter.FoldedInserts(), on: session)
             } else {
                 try session.execute("COMMIT", "saving")
             }
@@ -281,6 +284,9 @@ final class PostgresStore: Sendable {
     /// How many objects scans, ordered or not, read (tests pin that a
     /// fetch of a page reads the page).
     let scannedRows = Atomic<Int>(0)
+    /// How many statements looked up the holders of unique values (tests
+    /// pin that a save a conflict would fail looks up none unless refused).
+    let holderLookups = Atomic<Int>(0)
 
     /// The transactions numbered after `number`, oldest first, at most `limit`.
     func transactions(after number: UInt64, limit: Int = 1_000) throws(StrataError) -> [StoredTransaction] {
