@@ -61,6 +61,16 @@ struct ObjectGraphTests {
     }
 
     /// Saves a new label named `name` in `context`, on its queue; returns its ID.
+    /// The error of a save of a new label named `name` in `context`, which must fail.
+    func failingLabelSave(_ name: String, in context: ManagedObjectContext) -> StrataError? {
+        #expect(throws: StrataError.self) {
+            try context.performAndWait {
+                Label(context: context).name = name
+                try context.save()
+            }
+        }
+    }
+
     func saveLabel(_ name: String, in context: ManagedObjectContext) throws -> ObjectID {
         try context.performAndWait {
             let label = Label(context: context)
@@ -230,13 +240,7 @@ struct ObjectGraphTests {
         let a = ManagedObjectContext(.privateQueue, coordinator: first)
         let id = try saveLabel("swift", in: a)
         // The other process claims the same name: PostgreSQL's UNIQUE refuses it.
-        let b = ManagedObjectContext(.privateQueue, coordinator: second)
-        let duplicate = #expect(throws: StrataError.self) {
-            try b.performAndWait {
-                Label(context: b).name = "swift"
-                try b.save()
-            }
-        }
+        let duplicate = failingLabelSave("swift", in: ManagedObjectContext(.privateQueue, coordinator: second))
         #expect(duplicate?.code == .constraintConflict)
         // It renames the label; then the first process, which read the old version, edits it too.
         let c = ManagedObjectContext(.privateQueue, coordinator: second)
@@ -272,13 +276,7 @@ struct ObjectGraphTests {
         let id = try saveLabel("swift", in: ManagedObjectContext(.privateQueue, coordinator: first))
         #expect(firstStore.holderLookups.load(ordering: .relaxed) == 0, "a clean save looks nothing up")
 
-        let b = ManagedObjectContext(.privateQueue, coordinator: second)
-        let duplicate = #expect(throws: StrataError.self) {
-            try b.performAndWait {
-                Label(context: b).name = "swift"
-                try b.save()
-            }
-        }
+        let duplicate = failingLabelSave("swift", in: ManagedObjectContext(.privateQueue, coordinator: second))
         #expect(duplicate?.code == .constraintConflict)
         #expect(duplicate?.constraintConflicts.map(\.conflictingObjectIDs) == [[id]], "the refusal names the holder")
         #expect(duplicate?.constraintConflicts.map(\.constraint) == [["name"]])
