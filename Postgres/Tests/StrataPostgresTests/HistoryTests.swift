@@ -174,6 +174,35 @@ struct PostgresHistoryTests {
         #expect(try coordinator.fetchHistory().count == 1)
     }
 
+    /// A store made before saves called a function to record their
+    /// transactions gets it when it is opened; its saves are then recorded
+    /// as before, with their authors and changes.
+    @Test func anOlderStoreGetsTheRecordingFunctionWhenOpened() throws {
+        let configuration = try TestServer.freshDatabase()
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        func hasFunction() throws -> Bool {
+            try SchemaInstallation.decode(session.query(
+                "SELECT to_regprocedure(\(StoreSchema.recordTransactionSignature)) IS NOT NULL", "looking").first, as: Bool.self, "looking")
+        }
+        do {
+            let coordinator = try open(configuration)
+            defer { try? coordinator.close() }
+            #expect(try hasFunction())
+        }
+        // As a store of the earlier schema has it.
+        try session.execute("DROP FUNCTION \(StoreSchema.recordTransactionSignature)", "making the old schema")
+        #expect(try !hasFunction())
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        #expect(try hasFunction())
+        let writer = context(coordinator, author: "app")
+        let id = try ObjectGraphTests().saveLabel("label", in: writer)
+        let transactions = try coordinator.fetchHistory()
+        #expect(transactions.map(\.author) == ["app"])
+        #expect(transactions.flatMap(\.changes).map(\.objectID) == [id])
+    }
+
     /// The history is kept within the store's limits as saves go on (the
     /// save numbered a multiple of 100 prunes), and a process that follows
     /// from before what is kept is told, then goes on.

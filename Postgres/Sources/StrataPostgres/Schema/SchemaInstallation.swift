@@ -54,6 +54,7 @@ enum SchemaInstallation {
             }
             // A store made before the history kept cursors.
             try session.execute(StoreSchema.historyCursorsCreation, "making the history's cursors' table")
+            try makeRecordingFunction(on: session)
             try dropChangesReference(on: session)
             if let recorded = meta[schemaKey] {
                 guard let bytes = Data(base64Encoded: recorded) else {
@@ -151,6 +152,16 @@ enum SchemaInstallation {
             meta[key] = value
         }
         return meta
+    }
+
+    /// Makes the function a save calls to record its transaction, in a
+    /// store made before saves called one. Looked up first: a role that
+    /// may only read and write the tables still opens a store that has it.
+    private static func makeRecordingFunction(on session: PostgresSession) throws(StrataError) {
+        let action = "making the function that records a save's transaction"
+        let rows = try session.query("SELECT to_regprocedure(\(StoreSchema.recordTransactionSignature)) IS NOT NULL", action)
+        guard try !decode(rows.first, as: Bool.self, action) else { return }
+        try session.execute(StoreSchema.recordTransactionCreation, action)
     }
 
     /// Drops the foreign key from the history's changes to their

@@ -19,6 +19,7 @@ extension StoreSchema {
             """,
             "CREATE INDEX \(q(Self.historyChangesTable + "_number_idx")) ON \(q(Self.historyChangesTable)) (number)",
             Self.historyCursorsCreation,
+            Self.recordTransactionCreation,
         ]
         statements += tables.map(Self.creation(of:))
         statements += tables.flatMap(Self.foreignKeys(of:))
@@ -31,6 +32,37 @@ extension StoreSchema {
     static let historyCursorsCreation = """
         CREATE TABLE IF NOT EXISTS \(SQLIdentifier.quoted(historyCursorsTable)) \
         (name text COLLATE "C" NOT NULL PRIMARY KEY, number bigint NOT NULL)
+        """
+
+    /// The function a save's last statement calls to record its
+    /// transaction (``PostgresHistory``): it takes the transaction's number
+    /// (whose row stays locked until the commit), writes the transaction's
+    /// row and its changes, and notifies listeners on `p_channel`; it
+    /// returns the number. A function, so that the server plans these
+    /// statements once per connection, not at every save. Made with the
+    /// tables or, in a store made before it, when the store is opened.
+    static let recordTransactionFunction = "strata_record_transaction"
+    /// Its signature, as `to_regprocedure` finds it.
+    static let recordTransactionSignature = "\(recordTransactionFunction)(text, text, text[], bigint[], text[], text[], text)"
+    static let recordTransactionCreation = """
+        CREATE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
+        p_entities text[], p_object_ids bigint[], p_kinds text[], p_properties text[], p_channel text) RETURNS bigint \
+        LANGUAGE plpgsql AS $strata$
+        DECLARE
+            v_number bigint;
+        BEGIN
+            UPDATE \(SQLIdentifier.quoted(metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next'
+                RETURNING value::bigint - 1 INTO v_number;
+            INSERT INTO \(SQLIdentifier.quoted(historyTable)) (number, committed_at, author, context_name)
+                VALUES (v_number, now(), p_author, p_context_name);
+            INSERT INTO \(SQLIdentifier.quoted(historyChangesTable)) (number, entity, object_id, kind, properties)
+                SELECT v_number, c.e, c.k, c.t,
+                    CASE WHEN c.p = '[]' THEN '{}'::text[] ELSE ARRAY(SELECT jsonb_array_elements_text(c.p::jsonb)) END
+                FROM unnest(p_entities, p_object_ids, p_kinds, p_properties) AS c(e, k, t, p);
+            PERFORM pg_notify(p_channel, v_number::text);
+            RETURN v_number;
+        END
+        $strata$
         """
 
     /// `CREATE TABLE` for `table`: its columns and its primary key, without

@@ -55,16 +55,15 @@ enum PostgresHistory {
 
     /// The statement that records a save of `changes`: the inserts of
     /// `folded` (parts of its `WITH`, which PostgreSQL runs to completion
-    /// whether or not the rest reads them), its number (whose row stays
-    /// locked until the commit), the transaction's row, its changes, and
-    /// the notification; it returns the number.
+    /// whether or not the rest reads them), then the call of
+    /// ``StoreSchema/recordTransactionCreation``'s function, which returns
+    /// the transaction's number.
     private static func statement(recording changes: StoreChanges, after folded: RowWriter.FoldedInserts) -> PostgresQuery {
-        let q = SQLIdentifier.quoted
         var bindings = folded.bindings
         /// A parameter's placeholder, numbered after the inserts'.
-        func bind(_ value: some PostgresDynamicTypeEncodable) -> String {
+        func bind(_ value: some PostgresDynamicTypeEncodable, as type: String) -> String {
             bindings.append(value)
-            return "$\(bindings.count)"
+            return "$\(bindings.count)::\(type)"
         }
         var entities: [String] = [], keys: [Int64] = [], kinds: [String] = [], properties: [String] = []
         func add(_ id: ObjectID, _ kind: StoredTransaction.Change.Kind, _ changed: [String]) {
@@ -78,23 +77,17 @@ enum PostgresHistory {
         for update in changes.updated { add(update.id, .update, update.changedProperties) }
         for delete in changes.deleted { add(delete.id, .delete, []) }
         bindings.append(changes.author)
-        let author = "$\(bindings.count)"
+        let author = "$\(bindings.count)::text"
         bindings.append(changes.contextName)
-        let contextName = "$\(bindings.count)"
-        let inserts = folded.parts.enumerated().map { "i\($0.offset) AS (\($0.element)), " }.joined()
+        let contextName = "$\(bindings.count)::text"
+        let arguments = [
+            author, contextName, bind(entities, as: "text[]"), bind(keys, as: "bigint[]"), bind(kinds, as: "text[]"),
+            bind(properties, as: "text[]"), bind(StoreSchema.changesChannel, as: "text"),
+        ]
+        let inserts = folded.parts.enumerated().map { "i\($0.offset) AS (\($0.element))" }
         return PostgresQuery(unsafeSQL: """
-            WITH \(inserts)n AS (
-                UPDATE \(q(StoreSchema.metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next' \
-                RETURNING value::bigint - 1 AS number
-            ), h AS (
-                INSERT INTO \(q(StoreSchema.historyTable)) (number, committed_at, author, context_name) \
-                SELECT number, now(), \(author)::text, \(contextName)::text FROM n RETURNING number
-            ), c AS (
-                INSERT INTO \(q(StoreSchema.historyChangesTable)) (number, entity, object_id, kind, properties) \
-                SELECT h.number, e, k, t, CASE WHEN p = '[]' THEN '{}'::text[] ELSE ARRAY(SELECT jsonb_array_elements_text(p::jsonb)) END \
-                FROM h, unnest(\(bind(entities))::text[], \(bind(keys))::bigint[], \(bind(kinds))::text[], \(bind(properties))::text[]) AS c(e, k, t, p)
-            )
-            SELECT h.number FROM h, LATERAL (SELECT pg_notify(\(bind(StoreSchema.changesChannel))::text, h.number::text)) AS notified
+            \(inserts.isEmpty ? "" : "WITH " + inserts.joined(separator: ", ") + " ")\
+            SELECT \(SQLIdentifier.quoted(StoreSchema.recordTransactionFunction))(\(arguments.joined(separator: ", ")))
             """, binds: bindings)
     }
 
