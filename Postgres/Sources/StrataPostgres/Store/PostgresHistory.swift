@@ -103,33 +103,35 @@ enum PostgresHistory {
         return UInt64(max(0, try SchemaInstallation.decode(rows.first, as: Int64.self, action)))
     }
 
-    /// The transactions numbered after `number`, oldest first, at most `limit`.
+    /// The transactions numbered after `number`, oldest first, at most
+    /// `limit`, with their changes: one statement, so one state of the
+    /// database without a transaction around it, and one round trip.
     static func transactions(after number: UInt64, limit: Int, on session: PostgresSession) throws(StrataError) -> [StoredTransaction] {
         let q = SQLIdentifier.quoted
         let action = "reading the history"
-        let heads = try session.query("""
-            SELECT number, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
-            WHERE number > \(Int64(bitPattern: number)) ORDER BY number LIMIT \(Int64(limit))
+        let rows = try session.query("""
+            WITH h AS (
+                SELECT number, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
+                WHERE number > \(Int64(bitPattern: number)) ORDER BY number LIMIT \(Int64(limit))
+            )
+            SELECT h.number, h.committed_at, h.author, h.context_name, c.entity, c.object_id, c.kind, c.properties \
+            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.number = h.number \
+            ORDER BY h.number, c.kind, c.entity, c.object_id
             """, action)
         var transactions: [StoredTransaction] = []
-        var positions: [Int64: Int] = [:]
-        for row in heads {
-            let (n, at, author, context) = try SchemaInstallation.decode(row, as: (Int64, Date, String?, String?).self, action)
-            positions[n] = transactions.count
-            transactions.append(StoredTransaction(number: UInt64(n), committedAt: at, author: author, contextName: context, changes: []))
-        }
-        guard let first = transactions.first, let last = transactions.last else { return [] }
-        let changes = try session.query("""
-            SELECT number, entity, object_id, kind, coalesce(array_to_json(properties)::text, '[]') \
-            FROM \(unescaped: q(StoreSchema.historyChangesTable)) \
-            WHERE number BETWEEN \(Int64(first.number)) AND \(Int64(last.number)) ORDER BY number, kind, entity, object_id
-            """, action)
-        for row in changes {
-            let (n, entity, key, kind, propertyNames) = try SchemaInstallation.decode(row, as: (Int64, String, Int64, String, String).self, action)
-            guard let position = positions[n], let kind = StoredTransaction.Change.Kind(rawValue: kind) else { continue }
-            transactions[position].changes.append(StoredTransaction.Change(
-                entity: entity, key: UInt64(bitPattern: key), kind: kind,
-                properties: try names(fromJSON: propertyNames, action)))
+        for row in rows {
+            let (n, at, author, context, entity, key, kind, properties) = try SchemaInstallation.decode(
+                row, as: (Int64, Date, String?, String?, String?, Int64?, String?, [String]?).self, action)
+            if transactions.last?.number != UInt64(n) {
+                transactions.append(StoredTransaction(number: UInt64(n), committedAt: at, author: author, contextName: context, changes: []))
+            }
+            // A transaction without changes comes as one row without any.
+            guard let entity, let key, let kind else { continue }
+            guard let kind = StoredTransaction.Change.Kind(rawValue: kind) else {
+                throw StrataError(code: .corruptRecord, message: "\(action): a change of transaction \(n) is of kind \(kind)")
+            }
+            transactions[transactions.count - 1].changes.append(StoredTransaction.Change(
+                entity: entity, key: UInt64(bitPattern: key), kind: kind, properties: properties ?? []))
         }
         return transactions
     }
@@ -145,12 +147,5 @@ enum PostgresHistory {
             return String(decoding: (try? JSONEncoder().encode(names)) ?? Data("[]".utf8), as: UTF8.self)
         }
         return "[\"" + names.joined(separator: "\",\"") + "\"]"
-    }
-
-    private static func names(fromJSON text: String, _ action: String) throws(StrataError) -> [String] {
-        guard let names = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
-            throw StrataError(code: .corruptRecord, message: "\(action): a change's properties are not a list of names")
-        }
-        return names
     }
 }

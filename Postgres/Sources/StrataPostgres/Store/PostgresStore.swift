@@ -291,16 +291,14 @@ final class PostgresStore: Sendable {
     /// The transactions numbered after `number`, oldest first, at most `limit`.
     func transactions(after number: UInt64, limit: Int = 1_000) throws(StrataError) -> [StoredTransaction] {
         historyReads.add(1, ordering: .relaxed)
-        return try reading("reading the history") { (session) throws(StrataError) in
+        return try pool.withSession { (session) throws(StrataError) in
             try PostgresHistory.transactions(after: number, limit: limit, on: session)
         }
     }
 
     /// The number of the newest transaction committed (0: none yet).
     func latestTransactionNumber() throws(StrataError) -> UInt64 {
-        try reading("reading the history") { (session) throws(StrataError) in
-            try PostgresHistory.latestNumber(on: session)
-        }
+        try pool.withSession { (session) throws(StrataError) in try PostgresHistory.latestNumber(on: session) }
     }
 
     /// Runs `body` in a read-only transaction at one snapshot of the database.
