@@ -129,6 +129,15 @@ final class PostgresSession: @unchecked Sendable {
         let waiting = unsent
         unsent = []
         let wanted = position ?? waiting.count - 1
+        let answers: [Result<PostgresQueryResult, any Error>]
+        if let only = waiting.first, waiting.count == 1 {
+            // A lookup: no hand-over to make, nothing to gather.
+            do {
+                return try connection.query(only.query, logger: logger).wait().rows
+            } catch {
+                throw StrataError.postgres(error, only.action, at: configuration)
+            }
+        }
         let (connection, logger, queries) = (self.connection, self.logger, waiting.map(\.query))
         let loop = connection.eventLoop
         // On the event loop, postgres-nio queues each statement behind the
@@ -136,7 +145,6 @@ final class PostgresSession: @unchecked Sendable {
         let handed = loop.flatSubmit {
             EventLoopFuture.whenAllComplete(queries.map { connection.query($0, logger: logger) }, on: loop)
         }
-        let answers: [Result<PostgresQueryResult, any Error>]
         do {
             answers = try handed.wait()
         } catch {
