@@ -129,7 +129,6 @@ final class PostgresSession: @unchecked Sendable {
         let waiting = unsent
         unsent = []
         let wanted = position ?? waiting.count - 1
-        let answers: [Result<PostgresQueryResult, any Error>]
         if let only = waiting.first, waiting.count == 1 {
             // A lookup: no hand-over to make, nothing to gather.
             do {
@@ -145,6 +144,7 @@ final class PostgresSession: @unchecked Sendable {
         let handed = loop.flatSubmit {
             EventLoopFuture.whenAllComplete(queries.map { connection.query($0, logger: logger) }, on: loop)
         }
+        let answers: [Result<PostgresQueryResult, any Error>]
         do {
             answers = try handed.wait()
         } catch {

@@ -27,8 +27,9 @@ struct StoredTransaction: Equatable {
 ///
 /// A save writes its transaction in its own database transaction, so the
 /// two commit together or not at all. Its number comes from the
-/// `history.next` row of `strata_meta`, taken as the last thing before
-/// `COMMIT`: that row stays locked until the commit, so saves commit in
+/// `history.next` row of `strata_meta`, taken by the save's last statement
+/// before `COMMIT` (the function `strata_record_transaction`, which writes
+/// the transaction's rows): that row stays locked until the commit, so saves commit in
 /// number order, and a reader that has seen number N never meets a later
 /// commit numbered below it ("after N" misses nothing). The same
 /// transaction sends `NOTIFY strata_changes` with the number, which
@@ -40,10 +41,9 @@ enum PostgresHistory {
 
     /// Records the transaction of a save of `changes` (their versions
     /// checked already) as the last statement of the save's database
-    /// transaction, and commits it: the two sent together, one wait for
-    /// both. Listeners are notified at the commit. Returns the
-    /// transaction's number.
-    /// The save's inserts left in `folded` are made by the same statement.
+    /// transaction — which also makes the save's inserts left in `folded` —
+    /// and commits it: the two sent together, one wait for both. Listeners
+    /// are notified at the commit. Returns the transaction's number.
     static func recordAndCommit(
         _ changes: StoreChanges, after folded: RowWriter.FoldedInserts, on session: PostgresSession
     ) throws(StrataError) -> UInt64 {
