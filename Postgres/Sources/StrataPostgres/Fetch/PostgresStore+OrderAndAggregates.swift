@@ -200,7 +200,7 @@ extension PostgresStore {
         let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
         keys.append("t." + SQLIdentifier.quoted(StoreSchema.idColumn) + " ASC")
         let sql = """
-            \(StoredRows.select(entity, layout: layout)) WHERE \(clause.sql) \
+            \(selects[entity.name] ?? StoredRows.select(layout)) WHERE \(clause.sql) \
             ORDER BY \(keys.joined(separator: ", ")) LIMIT $\(bindings.count + 1) OFFSET $\(bindings.count + 2)
             """
         return ((sql, bindings), clause.isExact, layout)

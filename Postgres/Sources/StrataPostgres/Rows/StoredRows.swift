@@ -6,10 +6,11 @@ import PostgresNIO
 /// of keys from a subquery — so a read is one statement, at one state of
 /// the database, whatever the number of objects and relationships.
 enum StoredRows {
-    /// The select list and `FROM` of `entity`'s objects (the table named
-    /// `t`), to which a caller adds its `WHERE`; what ``decode(_:of:layout:in:_:)``
-    /// reads back.
-    static func select(_ entity: EntityDescription, layout: StoreSchema.EntityLayout) -> String {
+    /// The select list and `FROM` of the objects of the entity kept as
+    /// `layout` says (the table named `t`), to which a caller adds its
+    /// `WHERE`; what ``decode(_:of:layout:in:_:)`` reads back. A store
+    /// makes it once per entity (``PostgresStore/selects``).
+    static func select(_ layout: StoreSchema.EntityLayout) -> String {
         let q = SQLIdentifier.quoted
         let id = "t." + q(StoreSchema.idColumn)
         var items = [id, "t." + q(StoreSchema.versionColumn)]
@@ -28,7 +29,7 @@ enum StoredRows {
         return "SELECT \(items.joined(separator: ", ")) FROM \(q(layout.table)) t"
     }
 
-    /// The objects in `rows`, read by a statement ``select(_:layout:)`` began, in their order.
+    /// The objects in `rows`, read by a statement ``select(_:)`` began, in their order.
     static func decode(
         _ rows: [PostgresRow], of entity: EntityDescription, layout: StoreSchema.EntityLayout, in model: ManagedObjectModel, _ action: String
     ) throws(StrataError) -> [(ObjectID, StoredSnapshot)] {
@@ -74,10 +75,11 @@ enum StoredRows {
     }
 
     /// The stored rows of `ids`, all objects of `entity`, in one statement;
-    /// an object not stored has none.
+    /// an object not stored has none. `select`: the entity's
+    /// ``select(_:)``, when the caller keeps it made.
     static func read(
         _ ids: [ObjectID], of entity: EntityDescription, in model: ManagedObjectModel, schema: StoreSchema,
-        on session: PostgresSession
+        select: String? = nil, on session: PostgresSession
     ) throws(StrataError) -> [ObjectID: StoredSnapshot] {
         guard !ids.isEmpty else { return [:] }
         guard let layout = schema.layouts[entity.name] else {
@@ -86,7 +88,7 @@ enum StoredRows {
         let action = "reading \(entity.name) objects"
         var bindings = PostgresBindings()
         bindings.append(ids.map { Int64(bitPattern: $0.storedPrimaryKey) })
-        let sql = select(entity, layout: layout) + " WHERE t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($1)"
+        let sql = (select ?? Self.select(layout)) + " WHERE t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($1)"
         let rows = try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
         return Dictionary(try decode(rows, of: entity, layout: layout, in: model, action)) { $1 }
     }

@@ -21,6 +21,9 @@ import Synchronization
 final class PostgresStore: Sendable {
     let model: ManagedObjectModel
     let schema: StoreSchema
+    /// Each entity's select list and `FROM` (``StoredRows/select(_:)``),
+    /// by entity name: made once, not at every fetch.
+    let selects: [String: String]
     /// The store's identity, made with its tables.
     let identifier: UUID
     /// Whether this open made the tables.
@@ -56,6 +59,7 @@ final class PostgresStore: Sendable {
         }
         self.model = model
         self.schema = schema
+        selects = schema.layouts.mapValues(StoredRows.select)
         self.pool = pool
         self.identifier = installed.storeIdentifier
         self.created = installed.created
@@ -83,7 +87,8 @@ final class PostgresStore: Sendable {
         let read = { (session: PostgresSession) throws(StrataError) -> [StoredSnapshot?] in
             var found: [ObjectID: StoredSnapshot] = [:]
             for group in byEntity.values {
-                found.merge(try StoredRows.read(group, of: group[0].entity, in: self.model, schema: self.schema, on: session)) { $1 }
+                found.merge(try StoredRows.read(
+                    group, of: group[0].entity, in: self.model, schema: self.schema, select: self.selects[group[0].entity.name], on: session)) { $1 }
             }
             return ids.map { found[$0] }
         }
@@ -155,7 +160,7 @@ final class PostgresStore: Sendable {
         let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
         let id = "t." + SQLIdentifier.quoted(StoreSchema.idColumn)
         let sql = """
-            \(StoredRows.select(entity, layout: layout)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \
+            \(selects[entity.name] ?? StoredRows.select(layout)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \
             ORDER BY \(id) LIMIT $\(bindings.count + 2)
             """
         return ((sql, bindings), clause.isExact, layout)
