@@ -60,7 +60,6 @@ struct ObjectGraphTests {
         return (coordinator, store)
     }
 
-    /// Saves a new label named `name` in `context`, on its queue; returns its ID.
     /// The error of a save of a new label named `name` in `context`, which must fail.
     func failingLabelSave(_ name: String, in context: ManagedObjectContext) -> StrataError? {
         #expect(throws: StrataError.self) {
@@ -71,6 +70,7 @@ struct ObjectGraphTests {
         }
     }
 
+    /// Saves a new label named `name` in `context`, on its queue; returns its ID.
     func saveLabel(_ name: String, in context: ManagedObjectContext) throws -> ObjectID {
         try context.performAndWait {
             let label = Label(context: context)
@@ -296,6 +296,21 @@ struct ObjectGraphTests {
         }
         #expect(labels.map(\.0) == ["rust", "swift"], "the refused save wrote nothing; the upsert merged into the holder")
         #expect(labels.last?.1 == id)
+
+        // Two spellings of one name in one save: one key to Strata (NFC),
+        // two to PostgreSQL's UNIQUE (bytes) — refused before it is written.
+        let spellings = ManagedObjectContext(.privateQueue, coordinator: second)
+        let canonical = #expect(throws: StrataError.self) {
+            try spellings.performAndWait {
+                Label(context: spellings).name = "caf\u{E9}"
+                Label(context: spellings).name = "cafe\u{301}"
+                try spellings.save()
+            }
+        }
+        #expect(canonical?.code == .constraintConflict)
+        #expect(canonical?.constraintConflicts.count == 1)
+        let stored = try fresh.performAndWait { () throws in try fresh.count(for: FetchRequest<Label>()) }
+        #expect(stored == 2, "nothing of the refused save was written")
     }
 
     /// Another process's saves reach this one's contexts as a local save's

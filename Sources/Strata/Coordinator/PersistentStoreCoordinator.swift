@@ -799,6 +799,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var checkIfRefused: UniquenessCheck?
         if !changes.uniquenessChecked, let check = UniquenessCheck(changes, updates: updates) {
             if let external, external.store.refusesDuplicateUniqueValues, changes.mergePolicy.upsertObjectWins == nil {
+                // The save's own objects against each other still, as Strata
+                // compares keys (strings in NFC, where the store may compare bytes).
+                try check.enforce(holders: [:])
                 checkIfRefused = check
             } else {
                 try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
@@ -887,9 +890,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 // Nothing was written. The conflicts the look-up names, as
                 // when it comes first; the store's own error if it finds
                 // none (the holder went meanwhile, or a key Strata does not
-                // check, such as a primary key).
-                if error.code == .constraintConflict, let check = checkIfRefused {
-                    try check.enforce(holders: storedUniqueHolders(check.keysToLookUp))
+                // check, such as a primary key) or cannot look.
+                if error.code == .constraintConflict, let check = checkIfRefused,
+                   let holders = try? storedUniqueHolders(check.keysToLookUp) {
+                    try check.enforce(holders: holders)
                 }
                 throw error
             }

@@ -159,7 +159,10 @@ enum SchemaInstallation {
     /// may only read and write the tables still opens a store that has it.
     private static func makeRecordingFunction(on session: PostgresSession) throws(StrataError) {
         let action = "making the function that records a save's transaction"
-        let rows = try session.query("SELECT to_regprocedure(\(StoreSchema.recordTransactionSignature)) IS NOT NULL", action)
+        // In the schema the tables are made in, not anywhere on the search path.
+        let rows = try session.query("""
+            SELECT to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature)) IS NOT NULL
+            """, action)
         guard try !decode(rows.first, as: Bool.self, action) else { return }
         try session.execute(StoreSchema.recordTransactionCreation, action)
     }

@@ -44,8 +44,11 @@ extension StoreSchema {
     static let recordTransactionFunction = "strata_record_transaction"
     /// Its signature, as `to_regprocedure` finds it.
     static let recordTransactionSignature = "\(recordTransactionFunction)(text, text, text[], bigint[], text[], text[], text)"
+    /// Its `CREATE OR REPLACE`: a function left behind by tables dropped
+    /// without it is made again with them (opens that make it wait for
+    /// each other on the open's advisory lock).
     static let recordTransactionCreation = """
-        CREATE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
+        CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
         p_entities text[], p_object_ids bigint[], p_kinds text[], p_properties text[], p_channel text) RETURNS bigint \
         LANGUAGE plpgsql AS $strata$
         DECLARE
