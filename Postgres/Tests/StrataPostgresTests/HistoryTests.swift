@@ -174,6 +174,54 @@ struct PostgresHistoryTests {
         #expect(try coordinator.fetchHistory().count == 1)
     }
 
+    /// With history off, a save's statements go as they are (no history
+    /// statement to carry its inserts): objects with relationships across
+    /// join tables and to-ones are stored whole, an update and a delete
+    /// land, a duplicate is refused at the commit and named — and no
+    /// transaction is recorded.
+    @Test func savesWithHistoryOffWriteTheirOwnStatements() throws {
+        let configuration = try TestServer.freshDatabase()
+        let model = try notesModel()
+        let coordinator = try openCoordinator(configuration, model, history: .off)
+        defer { try? coordinator.close() }
+        let writer = context(coordinator, author: "app")
+        let (noteID, labelID) = try writer.performAndWait {
+            let shelf = Shelf(context: writer), note = Note(context: writer), label = Label(context: writer)
+            shelf.name = "kitchen"
+            note.title = "Soup"
+            label.name = "swift"
+            note.shelf = shelf
+            note.labels = [label]
+            try writer.save()
+            note.visits = 3
+            let gone = Note(context: writer)
+            gone.title = "Gone"
+            try writer.save()
+            writer.delete(gone)
+            try writer.save()
+            return (note.objectID, label.objectID)
+        }
+        let duplicate = ObjectGraphTests().failingLabelSave("swift", in: context(coordinator, author: "app"))
+        #expect(duplicate?.constraintConflicts.map(\.conflictingObjectIDs) == [[labelID]])
+
+        // Another process (a coordinator of its own), which reads the rows.
+        let reader = try openCoordinator(configuration, model, history: .off)
+        defer { try? reader.close() }
+        let fresh = ManagedObjectContext(.privateQueue, coordinator: reader)
+        let (title, visits, shelf, labels, notes) = try fresh.performAndWait { () throws in
+            let note = try #require(try fresh.existingObject(with: noteID) as? Note)
+            return (note.title, note.visits, note.shelf?.name, note.labels.map(\.objectID), try fresh.count(for: FetchRequest<Note>()))
+        }
+        #expect(title == "Soup" && visits == 3 && shelf == "kitchen")
+        #expect(labels == [labelID])
+        #expect(notes == 1, "the deleted note is gone")
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        let recorded = try SchemaInstallation.decode(
+            session.query("SELECT count(*) FROM strata_history", "counting").first, as: Int64.self, "counting")
+        #expect(recorded == 0)
+    }
+
     /// A store made before saves called a function to record their
     /// transactions gets it when it is opened; its saves are then recorded
     /// as before, with their authors and changes.
