@@ -39,10 +39,6 @@ extension PersistentStoreCoordinator {
                 guard let (rows, job) = writing.take() else { return }
                 add(try job.join().get(), rows, of: count)
             }
-            // A batch that fails to fill stops the request once the one
-            // being written is (a failure of that one is the earlier, and
-            // the one thrown).
-            defer { _ = writing?.job.join() }
             let size = max(request.batchSize, 1)
             for start in stride(from: 0, to: count, by: size) {
                 let rows = start..<min(start + size, count)
@@ -56,6 +52,9 @@ extension PersistentStoreCoordinator {
                         values.append(scratch.values)
                     }
                 } catch {
+                    // A batch that fails to fill stops the request once the
+                    // one being written is (a failure of that one is the
+                    // earlier, and the one thrown).
                     try joinWriting()
                     throw error
                 }

@@ -143,7 +143,8 @@ enum RowWriter {
             guard !inserts.isEmpty else { return }
             let columns = columns
             let names = ([StoreSchema.idColumn, StoreSchema.versionColumn] + columns.map(\.name)).map(q).joined(separator: ", ")
-            if var into = folded {
+            // Taken out while it grows, so that its buffers are not copied.
+            if var into = folded.take() {
                 into.parts.append(try columnarInsert(inserts, names: names, into: &into.bindings))
                 folded = into
                 return

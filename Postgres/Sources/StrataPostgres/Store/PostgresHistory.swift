@@ -27,11 +27,12 @@ struct StoredTransaction: Equatable {
 ///
 /// A save writes its transaction in its own database transaction, so the
 /// two commit together or not at all. Its number comes from the
-/// `history.next` row of `strata_meta`, taken by the save's last statement
-/// before `COMMIT` (the function `strata_record_transaction`, which writes
-/// the transaction's rows): that row stays locked until the commit, so saves commit in
-/// number order, and a reader that has seen number N never meets a later
-/// commit numbered below it ("after N" misses nothing). The same
+/// `history.next` row of `strata_meta`, taken by the save's last
+/// statement before `COMMIT` (the function `strata_record_transaction`,
+/// which writes the transaction's rows): that row stays locked until the
+/// commit, so saves commit in number order, and a reader that has seen
+/// number N never meets a later commit numbered below it ("after N"
+/// misses nothing). The same
 /// transaction sends `NOTIFY strata_changes` with the number, which
 /// PostgreSQL delivers to every listening connection when it commits
 /// (``PostgresChangeListener``); a notification is only a wake-up — the
@@ -53,11 +54,11 @@ enum PostgresHistory {
         return UInt64(try SchemaInstallation.decode(rows.first, as: Int64.self, action))
     }
 
-    /// The statement that records a save of `changes`: the inserts of
-    /// `folded` (parts of its `WITH`, which PostgreSQL runs to completion
-    /// whether or not the rest reads them), then the call of
+    /// The statement that records a save of `changes`: the call of
     /// ``StoreSchema/recordTransactionCreation``'s function, which returns
-    /// the transaction's number.
+    /// the transaction's number, and the inserts of `folded` — parts of its
+    /// `WITH`, which PostgreSQL runs to completion after the call, since
+    /// nothing reads them.
     private static func statement(recording changes: StoreChanges, after folded: RowWriter.FoldedInserts) -> PostgresQuery {
         var bindings = folded.bindings
         /// A parameter's placeholder, numbered after the inserts'.
