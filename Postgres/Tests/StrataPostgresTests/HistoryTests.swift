@@ -122,48 +122,76 @@ struct PostgresHistoryTests {
         #expect(summary.bytes > 0)
     }
 
-    /// A change's property names as the JSON its row keeps, written without
-    /// an encoder where no name needs an escape: every list reads back as
-    /// it went, escapes, controls and non-ASCII included.
-    @Test(arguments: [
-        [], ["title"], ["title", "visits", "añadido", "名前"], ["say \"hi\""], ["back\\slash"], ["tab\there", "line\nbreak"], ["\u{7F}", "\u{1F600}"],
-    ])
-    func changedNamesAreWrittenAsJSON(_ names: [String]) throws {
-        let text = PostgresHistory.json(names)
-        #expect(try JSONDecoder().decode([String].self, from: Data(text.utf8)) == names, "\(text)")
+    /// A save of several kinds of change to several entities reads back
+    /// change for change: each object under its entity and kind, and each
+    /// update with the names it changed (the rows keep a group's objects
+    /// and names one after another, and count them) — names that SQL
+    /// would quote or escape included.
+    @Test func aSaveOfEveryKindOfChangeReadsBackChangeForChange() throws {
+        let configuration = try TestServer.freshDatabase()
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        let writer = context(coordinator, author: "app")
+        let (notes, labels) = try writer.performAndWait {
+            let labels = (0..<3).map { i in
+                let label = Label(context: writer)
+                label.name = "label \(i)"
+                return label
+            }
+            let notes = (0..<4).map { i in
+                let note = Note(context: writer)
+                note.title = "note \(i)"
+                return note
+            }
+            try writer.save()
+            return (notes, labels)
+        }
+        let before = try #require(try coordinator.currentHistoryToken())
+        let expected = try writer.performAndWait { () throws -> [String] in
+            notes[0].title = "it's \"new\"; --"
+            notes[1].visits = 2
+            notes[1].added = Date(timeIntervalSince1970: 0)
+            notes[2].labels = [labels[0], labels[1]]
+            labels[2].name = "名前"
+            writer.delete(notes[3])
+            let fresh = Label(context: writer)
+            fresh.name = "fresh"
+            try writer.save()
+            func key(_ object: ManagedObject) -> String { "\(object.objectID.entity.name)/\(object.objectID.storedPrimaryKey)" }
+            return [
+                "update \(key(notes[0])) title", "update \(key(notes[1])) added,visits", "update \(key(notes[2])) labels",
+                "update \(key(labels[0])) notes", "update \(key(labels[1])) notes", "update \(key(labels[2])) name",
+                "delete \(key(notes[3]))", "insert \(key(fresh))",
+            ]
+        }
+        let transactions = try coordinator.fetchHistory(HistoryRequest(after: before))
+        #expect(transactions.count == 1)
+        let changes = transactions.flatMap(\.changes).map { change in
+            let key = "\(change.objectID.entity.name)/\(change.objectID.storedPrimaryKey)"
+            return "\(change.kind) \(key)" + (change.kind == .update ? " " + change.updatedProperties.sorted().joined(separator: ",") : "")
+        }
+        #expect(changes.sorted() == expected.sorted())
+        // One row of changes for each entity and kind, not one for each object.
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        let rows = try SchemaInstallation.decode(session.query(
+            "SELECT count(*) FROM strata_history_changes WHERE number = \(Int64(before.transactionNumber + 1))", "counting").first,
+            as: Int64.self, "counting")
+        #expect(rows == 4)
     }
 
     /// The changes are pruned with their transactions by the pruning's own
-    /// statement, with no foreign key to cascade it; a store made while the
-    /// changes referenced their transactions loses the reference when it
-    /// is next opened (it cost the server a check per change row of every
-    /// save).
-    @Test func pruningTakesTheChangesAndAnOlderStoreLosesTheirReference() throws {
+    /// statement, with no foreign key to cascade it.
+    @Test func pruningTakesTheChangesWithTheirTransactions() throws {
         let configuration = try TestServer.freshDatabase()
         let session = try PostgresSession.connect(configuration)
         defer { session.close() }
-        func references() throws -> Int64 {
-            try SchemaInstallation.decode(session.query("""
-                SELECT count(*) FROM pg_constraint WHERE conrelid = 'strata_history_changes'::regclass AND contype = 'f'
-                """, "counting").first, as: Int64.self, "counting")
-        }
         func changes(through number: UInt64) throws -> Int64 {
             try SchemaInstallation.decode(session.query(
                 "SELECT count(*) FROM strata_history_changes WHERE number <= \(Int64(number))", "counting").first, as: Int64.self, "counting")
         }
-        do {
-            let coordinator = try open(configuration)
-            defer { try? coordinator.close() }
-            #expect(try references() == 0)
-        }
-        // As a store of the earlier schema has it.
-        try session.execute("""
-            ALTER TABLE strata_history_changes ADD FOREIGN KEY (number) REFERENCES strata_history (number) ON DELETE CASCADE
-            """, "making the old schema")
-        #expect(try references() == 1)
         let coordinator = try open(configuration)
         defer { try? coordinator.close() }
-        #expect(try references() == 0)
         let writer = context(coordinator, author: "app")
         for i in 0..<4 { _ = try ObjectGraphTests().saveLabel("label \(i)", in: writer) }
         let tokens = try coordinator.fetchHistory().map(\.token)
@@ -172,6 +200,92 @@ struct PostgresHistoryTests {
         #expect(try coordinator.pruneHistory(through: tokens[2]) == 3)
         #expect(try changes(through: third) == 0)
         #expect(try coordinator.fetchHistory().count == 1)
+    }
+
+    /// A store of format 1 — a row of changes per object, a foreign key
+    /// from them to their transactions in some, the recording function of
+    /// that layout or none — is brought to format 2 when opened: the
+    /// history reads back as it did, the function is the new one, and the
+    /// next save is recorded.
+    @Test(arguments: [true, false])
+    func aStoreOfFormatOneIsUpgradedWhenOpened(withReferenceAndFunction: Bool) throws {
+        let configuration = try TestServer.freshDatabase()
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        let history: [StoredTransaction]
+        do {
+            let coordinator = try open(configuration)
+            defer { try? coordinator.close() }
+            let writer = context(coordinator, author: "app")
+            try writer.performAndWait {
+                let label = Label(context: writer)
+                label.name = "swift"
+                let notes = (0..<3).map { i in
+                    let note = Note(context: writer)
+                    note.title = "note \(i)"
+                    return note
+                }
+                try writer.save()
+                notes[0].title = "first"
+                notes[0].visits = 1
+                notes[1].labels = [label]
+                writer.delete(notes[2])
+                try writer.save()
+            }
+            history = try PostgresHistory.transactions(after: 0, limit: 100, on: session)
+            #expect(history.count == 2 && history[1].changes.count == 4)
+        }
+        // The store as format 1 left it (the layout of its `CREATE TABLE`
+        // and its function, as that version made them).
+        try session.execute("""
+            CREATE TABLE strata_history_changes_rows (number bigint NOT NULL, entity text COLLATE "C" NOT NULL, object_id bigint NOT NULL, \
+            kind text NOT NULL CHECK (kind IN ('insert', 'update', 'delete')), properties text[])
+            """, "making format 1")
+        try session.execute("""
+            INSERT INTO strata_history_changes_rows SELECT c.number, c.entity, u.id, c.kind, \
+            CASE WHEN c.kind = 'update' THEN c.property_names[(SELECT coalesce(sum(n), 0) FROM unnest(c.property_counts[1 : u.i - 1]) AS n) + 1 : \
+            (SELECT sum(n) FROM unnest(c.property_counts[1 : u.i]) AS n)] ELSE '{}' END \
+            FROM strata_history_changes AS c, unnest(c.object_ids) WITH ORDINALITY AS u(id, i)
+            """, "making format 1")
+        try session.execute("DROP TABLE strata_history_changes", "making format 1")
+        try session.execute("ALTER TABLE strata_history_changes_rows RENAME TO strata_history_changes", "making format 1")
+        try session.execute("CREATE INDEX strata_history_changes_number_idx ON strata_history_changes (number)", "making format 1")
+        try session.execute("DROP FUNCTION \(StoreSchema.recordTransactionSignature)", "making format 1")
+        if withReferenceAndFunction {
+            try session.execute("""
+                ALTER TABLE strata_history_changes ADD FOREIGN KEY (number) REFERENCES strata_history (number) ON DELETE CASCADE
+                """, "making format 1")
+            try session.execute("""
+                CREATE FUNCTION strata_record_transaction(p_author text, p_context_name text, p_entities text[], p_object_ids bigint[], \
+                p_kinds text[], p_properties text[], p_channel text) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint'
+                """, "making format 1")
+        }
+        try session.execute("UPDATE strata_meta SET value = '1' WHERE key = 'format'", "making format 1")
+        #expect(try SchemaInstallation.decode(session.query(
+            "SELECT count(*) FROM strata_history_changes", "counting").first, as: Int64.self, "counting") == 8)
+
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        #expect(try PostgresHistory.transactions(after: 0, limit: 100, on: session) == history)
+        let found = try session.query("""
+            SELECT (SELECT value FROM strata_meta WHERE key = 'format'), \
+            (SELECT count(*) FROM pg_proc WHERE proname = 'strata_record_transaction'), \
+            to_regprocedure(\(StoreSchema.recordTransactionSignature)) IS NOT NULL, \
+            (SELECT count(*) FROM pg_constraint WHERE conrelid = 'strata_history_changes'::regclass AND contype = 'f'), \
+            (SELECT count(*) FROM strata_history_changes), to_regclass('strata_history_changes_format1') IS NULL
+            """, "looking")
+        let (format, functions, hasFunction, references, rows, earlierGone) = try SchemaInstallation.decode(
+            try #require(found.first), as: (String, Int64, Bool, Int64, Int64, Bool).self, "looking")
+        #expect(format == SchemaInstallation.format && functions == 1 && hasFunction && references == 0 && rows == 5 && earlierGone)
+        let writer = context(coordinator, author: "later")
+        let id = try ObjectGraphTests().saveLabel("later", in: writer)
+        let latest = try coordinator.fetchHistory()
+        #expect(latest.map(\.author) == ["app", "app", "later"])
+        #expect(latest.last?.changes.map(\.objectID) == [id])
+        // A store of a format after this version's is refused, and left as it is.
+        try session.execute("UPDATE strata_meta SET value = '3' WHERE key = 'format'", "making format 3")
+        let refused = #expect(throws: StrataError.self) { _ = try open(configuration) }
+        #expect(refused?.code == .modelMismatch && "\(refused.map { "\($0)" } ?? "")".contains("format 3"))
     }
 
     /// With history off, a save's statements go as they are (no history

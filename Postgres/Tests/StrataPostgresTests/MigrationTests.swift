@@ -178,7 +178,7 @@ struct MigrationTests {
         #expect(counters == ["Shelf", "Volume", "Writer"])
         // The history speaks of the entities and properties by their new names.
         let changes = try session.query("""
-            SELECT DISTINCT entity || ':' || coalesce(array_to_string(properties, ','), '') FROM strata_history_changes \
+            SELECT DISTINCT entity || ':' || coalesce(array_to_string(property_names, ','), '') FROM strata_history_changes \
             WHERE kind = 'update'
             """, "history").map { try $0.decode(String.self) }
         // (The first an update of v1's title, the second of the save above.)

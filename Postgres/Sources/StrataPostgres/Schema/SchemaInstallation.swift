@@ -21,8 +21,10 @@ struct InstalledSchema: Equatable {
 /// database at once wait for each other on an advisory lock: one makes the
 /// tables, the others then find them.
 enum SchemaInstallation {
-    /// The layout of Strata's tables this code writes and reads.
-    static let format = "1"
+    /// The layout of Strata's tables this code writes and reads. A store
+    /// of an earlier format is brought to it when opened
+    /// (``FormatUpgrade``); one of a later format is refused.
+    static let format = "2"
     /// The advisory lock's key (`pg_advisory_xact_lock`): "strata" in ASCII.
     static let lockKey: Int64 = 0x73_74_72_61_74_61
 
@@ -44,18 +46,18 @@ enum SchemaInstallation {
             }
             let meta = try readMeta(on: session)
             let place = "the database at \(session.configuration.endpoint) (\(session.configuration.database ?? session.configuration.username))"
-            guard meta["format"] == format else {
-                throw StrataError(code: .modelMismatch, message: """
-                    \(place) holds a Strata store of format \(meta["format"] ?? "unknown"); this version reads format \(format) only
-                    """)
-            }
             guard let identifier = meta["store.identifier"].flatMap(UUID.init(uuidString:)) else {
                 throw StrataError(code: .corruptRecord, message: "\(place): strata_meta has no store identifier")
             }
-            // A store made before the history kept cursors.
-            try session.execute(StoreSchema.historyCursorsCreation, "making the history's cursors' table")
-            try makeRecordingFunction(on: session)
-            try dropChangesReference(on: session)
+            switch meta["format"] {
+            case format?: try makeRecordingFunction(on: session)
+            case FormatUpgrade.formatOne?: try FormatUpgrade.fromFormatOne(on: session)
+            case let other:
+                throw StrataError(code: .modelMismatch, message: """
+                    \(place) holds a Strata store of format \(other ?? "unknown"), which this version does not read \
+                    (it reads formats \(FormatUpgrade.formatOne) and \(format)): open it with the later version of Strata that wrote it
+                    """)
+            }
             if let recorded = meta[schemaKey] {
                 guard let bytes = Data(base64Encoded: recorded) else {
                     throw StrataError(code: .corruptRecord, message: "\(place): strata_meta's model schema is not base64")
@@ -165,24 +167,6 @@ enum SchemaInstallation {
             """, action)
         guard try !decode(rows.first, as: Bool.self, action) else { return }
         try session.execute(StoreSchema.recordTransactionCreation, action)
-    }
-
-    /// Drops the foreign key from the history's changes to their
-    /// transactions, in a store made while it was there. It made the server
-    /// check each change row of every save against its transaction (a
-    /// trigger's query per row) to delete them with it at pruning, which
-    /// deletes the changes itself now. Read from the catalogue first: an `ALTER TABLE`
-    /// at every open would wait for every save under way.
-    private static func dropChangesReference(on session: PostgresSession) throws(StrataError) {
-        let action = "dropping the history's reference from its changes"
-        let changes = SQLIdentifier.quoted(StoreSchema.historyChangesTable)
-        let rows = try session.query("""
-            SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass(\(changes)) AND contype = 'f'
-            """, action)
-        for row in rows {
-            let name = try decode(row, as: String.self, action)
-            try session.execute("ALTER TABLE \(changes) DROP CONSTRAINT \(SQLIdentifier.quoted(name))", action)
-        }
     }
 
     /// How the tables in the database differ from `schema`'s, in words: a

@@ -419,9 +419,9 @@ enum SchemaMigration {
                 guard !renamed.isEmpty else { continue }
                 let changes = q(StoreSchema.historyChangesTable)
                 try session.query("""
-                    UPDATE \(unescaped: changes) SET properties = ARRAY(SELECT coalesce(m.n, u.p) FROM unnest(properties) WITH ORDINALITY AS u(p, i) \
+                    UPDATE \(unescaped: changes) SET property_names = ARRAY(SELECT coalesce(m.n, u.p) FROM unnest(property_names) WITH ORDINALITY AS u(p, i) \
                     LEFT JOIN unnest(\(renamed.map(\.from))::text[], \(renamed.map(\.to))::text[]) AS m(o, n) ON m.o = u.p ORDER BY u.i) \
-                    WHERE entity = \(entity.name) AND properties IS NOT NULL
+                    WHERE entity = \(entity.name) AND property_names IS NOT NULL
                     """, action)
             }
         }

@@ -12,12 +12,8 @@ extension StoreSchema {
             CREATE TABLE \(q(Self.historyTable)) (number bigint NOT NULL PRIMARY KEY, committed_at timestamp with time zone NOT NULL, \
             author text, context_name text)
             """,
-            """
-            CREATE TABLE \(q(Self.historyChangesTable)) (number bigint NOT NULL, \
-            entity text COLLATE "C" NOT NULL, object_id bigint NOT NULL, kind text NOT NULL \
-            CHECK (kind IN ('insert', 'update', 'delete')), properties text[])
-            """,
-            "CREATE INDEX \(q(Self.historyChangesTable + "_number_idx")) ON \(q(Self.historyChangesTable)) (number)",
+            Self.historyChangesCreation,
+            Self.historyChangesIndexCreation,
             Self.historyCursorsCreation,
             Self.recordTransactionCreation,
         ]
@@ -34,34 +30,63 @@ extension StoreSchema {
         (name text COLLATE "C" NOT NULL PRIMARY KEY, number bigint NOT NULL)
         """
 
+    /// The history's changes: a row for each entity and kind of change in a
+    /// transaction, with the objects' primary keys, and for updates the
+    /// names of the properties each changed — every object's names one
+    /// after another in `property_names`, and how many are each object's in
+    /// `property_counts` (null for inserts and deletes). One row for a
+    /// save's hundred inserts, not a hundred: the server writes a row and
+    /// an index entry per row.
+    static let historyChangesCreation = """
+        CREATE TABLE \(SQLIdentifier.quoted(historyChangesTable)) (number bigint NOT NULL, \
+        entity text COLLATE "C" NOT NULL, kind text NOT NULL CHECK (kind IN ('insert', 'update', 'delete')), \
+        object_ids bigint[] NOT NULL, property_names text[], property_counts integer[])
+        """
+    static let historyChangesIndexCreation = """
+        CREATE INDEX \(SQLIdentifier.quoted(historyChangesTable + "_number_idx")) ON \(SQLIdentifier.quoted(historyChangesTable)) (number)
+        """
+
     /// The function a save's last statement calls to record its
     /// transaction (``PostgresHistory``): it takes the transaction's number
     /// (whose row stays locked until the commit), writes the transaction's
-    /// row and its changes, and notifies listeners on `p_channel`; it
-    /// returns the number. A function, so that the server plans these
-    /// statements once per connection, not at every save. Made with the
-    /// tables or, in a store made before it, when the store is opened.
+    /// row and a row of changes for each group of `p_entities` and
+    /// `p_kinds`, and notifies listeners on `p_channel`; it returns the
+    /// number. A group's objects are the next `p_objects[i]` of
+    /// `p_object_ids` (with as many of `p_property_counts`), its changed
+    /// names the next `p_names[i]` of `p_property_names`.
+    ///
+    /// A function, so that the server plans these statements once per
+    /// connection, not at every save. Made with the tables or, in a store
+    /// made before it, when the store is opened.
     static let recordTransactionFunction = "strata_record_transaction"
     /// Its signature, as `to_regprocedure` finds it.
-    static let recordTransactionSignature = "\(recordTransactionFunction)(text, text, text[], bigint[], text[], text[], text)"
+    static let recordTransactionSignature =
+        "\(recordTransactionFunction)(text, text, text[], text[], integer[], integer[], bigint[], integer[], text[], text)"
     /// Its `CREATE OR REPLACE`: a function left behind by tables dropped
     /// without it is made again with them (opens that make it wait for
     /// each other on the open's advisory lock).
     static let recordTransactionCreation = """
         CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
-        p_entities text[], p_object_ids bigint[], p_kinds text[], p_properties text[], p_channel text) RETURNS bigint \
+        p_entities text[], p_kinds text[], p_objects integer[], p_names integer[], \
+        p_object_ids bigint[], p_property_counts integer[], p_property_names text[], p_channel text) RETURNS bigint \
         LANGUAGE plpgsql AS $strata$
         DECLARE
             v_number bigint;
+            v_object integer := 1;
+            v_name integer := 1;
         BEGIN
             UPDATE \(SQLIdentifier.quoted(metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next'
                 RETURNING value::bigint - 1 INTO v_number;
             INSERT INTO \(SQLIdentifier.quoted(historyTable)) (number, committed_at, author, context_name)
                 VALUES (v_number, now(), p_author, p_context_name);
-            INSERT INTO \(SQLIdentifier.quoted(historyChangesTable)) (number, entity, object_id, kind, properties)
-                SELECT v_number, c.e, c.k, c.t,
-                    CASE WHEN c.p = '[]' THEN '{}'::text[] ELSE ARRAY(SELECT jsonb_array_elements_text(c.p::jsonb)) END
-                FROM unnest(p_entities, p_object_ids, p_kinds, p_properties) AS c(e, k, t, p);
+            FOR i IN 1 .. coalesce(cardinality(p_entities), 0) LOOP
+                INSERT INTO \(SQLIdentifier.quoted(historyChangesTable)) (number, entity, kind, object_ids, property_names, property_counts)
+                    VALUES (v_number, p_entities[i], p_kinds[i], p_object_ids[v_object : v_object + p_objects[i] - 1],
+                        CASE WHEN p_kinds[i] = 'update' THEN p_property_names[v_name : v_name + p_names[i] - 1] END,
+                        CASE WHEN p_kinds[i] = 'update' THEN p_property_counts[v_object : v_object + p_objects[i] - 1] END);
+                v_object := v_object + p_objects[i];
+                v_name := v_name + p_names[i];
+            END LOOP;
             PERFORM pg_notify(p_channel, v_number::text);
             RETURN v_number;
         END

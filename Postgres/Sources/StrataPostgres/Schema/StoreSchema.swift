@@ -82,7 +82,7 @@ struct StoreSchema: Equatable {
     /// Strata's own table of the next primary key of each entity.
     static let keysTable = "strata_keys"
     /// Strata's own tables of the saves' history: one row per save, one per
-    /// object it changed.
+    /// entity and kind of change in it (``historyChangesCreation``).
     static let historyTable = "strata_history"
     static let historyChangesTable = "strata_history_changes"
     /// Strata's own table of the history's named cursors (``PostgresStoreHistory``).

@@ -66,30 +66,71 @@ enum PostgresHistory {
             bindings.append(value)
             return "$\(bindings.count)::\(type)"
         }
-        var entities: [String] = [], keys: [Int64] = [], kinds: [String] = [], properties: [String] = []
-        func add(_ id: ObjectID, _ kind: StoredTransaction.Change.Kind, _ changed: [String]) {
-            entities.append(id.entity.name)
-            keys.append(Int64(bitPattern: id.storedPrimaryKey))
-            kinds.append(kind.rawValue)
-            // One text per change (postgres-nio binds no arrays of arrays): the names as a JSON array.
-            properties.append(json(changed))
-        }
-        for (id, _) in changes.inserted { add(id, .insert, []) }
-        for update in changes.updated { add(update.id, .update, update.changedProperties) }
-        for delete in changes.deleted { add(delete.id, .delete, []) }
+        var groups = ChangeGroups()
+        for (id, _) in changes.inserted { groups.add(id, .insert, []) }
+        for update in changes.updated { groups.add(update.id, .update, update.changedProperties) }
+        for delete in changes.deleted { groups.add(delete.id, .delete, []) }
         bindings.append(changes.author)
         let author = "$\(bindings.count)::text"
         bindings.append(changes.contextName)
         let contextName = "$\(bindings.count)::text"
         let arguments = [
-            author, contextName, bind(entities, as: "text[]"), bind(keys, as: "bigint[]"), bind(kinds, as: "text[]"),
-            bind(properties, as: "text[]"), bind(StoreSchema.changesChannel, as: "text"),
+            author, contextName, bind(groups.entities, as: "text[]"), bind(groups.kinds, as: "text[]"),
+            bind(groups.objectCounts, as: "integer[]"), bind(groups.nameCounts, as: "integer[]"),
+            bind(groups.objectIDs, as: "bigint[]"), bind(groups.propertyCounts, as: "integer[]"),
+            bind(groups.propertyNames, as: "text[]"), bind(StoreSchema.changesChannel, as: "text"),
         ]
         let inserts = folded.parts.enumerated().map { "i\($0.offset) AS (\($0.element))" }
         return PostgresQuery(unsafeSQL: """
             \(inserts.isEmpty ? "" : "WITH " + inserts.joined(separator: ", ") + " ")\
             SELECT \(SQLIdentifier.quoted(StoreSchema.recordTransactionFunction))(\(arguments.joined(separator: ", ")))
             """, binds: bindings)
+    }
+
+    /// A save's changes as the recording function takes them: a group for
+    /// each entity and kind, in the order first met, its objects' keys one
+    /// group after another, and an update's changed names one object after
+    /// another (``StoreSchema/recordTransactionCreation``).
+    struct ChangeGroups {
+        private struct Group {
+            var entity: String
+            var kind: StoredTransaction.Change.Kind
+            var keys: [Int64] = []
+            /// How many of `names` are each object's (0 but for updates).
+            var nameCounts: [Int32] = []
+            var names: [String] = []
+        }
+
+        private var groups: [Group] = []
+        /// Each group's position in `groups`, by entity and kind.
+        private var positions: [GroupKey: Int] = [:]
+
+        private struct GroupKey: Hashable {
+            var entity: ObjectIdentifier
+            var kind: StoredTransaction.Change.Kind
+        }
+
+        mutating func add(_ id: ObjectID, _ kind: StoredTransaction.Change.Kind, _ changed: [String]) {
+            let key = GroupKey(entity: ObjectIdentifier(id.entity), kind: kind)
+            let position = positions[key] ?? groups.count
+            if position == groups.count {
+                positions[key] = position
+                groups.append(Group(entity: id.entity.name, kind: kind))
+            }
+            groups[position].keys.append(Int64(bitPattern: id.storedPrimaryKey))
+            groups[position].nameCounts.append(Int32(changed.count))
+            groups[position].names += changed
+        }
+
+        var entities: [String] { groups.map(\.entity) }
+        var kinds: [String] { groups.map(\.kind.rawValue) }
+        /// How many of `objectIDs` (and of `propertyCounts`) are each group's.
+        var objectCounts: [Int32] { groups.map { Int32($0.keys.count) } }
+        /// How many of `propertyNames` are each group's.
+        var nameCounts: [Int32] { groups.map { Int32($0.names.count) } }
+        var objectIDs: [Int64] { groups.flatMap(\.keys) }
+        var propertyCounts: [Int32] { groups.flatMap(\.nameCounts) }
+        var propertyNames: [String] { groups.flatMap(\.names) }
     }
 
     /// The number of the newest transaction committed (0: none yet): one
@@ -115,38 +156,38 @@ enum PostgresHistory {
                 SELECT number, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
                 WHERE number > \(Int64(bitPattern: number)) ORDER BY number LIMIT \(Int64(limit))
             )
-            SELECT h.number, h.committed_at, h.author, h.context_name, c.entity, c.object_id, c.kind, c.properties \
+            SELECT h.number, h.committed_at, h.author, h.context_name, c.entity, c.kind, c.object_ids, c.property_names, c.property_counts \
             FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.number = h.number \
-            ORDER BY h.number, c.kind, c.entity, c.object_id
+            ORDER BY h.number, c.kind, c.entity
             """, action)
         var transactions: [StoredTransaction] = []
         for row in rows {
-            let (n, at, author, context, entity, key, kind, properties) = try SchemaInstallation.decode(
-                row, as: (Int64, Date, String?, String?, String?, Int64?, String?, [String]?).self, action)
+            let (n, at, author, context, entity, kind, keys, names, counts) = try SchemaInstallation.decode(
+                row, as: (Int64, Date, String?, String?, String?, String?, [Int64]?, [String]?, [Int32]?).self, action)
             if transactions.last?.number != UInt64(n) {
                 transactions.append(StoredTransaction(number: UInt64(n), committedAt: at, author: author, contextName: context, changes: []))
             }
             // A transaction without changes comes as one row without any.
-            guard let entity, let key, let kind else { continue }
+            guard let entity, let kind, let keys else { continue }
             guard let kind = StoredTransaction.Change.Kind(rawValue: kind) else {
                 throw StrataError(code: .corruptRecord, message: "\(action): a change of transaction \(n) is of kind \(kind)")
             }
-            transactions[transactions.count - 1].changes.append(StoredTransaction.Change(
-                entity: entity, key: UInt64(bitPattern: key), kind: kind, properties: properties ?? []))
+            var group = keys.map { StoredTransaction.Change(entity: entity, key: UInt64(bitPattern: $0), kind: kind, properties: []) }
+            if kind == .update {
+                guard let names, let counts, counts.count == keys.count, counts.allSatisfy({ $0 >= 0 }),
+                      counts.reduce(0, { $0 + Int($1) }) == names.count else {
+                    throw StrataError(code: .corruptRecord, message: """
+                        \(action): the updates of \(entity) in transaction \(n) do not name as many properties as they count
+                        """)
+                }
+                var next = 0
+                for (i, count) in counts.enumerated() {
+                    group[i].properties = Array(names[next ..< next + Int(count)])
+                    next += Int(count)
+                }
+            }
+            transactions[transactions.count - 1].changes += group.sorted { $0.key < $1.key }
         }
         return transactions
-    }
-
-    /// `names` as a JSON array. Most changes name none (an insert, a
-    /// delete) or names that need no escape: those are written directly,
-    /// without an encoder per change row.
-    static func json(_ names: [String]) -> String {
-        if names.isEmpty { return "[]" }
-        let plain = names.allSatisfy { name in name.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") } }
-        guard plain else {
-            // Encoding strings cannot fail.
-            return String(decoding: (try? JSONEncoder().encode(names)) ?? Data("[]".utf8), as: UTF8.self)
-        }
-        return "[\"" + names.joined(separator: "\",\"") + "\"]"
     }
 }
