@@ -35,9 +35,15 @@ import Synchronization
 /// the last has come back — not once per statement (postgres-nio still
 /// runs them one after another, each after the one before has come back).
 ///
-/// `@unchecked Sendable`: `unsent` is its borrower's alone (the pool lends a
-/// session to one caller at a time, the rule above); the rest is immutable
-/// references to postgres-nio's `Sendable` connection.
+/// A read of objects (``read(_:_:_:)``) goes to a statement prepared on
+/// the connection once its text has been read twice on it: the server
+/// then parses and plans it once, not at every read (a lookup's parse and
+/// plan were about a third of its time on the server).
+///
+/// `@unchecked Sendable`: `unsent`, `isInTransaction` and `statements` are
+/// their borrower's alone (the pool lends a session to one caller at a
+/// time, the rule above); the rest is immutable references to
+/// postgres-nio's `Sendable` connection.
 final class PostgresSession: @unchecked Sendable {
     let configuration: PostgresConfiguration
     private let connection: PostgresConnection
@@ -45,6 +51,13 @@ final class PostgresSession: @unchecked Sendable {
     /// Statements sent and not handed to postgres-nio yet, in order, with
     /// their actions: the next wait hands them over.
     private var unsent: [(query: PostgresQuery, action: String)] = []
+    /// Whether a `BEGIN` was sent and no `COMMIT` or `ROLLBACK` since: a
+    /// read then goes as an unnamed statement, since a prepared one that
+    /// fails (its plan gone stale) would doom the transaction.
+    private var isInTransaction = false
+    /// The statements prepared on this connection, and the reads counted
+    /// towards preparing.
+    private var statements = PreparedStatements()
 
     private init(configuration: PostgresConfiguration, connection: PostgresConnection, logger: Logger) {
         self.configuration = configuration
@@ -75,11 +88,19 @@ final class PostgresSession: @unchecked Sendable {
         logger.logLevel = .critical
         let future = PostgresConnection.connect(
             on: MultiThreadedEventLoopGroup.singleton.next(), configuration: nio, id: nextID.wrappingAdd(1, ordering: .relaxed).newValue, logger: logger)
+        let session: PostgresSession
         do {
-            return PostgresSession(configuration: configuration, connection: try future.wait(), logger: logger)
+            session = PostgresSession(configuration: configuration, connection: try future.wait(), logger: logger)
         } catch {
             throw StrataError.postgres(error, "connecting", at: configuration)
         }
+        // A prepared read is planned for its values at every run (its text
+        // is parsed once): a plan made for no values in particular (a
+        // generic plan, which PostgreSQL may settle on after five runs)
+        // can walk a whole table for a lookup — it did on a table not
+        // analysed yet, whose `ORDER BY … LIMIT $n` it read in key order.
+        try session.execute("SET plan_cache_mode = force_custom_plan", "connecting")
+        return session
     }
 
     /// postgres-nio's TLS setting for `configuration`'s.
@@ -118,7 +139,58 @@ final class PostgresSession: @unchecked Sendable {
     /// waiting for it: the next ``query(_:_:)`` hands it over first, waits
     /// for it, and throws its failure.
     func send(_ query: PostgresQuery, _ action: String) {
+        // Strata's own transaction control, spelled as Strata spells it.
+        if query.sql.hasPrefix("BEGIN") {
+            isInTransaction = true
+        } else if query.sql == "COMMIT" || query.sql == "ROLLBACK" {
+            isInTransaction = false
+        }
         unsent.append((query, action))
+    }
+
+    /// Runs a read whose rows ``StoredRows`` decodes — on a statement
+    /// prepared on this connection where ``PreparedStatements`` says so,
+    /// else as any statement. A prepared statement's cells come labelled
+    /// as text, though in binary like every other's: read them through
+    /// ``StoredRows/binary(_:)``.
+    func read(_ sql: String, _ parameters: StatementParameters, _ action: String) throws(StrataError) -> [PostgresRow] {
+        if !isInTransaction, unsent.isEmpty, let rows = try readPrepared(sql, parameters, action) { return rows }
+        return try query(PostgresQuery(unsafeSQL: sql, binds: parameters.bindings), action)
+    }
+
+    /// `sql` run as a prepared statement, or nil where it is not one (yet)
+    /// or its statement has to go (the caller then runs it unnamed).
+    private func readPrepared(_ sql: String, _ parameters: StatementParameters, _ action: String) throws(StrataError) -> [PostgresRow]? {
+        let statement: PreparedQuery
+        switch statements.use(sql) {
+        case .unnamed:
+            return nil
+        case .prepared(let prepared):
+            statement = prepared
+        case .prepare:
+            do {
+                statement = try connection.prepare(query: sql).wait()
+            } catch {
+                // A statement the server will not prepare (a parameter's
+                // type it cannot infer) goes unnamed, which says what is wrong if anything is.
+                statements.refuse(sql)
+                return nil
+            }
+            statements.add(statement, for: sql)
+        }
+        do {
+            return try statement.execute(parameters.values).wait()
+        } catch {
+            // The statement's own failure (a table changed under its plan,
+            // a parameter of another type than the server inferred) or the
+            // read's: either way the read, which changes nothing, runs
+            // again unnamed — which says what is wrong if anything is, as
+            // a typed error (postgres-nio reports this path's failures in
+            // its older error type).
+            statements.refuse(sql)
+            statement.deallocate().whenComplete { _ in }
+            return nil
+        }
     }
 
     /// Hands every statement sent to postgres-nio, in order, and waits for

@@ -22,10 +22,10 @@ extension PostgresStore {
         guard let (query, isExact, layout) = try orderedQuery(entity, matching: predicate, orderedBy: order) else { return nil }
         let action = "reading \(entity.name) objects in order"
         let readPage = { (session: PostgresSession, offset: Int, limit: Int) throws(StrataError) -> [(ObjectID, StoredSnapshot)] in
-            var bindings = query.bindings
-            bindings.append(Int64(limit))
-            bindings.append(Int64(offset))
-            let rows = try session.query(PostgresQuery(unsafeSQL: query.sql, binds: bindings), action)
+            var parameters = query.parameters
+            parameters.append(Int64(limit))
+            parameters.append(Int64(offset))
+            let rows = try session.read(query.sql, parameters, action)
             self.scannedRows.add(rows.count, ordering: .relaxed)
             return try StoredRows.decode(rows, of: entity, layout: layout, in: self.model, action)
         }
@@ -110,18 +110,18 @@ extension PostgresStore {
                 readings.append(.extreme(attribute))
             }
         }
-        var bindings = PostgresBindings()
-        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
+        var parameters = StatementParameters()
+        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &parameters)
         guard clause.isExact else { return nil }
         var sql = "SELECT \((grouped.map(\.expression) + selected).joined(separator: ", ")) FROM \(SQLIdentifier.quoted(layout.table)) t WHERE \(clause.sql)"
         if !excluding.isEmpty {
-            bindings.append(excluding.map { Int64(bitPattern: $0.storedPrimaryKey) })
-            sql += " AND NOT (t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($\(bindings.count)::bigint[]))"
+            parameters.append(excluding.map { Int64(bitPattern: $0.storedPrimaryKey) })
+            sql += " AND NOT (t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($\(parameters.count)::bigint[]))"
         }
         if !grouped.isEmpty { sql += " GROUP BY " + (1...grouped.count).map(String.init).joined(separator: ", ") }
         let action = "computing \(entity.name) aggregates"
         let rows = try pool.withSession { (session) throws(StrataError) in
-            try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
+            try session.query(PostgresQuery(unsafeSQL: sql, binds: parameters.bindings), action)
         }
         return try rows.map { (row) throws(StrataError) -> StoreGroup in
             let cells = row.makeRandomAccess()
@@ -176,7 +176,7 @@ extension PostgresStore {
 
     private func orderedQuery(
         _ entity: EntityDescription, matching predicate: StorePredicate?, orderedBy order: [StoreSortKey]
-    ) throws(StrataError) -> (query: (sql: String, bindings: PostgresBindings), isExact: Bool, layout: StoreSchema.EntityLayout)? {
+    ) throws(StrataError) -> (query: (sql: String, parameters: StatementParameters), isExact: Bool, layout: StoreSchema.EntityLayout)? {
         let layout = try self.layout(of: entity)
         var keys: [String] = []
         for key in order {
@@ -196,13 +196,13 @@ extension PostgresStore {
             let nulls = attribute.isOptional ? (key.descending ? " NULLS LAST" : " NULLS FIRST") : ""
             keys.append(value + (key.descending ? " DESC" : " ASC") + nulls)
         }
-        var bindings = PostgresBindings()
-        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
+        var parameters = StatementParameters()
+        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &parameters)
         keys.append("t." + SQLIdentifier.quoted(StoreSchema.idColumn) + " ASC")
         let sql = """
             \(selects[entity.name] ?? StoredRows.select(layout)) WHERE \(clause.sql) \
-            ORDER BY \(keys.joined(separator: ", ")) LIMIT $\(bindings.count + 1) OFFSET $\(bindings.count + 2)
+            ORDER BY \(keys.joined(separator: ", ")) LIMIT $\(parameters.count + 1) OFFSET $\(parameters.count + 2)
             """
-        return ((sql, bindings), clause.isExact, layout)
+        return ((sql, parameters), clause.isExact, layout)
     }
 }

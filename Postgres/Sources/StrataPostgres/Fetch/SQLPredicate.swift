@@ -32,7 +32,7 @@ struct SQLPredicate {
 
     /// A fetch's `WHERE` clause: `predicate`'s, or `TRUE` (exact) without one.
     static func clause(
-        _ predicate: StorePredicate?, of entity: EntityDescription, layout: StoreSchema.EntityLayout, into bindings: inout PostgresBindings
+        _ predicate: StorePredicate?, of entity: EntityDescription, layout: StoreSchema.EntityLayout, into bindings: inout StatementParameters
     ) -> SQLPredicate {
         guard let predicate else { return SQLPredicate(sql: "TRUE", isExact: true) }
         return translate(predicate, of: entity, layout: layout, into: &bindings)
@@ -41,7 +41,7 @@ struct SQLPredicate {
     /// `predicate` over the table of `entity`, laid out as `layout`, its
     /// constants appended to `bindings`.
     static func translate(
-        _ predicate: StorePredicate, of entity: EntityDescription, layout: StoreSchema.EntityLayout, into bindings: inout PostgresBindings
+        _ predicate: StorePredicate, of entity: EntityDescription, layout: StoreSchema.EntityLayout, into bindings: inout StatementParameters
     ) -> SQLPredicate {
         switch predicate {
         case .constant(let value):
@@ -100,7 +100,7 @@ struct SQLPredicate {
     /// `attribute <comparison> value`, where a stored null reads as `null`.
     private static func compare(
         _ index: Int, _ null: PropertyValue, _ comparison: StorePredicate.Comparison, _ value: PropertyValue,
-        _ entity: EntityDescription, _ layout: StoreSchema.EntityLayout, _ bindings: inout PostgresBindings
+        _ entity: EntityDescription, _ layout: StoreSchema.EntityLayout, _ bindings: inout StatementParameters
     ) -> SQLPredicate {
         guard let column = attributeColumn(index, entity, layout), case .attribute(let attribute) = entity.properties[index] else {
             return .everything
@@ -189,7 +189,7 @@ struct SQLPredicate {
 
     /// `attribute IN values`, where a stored null reads as `null`.
     private static func isIn(
-        _ column: String, _ type: AttributeType, _ null: PropertyValue, _ values: [PropertyValue], _ bindings: inout PostgresBindings
+        _ column: String, _ type: AttributeType, _ null: PropertyValue, _ values: [PropertyValue], _ bindings: inout StatementParameters
     ) -> SQLPredicate {
         let nullPasses = StorePredicate.isIn(.constant(null), values).evaluate([])
         let listed: String

@@ -45,12 +45,12 @@ enum StoredRows {
         found.reserveCapacity(rows.count)
         for row in rows {
             let cells = row.makeRandomAccess()
-            let id = ObjectID(entity: entity, storedPrimaryKey: try key(cells[0], action))
-            let version = try key(cells[1], action)
+            let id = ObjectID(entity: entity, storedPrimaryKey: try key(binary(cells[0]), action))
+            let version = try key(binary(cells[1]), action)
             var values: [PropertyValue] = []
             values.reserveCapacity(layout.properties.count)
             for (index, property) in layout.properties.enumerated() {
-                let cell = cells[index + 2]
+                let cell = binary(cells[index + 2])
                 switch (entity.properties[index], property) {
                 case (.attribute(let attribute), _):
                     values.append(try RowCoding.attributeValue(cell, attribute, of: id))
@@ -86,10 +86,10 @@ enum StoredRows {
             throw StrataError(code: .invalidArgument, message: "\(entity.name) is not an entity of the store's model")
         }
         let action = "reading \(entity.name) objects"
-        var bindings = PostgresBindings()
-        bindings.append(ids.map { Int64(bitPattern: $0.storedPrimaryKey) })
-        let sql = (select ?? Self.select(layout)) + " WHERE t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($1)"
-        let rows = try session.query(PostgresQuery(unsafeSQL: sql, binds: bindings), action)
+        var parameters = StatementParameters()
+        parameters.append(ids.map { Int64(bitPattern: $0.storedPrimaryKey) })
+        let sql = (select ?? Self.select(layout)) + " WHERE t.\(SQLIdentifier.quoted(StoreSchema.idColumn)) = ANY($1::bigint[])"
+        let rows = try session.read(sql, parameters, action)
         return Dictionary(try decode(rows, of: entity, layout: layout, in: model, action)) { $1 }
     }
 
@@ -99,6 +99,14 @@ enum StoredRows {
             throw StrataError(code: .invalidModel, message: "\(relationship.name) leads to \(relationship.destinationEntityName), which the model does not have")
         }
         return destination
+    }
+
+    /// `cell` as it came: in binary. postgres-nio asks for every column of
+    /// every statement in binary, but labels a prepared statement's
+    /// (``PreparedStatements``) as text — its bug #303, fixed after 1.33.2.
+    static func binary(_ cell: PostgresCell) -> PostgresCell {
+        guard cell.format != .binary else { return cell }
+        return PostgresCell(bytes: cell.bytes, dataType: cell.dataType, format: .binary, columnName: cell.columnName, columnIndex: cell.columnIndex)
     }
 
     /// A `bigint` key or version in `cell`.

@@ -56,8 +56,9 @@ extension StoreSchema {
     /// names the next `p_names[i]` of `p_property_names`.
     ///
     /// A function, so that the server plans these statements once per
-    /// connection, not at every save. Made with the tables or, in a store
-    /// made before it, when the store is opened.
+    /// connection, not at every save (whatever the connection's
+    /// `plan_cache_mode`: Strata's own is `force_custom_plan`). Made with
+    /// the tables or, in a store made before it, when the store is opened.
     static let recordTransactionFunction = "strata_record_transaction"
     /// Its signature, as `to_regprocedure` finds it.
     static let recordTransactionSignature =
@@ -69,7 +70,7 @@ extension StoreSchema {
         CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
         p_entities text[], p_kinds text[], p_objects integer[], p_names integer[], \
         p_object_ids bigint[], p_property_counts integer[], p_property_names text[], p_channel text) RETURNS bigint \
-        LANGUAGE plpgsql AS $strata$
+        LANGUAGE plpgsql SET plan_cache_mode = auto AS $strata$
         DECLARE
             v_number bigint;
             v_object integer := 1;

@@ -114,10 +114,10 @@ final class PostgresStore: Sendable {
         let action = "reading \(entity.name) objects"
         let (page, isExact, layout) = try pageQuery(entity, matching: predicate)
         let readPage = { (session: PostgresSession, after: Int64) throws(StrataError) -> [(ObjectID, StoredSnapshot)] in
-            var bindings = page.bindings
-            bindings.append(after)
-            bindings.append(Int64(self.scanPageSize))
-            let rows = try session.query(PostgresQuery(unsafeSQL: page.sql, binds: bindings), action)
+            var parameters = page.parameters
+            parameters.append(after)
+            parameters.append(Int64(self.scanPageSize))
+            let rows = try session.read(page.sql, parameters, action)
             self.scannedRows.add(rows.count, ordering: .relaxed)
             return try StoredRows.decode(rows, of: entity, layout: layout, in: self.model, action)
         }
@@ -154,16 +154,16 @@ final class PostgresStore: Sendable {
     /// start after and the page's size as the last two parameters.
     private func pageQuery(
         _ entity: EntityDescription, matching predicate: StorePredicate?
-    ) throws(StrataError) -> (page: (sql: String, bindings: PostgresBindings), isExact: Bool, layout: StoreSchema.EntityLayout) {
+    ) throws(StrataError) -> (page: (sql: String, parameters: StatementParameters), isExact: Bool, layout: StoreSchema.EntityLayout) {
         let layout = try self.layout(of: entity)
-        var bindings = PostgresBindings()
-        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &bindings)
+        var parameters = StatementParameters()
+        let clause = SQLPredicate.clause(predicate, of: entity, layout: layout, into: &parameters)
         let id = "t." + SQLIdentifier.quoted(StoreSchema.idColumn)
         let sql = """
-            \(selects[entity.name] ?? StoredRows.select(layout)) WHERE \(clause.sql) AND \(id) > $\(bindings.count + 1) \
-            ORDER BY \(id) LIMIT $\(bindings.count + 2)
+            \(selects[entity.name] ?? StoredRows.select(layout)) WHERE \(clause.sql) AND \(id) > $\(parameters.count + 1) \
+            ORDER BY \(id) LIMIT $\(parameters.count + 2)
             """
-        return ((sql, bindings), clause.isExact, layout)
+        return ((sql, parameters), clause.isExact, layout)
     }
 
     /// Where `entity`'s objects are kept; throws for an entity of another model.
