@@ -245,7 +245,7 @@ struct PostgresHistoryTests {
             INSERT INTO strata_history_changes_rows SELECT c.number, c.entity, u.id, c.kind, \
             CASE WHEN c.kind = 'update' THEN c.property_names[(SELECT coalesce(sum(n), 0) FROM unnest(c.property_counts[1 : u.i - 1]) AS n) + 1 : \
             (SELECT sum(n) FROM unnest(c.property_counts[1 : u.i]) AS n)] ELSE '{}' END \
-            FROM strata_history_changes AS c, unnest(c.object_ids) WITH ORDINALITY AS u(id, i)
+            FROM strata_history_changes AS c, unnest(c.object_ids) WITH ORDINALITY AS u(id, i) ORDER BY c.number, u.id DESC
             """, "making format 1")
         try session.execute("DROP TABLE strata_history_changes", "making format 1")
         try session.execute("ALTER TABLE strata_history_changes_rows RENAME TO strata_history_changes", "making format 1")
@@ -355,9 +355,19 @@ struct PostgresHistoryTests {
         // As a store of the earlier schema has it.
         try session.execute("DROP FUNCTION \(StoreSchema.recordTransactionSignature)", "making the old schema")
         #expect(try !hasFunction())
+        do {
+            let coordinator = try open(configuration)
+            defer { try? coordinator.close() }
+            #expect(try hasFunction())
+        }
+        // One made before its settings changed is made again.
+        try session.execute("ALTER FUNCTION \(StoreSchema.recordTransactionSignature) RESET plan_cache_mode", "making the old schema")
         let coordinator = try open(configuration)
         defer { try? coordinator.close() }
-        #expect(try hasFunction())
+        let settings = try session.query("""
+            SELECT proconfig FROM pg_proc WHERE oid = to_regprocedure(\(StoreSchema.recordTransactionSignature))
+            """, "looking").first?.decode([String]?.self)
+        #expect(settings == StoreSchema.recordTransactionSettings)
         let writer = context(coordinator, author: "app")
         let id = try ObjectGraphTests().saveLabel("label", in: writer)
         let transactions = try coordinator.fetchHistory()

@@ -108,6 +108,8 @@ struct PreparedReadTests {
         // The plan's result was an integer; it is a bigint now.
         try other.execute("ALTER TABLE t ALTER COLUMN a TYPE bigint", "widening")
         #expect(try values(session.read(byID, ids, "reading")) == [10, 20])
+        #expect(session.refusesToPrepare(byID))
+        #expect(try prepared(on: session) == 0)
         #expect(try values(session.read(byID, ids, "reading")) == [10, 20])
 
         // `a = $1` makes the server infer an integer, which 8 bytes are not;
@@ -117,5 +119,66 @@ struct PreparedReadTests {
         twenty.append(Int64(20))
         let byValue = "SELECT a FROM t WHERE a = $1"
         for _ in 0..<3 { #expect(try values(session.read(byValue, twenty, "reading")) == [20]) }
+        #expect(session.refusesToPrepare(byValue))
+    }
+
+    /// A read the server refuses for what it asks (here a division by
+    /// zero) throws that, typed, from its prepared statement as from an
+    /// unnamed one — once, not read again — and its statement stays.
+    @Test func aReadsOwnFailureIsThrownOnce() throws {
+        let session = try PostgresSession.connect(try TestServer.freshDatabase())
+        defer { session.close() }
+        try session.execute("CREATE TABLE t (id bigint PRIMARY KEY, a integer NOT NULL)", "making")
+        try session.execute("INSERT INTO t VALUES (1, 10), (2, 20)", "filling")
+        let sql = "SELECT 100 / (a - $1::bigint) FROM t WHERE id = ANY($2::bigint[])"
+        func read(_ divisor: Int64, _ id: Int64) throws(StrataError) -> [PostgresRow] {
+            var parameters = StatementParameters()
+            parameters.append(divisor)
+            parameters.append([id])
+            return try session.read(sql, parameters, "dividing")
+        }
+        _ = try read(0, 1)
+        _ = try read(0, 1)
+        #expect(try prepared(on: session) == 1)
+        let refused = #expect(throws: StrataError.self) { _ = try read(20, 2) }
+        #expect((refused?.cause as? PostgresServerError)?.sqlState == "22012")
+        #expect(!session.refusesToPrepare(sql))
+        #expect(try prepared(on: session) == 1)
+    }
+
+    /// A store's reads — a lookup's page, a fault's fill, an ordered page
+    /// — are prepared on its connection from their second run (one
+    /// connection here, to count what is prepared on it).
+    @Test func aStoresReadsArePrepared() throws {
+        let configuration = try TestServer.freshDatabase()
+        let model = try notesModel()
+        let coordinator = PersistentStoreCoordinator(model: model)
+        let store = try PostgresStore(configuration, model: model, sessions: 1)
+        try coordinator.addPersistentStore(store)
+        defer { try? coordinator.close() }
+        let writer = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+        try writer.performAndWait {
+            for i in 0..<5 {
+                let note = Note(context: writer)
+                note.title = "note \(i)"
+                note.visits = i
+            }
+            try writer.save()
+        }
+        for _ in 0..<2 {
+            let reader = ManagedObjectContext(.privateQueue, coordinator: coordinator)
+            try reader.performAndWait {
+                let found = try #require(try Note.first(in: reader, where: #Predicate { $0.title == "note 3" }))
+                #expect(found.visits == 3)
+                var top = FetchRequest<Note>(sortBy: [SortDescriptor(\.visits, order: .reverse)])
+                top.fetchLimit = 2
+                #expect(try reader.fetch(top).map(\.visits) == [4, 3])
+            }
+        }
+        let statements = try store.pool.withSession { (session) throws(StrataError) in
+            try SchemaInstallation.decode(session.query("SELECT count(*) FROM pg_prepared_statements", "counting").first,
+                                          as: Int64.self, "counting")
+        }
+        #expect(statements == 2)
     }
 }

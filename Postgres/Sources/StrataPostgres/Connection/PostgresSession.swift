@@ -181,12 +181,16 @@ final class PostgresSession: @unchecked Sendable {
         do {
             return try statement.execute(parameters.values).wait()
         } catch {
-            // The statement's own failure (a table changed under its plan,
-            // a parameter of another type than the server inferred) or the
-            // read's: either way the read, which changes nothing, runs
-            // again unnamed — which says what is wrong if anything is, as
-            // a typed error (postgres-nio reports this path's failures in
-            // its older error type).
+            // The server's answer for the read itself (a timeout, a
+            // cancel) is the read's error; the statement's own failure (a
+            // table changed under its plan, a parameter of another type
+            // than the server inferred, the statement gone) or the
+            // connection's runs the read again unnamed, which changes
+            // nothing and says what is wrong if anything is.
+            let failure = StrataError.postgres(error, action, at: configuration)
+            if let state = (failure.cause as? PostgresServerError)?.sqlState, !PreparedStatements.isStatementsOwn(state) {
+                throw failure
+            }
             statements.refuse(sql)
             statement.deallocate().whenComplete { _ in }
             return nil
@@ -273,6 +277,10 @@ final class PostgresSession: @unchecked Sendable {
     func whenClosed(_ body: @escaping @Sendable () -> Void) {
         connection.closeFuture.whenComplete { _ in body() }
     }
+
+    /// Whether `sql` goes unnamed on this connection from now on (tests
+    /// pin that a statement that failed is dropped).
+    func refusesToPrepare(_ sql: String) -> Bool { statements.refuses(sql) }
 
     /// Whether the connection is gone (closed here, or by the server or the
     /// network): a pool lends it no more.

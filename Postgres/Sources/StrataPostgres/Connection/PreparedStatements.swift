@@ -56,4 +56,16 @@ struct PreparedStatements {
         prepared[sql] = nil
         if refused.count < Self.countedLimit { refused.insert(sql) }
     }
+
+    func refuses(_ sql: String) -> Bool { refused.contains(sql) }
+
+    /// Whether a prepared statement's failure with SQLSTATE `state` is its
+    /// own, not the read's: its plan cannot give the rows it was prepared
+    /// for after a table changed (`0A000`), a parameter is of another type
+    /// than the server inferred (`22P03`), or the statement is gone — a
+    /// pooler in front of the server gave the session another connection
+    /// (`26000`).
+    static func isStatementsOwn(_ state: String) -> Bool {
+        state == "0A000" || state == "22P03" || state == "26000"
+    }
 }

@@ -30,14 +30,17 @@ enum FormatUpgrade {
         try session.execute("DROP INDEX IF EXISTS \(q(StoreSchema.historyChangesTable + "_number_idx"))", action)
         try session.execute(StoreSchema.historyChangesCreation, action)
         // Each group's objects in key order, and an update's names in the
-        // same order, each object's as it recorded them.
+        // same order, each object's as it recorded them: the names of every
+        // update group in one pass over the table, joined to the groups.
         try session.execute("""
+            WITH names AS (SELECT o.number, o.entity, array_agg(u.p ORDER BY o.object_id, u.i) AS names \
+            FROM \(earlier) AS o, unnest(o.properties) WITH ORDINALITY AS u(p, i) WHERE o.kind = 'update' GROUP BY o.number, o.entity) \
             INSERT INTO \(changes) (number, entity, kind, object_ids, property_names, property_counts) \
             SELECT g.number, g.entity, g.kind, array_agg(g.object_id ORDER BY g.object_id), \
-            CASE WHEN g.kind = 'update' THEN ARRAY(SELECT u.p FROM \(earlier) AS o, unnest(o.properties) WITH ORDINALITY AS u(p, i) \
-            WHERE o.number = g.number AND o.entity = g.entity AND o.kind = 'update' ORDER BY o.object_id, u.i) END, \
+            CASE WHEN g.kind = 'update' THEN coalesce(n.names, '{}') END, \
             CASE WHEN g.kind = 'update' THEN array_agg(coalesce(cardinality(g.properties), 0) ORDER BY g.object_id) END \
-            FROM \(earlier) AS g GROUP BY g.number, g.entity, g.kind
+            FROM \(earlier) AS g LEFT JOIN names AS n ON g.kind = 'update' AND n.number = g.number AND n.entity = g.entity \
+            GROUP BY g.number, g.entity, g.kind, n.names
             """, action)
         try session.execute("DROP TABLE \(earlier)", action)
         try session.execute(StoreSchema.historyChangesIndexCreation, action)

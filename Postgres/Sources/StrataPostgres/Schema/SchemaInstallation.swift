@@ -156,16 +156,22 @@ enum SchemaInstallation {
         return meta
     }
 
-    /// Makes the function a save calls to record its transaction, in a
-    /// store made before saves called one. Looked up first: a role that
-    /// may only read and write the tables still opens a store that has it.
+    /// Makes the function a save calls to record its transaction where
+    /// the store has none, or one whose body or settings are not this
+    /// version's (made before it changed). Looked up first: a role that may
+    /// only read and write the tables still opens a store whose function is
+    /// this version's.
     private static func makeRecordingFunction(on session: PostgresSession) throws(StrataError) {
         let action = "making the function that records a save's transaction"
         // In the schema the tables are made in, not anywhere on the search path.
         let rows = try session.query("""
-            SELECT to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature)) IS NOT NULL
+            SELECT prosrc, proconfig FROM pg_proc \
+            WHERE oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature))
             """, action)
-        guard try !decode(rows.first, as: Bool.self, action) else { return }
+        if let row = rows.first {
+            let (body, settings) = try decode(row, as: (String, [String]?).self, action)
+            guard body != StoreSchema.recordTransactionBody || settings != StoreSchema.recordTransactionSettings else { return }
+        }
         try session.execute(StoreSchema.recordTransactionCreation, action)
     }
 

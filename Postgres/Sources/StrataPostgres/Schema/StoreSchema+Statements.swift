@@ -63,14 +63,11 @@ extension StoreSchema {
     /// Its signature, as `to_regprocedure` finds it.
     static let recordTransactionSignature =
         "\(recordTransactionFunction)(text, text, text[], text[], integer[], integer[], bigint[], integer[], text[], text)"
-    /// Its `CREATE OR REPLACE`: a function left behind by tables dropped
-    /// without it is made again with them (opens that make it wait for
-    /// each other on the open's advisory lock).
-    static let recordTransactionCreation = """
-        CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
-        p_entities text[], p_kinds text[], p_objects integer[], p_names integer[], \
-        p_object_ids bigint[], p_property_counts integer[], p_property_names text[], p_channel text) RETURNS bigint \
-        LANGUAGE plpgsql SET plan_cache_mode = auto AS $strata$
+    /// Its body, as `pg_proc.prosrc` keeps it, and its settings, as
+    /// `pg_proc.proconfig` does: an open compares the function in the
+    /// database with them (``SchemaInstallation``).
+    static let recordTransactionBody = """
+
         DECLARE
             v_number bigint;
             v_object integer := 1;
@@ -91,7 +88,17 @@ extension StoreSchema {
             PERFORM pg_notify(p_channel, v_number::text);
             RETURN v_number;
         END
-        $strata$
+
+        """
+    static let recordTransactionSettings = ["plan_cache_mode=auto"]
+    /// Its `CREATE OR REPLACE`: a function left behind by tables dropped
+    /// without it is made again with them (opens that make it wait for
+    /// each other on the open's advisory lock).
+    static let recordTransactionCreation = """
+        CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
+        p_entities text[], p_kinds text[], p_objects integer[], p_names integer[], \
+        p_object_ids bigint[], p_property_counts integer[], p_property_names text[], p_channel text) RETURNS bigint \
+        LANGUAGE plpgsql SET plan_cache_mode = auto AS $strata$\(recordTransactionBody)$strata$
         """
 
     /// `CREATE TABLE` for `table`: its columns and its primary key, without
