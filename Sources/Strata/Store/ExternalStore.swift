@@ -87,11 +87,10 @@ final class ExternalStore: @unchecked Sendable {
 ///
 /// A block is twice the size of the one before, from ``firstBlockSize``
 /// to ``largestBlockSize``: a process that saves a few objects reserves
-/// few keys, one that saves many makes few round trips for them — each
-/// context takes keys in blocks of its own and leaves what it did not use,
-/// so saves of 100 objects from fresh contexts took 192 keys each and
-/// reserved every fifth save with blocks of 1,024. The keys a process
-/// does not use are gaps in the keys, nothing more.
+/// few keys, one that saves many makes few round trips for them (each
+/// context takes keys in blocks of its own and leaves what it did not
+/// use, so a save from a fresh context takes more keys than it inserts).
+/// The keys a process does not use are gaps in the keys, nothing more.
 ///
 /// `@unchecked Sendable`: `blocks`, `blockSizes` and `failure` are guarded
 /// by `lock`.

@@ -37,8 +37,7 @@ import Synchronization
 ///
 /// A read of objects (``read(_:_:_:)``) goes to a statement prepared on
 /// the connection once its text has been read twice on it: the server
-/// then parses and plans it once, not at every read (a lookup's parse and
-/// plan were about a third of its time on the server).
+/// then parses it once, not at every read.
 ///
 /// `@unchecked Sendable`: `unsent`, `isInTransaction` and `statements` are
 /// their borrower's alone (the pool lends a session to one caller at a
@@ -95,10 +94,9 @@ final class PostgresSession: @unchecked Sendable {
             throw StrataError.postgres(error, "connecting", at: configuration)
         }
         // A prepared read is planned for its values at every run (its text
-        // is parsed once): a plan made for no values in particular (a
-        // generic plan, which PostgreSQL may settle on after five runs)
-        // can walk a whole table for a lookup — it did on a table not
-        // analysed yet, whose `ORDER BY … LIMIT $n` it read in key order.
+        // is parsed once): a plan made for no values in particular, which
+        // PostgreSQL may settle on after five runs, can read a whole table
+        // for one row.
         try session.execute("SET plan_cache_mode = force_custom_plan", "connecting")
         return session
     }
