@@ -15,7 +15,9 @@ enum SQLIdentifier {
 
     /// `name` quoted as a PostgreSQL identifier (`"it""s"`).
     static func quoted(_ name: String) -> String {
-        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        // Most names hold no quote: those skip Foundation's search and replace.
+        guard name.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + name + "\"" }
+        return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     /// Checks a name the model gives: not empty, no NUL, at most
