@@ -10,7 +10,8 @@ import PostgresNIO
 /// postgres-nio 1.33 prepares statements whose text is not a type's
 /// static property only through `PostgresDatabase.prepare(query:)`, which
 /// leaves the parameters' types for the server to infer (Strata's reads
-/// name each one's type in their text) and labels the result's columns as
+/// name a parameter's type in their text wherever the server could infer
+/// another than the value's) and labels the result's columns as
 /// text although they come in binary (``StoredRows/binary(_:)``).
 struct PreparedStatements {
     enum Use {
