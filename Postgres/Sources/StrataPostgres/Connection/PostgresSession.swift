@@ -185,9 +185,8 @@ final class PostgresSession: @unchecked Sendable {
             // than the server inferred, the statement gone) or the
             // connection's runs the read again unnamed, which changes
             // nothing and says what is wrong if anything is.
-            let failure = StrataError.postgres(error, action, at: configuration)
-            if let state = (failure.cause as? PostgresServerError)?.sqlState, !PreparedStatements.isStatementsOwn(state) {
-                throw failure
+            if let state = PostgresServerError(answerIn: error)?.sqlState, !PreparedStatements.isStatementsOwn(state) {
+                throw StrataError.postgres(error, action, at: configuration)
             }
             statements.refuse(sql)
             statement.deallocate().whenComplete { _ in }

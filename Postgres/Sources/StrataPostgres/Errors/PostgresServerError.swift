@@ -1,3 +1,5 @@
+import PostgresNIO
+
 /// What a PostgreSQL server said when it refused a statement: the cause of
 /// the ``Strata/StrataError`` a store call throws then.
 ///
@@ -20,5 +22,22 @@ public struct PostgresServerError: Error, Sendable, Hashable, CustomStringConver
         var text = "PostgreSQL error \(sqlState): \(message)"
         if let constraintName { text += " (constraint \(constraintName))" }
         return text
+    }
+}
+
+extension PostgresServerError {
+    /// The server's answer `error` carries, if it carries one: in
+    /// postgres-nio's error type, or in its older one, in which it reports
+    /// a prepared statement's failures (``PreparedStatements``).
+    init?(answerIn error: any Error) {
+        if let error = error as? PSQLError, error.code == .server, let info = error.serverInfo, let state = info[.sqlState] {
+            self.init(sqlState: state, message: info[.message] ?? "(no message)", constraintName: info[.constraintName],
+                      tableName: info[.tableName], columnName: info[.columnName])
+        } else if case .server(let answer)? = error as? PostgresError, let state = answer.fields[.sqlState] {
+            self.init(sqlState: state, message: answer.fields[.message] ?? "(no message)", constraintName: answer.fields[.constraintName],
+                      tableName: answer.fields[.tableName], columnName: answer.fields[.columnName])
+        } else {
+            return nil
+        }
     }
 }

@@ -12,25 +12,13 @@ extension StrataError {
         file: String = #fileID, line: Int = #line
     ) -> StrataError {
         if let error = error as? StrataError { return error }
-        // The older error type, in which postgres-nio reports a prepared
-        // statement's failures (``PreparedStatements``).
-        if case .server(let answer)? = error as? PostgresError, let state = answer.fields[.sqlState] {
-            let server = PostgresServerError(
-                sqlState: state, message: answer.fields[.message] ?? "(no message)", constraintName: answer.fields[.constraintName],
-                tableName: answer.fields[.tableName], columnName: answer.fields[.columnName])
+        if let server = PostgresServerError(answerIn: error) {
             let (code, message) = Self.explain(server, action, configuration)
             return StrataError(code: code, message: message, cause: server, file: file, line: line)
         }
         guard let error = error as? PSQLError else {
             return StrataError(code: .storage, message: "\(action) on PostgreSQL at \(configuration.endpoint) failed: \(error)",
                                file: file, line: line)
-        }
-        if error.code == .server, let info = error.serverInfo, let state = info[.sqlState] {
-            let server = PostgresServerError(
-                sqlState: state, message: info[.message] ?? "(no message)", constraintName: info[.constraintName],
-                tableName: info[.tableName], columnName: info[.columnName])
-            let (code, message) = Self.explain(server, action, configuration)
-            return StrataError(code: code, message: message, cause: server, file: file, line: line)
         }
         let message: String
         switch error.code {
