@@ -165,7 +165,7 @@ final class DictionaryStore: PersistentStore {
                 state.objects[ObjectIdentifier(id.entity), default: [:]][id.storedPrimaryKey] = StoredSnapshot(values: values, version: 1)
             }
             saves.add(1, ordering: .relaxed)
-            return .written(transaction: nil)
+            return .written(saveIdentifier: nil)
         }
     }
 

@@ -175,7 +175,10 @@ struct PostgresHistoryTests {
         let session = try PostgresSession.connect(configuration)
         defer { session.close() }
         let rows = try SchemaInstallation.decode(session.query(
-            "SELECT count(*) FROM strata_history_changes WHERE number = \(Int64(before.transactionNumber + 1))", "counting").first,
+            """
+            SELECT count(*) FROM strata_history_changes AS c JOIN strata_history AS h ON h.save_id = c.save_id \
+            WHERE h.number = \(Int64(before.transactionNumber + 1))
+            """, "counting").first,
             as: Int64.self, "counting")
         #expect(rows == 4)
     }
@@ -188,7 +191,8 @@ struct PostgresHistoryTests {
         defer { session.close() }
         func changes(through number: UInt64) throws -> Int64 {
             try SchemaInstallation.decode(session.query(
-                "SELECT count(*) FROM strata_history_changes WHERE number <= \(Int64(number))", "counting").first, as: Int64.self, "counting")
+                // Saves made one at a time: each save's identifier is its number.
+                "SELECT count(*) FROM strata_history_changes WHERE save_id <= \(Int64(number))", "counting").first, as: Int64.self, "counting")
         }
         let coordinator = try open(configuration)
         defer { try? coordinator.close() }
@@ -202,9 +206,108 @@ struct PostgresHistoryTests {
         #expect(try coordinator.fetchHistory().count == 1)
     }
 
+    /// Two saves through a coordinator of its own: a label and three notes,
+    /// then an update of two notes and a delete. Returns the history they
+    /// leave, as read from the tables.
+    func saveTwice(_ configuration: PostgresConfiguration, reading session: PostgresSession) throws -> [StoredTransaction] {
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        let writer = context(coordinator, author: "app")
+        try writer.performAndWait {
+            let label = Label(context: writer)
+            label.name = "swift"
+            let notes = (0..<3).map { i in
+                let note = Note(context: writer)
+                note.title = "note \(i)"
+                return note
+            }
+            try writer.save()
+            notes[0].title = "first"
+            notes[0].visits = 1
+            notes[1].labels = [label]
+            writer.delete(notes[2])
+            try writer.save()
+        }
+        let history = try PostgresHistory.transactions(after: 0, limit: 100, on: session)
+        #expect(history.count == 2 && history[1].changes.count == 4)
+        return history
+    }
+
+    /// The signature of format 2's recording function.
+    static let formatTwoRecording =
+        "strata_record_transaction(text, text, text[], text[], integer[], integer[], bigint[], integer[], text[], text)"
+
+    /// Turns the store `session` is connected to into format 2, as that
+    /// version made it (the layout of its `CREATE TABLE`s; a stand-in for
+    /// its recording function, which the upgrade must drop). Every save
+    /// identifier in it must be its transaction's number (saves made one
+    /// after another), as format 2 kept only the number.
+    func makeFormatTwo(on session: PostgresSession) throws {
+        let action = "making format 2"
+        try session.execute("DROP TRIGGER \(StoreSchema.numberingTrigger) ON strata_history", action)
+        try session.execute("DROP FUNCTION \(StoreSchema.numberTransactionSignature)", action)
+        try session.execute("DROP FUNCTION \(StoreSchema.recordTransactionSignature)", action)
+        try session.execute("DROP SEQUENCE \(StoreSchema.saveIdentifierSequence)", action)
+        #expect(try SchemaInstallation.decode(session.query(
+            "SELECT count(*) FROM strata_history WHERE save_id <> number", action).first, as: Int64.self, action) == 0)
+        try session.execute("ALTER TABLE strata_history DROP COLUMN save_id", action)
+        try session.execute("ALTER TABLE strata_history_changes RENAME COLUMN save_id TO number", action)
+        try session.execute("ALTER INDEX \(StoreSchema.historyChangesIndex) RENAME TO strata_history_changes_number_idx", action)
+        try session.execute("""
+            CREATE FUNCTION strata_record_transaction(p_author text, p_context_name text, p_entities text[], p_kinds text[], \
+            p_objects integer[], p_names integer[], p_object_ids bigint[], p_property_counts integer[], p_property_names text[], \
+            p_channel text) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint'
+            """, action)
+        try session.execute("UPDATE strata_meta SET value = '2' WHERE key = 'format'", action)
+    }
+
+    /// Strata's own objects that the upgrade must leave: the format, how
+    /// many functions are named as the recording one, whether it is this
+    /// version's, whether the numbering trigger is there, the foreign keys
+    /// on the changes, the rows of changes, whether format 1's table is
+    /// gone, and where the save identifiers go on from.
+    func upgraded(_ session: PostgresSession) throws -> (String, Int64, Bool, Bool, Int64, Int64, Bool, Int64) {
+        let found = try session.query("""
+            SELECT (SELECT value FROM strata_meta WHERE key = 'format'), \
+            (SELECT count(*) FROM pg_proc WHERE proname = 'strata_record_transaction'), \
+            to_regprocedure(\(StoreSchema.recordTransactionSignature)) IS NOT NULL, \
+            EXISTS (SELECT FROM pg_trigger WHERE tgname = \(StoreSchema.numberingTrigger)), \
+            (SELECT count(*) FROM pg_constraint WHERE conrelid = 'strata_history_changes'::regclass AND contype = 'f'), \
+            (SELECT count(*) FROM strata_history_changes), to_regclass('strata_history_changes_format1') IS NULL, \
+            (SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM strata_history_save_id)
+            """, "looking")
+        return try SchemaInstallation.decode(
+            try #require(found.first), as: (String, Int64, Bool, Bool, Int64, Int64, Bool, Int64).self, "looking")
+    }
+
+    /// A store of format 2 — transactions numbered when recorded, their
+    /// changes found by number — is brought to this format when opened:
+    /// the history reads back as it did (each save's identifier its
+    /// number), the functions and the trigger are this version's, and the
+    /// next save takes an identifier after every number and is numbered at
+    /// its commit.
+    @Test func aStoreOfFormatTwoIsUpgradedWhenOpened() throws {
+        let configuration = try TestServer.freshDatabase()
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        let history = try saveTwice(configuration, reading: session)
+        try makeFormatTwo(on: session)
+
+        let coordinator = try open(configuration)
+        defer { try? coordinator.close() }
+        #expect(try PostgresHistory.transactions(after: 0, limit: 100, on: session) == history)
+        let (format, functions, hasFunction, hasTrigger, references, rows, _, nextSave) = try upgraded(session)
+        #expect(format == SchemaInstallation.format && functions == 1 && hasFunction && hasTrigger && references == 0 && rows == 5)
+        #expect(nextSave == 3)
+        let id = try ObjectGraphTests().saveLabel("later", in: context(coordinator, author: "later"))
+        let latest = try PostgresHistory.transactions(after: 2, limit: 100, on: session)
+        #expect(latest.map(\.number) == [3] && latest.map(\.saveIdentifier) == [3] && latest.first?.author == "later")
+        #expect(latest.first?.changes.map(\.key) == [id.storedPrimaryKey])
+    }
+
     /// A store of format 1 — a row of changes per object, a foreign key
     /// from them to their transactions in some, the recording function of
-    /// that layout or none — is brought to format 2 when opened: the
+    /// that layout or none — is brought to this format when opened: the
     /// history reads back as it did, the function is the new one, and the
     /// next save is recorded.
     @Test(arguments: [true, false])
@@ -212,31 +315,10 @@ struct PostgresHistoryTests {
         let configuration = try TestServer.freshDatabase()
         let session = try PostgresSession.connect(configuration)
         defer { session.close() }
-        let history: [StoredTransaction]
-        do {
-            let coordinator = try open(configuration)
-            defer { try? coordinator.close() }
-            let writer = context(coordinator, author: "app")
-            try writer.performAndWait {
-                let label = Label(context: writer)
-                label.name = "swift"
-                let notes = (0..<3).map { i in
-                    let note = Note(context: writer)
-                    note.title = "note \(i)"
-                    return note
-                }
-                try writer.save()
-                notes[0].title = "first"
-                notes[0].visits = 1
-                notes[1].labels = [label]
-                writer.delete(notes[2])
-                try writer.save()
-            }
-            history = try PostgresHistory.transactions(after: 0, limit: 100, on: session)
-            #expect(history.count == 2 && history[1].changes.count == 4)
-        }
+        let history = try saveTwice(configuration, reading: session)
         // The store as format 1 left it (the layout of its `CREATE TABLE`
         // and its function, as that version made them).
+        try makeFormatTwo(on: session)
         try session.execute("""
             CREATE TABLE strata_history_changes_rows (number bigint NOT NULL, entity text COLLATE "C" NOT NULL, object_id bigint NOT NULL, \
             kind text NOT NULL CHECK (kind IN ('insert', 'update', 'delete')), properties text[])
@@ -250,7 +332,7 @@ struct PostgresHistoryTests {
         try session.execute("DROP TABLE strata_history_changes", "making format 1")
         try session.execute("ALTER TABLE strata_history_changes_rows RENAME TO strata_history_changes", "making format 1")
         try session.execute("CREATE INDEX strata_history_changes_number_idx ON strata_history_changes (number)", "making format 1")
-        try session.execute("DROP FUNCTION \(StoreSchema.recordTransactionSignature)", "making format 1")
+        try session.execute("DROP FUNCTION \(Self.formatTwoRecording)", "making format 1")
         if withReferenceAndFunction {
             try session.execute("""
                 ALTER TABLE strata_history_changes ADD FOREIGN KEY (number) REFERENCES strata_history (number) ON DELETE CASCADE
@@ -267,25 +349,18 @@ struct PostgresHistoryTests {
         let coordinator = try open(configuration)
         defer { try? coordinator.close() }
         #expect(try PostgresHistory.transactions(after: 0, limit: 100, on: session) == history)
-        let found = try session.query("""
-            SELECT (SELECT value FROM strata_meta WHERE key = 'format'), \
-            (SELECT count(*) FROM pg_proc WHERE proname = 'strata_record_transaction'), \
-            to_regprocedure(\(StoreSchema.recordTransactionSignature)) IS NOT NULL, \
-            (SELECT count(*) FROM pg_constraint WHERE conrelid = 'strata_history_changes'::regclass AND contype = 'f'), \
-            (SELECT count(*) FROM strata_history_changes), to_regclass('strata_history_changes_format1') IS NULL
-            """, "looking")
-        let (format, functions, hasFunction, references, rows, earlierGone) = try SchemaInstallation.decode(
-            try #require(found.first), as: (String, Int64, Bool, Int64, Int64, Bool).self, "looking")
-        #expect(format == SchemaInstallation.format && functions == 1 && hasFunction && references == 0 && rows == 5 && earlierGone)
+        let (format, functions, hasFunction, hasTrigger, references, rows, earlierGone, nextSave) = try upgraded(session)
+        #expect(format == SchemaInstallation.format && functions == 1 && hasFunction && hasTrigger && references == 0 && rows == 5)
+        #expect(earlierGone && nextSave == 3)
         let writer = context(coordinator, author: "later")
         let id = try ObjectGraphTests().saveLabel("later", in: writer)
         let latest = try coordinator.fetchHistory()
         #expect(latest.map(\.author) == ["app", "app", "later"])
         #expect(latest.last?.changes.map(\.objectID) == [id])
         // A store of a format after this version's is refused, and left as it is.
-        try session.execute("UPDATE strata_meta SET value = '3' WHERE key = 'format'", "making format 3")
+        try session.execute("UPDATE strata_meta SET value = '4' WHERE key = 'format'", "making format 4")
         let refused = #expect(throws: StrataError.self) { _ = try open(configuration) }
-        #expect(refused?.code == .modelMismatch && "\(refused.map { "\($0)" } ?? "")".contains("format 3"))
+        #expect(refused?.code == .modelMismatch && "\(refused.map { "\($0)" } ?? "")".contains("format 4"))
     }
 
     /// With history off, a save's statements go as they are (no history
@@ -360,14 +435,18 @@ struct PostgresHistoryTests {
             defer { try? coordinator.close() }
             #expect(try hasFunction())
         }
-        // One made before its settings changed is made again.
+        // One made before its settings changed is made again, and so is
+        // a numbering trigger someone disabled (saves would go unnumbered).
         try session.execute("ALTER FUNCTION \(StoreSchema.recordTransactionSignature) RESET plan_cache_mode", "making the old schema")
+        try session.execute("ALTER TABLE strata_history DISABLE TRIGGER \(StoreSchema.numberingTrigger)", "making the old schema")
         let coordinator = try open(configuration)
         defer { try? coordinator.close() }
-        let settings = try session.query("""
-            SELECT proconfig FROM pg_proc WHERE oid = to_regprocedure(\(StoreSchema.recordTransactionSignature))
-            """, "looking").first?.decode([String]?.self)
-        #expect(settings == StoreSchema.recordTransactionSettings)
+        let found = try session.query("""
+            SELECT proconfig, (SELECT tgenabled::text FROM pg_trigger WHERE tgname = \(StoreSchema.numberingTrigger)) \
+            FROM pg_proc WHERE oid = to_regprocedure(\(StoreSchema.recordTransactionSignature))
+            """, "looking")
+        let (settings, enabled) = try SchemaInstallation.decode(try #require(found.first), as: ([String]?, String).self, "looking")
+        #expect(settings == StoreSchema.recordTransactionSettings && enabled == "O")
         let writer = context(coordinator, author: "app")
         let id = try ObjectGraphTests().saveLabel("label", in: writer)
         let transactions = try coordinator.fetchHistory()
@@ -376,8 +455,8 @@ struct PostgresHistoryTests {
     }
 
     /// The history is kept within the store's limits as saves go on (the
-    /// save numbered a multiple of 100 prunes), and a process that follows
-    /// from before what is kept is told, then goes on.
+    /// save whose identifier is a multiple of 100 prunes), and a process
+    /// that follows from before what is kept is told, then goes on.
     @Test func historyIsKeptWithinItsLimitsAndAReaderTooFarBehindIsTold() throws {
         let configuration = try TestServer.freshDatabase()
         let coordinator = try open(configuration, history: PersistentHistory(maximumAge: nil, maximumTransactions: 10))

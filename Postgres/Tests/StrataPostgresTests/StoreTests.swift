@@ -142,10 +142,10 @@ struct StoreTests {
         let writer = try PostgresStore(configuration, model: model)
         let reader = try PostgresStore(configuration, model: model)
         defer { writer.close(); reader.close() }
-        let heard = Mutex<[UInt64]>([])
+        let heard = Mutex<[PostgresChangeListener.HeardCommit?]>([])
         let arrived = DispatchSemaphore(value: 0)
-        let listener = try PostgresChangeListener(configuration) { number in
-            heard.withLock { $0.append(number) }
+        let listener = try PostgresChangeListener(configuration) { commit in
+            heard.withLock { $0.append(commit) }
             arrived.signal()
         }
         defer { listener.close() }
@@ -159,9 +159,9 @@ struct StoreTests {
         // A save that meets a conflict is rolled back with its history: no number taken.
         #expect(try writer.write(StoreChanges(deleted: [.init(id: tag(1), expectedVersion: 1)])) == .conflicts([tag(1)]))
         for _ in 0..<2 { #expect(arrived.wait(timeout: .now() + 5) == .success) }
-        #expect(heard.withLock { $0 } == [1, 2])
+        #expect(heard.withLock { $0 } == [.init(number: 1, saveIdentifier: 1), .init(number: 2, saveIdentifier: 2)])
         let history = try reader.transactions(after: 0)
-        #expect(history.map(\.number) == [1, 2])
+        #expect(history.map(\.number) == [1, 2] && history.map(\.saveIdentifier) == [1, 2])
         #expect(history[0].author == "importer" && history[0].contextName == "import")
         #expect(history[0].changes == [
             .init(entity: "Tag", key: 1, kind: .insert, properties: []), .init(entity: "Tag", key: 2, kind: .insert, properties: []),
@@ -172,25 +172,68 @@ struct StoreTests {
         #expect(try reader.transactions(after: 2).isEmpty)
     }
 
-    @Test func historyNumbersFollowCommitOrderUnderManyWriters() throws {
+    @Test func everySaveIsNumberedOnceUnderManyWriters() throws {
         let configuration = try TestServer.freshDatabase()
         let store = try PostgresStore(configuration, model: model, sessions: 4)
         defer { store.close() }
         let keys = try store.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 100)
-        let numbers = Mutex<[UInt64: UInt64]>([:])  // key -> history number
+        let saves = Mutex<[UInt64: UInt64]>([:])  // key -> save identifier
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for key in keys where Int(key) % 4 == thread {
-                if case .written(let number?)? = try? store.write(StoreChanges(inserted: [(tag(key), tagValues(.string("t\(key)")))])) {
-                    numbers.withLock { $0[key] = number }
+                if case .written(let save?)? = try? store.write(StoreChanges(inserted: [(tag(key), tagValues(.string("t\(key)")))])) {
+                    saves.withLock { $0[key] = save }
                 }
             }
         }
-        let recorded = numbers.withLock { $0 }
+        let recorded = saves.withLock { $0 }
         #expect(recorded.count == 100)
         #expect(Set(recorded.values) == Set(1...100))
         let history = try store.transactions(after: 0, limit: 1_000)
         #expect(history.map(\.number) == Array(1...100))
-        for transaction in history { #expect(recorded[transaction.changes[0].key] == transaction.number) }
+        for transaction in history { #expect(recorded[transaction.changes[0].key] == transaction.saveIdentifier) }
+    }
+
+    /// A save is numbered at its commit, not when it records its
+    /// transaction: one that has recorded but not committed holds no other
+    /// save back, and a reader that has read past the other's number still
+    /// meets it, numbered after.
+    ///
+    ///     session A                        store's save (B)                reader
+    ///     BEGIN; record → save 1
+    ///                                      records save 2, COMMIT
+    ///                                      → number 1 (A not waited for)
+    ///                                                                      after 0: [1 (save 2)]
+    ///     COMMIT → number 2
+    ///                                                                      after 1: [2 (save 1)]
+    @Test func aSaveIsNumberedAtItsCommitAndWaitsForNoOtherClient() throws {
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model)
+        defer { store.close() }
+        let a = try PostgresSession.connect(configuration)
+        defer { a.close() }
+        try a.execute("BEGIN", "saving")
+        let recorded = try a.query("""
+            SELECT \(unescaped: StoreSchema.recordTransactionFunction)('a', NULL, '{Tag}', '{insert}', '{1}', '{0}', '{100}', '{0}', '{}')
+            """, "saving")
+        #expect(try SchemaInstallation.decode(recorded.first, as: Int64.self, "saving") == 1)
+
+        let written = DispatchSemaphore(value: 0)
+        let outcome = Mutex<PostgresStore.SaveOutcome?>(nil)
+        DispatchQueue.global().async {
+            outcome.withLock { $0 = try? store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("b")))])) }
+            written.signal()
+        }
+        #expect(written.wait(timeout: .now() + 10) == .success, "the save waited for session A's commit")
+        #expect(outcome.withLock { $0 } == .written(2))
+        let first = try store.transactions(after: 0)
+        #expect(first.map(\.number) == [1] && first.map(\.saveIdentifier) == [2])
+
+        try a.execute("COMMIT", "saving")
+        let second = try store.transactions(after: 1)
+        #expect(second.map(\.number) == [2] && second.map(\.saveIdentifier) == [1] && second.first?.author == "a")
+        #expect(try store.latestTransactionNumber() == 2)
+        // The later commit's time is the later one.
+        #expect(try #require(first.first).committedAt < (try #require(second.first)).committedAt)
     }
 
     @Test func aFollowerMissesNothingAcrossALostConnection() throws {

@@ -107,7 +107,7 @@ extension PersistentStoreCoordinator {
             catchUpLock.withLock { () -> CaughtUp? in
                 // A store closed or replaced since the delivery began.
                 guard externalStore === external, let last = transactions.last else { return nil }
-                let changes = Self.netChanges(of: transactions.filter { !external.isOwn($0.number) })
+                let changes = Self.netChanges(of: transactions.filter { !external.isOwn($0) })
                 guard !changes.isEmpty else { return nil }
                 external.readVersion.add(1, ordering: .releasing)
                 takeIn(changes)

@@ -204,8 +204,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         changes.author = request.author
         changes.contextName = request.contextName
         switch try external.store.save(changes) {
-        case .written(let transaction):
-            if let transaction { external.savedOwn(transaction) }
+        case .written(let saveIdentifier):
+            if let saveIdentifier { external.savedOwn(saveIdentifier) }
             external.readVersion.add(1, ordering: .releasing)
             var result = StoreSaveResult()
             result.wroteObjects = !request.inserted.isEmpty || !request.updated.isEmpty || !request.deleted.isEmpty
@@ -259,10 +259,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                         self.receive(transactions, from: external)
                     },
                     // Under the save lock: a save whose commit the store has
-                    // heard of has recorded its number by the time it lets go.
-                    passOver: { [weak self, weak external] numbers in
+                    // heard of has recorded its identifier by the time it lets go.
+                    passOver: { [weak self, weak external] saveIdentifiers in
                         guard let self, let external else { return false }
-                        return self.saveLock.withLock { external.passOverOwn(numbers) }
+                        return self.saveLock.withLock { external.passOverOwn(saveIdentifiers) }
                     },
                     onError: onFollowError)
                 if let following { external.follow(with: following) }

@@ -9,12 +9,12 @@ enum StoreBackend {
 
 /// A ``PersistentStore`` as the coordinator holds it: with the primary keys
 /// it has reserved and not handed out yet, a read version, and the
-/// following of the store's transactions with the numbers of this
-/// coordinator's own.
+/// following of the store's transactions with the identifiers of this
+/// coordinator's own saves.
 ///
 /// `@unchecked Sendable`: `store` and `keys` are `Sendable` and guard
-/// themselves; `readVersion` is atomic; `following` and `ownTransactions`
-/// are guarded by `lock`, a leaf lock.
+/// themselves; `readVersion` is atomic; `following` and `ownSaves` are
+/// guarded by `lock`, a leaf lock.
 final class ExternalStore: @unchecked Sendable {
     let store: any PersistentStore
     let keys: ExternalKeys
@@ -26,9 +26,10 @@ final class ExternalStore: @unchecked Sendable {
     let readVersion = Atomic<UInt64>(0)
     private let lock = Lock()
     private var following: (any StoreTransactionFollowing)?
-    /// Transactions this coordinator saved and the following has not
-    /// delivered yet: passed over when delivered (the save merged them).
-    private var ownTransactions: Set<UInt64> = []
+    /// The save identifiers of saves this coordinator made whose
+    /// transactions the following has not delivered yet: passed over when
+    /// delivered (the save merged them).
+    private var ownSaves: Set<UInt64> = []
 
     init(_ store: any PersistentStore) {
         self.store = store
@@ -52,30 +53,31 @@ final class ExternalStore: @unchecked Sendable {
         following?.stop()
     }
 
-    /// Notes that this coordinator saved transaction `number` (if it
-    /// follows the store); called under the save lock, which a delivery
-    /// takes before it asks ``isOwn(_:)``.
-    func savedOwn(_ number: UInt64) {
+    /// Notes that this coordinator made the save the store identified by
+    /// `saveIdentifier` (if it follows the store); called under the save
+    /// lock, which a delivery takes before it asks ``isOwn(_:)``.
+    func savedOwn(_ saveIdentifier: UInt64) {
         lock.withLock {
             guard following != nil else { return }
-            ownTransactions.insert(number)
+            ownSaves.insert(saveIdentifier)
         }
     }
 
-    /// Whether the transactions numbered `range` are all this
+    /// Whether the saves identified by `saveIdentifiers` are all this
     /// coordinator's own — then they are forgotten, as if delivered.
-    func passOverOwn(_ range: ClosedRange<UInt64>) -> Bool {
+    func passOverOwn(_ saveIdentifiers: [UInt64]) -> Bool {
         lock.withLock {
             // A run is a handful of saves: more than the set holds cannot all be in it.
-            guard range.count <= ownTransactions.count, range.allSatisfy(ownTransactions.contains) else { return false }
-            for number in range { ownTransactions.remove(number) }
+            guard saveIdentifiers.count <= ownSaves.count, saveIdentifiers.allSatisfy(ownSaves.contains) else { return false }
+            for identifier in saveIdentifiers { ownSaves.remove(identifier) }
             return true
         }
     }
 
-    /// Whether transaction `number`, being delivered, is this coordinator's own.
-    func isOwn(_ number: UInt64) -> Bool {
-        lock.withLock { ownTransactions.remove(number) != nil }
+    /// Whether `transaction`, being delivered, is one of this coordinator's own saves.
+    func isOwn(_ transaction: StoreTransaction) -> Bool {
+        guard let identifier = transaction.saveIdentifier else { return false }
+        return lock.withLock { ownSaves.remove(identifier) != nil }
     }
 }
 

@@ -90,24 +90,26 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// Writes `changes` whole, or — where an update or a delete finds a
     /// version other than the one it read — none of them, returning those
     /// objects for the coordinator to read again and decide again. A
-    /// written save's transaction number is how the coordinator tells its
-    /// own saves from others' among those it is delivered.
+    /// written save's identifier (``StoreSaveOutcome/written(saveIdentifier:)``)
+    /// is how the coordinator tells its own saves from others' among those
+    /// it is delivered.
     func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome
 
     /// Starts delivering every transaction saved to the store after
     /// `after` (nil: after the newest one now) — by any coordinator, this
     /// one's included — each once, in the order they committed, to
     /// `deliver`, on a thread of the store's, one call at a time; until the
-    /// returned following is stopped. Transactions `passOver` claims (it is
-    /// asked of a run of numbers the store has heard of, before it reads
-    /// them: whether all are the coordinator's own, which it merged when it
-    /// saved them) may be skipped unread. `onError` hears what interrupted
-    /// the following (it resumes by itself, missing nothing). Returns nil
-    /// for a store no one else writes, which has nothing to follow (the
-    /// default).
+    /// returned following is stopped. Transactions `passOver` claims may
+    /// be skipped unread: it is asked, before the store reads them, with
+    /// the save identifiers of every transaction after the last one
+    /// delivered up to one the store has heard of, whether all are the
+    /// coordinator's own saves, which it merged when it made them.
+    /// `onError` hears what interrupted the following (it resumes by
+    /// itself, missing nothing). Returns nil for a store no one else
+    /// writes, which has nothing to follow (the default).
     func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
-        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
+        passOver: @escaping @Sendable ([UInt64]) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)?
 
     /// The store's persistent history, when it keeps one that Strata's
@@ -139,7 +141,7 @@ extension PersistentStore {
 
     public func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
-        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
+        passOver: @escaping @Sendable ([UInt64]) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)? { nil }
 
     public var history: (any StoreHistory)? { nil }
@@ -217,12 +219,18 @@ public struct StoreTransaction: Sendable, Hashable {
     /// Its place in the store's order of commits: one more than the one
     /// before, in every process.
     public var number: UInt64
+    /// The identifier the store gave its save when it was written
+    /// (``StoreSaveOutcome/written(saveIdentifier:)``), nil when it gives none.
+    public var saveIdentifier: UInt64?
     public var inserted: [ObjectID]
     public var updated: [ObjectID]
     public var deleted: [ObjectID]
 
-    public init(number: UInt64, inserted: [ObjectID] = [], updated: [ObjectID] = [], deleted: [ObjectID] = []) {
+    public init(
+        number: UInt64, saveIdentifier: UInt64? = nil, inserted: [ObjectID] = [], updated: [ObjectID] = [], deleted: [ObjectID] = []
+    ) {
         self.number = number
+        self.saveIdentifier = saveIdentifier
         self.inserted = inserted
         self.updated = updated
         self.deleted = deleted
@@ -292,9 +300,13 @@ public struct StoreChanges: Sendable {
 /// What a store did with a save.
 @_spi(StoreImplementation)
 public enum StoreSaveOutcome: Sendable, Equatable {
-    /// Written whole, as the store's transaction `transaction` (nil when
-    /// the store keeps no history).
-    case written(transaction: UInt64?)
+    /// Written whole, as the save the store identifies by `saveIdentifier`
+    /// (nil when it keeps no history): no other save to the store has it,
+    /// and the transaction delivered for this save carries it
+    /// (``StoreTransaction/saveIdentifier``). A store may number its
+    /// transactions only as they commit, so a save need not learn its
+    /// transaction's number.
+    case written(saveIdentifier: UInt64?)
     /// Nothing written: these objects' stored versions were not the ones read.
     case conflicts([ObjectID])
 }

@@ -13,21 +13,28 @@ enum FormatUpgrade {
     /// The first format: a row of `strata_history_changes` per object
     /// changed (`object_id`, and an update's names in `properties`).
     static let formatOne = "1"
+    /// The second: a row of changes for each entity and kind of change in
+    /// a transaction, found by the transaction's number, which a save took
+    /// in its last statement and held locked until its commit.
+    static let formatTwo = "2"
 
-    /// Format 1 to 2: the history's changes as a row for each entity and
-    /// kind of a transaction (``StoreSchema/historyChangesCreation``), the
-    /// recording function that writes them, and what a format-1 store may
-    /// lack (the cursors' table, made after the first format-1 stores).
-    /// The changes table of format 1 goes with its foreign key to the
+    static var action: String { "upgrading the store's history to format \(SchemaInstallation.format)" }
+    /// The changes' index before format 3, on their transactions' number.
+    private static let numberIndex = StoreSchema.historyChangesTable + "_number_idx"
+
+    /// Format 1 to this one: the history's changes as a row for each
+    /// entity and kind of a transaction (``StoreSchema/historyChangesCreation``),
+    /// and what a format-1 store may lack (the cursors' table, made after
+    /// the first format-1 stores); then as ``fromFormatTwo(on:)``. The
+    /// changes table of format 1 goes with its foreign key to the
     /// transactions, which some format-1 stores have.
     static func fromFormatOne(on session: PostgresSession) throws(StrataError) {
-        let action = "upgrading the store's history to format \(SchemaInstallation.format)"
         let q = SQLIdentifier.quoted
         let changes = q(StoreSchema.historyChangesTable)
         let earlier = q(StoreSchema.historyChangesTable + "_format1")
         try session.execute(StoreSchema.historyCursorsCreation, action)
         try session.execute("ALTER TABLE \(changes) RENAME TO \(earlier)", action)
-        try session.execute("DROP INDEX IF EXISTS \(q(StoreSchema.historyChangesTable + "_number_idx"))", action)
+        try session.execute("DROP INDEX IF EXISTS \(q(numberIndex))", action)
         try session.execute(StoreSchema.historyChangesCreation, action)
         // Each group's objects in key order, and an update's names in the
         // same order, each object's as it recorded them: the names of every
@@ -35,7 +42,7 @@ enum FormatUpgrade {
         try session.execute("""
             WITH names AS (SELECT o.number, o.entity, array_agg(u.p ORDER BY o.object_id, u.i) AS names \
             FROM \(earlier) AS o, unnest(o.properties) WITH ORDINALITY AS u(p, i) WHERE o.kind = 'update' GROUP BY o.number, o.entity) \
-            INSERT INTO \(changes) (number, entity, kind, object_ids, property_names, property_counts) \
+            INSERT INTO \(changes) (save_id, entity, kind, object_ids, property_names, property_counts) \
             SELECT g.number, g.entity, g.kind, array_agg(g.object_id ORDER BY g.object_id), \
             CASE WHEN g.kind = 'update' THEN coalesce(n.names, '{}') END, \
             CASE WHEN g.kind = 'update' THEN array_agg(coalesce(cardinality(g.properties), 0) ORDER BY g.object_id) END \
@@ -47,7 +54,42 @@ enum FormatUpgrade {
         try session.execute("""
             DROP FUNCTION IF EXISTS \(q(StoreSchema.recordTransactionFunction))(text, text, text[], bigint[], text[], text[], text)
             """, action)
-        try session.execute(StoreSchema.recordTransactionCreation, action)
+        try numberAtCommit(on: session)
+    }
+
+    /// Format 2 to this one: saves numbered at their commit. The changes
+    /// are found by their save's identifier, which for every transaction
+    /// recorded before is its number; the recording function of format 2
+    /// is dropped.
+    static func fromFormatTwo(on session: PostgresSession) throws(StrataError) {
+        let q = SQLIdentifier.quoted
+        try session.execute("ALTER TABLE \(q(StoreSchema.historyChangesTable)) RENAME COLUMN number TO save_id", action)
+        try session.execute("ALTER INDEX \(q(numberIndex)) RENAME TO \(q(StoreSchema.historyChangesIndex))", action)
+        try session.execute("""
+            DROP FUNCTION IF EXISTS \(q(StoreSchema.recordTransactionFunction))\
+            (text, text, text[], text[], integer[], integer[], bigint[], integer[], text[], text)
+            """, action)
+        try numberAtCommit(on: session)
+    }
+
+    /// What format 3 adds to the transactions' rows of either earlier one
+    /// (the changes already found by `save_id`, each transaction's save
+    /// identifier its number): the `save_id` column, the sequence of save
+    /// identifiers, going on past every number taken, the functions and the
+    /// trigger (``StoreSchema/recordingCreation``), and the format.
+    private static func numberAtCommit(on session: PostgresSession) throws(StrataError) {
+        let q = SQLIdentifier.quoted
+        let history = q(StoreSchema.historyTable)
+        try session.execute("ALTER TABLE \(history) ADD COLUMN save_id bigint", action)
+        try session.execute("UPDATE \(history) SET save_id = number", action)
+        try session.execute("ALTER TABLE \(history) ALTER COLUMN save_id SET NOT NULL", action)
+        try session.execute(StoreSchema.saveIdentifierSequenceCreation, action)
+        // Every number taken is below `history.next`, pruned or not.
+        try session.query("""
+            SELECT setval(\(q(StoreSchema.saveIdentifierSequence))::regclass, greatest(value::bigint - 1, 1), value::bigint > 1) \
+            FROM \(unescaped: q(StoreSchema.metaTable)) WHERE key = 'history.next'
+            """, action)
+        for statement in StoreSchema.recordingCreation { try session.execute(statement, action) }
         try session.query("UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = \(SchemaInstallation.format) WHERE key = 'format'", action)
     }
 }

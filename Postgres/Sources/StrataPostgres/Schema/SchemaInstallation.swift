@@ -24,7 +24,7 @@ enum SchemaInstallation {
     /// The layout of Strata's tables this code writes and reads. A store
     /// of an earlier format is brought to it when opened
     /// (``FormatUpgrade``); one of a later format is refused.
-    static let format = "2"
+    static let format = "3"
     /// The advisory lock's key (`pg_advisory_xact_lock`): "strata" in ASCII.
     static let lockKey: Int64 = 0x73_74_72_61_74_61
 
@@ -50,12 +50,13 @@ enum SchemaInstallation {
                 throw StrataError(code: .corruptRecord, message: "\(place): strata_meta has no store identifier")
             }
             switch meta["format"] {
-            case format?: try makeRecordingFunction(on: session)
+            case format?: try makeRecording(on: session)
+            case FormatUpgrade.formatTwo?: try FormatUpgrade.fromFormatTwo(on: session)
             case FormatUpgrade.formatOne?: try FormatUpgrade.fromFormatOne(on: session)
             case let other:
                 throw StrataError(code: .modelMismatch, message: """
                     \(place) holds a Strata store of format \(other ?? "unknown"), which this version does not read \
-                    (it reads formats \(FormatUpgrade.formatOne) and \(format)): open it with the later version of Strata that wrote it
+                    (it reads formats \(FormatUpgrade.formatOne) to \(format)): open it with the later version of Strata that wrote it
                     """)
             }
             if let recorded = meta[schemaKey] {
@@ -156,23 +157,32 @@ enum SchemaInstallation {
         return meta
     }
 
-    /// Makes the function a save calls to record its transaction where
-    /// the store has none, or one whose body or settings are not this
-    /// version's (made before it changed). Looked up first: a role that may
-    /// only read and write the tables still opens a store whose function is
-    /// this version's.
-    private static func makeRecordingFunction(on session: PostgresSession) throws(StrataError) {
-        let action = "making the function that records a save's transaction"
+    /// Makes the functions and the trigger that record a save's
+    /// transaction (``StoreSchema/recordingCreation``) where the store
+    /// lacks one of them, or has one that is not as this version makes it
+    /// (made before it changed, or the trigger disabled: saves would then
+    /// go unnumbered, unseen by other processes). Looked up first: a role
+    /// that may only read and write the tables still opens a store whose
+    /// recording is this version's.
+    private static func makeRecording(on session: PostgresSession) throws(StrataError) {
+        let action = "making the functions that record a save's transaction"
         // In the schema the tables are made in, not anywhere on the search path.
         let rows = try session.query("""
-            SELECT prosrc, proconfig FROM pg_proc \
-            WHERE oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature))
+            SELECT r.prosrc, r.proconfig, n.prosrc, n.proconfig, \
+            EXISTS (SELECT FROM pg_trigger AS t WHERE t.tgname = \(StoreSchema.numberingTrigger) AND t.tgfoid = n.oid \
+            AND t.tgrelid = to_regclass(quote_ident(current_schema()) || '.' || \(StoreSchema.historyTable)) \
+            AND t.tgdeferrable AND t.tginitdeferred AND t.tgenabled = 'O') \
+            FROM (SELECT) AS one \
+            LEFT JOIN pg_proc AS r ON r.oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature)) \
+            LEFT JOIN pg_proc AS n ON n.oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.numberTransactionSignature))
             """, action)
-        if let row = rows.first {
-            let (body, settings) = try decode(row, as: (String, [String]?).self, action)
-            guard body != StoreSchema.recordTransactionBody || settings != StoreSchema.recordTransactionSettings else { return }
-        }
-        try session.execute(StoreSchema.recordTransactionCreation, action)
+        guard let row = rows.first else { throw StrataError(code: .storage, message: "\(action): PostgreSQL returned no row") }
+        let (recording, recordingSettings, numbering, numberingSettings, triggered) = try decode(
+            row, as: (String?, [String]?, String?, [String]?, Bool).self, action)
+        let settings = StoreSchema.recordTransactionSettings
+        guard recording != StoreSchema.recordTransactionBody || recordingSettings != settings
+            || numbering != StoreSchema.numberTransactionBody || numberingSettings != settings || !triggered else { return }
+        for statement in StoreSchema.recordingCreation { try session.execute(statement, action) }
     }
 
     /// How the tables in the database differ from `schema`'s, in words: a

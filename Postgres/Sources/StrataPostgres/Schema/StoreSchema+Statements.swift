@@ -9,14 +9,15 @@ extension StoreSchema {
             "CREATE TABLE \(q(Self.metaTable)) (\(q("key")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("value")) text NOT NULL)",
             "CREATE TABLE \(q(Self.keysTable)) (\(q("entity")) text COLLATE \"C\" NOT NULL PRIMARY KEY, \(q("next")) bigint NOT NULL)",
             """
-            CREATE TABLE \(q(Self.historyTable)) (number bigint NOT NULL PRIMARY KEY, committed_at timestamp with time zone NOT NULL, \
-            author text, context_name text)
+            CREATE TABLE \(q(Self.historyTable)) (number bigint NOT NULL PRIMARY KEY, save_id bigint NOT NULL, \
+            committed_at timestamp with time zone NOT NULL, author text, context_name text)
             """,
+            Self.saveIdentifierSequenceCreation,
             Self.historyChangesCreation,
             Self.historyChangesIndexCreation,
             Self.historyCursorsCreation,
-            Self.recordTransactionCreation,
         ]
+        statements += Self.recordingCreation
         statements += tables.map(Self.creation(of:))
         statements += tables.flatMap(Self.foreignKeys(of:))
         statements += tables.flatMap { table in table.indexes.flatMap { Self.creation(of: $0, in: table) } }
@@ -31,75 +32,120 @@ extension StoreSchema {
         """
 
     /// The history's changes: a row for each entity and kind of change in a
-    /// transaction, with the objects' primary keys, and for updates the
-    /// names of the properties each changed — every object's names one
-    /// after another in `property_names`, and how many are each object's in
-    /// `property_counts` (null for inserts and deletes). One row for a
-    /// save's hundred inserts, not a hundred: the server writes a row and
-    /// an index entry per row.
+    /// save, found by the save's identifier (`save_id`, its transaction's
+    /// in `strata_history`), with the objects' primary keys, and for
+    /// updates the names of the properties each changed — every object's
+    /// names one after another in `property_names`, and how many are each
+    /// object's in `property_counts` (null for inserts and deletes). One
+    /// row for a save's hundred inserts, not a hundred: the server writes a
+    /// row and an index entry per row.
     static let historyChangesCreation = """
-        CREATE TABLE \(SQLIdentifier.quoted(historyChangesTable)) (number bigint NOT NULL, \
+        CREATE TABLE \(SQLIdentifier.quoted(historyChangesTable)) (save_id bigint NOT NULL, \
         entity text COLLATE "C" NOT NULL, kind text NOT NULL CHECK (kind IN ('insert', 'update', 'delete')), \
         object_ids bigint[] NOT NULL, property_names text[], property_counts integer[])
         """
+    static let historyChangesIndex = historyChangesTable + "_save_id_idx"
     static let historyChangesIndexCreation = """
-        CREATE INDEX \(SQLIdentifier.quoted(historyChangesTable + "_number_idx")) ON \(SQLIdentifier.quoted(historyChangesTable)) (number)
+        CREATE INDEX \(SQLIdentifier.quoted(historyChangesIndex)) ON \(SQLIdentifier.quoted(historyChangesTable)) (save_id)
         """
+    static let saveIdentifierSequenceCreation = "CREATE SEQUENCE \(SQLIdentifier.quoted(saveIdentifierSequence))"
 
-    /// The function a save's last statement calls to record its
-    /// transaction (``PostgresHistory``): it takes the transaction's number
-    /// (whose row stays locked until the commit), writes the transaction's
-    /// row and a row of changes for each group of `p_entities` and
-    /// `p_kinds`, and notifies listeners on `p_channel`; it returns the
-    /// number. A group's objects are the next `p_objects[i]` of
-    /// `p_object_ids` (with as many of `p_property_counts`), its changed
-    /// names the next `p_names[i]` of `p_property_names`.
+    /// How a save is recorded, in two steps, so that no save waits for
+    /// another's client (``PostgresHistory``):
     ///
-    /// A function, so that the server plans these statements once per
+    /// 1. The save's last statement calls ``recordTransactionFunction``,
+    ///    which takes the save's identifier from ``saveIdentifierSequence``,
+    ///    writes the transaction's row — numbered for now by its
+    ///    identifier, negated — and a row of changes for each group of
+    ///    `p_entities` and `p_kinds`, and returns the identifier. A
+    ///    group's objects are the next `p_objects[i]` of `p_object_ids`
+    ///    (with as many of `p_property_counts`), its changed names the
+    ///    next `p_names[i]` of `p_property_names`.
+    /// 2. At the save's `COMMIT`, the deferred trigger
+    ///    ``numberingTrigger`` on that row takes the next number from
+    ///    `history.next` in `strata_meta`, gives it to the row with the
+    ///    time of the commit, and notifies listeners on its argument's
+    ///    channel with the number and the identifier. The `history.next`
+    ///    row stays locked from there to the end of the commit, with no
+    ///    round trip to a client in between: commits are numbered in the
+    ///    order they become visible.
+    ///
+    /// Functions, so that the server plans these statements once per
     /// connection, not at every save (whatever the connection's
     /// `plan_cache_mode`: Strata's own is `force_custom_plan`). Made with
-    /// the tables or, in a store made before it, when the store is opened.
+    /// the tables or, in a store made before they changed, when the store
+    /// is opened.
     static let recordTransactionFunction = "strata_record_transaction"
     /// Its signature, as `to_regprocedure` finds it.
     static let recordTransactionSignature =
-        "\(recordTransactionFunction)(text, text, text[], text[], integer[], integer[], bigint[], integer[], text[], text)"
+        "\(recordTransactionFunction)(text, text, text[], text[], integer[], integer[], bigint[], integer[], text[])"
     /// Its body, as `pg_proc.prosrc` keeps it, and its settings, as
     /// `pg_proc.proconfig` does: an open compares the function in the
     /// database with them (``SchemaInstallation``).
     static let recordTransactionBody = """
 
         DECLARE
-            v_number bigint;
+            v_save bigint := nextval('\(SQLIdentifier.quoted(saveIdentifierSequence))');
             v_object integer := 1;
             v_name integer := 1;
         BEGIN
-            UPDATE \(SQLIdentifier.quoted(metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next'
-                RETURNING value::bigint - 1 INTO v_number;
-            INSERT INTO \(SQLIdentifier.quoted(historyTable)) (number, committed_at, author, context_name)
-                VALUES (v_number, now(), p_author, p_context_name);
+            INSERT INTO \(SQLIdentifier.quoted(historyTable)) (number, save_id, committed_at, author, context_name)
+                VALUES (-v_save, v_save, now(), p_author, p_context_name);
             FOR i IN 1 .. coalesce(cardinality(p_entities), 0) LOOP
-                INSERT INTO \(SQLIdentifier.quoted(historyChangesTable)) (number, entity, kind, object_ids, property_names, property_counts)
-                    VALUES (v_number, p_entities[i], p_kinds[i], p_object_ids[v_object : v_object + p_objects[i] - 1],
+                INSERT INTO \(SQLIdentifier.quoted(historyChangesTable)) (save_id, entity, kind, object_ids, property_names, property_counts)
+                    VALUES (v_save, p_entities[i], p_kinds[i], p_object_ids[v_object : v_object + p_objects[i] - 1],
                         CASE WHEN p_kinds[i] = 'update' THEN p_property_names[v_name : v_name + p_names[i] - 1] END,
                         CASE WHEN p_kinds[i] = 'update' THEN p_property_counts[v_object : v_object + p_objects[i] - 1] END);
                 v_object := v_object + p_objects[i];
                 v_name := v_name + p_names[i];
             END LOOP;
-            PERFORM pg_notify(p_channel, v_number::text);
-            RETURN v_number;
+            RETURN v_save;
         END
 
         """
     static let recordTransactionSettings = ["plan_cache_mode=auto"]
-    /// Its `CREATE OR REPLACE`: a function left behind by tables dropped
-    /// without it is made again with them (opens that make it wait for
-    /// each other on the open's advisory lock).
-    static let recordTransactionCreation = """
+
+    /// The trigger function that numbers a save's transaction at its commit.
+    static let numberTransactionFunction = "strata_number_transaction"
+    static let numberTransactionSignature = "\(numberTransactionFunction)()"
+    static let numberTransactionBody = """
+
+        DECLARE
+            v_number bigint;
+        BEGIN
+            UPDATE \(SQLIdentifier.quoted(metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next'
+                RETURNING value::bigint - 1 INTO v_number;
+            UPDATE \(SQLIdentifier.quoted(historyTable)) SET number = v_number, committed_at = clock_timestamp()
+                WHERE number = NEW.number;
+            PERFORM pg_notify(TG_ARGV[0], v_number::text || ' ' || NEW.save_id::text);
+            RETURN NULL;
+        END
+
+        """
+    /// The deferred constraint trigger that calls it, once per transaction row inserted.
+    static let numberingTrigger = "strata_number_at_commit"
+
+    /// The statements that make the recording function, the numbering
+    /// function and its trigger — or make them again as this version has
+    /// them (`CREATE OR REPLACE`; the trigger dropped first if there).
+    static let recordingCreation = [
+        """
         CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(recordTransactionFunction))(p_author text, p_context_name text, \
         p_entities text[], p_kinds text[], p_objects integer[], p_names integer[], \
-        p_object_ids bigint[], p_property_counts integer[], p_property_names text[], p_channel text) RETURNS bigint \
+        p_object_ids bigint[], p_property_counts integer[], p_property_names text[]) RETURNS bigint \
         LANGUAGE plpgsql SET plan_cache_mode = auto AS $strata$\(recordTransactionBody)$strata$
+        """,
         """
+        CREATE OR REPLACE FUNCTION \(SQLIdentifier.quoted(numberTransactionFunction))() RETURNS trigger \
+        LANGUAGE plpgsql SET plan_cache_mode = auto AS $strata$\(numberTransactionBody)$strata$
+        """,
+        "DROP TRIGGER IF EXISTS \(SQLIdentifier.quoted(numberingTrigger)) ON \(SQLIdentifier.quoted(historyTable))",
+        """
+        CREATE CONSTRAINT TRIGGER \(SQLIdentifier.quoted(numberingTrigger)) AFTER INSERT ON \(SQLIdentifier.quoted(historyTable)) \
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+        EXECUTE FUNCTION \(SQLIdentifier.quoted(numberTransactionFunction))('\(changesChannel)')
+        """,
+    ]
 
     /// `CREATE TABLE` for `table`: its columns and its primary key, without
     /// foreign keys or indexes.

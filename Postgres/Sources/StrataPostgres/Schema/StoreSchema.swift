@@ -81,16 +81,20 @@ struct StoreSchema: Equatable {
     static let metaTable = "strata_meta"
     /// Strata's own table of the next primary key of each entity.
     static let keysTable = "strata_keys"
-    /// Strata's own tables of the saves' history: one row per save, one per
-    /// entity and kind of change in it (``historyChangesCreation``).
+    /// Strata's own tables of the saves' history: one row per save
+    /// (``historyCreation``), one per entity and kind of change in it
+    /// (``historyChangesCreation``).
     static let historyTable = "strata_history"
     static let historyChangesTable = "strata_history_changes"
+    /// Strata's own sequence of save identifiers (``historyCreation``).
+    static let saveIdentifierSequence = "strata_history_save_id"
     /// Strata's own table of the history's named cursors (``PostgresStoreHistory``).
     static let historyCursorsTable = "strata_history_cursors"
-    /// The channel a save's `NOTIFY` goes out on, carrying its history number.
+    /// The channel a save's `NOTIFY` goes out on, carrying its history
+    /// number and its save identifier.
     static let changesChannel = "strata_changes"
-    /// Strata's own tables, which no entity may be named as.
-    static let ownTables = [metaTable, keysTable, historyTable, historyChangesTable, historyCursorsTable]
+    /// Strata's own tables and sequence, which no entity may be named as.
+    static let ownTables = [metaTable, keysTable, historyTable, historyChangesTable, saveIdentifierSequence, historyCursorsTable]
     /// The column holding an object's primary key.
     static let idColumn = "strata_id"
     /// The column holding an object's version.

@@ -17,13 +17,14 @@ import Foundation
 /// finds a hole where pruned transactions were: it says so to `onError`
 /// (``Strata/StrataError/Code/historyExpired``) and goes on from there.
 ///
-/// A wake-up carries the number of the save that sent it. When every
-/// number heard since the last delivery is one `passOver` claims (the
+/// A wake-up carries the number and the identifier of the save that sent
+/// it. When the saves heard since the last delivery are every one after
+/// it, and `passOver` claims them all by their identifiers (the
 /// coordinator's own saves, which it merged as it made them), the history
 /// is not read: a process that saves alone costs the server no read per
 /// save.
 ///
-/// `@unchecked Sendable`: `stopped`, `woken`, `heard`, `listener` and
+/// `@unchecked Sendable`: `stopped`, `woken`, `wokenBlind`, `heard`, `listener` and
 /// `followingThread` are guarded by `condition`; the rest is immutable
 /// once `init` returns.
 final class PostgresChangeFollower: @unchecked Sendable {
@@ -33,8 +34,9 @@ final class PostgresChangeFollower: @unchecked Sendable {
     private let condition = NSCondition()
     private var stopped = false
     private var woken = true
-    /// The newest number a wake-up carried (0: none yet).
-    private var heard: UInt64 = 0
+    /// The commits wake-ups told of since the following last looked: the
+    /// identifier of each save, by its number.
+    private var heard: [UInt64: UInt64] = [:]
     /// Whether `woken` came from the poll's timer or a listener's loss
     /// rather than a notification: the history must be read then.
     private var wokenBlind = true
@@ -49,7 +51,7 @@ final class PostgresChangeFollower: @unchecked Sendable {
     init(
         _ store: PostgresStore, _ configuration: PostgresConfiguration, after: UInt64,
         deliver: @escaping @Sendable ([StoredTransaction]) -> Void,
-        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool = { _ in false },
+        passOver: @escaping @Sendable ([UInt64]) -> Bool = { _ in false },
         onError: @escaping @Sendable (StrataError) -> Void
     ) {
         let thread = Thread { [self] in
@@ -90,7 +92,7 @@ final class PostgresChangeFollower: @unchecked Sendable {
 
     private func follow(
         _ store: PostgresStore, _ configuration: PostgresConfiguration, after: UInt64,
-        deliver: ([StoredTransaction]) -> Void, passOver: (ClosedRange<UInt64>) -> Bool, onError: (StrataError) -> Void
+        deliver: ([StoredTransaction]) -> Void, passOver: ([UInt64]) -> Bool, onError: (StrataError) -> Void
     ) {
         var last = after
         var backoff: TimeInterval = 0.1
@@ -102,7 +104,8 @@ final class PostgresChangeFollower: @unchecked Sendable {
                 condition.unlock()
                 do throws(StrataError) {
                     let listening = try PostgresChangeListener(
-                        configuration, onChange: { [weak self] number in self?.wake(heard: number) }, onClose: { [weak self] in self?.wake() })
+                        configuration, onChange: { [weak self] commit in self?.wake(heard: commit) },
+                        onClose: { [weak self] in self?.wake(heard: nil) })
                     condition.lock()
                     listener = listening
                     // Whatever committed while no one listened.
@@ -126,13 +129,14 @@ final class PostgresChangeFollower: @unchecked Sendable {
             let blind = wokenBlind || !woken
             woken = false
             wokenBlind = false
-            let newest = heard
+            let commits = heard
+            heard = [:]
             let done = stopped
             condition.unlock()
             if done { break }
             // Only this coordinator's own saves since the last read: nothing to read.
-            if !blind, newest > last, passOver(last + 1...newest) {
-                last = newest
+            if !blind, let own = Self.saves(after: last, in: commits), passOver(own) {
+                last += UInt64(own.count)
                 continue
             }
             do throws(StrataError) {
@@ -168,11 +172,25 @@ final class PostgresChangeFollower: @unchecked Sendable {
         return stopped
     }
 
-    /// A listener heard the commit of transaction `number`, or (nil) lost its connection.
-    private func wake(heard number: UInt64? = nil) {
+    /// The identifiers of the saves numbered after `last` up to the newest
+    /// of `commits`, when `commits` has every one of them; nil when it
+    /// lacks one (a notification not heard, or not yet) or has none.
+    static func saves(after last: UInt64, in commits: [UInt64: UInt64]) -> [UInt64]? {
+        guard let newest = commits.keys.max(), newest > last, newest - last <= UInt64(commits.count) else { return nil }
+        var saves: [UInt64] = []
+        for number in last + 1...newest {
+            guard let save = commits[number] else { return nil }
+            saves.append(save)
+        }
+        return saves
+    }
+
+    /// A listener heard a save's commit, or (nil) lost its connection or
+    /// heard a notification that says nothing: the history must be read.
+    private func wake(heard commit: PostgresChangeListener.HeardCommit?) {
         condition.lock()
         woken = true
-        if let number { heard = max(heard, number) } else { wokenBlind = true }
+        if let commit { heard[commit.number] = commit.saveIdentifier } else { wokenBlind = true }
         condition.broadcast()
         condition.unlock()
     }

@@ -3,7 +3,9 @@ import PostgresNIO
 
 /// Hears of every save any process makes to a store's database: a
 /// connection of its own that `LISTEN`s on ``StoreSchema/changesChannel``
-/// and calls `onChange` with each save's history number as it commits.
+/// and calls `onChange` with each save's history number and identifier
+/// as it commits (nil for a notification not of that shape: a wake-up
+/// that says nothing).
 ///
 /// A notification is a wake-up, not the change: the caller reads the
 /// history after the last number it has seen (``PostgresHistory``), which
@@ -22,13 +24,13 @@ final class PostgresChangeListener: Sendable {
     /// ended, however) run on an event-loop thread: they must not call a
     /// ``PostgresSession`` there, only hand the news on.
     init(
-        _ configuration: PostgresConfiguration, onChange: @escaping @Sendable (UInt64) -> Void,
+        _ configuration: PostgresConfiguration, onChange: @escaping @Sendable (HeardCommit?) -> Void,
         onClose: (@Sendable () -> Void)? = nil
     ) throws(StrataError) {
         session = try PostgresSession.connect(configuration)
         if let onClose { session.whenClosed(onClose) }
         context = session.listen(on: StoreSchema.changesChannel) { payload in
-            if let number = UInt64(payload) { onChange(number) }
+            onChange(HeardCommit(payload))
         }
         do {
             // Sent after LISTEN on the same connection: back, it listens.
@@ -38,6 +40,23 @@ final class PostgresChangeListener: Sendable {
             context.stop()
             session.close()
             throw error
+        }
+    }
+
+    /// A save's commit as its notification tells it: "number identifier".
+    struct HeardCommit: Equatable {
+        var number: UInt64
+        var saveIdentifier: UInt64
+
+        init(number: UInt64, saveIdentifier: UInt64) {
+            self.number = number
+            self.saveIdentifier = saveIdentifier
+        }
+
+        init?(_ payload: String) {
+            let parts = payload.split(separator: " ")
+            guard parts.count == 2, let number = UInt64(parts[0]), let saveIdentifier = UInt64(parts[1]) else { return nil }
+            self.init(number: number, saveIdentifier: saveIdentifier)
         }
     }
 

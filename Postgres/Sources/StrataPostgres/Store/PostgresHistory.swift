@@ -3,8 +3,9 @@ import Foundation
 import PostgresNIO
 
 /// One save as the history keeps it: its number (the history token's, in
-/// commit order), when it committed, who saved, and each object it
-/// inserted, updated (with the names of the properties it changed) or deleted.
+/// commit order), the identifier its save took, when it committed, who
+/// saved, and each object it inserted, updated (with the names of the
+/// properties it changed) or deleted.
 struct StoredTransaction: Equatable {
     struct Change: Equatable {
         enum Kind: String { case insert, update, delete }
@@ -16,6 +17,7 @@ struct StoredTransaction: Equatable {
     }
 
     var number: UInt64
+    var saveIdentifier: UInt64
     var committedAt: Date
     var author: String?
     var contextName: String?
@@ -26,25 +28,32 @@ struct StoredTransaction: Equatable {
 /// the others saved.
 ///
 /// A save writes its transaction in its own database transaction, so the
-/// two commit together or not at all. Its number comes from the
-/// `history.next` row of `strata_meta`, taken by the save's last
-/// statement before `COMMIT` (the function `strata_record_transaction`,
-/// which writes the transaction's rows): that row stays locked until the
-/// commit, so saves commit in number order, and a reader that has seen
-/// number N never meets a later commit numbered below it ("after N"
-/// misses nothing). The same
-/// transaction sends `NOTIFY strata_changes` with the number, which
-/// PostgreSQL delivers to every listening connection when it commits
+/// two commit together or not at all: its last statement before `COMMIT`
+/// writes the transaction's rows under an identifier of the save's own,
+/// and the commit itself numbers it, from the `history.next` row of
+/// `strata_meta` (``StoreSchema/recordingCreation``). That row stays
+/// locked from the numbering to the commit's end — no round trip to the
+/// client in between, so other saves wait for it only as long as the
+/// server takes — and saves commit in number order: a reader that has
+/// seen number N never meets a later commit numbered below it ("after
+/// N" misses nothing). The numbering sends `NOTIFY strata_changes` with
+/// the number and the save's identifier, which PostgreSQL delivers to
+/// every listening connection when the save commits
 /// (``PostgresChangeListener``); a notification is only a wake-up — the
 /// history rows are the truth, read from the last number seen.
+///
+/// A save does not learn its number (`COMMIT` answers nothing): the
+/// process knows its own saves by their identifiers, which the rows and
+/// the notifications carry.
 enum PostgresHistory {
     static let recordAction = "recording the save in the history"
 
     /// Records the transaction of a save of `changes` (their versions
     /// checked already) as the last statement of the save's database
     /// transaction — which also makes the save's inserts left in `folded` —
-    /// and commits it: the two sent together, one wait for both. Listeners
-    /// are notified at the commit. Returns the transaction's number.
+    /// and commits it: the two sent together, one wait for both. The
+    /// commit numbers the transaction and notifies listeners. Returns the
+    /// save's identifier.
     static func recordAndCommit(
         _ changes: StoreChanges, after folded: RowWriter.FoldedInserts, on session: PostgresSession
     ) throws(StrataError) -> UInt64 {
@@ -55,8 +64,8 @@ enum PostgresHistory {
     }
 
     /// The statement that records a save of `changes`: the call of
-    /// ``StoreSchema/recordTransactionCreation``'s function, which returns
-    /// the transaction's number, and the inserts of `folded` — parts of its
+    /// ``StoreSchema/recordTransactionFunction``, which returns the save's
+    /// identifier, and the inserts of `folded` — parts of its
     /// `WITH`, which PostgreSQL runs to completion after the call, since
     /// nothing reads them.
     private static func statement(recording changes: StoreChanges, after folded: RowWriter.FoldedInserts) -> PostgresQuery {
@@ -78,7 +87,7 @@ enum PostgresHistory {
             author, contextName, bind(groups.entities, as: "text[]"), bind(groups.kinds, as: "text[]"),
             bind(groups.objectCounts, as: "integer[]"), bind(groups.nameCounts, as: "integer[]"),
             bind(groups.objectIDs, as: "bigint[]"), bind(groups.propertyCounts, as: "integer[]"),
-            bind(groups.propertyNames, as: "text[]"), bind(StoreSchema.changesChannel, as: "text"),
+            bind(groups.propertyNames, as: "text[]"),
         ]
         let inserts = folded.parts.enumerated().map { "i\($0.offset) AS (\($0.element))" }
         return PostgresQuery(unsafeSQL: """
@@ -90,7 +99,7 @@ enum PostgresHistory {
     /// A save's changes as the recording function takes them: a group for
     /// each entity and kind, in the order first met, its objects' keys one
     /// group after another, and an update's changed names one object after
-    /// another (``StoreSchema/recordTransactionCreation``).
+    /// another (``StoreSchema/recordTransactionFunction``).
     struct ChangeGroups {
         private struct Group {
             var entity: String
@@ -134,8 +143,9 @@ enum PostgresHistory {
     }
 
     /// The number of the newest transaction committed (0: none yet): one
-    /// below the next number, which a save under way holds locked until it
-    /// commits — so following from here misses no save.
+    /// below the next number, which a save being numbered at its commit
+    /// holds locked until the commit ends — so following from here misses
+    /// no save.
     static func latestNumber(on session: PostgresSession) throws(StrataError) -> UInt64 {
         let q = SQLIdentifier.quoted
         let action = "reading the history"
@@ -153,19 +163,22 @@ enum PostgresHistory {
         let action = "reading the history"
         let rows = try session.query("""
             WITH h AS (
-                SELECT number, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
+                SELECT number, save_id, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
                 WHERE number > \(Int64(bitPattern: number)) ORDER BY number LIMIT \(Int64(limit))
             )
-            SELECT h.number, h.committed_at, h.author, h.context_name, c.entity, c.kind, c.object_ids, c.property_names, c.property_counts \
-            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.number = h.number \
+            SELECT h.number, h.save_id, h.committed_at, h.author, h.context_name, \
+            c.entity, c.kind, c.object_ids, c.property_names, c.property_counts \
+            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.save_id = h.save_id \
             ORDER BY h.number, c.kind, c.entity
             """, action)
         var transactions: [StoredTransaction] = []
         for row in rows {
-            let (n, at, author, context, entity, kind, keys, names, counts) = try SchemaInstallation.decode(
-                row, as: (Int64, Date, String?, String?, String?, String?, [Int64]?, [String]?, [Int32]?).self, action)
+            let (n, save, at, author, context, entity, kind, keys, names, counts) = try SchemaInstallation.decode(
+                row, as: (Int64, Int64, Date, String?, String?, String?, String?, [Int64]?, [String]?, [Int32]?).self, action)
             if transactions.last?.number != UInt64(n) {
-                transactions.append(StoredTransaction(number: UInt64(n), committedAt: at, author: author, contextName: context, changes: []))
+                transactions.append(StoredTransaction(
+                    number: UInt64(n), saveIdentifier: UInt64(bitPattern: save), committedAt: at, author: author, contextName: context,
+                    changes: []))
             }
             // A transaction without changes comes as one row without any.
             guard let entity, let kind, let keys else { continue }

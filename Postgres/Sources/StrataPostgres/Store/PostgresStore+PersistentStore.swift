@@ -1,8 +1,7 @@
 @_spi(StoreImplementation) import Strata
 
 /// The PostgreSQL store behind Strata's store seam: keys, snapshots, the
-/// narrowed scan and holders are its own methods; a save is ``write(_:)``
-/// without the history number.
+/// narrowed scan and holders are its own methods; a save is ``write(_:)``.
 extension PostgresStore: PersistentStore {
     /// Each uniqueness constraint of the model is the table's own `UNIQUE`
     /// constraint, checked at the commit (``StoreSchema``): a duplicate
@@ -11,7 +10,7 @@ extension PostgresStore: PersistentStore {
 
     func save(_ changes: StoreChanges) throws(StrataError) -> StoreSaveOutcome {
         switch try write(changes) {
-        case .written(let number): .written(transaction: number)
+        case .written(let saveIdentifier): .written(saveIdentifier: saveIdentifier)
         case .conflicts(let ids): .conflicts(ids)
         }
     }
@@ -30,7 +29,7 @@ extension PostgresStore: PersistentStore {
     /// ``PostgresChangeFollower`` of its own connection.
     func followTransactions(
         after: UInt64?, deliver: @escaping @Sendable ([StoreTransaction]) -> Void,
-        passOver: @escaping @Sendable (ClosedRange<UInt64>) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
+        passOver: @escaping @Sendable ([UInt64]) -> Bool, onError: @escaping @Sendable (StrataError) -> Void
     ) throws(StrataError) -> (any StoreTransactionFollowing)? {
         guard recordsHistory else { return nil }
         let start: UInt64
@@ -54,7 +53,7 @@ extension StoredTransaction {
     /// The transaction with its objects' IDs, those of entities `model`
     /// lacks left out (another model version's, written by another process).
     func storeTransaction(in model: ManagedObjectModel) -> StoreTransaction {
-        var transaction = StoreTransaction(number: number)
+        var transaction = StoreTransaction(number: number, saveIdentifier: saveIdentifier)
         for change in changes {
             guard let entity = model.entity(named: change.entity) else { continue }
             let id = ObjectID(entity: entity, storedPrimaryKey: change.key)

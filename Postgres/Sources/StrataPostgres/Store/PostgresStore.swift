@@ -238,7 +238,7 @@ final class PostgresStore: Sendable {
     /// objects' rows no longer held the versions the save read (another
     /// process changed or deleted them first).
     enum SaveOutcome: Equatable {
-        /// Written; its history number when the store records history.
+        /// Written; the save's identifier when the store records history.
         case written(UInt64?)
         case conflicts([ObjectID])
     }
@@ -267,19 +267,19 @@ final class PostgresStore: Sendable {
             }
             // The history, then the commit, in one wait; a failure of either
             // (or of a row's statement sent before) ends the transaction.
-            var number: UInt64?
+            var saveIdentifier: UInt64?
             if recordsHistory {
-                number = try PostgresHistory.recordAndCommit(changes, after: folded ?? RowWriter.FoldedInserts(), on: session)
+                saveIdentifier = try PostgresHistory.recordAndCommit(changes, after: folded ?? RowWriter.FoldedInserts(), on: session)
             } else {
                 try session.execute("COMMIT", "saving")
             }
-            // Every so many transactions (by number, so one process among
-            // all does it), the history is pruned to its limits; a failure
-            // is tried again at the next turn, the save stands.
-            if let number, number % PostgresStoreHistory.pruneEvery == 0 {
+            // Every so many saves (by identifier, so one process among all
+            // does it), the history is pruned to its limits; a failure is
+            // tried again at the next turn, the save stands.
+            if let saveIdentifier, saveIdentifier % PostgresStoreHistory.pruneEvery == 0 {
                 _ = try? PostgresStoreHistory(store: self).pruneToLimits(on: session)
             }
-            return .written(number)
+            return .written(saveIdentifier)
         }
     }
 

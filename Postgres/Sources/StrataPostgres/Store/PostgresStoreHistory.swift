@@ -9,12 +9,13 @@ import PostgresNIO
 /// and the last number pruned in `strata_meta` (`history.pruned`).
 ///
 /// Pruning goes by the store's limits (``Strata/PersistentHistory``: a
-/// week and 100,000 transactions by default), run by the save whose number
-/// is a multiple of ``pruneEvery`` — one process among all, in turn — and
-/// by ``Strata/PersistentStoreCoordinator/pruneHistory(through:)``. Unlike
-/// the log store's, it does not go by the cursors: here the history is
-/// also how every process learns of the others' saves, and a process that
-/// follows them reads it a moment after each commit, which no cursor says.
+/// week and 100,000 transactions by default), run by the save whose
+/// identifier is a multiple of ``pruneEvery`` — one process among all, in
+/// turn — and by ``Strata/PersistentStoreCoordinator/pruneHistory(through:)``.
+/// Unlike the log store's, it does not go by the cursors: here the history
+/// is also how every process learns of the others' saves, and a process
+/// that follows them reads it a moment after each commit, which no cursor
+/// says.
 struct PostgresStoreHistory: StoreHistory {
     let store: PostgresStore
 
@@ -94,8 +95,8 @@ struct PostgresStoreHistory: StoreHistory {
         // (no foreign key does it: see `SchemaInstallation`).
         let rows = try session.query("""
             WITH d AS (DELETE FROM \(unescaped: history) WHERE number <= \(Int64(clamping: number)) \
-            AND number < (SELECT max(number) FROM \(unescaped: history)) RETURNING number), \
-            c AS (DELETE FROM \(unescaped: Self.q(StoreSchema.historyChangesTable)) WHERE number IN (SELECT number FROM d)) \
+            AND number < (SELECT max(number) FROM \(unescaped: history)) RETURNING number, save_id), \
+            c AS (DELETE FROM \(unescaped: Self.q(StoreSchema.historyChangesTable)) WHERE save_id IN (SELECT save_id FROM d)) \
             SELECT count(*), coalesce(max(number), 0) FROM d
             """, action)
         guard let row = rows.first else { throw StrataError(code: .storage, message: "\(action): PostgreSQL returned no row") }
