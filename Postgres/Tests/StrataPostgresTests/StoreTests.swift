@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 @_spi(StoreImplementation) import Strata
 @testable import StrataPostgres
 import Synchronization
@@ -234,6 +235,33 @@ struct StoreTests {
         #expect(try store.latestTransactionNumber() == 2)
         // The later commit's time is the later one.
         #expect(try #require(first.first).committedAt < (try #require(second.first)).committedAt)
+    }
+
+    /// A read of the history costs what it reads, not the history's size,
+    /// even before the server has statistics of the table (a new store,
+    /// until autovacuum's first `ANALYZE`): the read goes through the
+    /// numbers' index.
+    @Test func theHistoryIsReadThroughItsIndexWithoutStatistics() throws {
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model)
+        defer { store.close() }
+        let session = try PostgresSession.connect(configuration)
+        defer { session.close() }
+        // 5,000 transactions without changes, recorded as saves record
+        // them and numbered at the commit.
+        try session.execute("""
+            INSERT INTO strata_history (number, save_id, committed_at) \
+            SELECT -s, s, now() FROM (SELECT nextval('strata_history_save_id') AS s FROM generate_series(1, 5000)) AS saves
+            """, "recording")
+        let analyzed = try session.query("""
+            SELECT coalesce(last_analyze, last_autoanalyze) IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'strata_history'
+            """, "looking")
+        let statement = PostgresHistory.statement(after: 4_990, limit: 1_000)
+        let plan = try session.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), "explaining")
+            .map { try $0.decode(String.self) }.joined(separator: "\n")
+        #expect(plan.contains("strata_history_pkey") && !plan.contains("Seq Scan on strata_history "), "\(plan)")
+        #expect(try SchemaInstallation.decode(analyzed.first, as: Bool.self, "looking") == false, "autovacuum analyzed the table first")
+        #expect(try store.transactions(after: 4_990).map(\.number) == Array(4_991...5_000))
     }
 
     @Test func aFollowerMissesNothingAcrossALostConnection() throws {

@@ -30,6 +30,8 @@ import Foundation
 final class PostgresChangeFollower: @unchecked Sendable {
     /// The longest wait between reads of the history without a wake-up.
     static let pollInterval: TimeInterval = 5
+    /// The most transactions one read of the history takes.
+    static let readLimit = 1_000
 
     private let condition = NSCondition()
     private var stopped = false
@@ -141,7 +143,7 @@ final class PostgresChangeFollower: @unchecked Sendable {
             }
             do throws(StrataError) {
                 while !isStopped {
-                    let transactions = try store.transactions(after: last)
+                    let transactions = try store.transactions(after: last, limit: Self.readLimit)
                     guard let newest = transactions.last else { break }
                     // Numbers have no holes but those pruning makes: the
                     // transactions in between are gone, unread.
@@ -154,6 +156,8 @@ final class PostgresChangeFollower: @unchecked Sendable {
                     }
                     deliver(transactions)
                     last = newest.number
+                    // Fewer than asked for: none newer has committed.
+                    if transactions.count < Self.readLimit { break }
                 }
             } catch {
                 onError(error)

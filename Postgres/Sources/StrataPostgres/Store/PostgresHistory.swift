@@ -159,18 +159,8 @@ enum PostgresHistory {
     /// `limit`, with their changes: one statement, so one state of the
     /// database without a transaction around it, and one round trip.
     static func transactions(after number: UInt64, limit: Int, on session: PostgresSession) throws(StrataError) -> [StoredTransaction] {
-        let q = SQLIdentifier.quoted
         let action = "reading the history"
-        let rows = try session.query("""
-            WITH h AS (
-                SELECT number, save_id, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
-                WHERE number > \(Int64(bitPattern: number)) ORDER BY number LIMIT \(Int64(limit))
-            )
-            SELECT h.number, h.save_id, h.committed_at, h.author, h.context_name, \
-            c.entity, c.kind, c.object_ids, c.property_names, c.property_counts \
-            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.save_id = h.save_id \
-            ORDER BY h.number, c.kind, c.entity
-            """, action)
+        let rows = try session.query(statement(after: number, limit: limit), action)
         var transactions: [StoredTransaction] = []
         for row in rows {
             let (n, save, at, author, context, entity, kind, keys, names, counts) = try SchemaInstallation.decode(
@@ -202,5 +192,27 @@ enum PostgresHistory {
             transactions[transactions.count - 1].changes += group.sorted { $0.key < $1.key }
         }
         return transactions
+    }
+
+    /// The statement of ``transactions(after:limit:on:)``.
+    ///
+    /// Its numbers are asked for as a range closed at both ends (up to
+    /// `Int64.max`): a planner without statistics of the table — a new
+    /// store's, until autovacuum's first `ANALYZE` — guesses that such a
+    /// range holds a two-hundredth of the rows and reads them through the
+    /// numbers' index, where it guesses a third for `number > $1` alone
+    /// and reads the whole history at every read.
+    static func statement(after number: UInt64, limit: Int) -> PostgresQuery {
+        let q = SQLIdentifier.quoted
+        return """
+            WITH h AS (
+                SELECT number, save_id, committed_at, author, context_name FROM \(unescaped: q(StoreSchema.historyTable)) \
+                WHERE number > \(Int64(bitPattern: number)) AND number <= \(Int64.max) ORDER BY number LIMIT \(Int64(limit))
+            )
+            SELECT h.number, h.save_id, h.committed_at, h.author, h.context_name, \
+            c.entity, c.kind, c.object_ids, c.property_names, c.property_counts \
+            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.save_id = h.save_id \
+            ORDER BY h.number, c.kind, c.entity
+            """
     }
 }
