@@ -100,8 +100,8 @@ extension PersistentStoreCoordinator {
     /// on, the row cache lets go of the objects, the contexts that merge
     /// automatically merge them, ``storeDidChangeRemotely`` is posted. This
     /// coordinator's own are passed over (their saves merged them). Under
-    /// the save lock, so a save's number is known as its own before its
-    /// delivery is looked at.
+    /// the save lock, so a save's identifier is known as its own before
+    /// its delivery is looked at.
     func receive(_ transactions: [StoreTransaction], from external: ExternalStore) {
         let caughtUp = saveLock.withLock {
             catchUpLock.withLock { () -> CaughtUp? in

@@ -135,7 +135,7 @@ enum SchemaInstallation {
         let entries = [
             ("format", format), ("model.versionHash", model.versionHash), ("store.identifier", identifier.uuidString),
             (schemaKey, Data(model.encodedSchema).base64EncodedString()),
-            // The next save's history number (``PostgresHistory``), and the
+            // The next commit's history number (``PostgresHistory``), and the
             // last one pruned (``PostgresStoreHistory``).
             ("history.next", "1"), ("history.pruned", "0"),
         ]

@@ -66,9 +66,10 @@ extension StoreSchema {
     ///    `history.next` in `strata_meta`, gives it to the row with the
     ///    time of the commit, and notifies listeners on its argument's
     ///    channel with the number and the identifier. The `history.next`
-    ///    row stays locked from there to the end of the commit, with no
-    ///    round trip to a client in between: commits are numbered in the
-    ///    order they become visible.
+    ///    row stays locked from there to the end of the commit (through
+    ///    the deferred checks of the save's inserted rows, queued after
+    ///    it), with no round trip to this save's client in between:
+    ///    commits are numbered in the order they become visible.
     ///
     /// Functions, so that the server plans these statements once per
     /// connection, not at every save (whatever the connection's

@@ -32,9 +32,10 @@ struct StoredTransaction: Equatable {
 /// writes the transaction's rows under an identifier of the save's own,
 /// and the commit itself numbers it, from the `history.next` row of
 /// `strata_meta` (``StoreSchema/recordingCreation``). That row stays
-/// locked from the numbering to the commit's end — no round trip to the
-/// client in between, so other saves wait for it only as long as the
-/// server takes — and saves commit in number order: a reader that has
+/// locked from the numbering to the commit's end — through the deferred
+/// checks of the save's inserted rows, which run after it (a foreign key
+/// may wait there for another transaction), but no round trip to this
+/// save's client — and saves commit in number order: a reader that has
 /// seen number N never meets a later commit numbered below it ("after
 /// N" misses nothing). The numbering sends `NOTIFY strata_changes` with
 /// the number and the save's identifier, which PostgreSQL delivers to
