@@ -435,23 +435,83 @@ struct PostgresHistoryTests {
             defer { try? coordinator.close() }
             #expect(try hasFunction())
         }
-        // One made before its settings changed is made again, and so is
-        // a numbering trigger someone disabled (saves would go unnumbered).
-        try session.execute("ALTER FUNCTION \(StoreSchema.recordTransactionSignature) RESET plan_cache_mode", "making the old schema")
-        try session.execute("ALTER TABLE strata_history DISABLE TRIGGER \(StoreSchema.numberingTrigger)", "making the old schema")
+        // Each of these is made again at the next open, alone: a function
+        // made before its settings changed; a numbering trigger someone
+        // disabled (saves would go unnumbered); one of an earlier version,
+        // which numbered a save before the checks of its rows.
+        func recording() throws -> (settings: [String]?, enabled: String, type: Int16) {
+            let found = try session.query("""
+                SELECT proconfig, t.tgenabled::text, t.tgtype FROM pg_proc, pg_trigger AS t \
+                WHERE pg_proc.oid = to_regprocedure(\(StoreSchema.recordTransactionSignature)) AND t.tgname = \(StoreSchema.numberingTrigger)
+                """, "looking")
+            return try SchemaInstallation.decode(try #require(found.first), as: ([String]?, String, Int16).self, "looking")
+        }
+        let madeByThisVersion = (StoreSchema.recordTransactionSettings, "O", Int16(StoreSchema.numberingTriggerType))
+        #expect(try recording() == madeByThisVersion)
+        let changes = [
+            ["ALTER FUNCTION \(StoreSchema.recordTransactionSignature) RESET plan_cache_mode"],
+            ["ALTER TABLE strata_history DISABLE TRIGGER \(StoreSchema.numberingTrigger)"],
+            [
+                "DROP TRIGGER \(StoreSchema.numberingTrigger) ON strata_history",
+                """
+                CREATE CONSTRAINT TRIGGER \(StoreSchema.numberingTrigger) AFTER INSERT ON strata_history \
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION \(StoreSchema.numberTransactionFunction)('strata_changes')
+                """,
+            ],
+        ]
+        for change in changes {
+            for statement in change { try session.execute(statement, "making the old schema") }
+            #expect(try recording() != madeByThisVersion, "\(change)")
+            let coordinator = try open(configuration)
+            try? coordinator.close()
+            #expect(try recording() == madeByThisVersion, "\(change)")
+        }
         let coordinator = try open(configuration)
         defer { try? coordinator.close() }
-        let found = try session.query("""
-            SELECT proconfig, (SELECT tgenabled::text FROM pg_trigger WHERE tgname = \(StoreSchema.numberingTrigger)) \
-            FROM pg_proc WHERE oid = to_regprocedure(\(StoreSchema.recordTransactionSignature))
-            """, "looking")
-        let (settings, enabled) = try SchemaInstallation.decode(try #require(found.first), as: ([String]?, String).self, "looking")
-        #expect(settings == StoreSchema.recordTransactionSettings && enabled == "O")
         let writer = context(coordinator, author: "app")
         let id = try ObjectGraphTests().saveLabel("label", in: writer)
         let transactions = try coordinator.fetchHistory()
         #expect(transactions.map(\.author) == ["app"])
         #expect(transactions.flatMap(\.changes).map(\.objectID) == [id])
+    }
+
+    /// A role that does not own the tables opens the store, saves and
+    /// reads every process's history with the grants the docs give it
+    /// (ChoosingAStore.md), and no more.
+    @Test func aRoleGivenTheDocumentedGrantsSavesAndReadsTheHistory() throws {
+        let owner = try TestServer.freshDatabase()
+        let ownerCoordinator = try open(owner)
+        defer { try? ownerCoordinator.close() }
+        let admin = try PostgresSession.connect(owner)
+        defer { admin.close() }
+        let role = "strata_app_\(getpid())_\(UInt32.random(in: 0 ... .max))"
+        try admin.execute("CREATE ROLE \(SQLIdentifier.quoted(role)) LOGIN", "making the app's role")
+        defer {
+            try? admin.execute("DROP OWNED BY \(SQLIdentifier.quoted(role))", "dropping the app's role")
+            try? admin.execute("DROP ROLE \(SQLIdentifier.quoted(role))", "dropping the app's role")
+        }
+        var app = owner
+        app.username = role
+        // Without the grants, the open says what is missing.
+        let refused = #expect(throws: StrataError.self) { _ = try open(app) }
+        #expect(refused?.message.contains("grant it the privilege") == true, "\(String(describing: refused))")
+        for grant in [
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(SQLIdentifier.quoted(role))",
+            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO \(SQLIdentifier.quoted(role))",
+        ] { try admin.execute(grant, "granting") }
+        let appCoordinator = try open(app)
+        defer { try? appCoordinator.close() }
+        let saved = try ObjectGraphTests().saveLabel("by the app", in: context(appCoordinator, author: "app"))
+        _ = try ObjectGraphTests().saveLabel("by the owner", in: context(ownerCoordinator, author: "owner"))
+        var authors: [String?] = []
+        for _ in 0..<500 {
+            authors = try appCoordinator.fetchHistory().map(\.author)
+            if authors.count == 2 { break }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        #expect(authors == ["app", "owner"])
+        let first = try ownerCoordinator.fetchHistory().first?.changes.map(\.objectID)
+        #expect(first?.map(\.storedPrimaryKey) == [saved.storedPrimaryKey] && first?.map(\.entity.name) == ["Label"])
     }
 
     /// The history is kept within the store's limits as saves go on (the

@@ -173,12 +173,32 @@ struct StoreTests {
         #expect(try reader.transactions(after: 2).isEmpty)
     }
 
+    /// Four threads save at once while another process reads the history
+    /// after the last number it has seen, again and again: every save is
+    /// numbered once, and every read is the run of numbers right after
+    /// the last — a commit is never numbered below one a reader has seen.
     @Test func everySaveIsNumberedOnceUnderManyWriters() throws {
         let configuration = try TestServer.freshDatabase()
         let store = try PostgresStore(configuration, model: model, sessions: 4)
-        defer { store.close() }
+        let reader = try PostgresStore(configuration, model: model)
+        defer { store.close(); reader.close() }
         let keys = try store.reservePrimaryKeys(for: model.entity(named: "Tag")!, count: 100)
         let saves = Mutex<[UInt64: UInt64]>([:])  // key -> save identifier
+        let reads = Mutex<Int>(0)
+        let holes = Mutex<[String]>([])
+        let readerDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            var last: UInt64 = 0
+            for _ in 0..<20_000 where last < 100 {
+                guard let numbers = try? reader.transactions(after: last).map(\.number) else { continue }
+                if numbers != Array((last + 1) ..< (last + 1 + UInt64(numbers.count))) {
+                    holes.withLock { $0.append("after \(last): \(numbers)") }
+                }
+                last = numbers.last ?? last
+                reads.withLock { $0 += 1 }
+            }
+            readerDone.signal()
+        }
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for key in keys where Int(key) % 4 == thread {
                 if case .written(let save?)? = try? store.write(StoreChanges(inserted: [(tag(key), tagValues(.string("t\(key)")))])) {
@@ -186,6 +206,9 @@ struct StoreTests {
                 }
             }
         }
+        #expect(readerDone.wait(timeout: .now() + 30) == .success)
+        #expect(holes.withLock { $0 }.isEmpty)
+        #expect(reads.withLock { $0 } > 1)
         let recorded = saves.withLock { $0 }
         #expect(recorded.count == 100)
         #expect(Set(recorded.values) == Set(1...100))
@@ -210,13 +233,9 @@ struct StoreTests {
         let configuration = try TestServer.freshDatabase()
         let store = try PostgresStore(configuration, model: model)
         defer { store.close() }
-        let a = try PostgresSession.connect(configuration)
+        let (a, recorded) = try sessionThatRecorded(StoreChanges(), store, configuration)
         defer { a.close() }
-        try a.execute("BEGIN", "saving")
-        let recorded = try a.query("""
-            SELECT \(unescaped: StoreSchema.recordTransactionFunction)('a', NULL, '{Tag}', '{insert}', '{1}', '{0}', '{100}', '{0}', '{}')
-            """, "saving")
-        #expect(try SchemaInstallation.decode(recorded.first, as: Int64.self, "saving") == 1)
+        #expect(recorded == 1)
 
         let written = DispatchSemaphore(value: 0)
         let outcome = Mutex<PostgresStore.SaveOutcome?>(nil)
@@ -237,30 +256,181 @@ struct StoreTests {
         #expect(try #require(first.first).committedAt < (try #require(second.first)).committedAt)
     }
 
+    /// A save whose inserted row's foreign key waits at the commit for
+    /// another transaction holds no other save back: the checks of its
+    /// inserted rows run before it is numbered, so it waits without the
+    /// numbering's lock.
+    ///
+    ///     session X                 save A (Person → Folder 1)       save B (a Tag)
+    ///     BEGIN; lock Folder 1
+    ///                               COMMIT: foreign key check
+    ///                               waits for X
+    ///                                                                COMMIT → number 2
+    ///                                                                (A not waited for)
+    ///     COMMIT
+    ///                               → number 3
+    @Test func aSaveWhoseForeignKeyWaitsHoldsNoOtherSaveBack() throws {
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model, sessions: 2)
+        defer { store.close() }
+        let folder = ObjectID(entity: model.entity(named: "Folder")!, storedPrimaryKey: 1)
+        let person = ObjectID(entity: model.entity(named: "Person")!, storedPrimaryKey: 1)
+        #expect(try store.write(StoreChanges(inserted: [(folder, [.string("inbox"), .objects([]), .null])])) == .written(1))
+
+        let x = try PostgresSession.connect(configuration)
+        defer { x.close() }
+        let folders = try #require(store.schema.layouts["Folder"]).table
+        try x.execute("BEGIN", "locking")
+        try x.execute("SELECT 1 FROM \(SQLIdentifier.quoted(folders)) WHERE \(StoreSchema.idColumn) = 1 FOR UPDATE", "locking")
+
+        let (aWritten, bWritten) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let outcomes = Mutex<[String: PostgresStore.SaveOutcome]>([:])
+        DispatchQueue.global().async {
+            let outcome = try? store.write(StoreChanges(inserted: [(person, [.string("ada"), .null, .object(folder)])]))
+            outcomes.withLock { $0["A"] = outcome }
+            aWritten.signal()
+        }
+        // A's commit waits for X's lock on the folder's row.
+        #expect(try waitForALockWait(configuration), "save A never waited for session X")
+
+        DispatchQueue.global().async {
+            let outcome = try? store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("b")))]))
+            outcomes.withLock { $0["B"] = outcome }
+            bWritten.signal()
+        }
+        #expect(bWritten.wait(timeout: .now() + 10) == .success, "save B waited for save A's foreign key check")
+        #expect(aWritten.wait(timeout: .now()) == .timedOut)
+        try x.execute("COMMIT", "locking")
+        #expect(aWritten.wait(timeout: .now() + 10) == .success)
+        #expect(outcomes.withLock { $0 } == ["B": .written(3), "A": .written(2)])
+        let history = try store.transactions(after: 1)
+        #expect(history.map(\.number) == [2, 3] && history.map(\.saveIdentifier) == [3, 2])
+    }
+
+    /// Two saves of one unique value from two processes, the later one's
+    /// check waiting at its commit for the earlier's: the earlier commits
+    /// and the later is refused as a constraint conflict — neither waits
+    /// for the other's numbering (which would be a deadlock, one of them
+    /// failed by the server after a second, for nothing).
+    ///
+    ///     session A (a Tag "swift")        save B (another Tag "swift")
+    ///     BEGIN; insert; record
+    ///                                      COMMIT: unique check waits for A
+    ///     COMMIT → number 1
+    ///                                      refused: constraintConflict
+    @Test func twoSavesOfOneUniqueValueMeetAsAConflictNotADeadlock() throws {
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model)
+        defer { store.close() }
+        let (a, _) = try sessionThatRecorded(
+            StoreChanges(inserted: [(tag(100), tagValues(.string("swift")))]), store, configuration)
+        defer { a.close() }
+
+        let bFailed = DispatchSemaphore(value: 0)
+        let bError = Mutex<StrataError?>(nil)
+        DispatchQueue.global().async {
+            do throws(StrataError) {
+                _ = try store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))]))
+            } catch {
+                bError.withLock { $0 = error }
+            }
+            bFailed.signal()
+        }
+        #expect(try waitForALockWait(configuration), "save B never waited for session A")
+        try a.execute("COMMIT", "saving")
+        #expect(bFailed.wait(timeout: .now() + 10) == .success)
+        #expect(bError.withLock { $0?.code } == .constraintConflict, "\(String(describing: bError.withLock { $0 }))")
+        let history = try store.transactions(after: 0)
+        #expect(history.map(\.number) == [1] && history.first?.author == "a")
+    }
+
+    /// A save on a connection whose `session_replication_role` is
+    /// `replica` (where PostgreSQL fires no trigger) is refused with what
+    /// to do, and nothing is written: it would go unnumbered, seen by no
+    /// other process.
+    @Test func aSaveWhereTriggersDoNotFireIsRefused() throws {
+        let configuration = try TestServer.freshDatabase()
+        let admin = try PostgresSession.connect(configuration)
+        defer { admin.close() }
+        let name = try SchemaInstallation.decode(admin.query("SELECT current_database()", "looking").first, as: String.self, "looking")
+        try admin.execute("ALTER DATABASE \(SQLIdentifier.quoted(name)) SET session_replication_role = replica", "setting")
+        let store = try PostgresStore(configuration, model: model)
+        defer { store.close() }
+        let refused = #expect(throws: StrataError.self) {
+            _ = try store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))]))
+        }
+        #expect(refused?.message.contains("session_replication_role is replica") == true, "\(String(describing: refused))")
+        #expect(refused?.message.contains("set it to origin") == true)
+        try admin.execute("ALTER DATABASE \(SQLIdentifier.quoted(name)) RESET session_replication_role", "setting")
+        let written = try SchemaInstallation.decode(admin.query("""
+            SELECT (SELECT count(*) FROM strata_history) + (SELECT count(*) FROM \(unescaped: SQLIdentifier.quoted(store.schema.layouts["Tag"]!.table)))
+            """, "counting").first, as: Int64.self, "counting")
+        #expect(written == 0)
+    }
+
+    /// A session of its own that has begun a transaction, written
+    /// `changes` and recorded an insert of Tag 100 by author "a" — a save
+    /// but for its `COMMIT`; and the save's identifier.
+    func sessionThatRecorded(
+        _ changes: StoreChanges, _ store: PostgresStore, _ configuration: PostgresConfiguration
+    ) throws -> (PostgresSession, UInt64) {
+        let session = try PostgresSession.connect(configuration)
+        try session.execute("BEGIN", "saving")
+        var sent: RowWriter.FoldedInserts? = nil
+        #expect(try RowWriter.write(changes, schema: store.schema, on: session, folding: &sent).isEmpty)
+        let recorded = try session.query("""
+            SELECT \(unescaped: StoreSchema.recordTransactionFunction)('a', NULL, '{Tag}', '{insert}', '{1}', '{0}', '{100}', '{0}', '{}')
+            """, "saving")
+        return (session, UInt64(try SchemaInstallation.decode(recorded.first, as: Int64.self, "saving")))
+    }
+
+    /// Whether a session of the test's database waits for a lock within a
+    /// few seconds (a save's check waiting for another transaction).
+    func waitForALockWait(_ configuration: PostgresConfiguration) throws -> Bool {
+        let admin = try PostgresSession.connect(configuration)
+        defer { admin.close() }
+        for _ in 0..<1_000 {
+            let rows = try admin.query("""
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                """, "looking")
+            if try SchemaInstallation.decode(rows.first, as: Int64.self, "looking") > 0 { return true }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return false
+    }
+
     /// A read of the history costs what it reads, not the history's size,
-    /// even before the server has statistics of the table (a new store,
+    /// even before the server has statistics of its tables (a new store,
     /// until autovacuum's first `ANALYZE`): the read goes through the
-    /// numbers' index.
-    @Test func theHistoryIsReadThroughItsIndexWithoutStatistics() throws {
+    /// numbers' index and the changes' index.
+    @Test func theHistoryIsReadThroughItsIndexesWithoutStatistics() throws {
         let configuration = try TestServer.freshDatabase()
         let store = try PostgresStore(configuration, model: model)
         defer { store.close() }
         let session = try PostgresSession.connect(configuration)
         defer { session.close() }
-        // 5,000 transactions without changes, recorded as saves record
-        // them and numbered at the commit; no ANALYZE of autovacuum's meanwhile.
-        try session.execute("ALTER TABLE strata_history SET (autovacuum_enabled = off)", "recording")
+        // 5,000 transactions of a change each, as saves record them before
+        // their commit numbers them; no ANALYZE of autovacuum's meanwhile.
+        for table in ["strata_history", "strata_history_changes"] {
+            try session.execute("ALTER TABLE \(table) SET (autovacuum_enabled = off)", "recording")
+        }
         try session.execute("""
             INSERT INTO strata_history (number, save_id, committed_at) \
             SELECT -s, s, now() FROM (SELECT nextval('strata_history_save_id') AS s FROM generate_series(1, 5000)) AS saves
             """, "recording")
+        try session.execute("""
+            INSERT INTO strata_history_changes (save_id, entity, kind, object_ids) \
+            SELECT save_id, 'Tag', 'insert', ARRAY[save_id] FROM strata_history
+            """, "recording")
         let analyzed = try session.query("""
-            SELECT coalesce(last_analyze, last_autoanalyze) IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'strata_history'
+            SELECT bool_or(coalesce(last_analyze, last_autoanalyze) IS NOT NULL) FROM pg_stat_user_tables \
+            WHERE relname IN ('strata_history', 'strata_history_changes')
             """, "looking")
         let statement = PostgresHistory.statement(after: 4_990, limit: 1_000)
         let plan = try session.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), "explaining")
             .map { try $0.decode(String.self) }.joined(separator: "\n")
         #expect(plan.contains("strata_history_pkey") && !plan.contains("Seq Scan on strata_history "), "\(plan)")
+        #expect(plan.contains(StoreSchema.historyChangesIndex) && !plan.contains("Seq Scan on strata_history_changes"), "\(plan)")
         #expect(try SchemaInstallation.decode(analyzed.first, as: Bool.self, "looking") == false, "autovacuum analyzed the table first")
         #expect(try store.transactions(after: 4_990).map(\.number) == Array(4_991...5_000))
     }

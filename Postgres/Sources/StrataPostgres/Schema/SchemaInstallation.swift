@@ -171,7 +171,8 @@ enum SchemaInstallation {
             SELECT r.prosrc, r.proconfig, n.prosrc, n.proconfig, \
             EXISTS (SELECT FROM pg_trigger AS t WHERE t.tgname = \(StoreSchema.numberingTrigger) AND t.tgfoid = n.oid \
             AND t.tgrelid = to_regclass(quote_ident(current_schema()) || '.' || \(StoreSchema.historyTable)) \
-            AND t.tgdeferrable AND t.tginitdeferred AND t.tgenabled = 'O') \
+            AND t.tgdeferrable AND t.tginitdeferred AND t.tgenabled = 'O' \
+            AND t.tgtype = \(Int16(StoreSchema.numberingTriggerType)) AND t.tgqual IS NOT NULL) \
             FROM (SELECT) AS one \
             LEFT JOIN pg_proc AS r ON r.oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature)) \
             LEFT JOIN pg_proc AS n ON n.oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.numberTransactionSignature))

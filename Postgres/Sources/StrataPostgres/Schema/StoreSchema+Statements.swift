@@ -66,10 +66,22 @@ extension StoreSchema {
     ///    `history.next` in `strata_meta`, gives it to the row with the
     ///    time of the commit, and notifies listeners on its argument's
     ///    channel with the number and the identifier. The `history.next`
-    ///    row stays locked from there to the end of the commit (through
-    ///    the deferred checks of the save's inserted rows, queued after
-    ///    it), with no round trip to this save's client in between:
-    ///    commits are numbered in the order they become visible.
+    ///    row stays locked from there to the end of the commit, with no
+    ///    round trip to a client in between: commits are numbered in the
+    ///    order they become visible.
+    ///
+    ///    The trigger fires twice, so that the numbering comes after the
+    ///    deferred checks of the save's rows (foreign keys, unique
+    ///    values), which may wait for another transaction — and would
+    ///    hold every other save back if they waited with the lock. A
+    ///    commit fires the deferred events queued, in the order queued,
+    ///    then those they queued, and so on; the recording's insert is
+    ///    queued before the checks of the inserts its statement makes
+    ///    (which run after the function, in the statement's `WITH`). So
+    ///    the insert's firing only touches the row (`number = number`),
+    ///    which queues the update's firing behind every check, and that
+    ///    one numbers. The trigger's `WHEN` (a provisional, negative
+    ///    number) keeps the numbering's own update from firing it again.
     ///
     /// Functions, so that the server plans these statements once per
     /// connection, not at every save (whatever the connection's
@@ -90,6 +102,10 @@ extension StoreSchema {
             v_object integer := 1;
             v_name integer := 1;
         BEGIN
+            IF current_setting('session_replication_role') = 'replica' THEN
+                RAISE EXCEPTION 'a save cannot be recorded while session_replication_role is replica (its commit would not number it, and no other process would see it): set it to origin for the role Strata connects as'
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
             INSERT INTO \(SQLIdentifier.quoted(historyTable)) (number, save_id, committed_at, author, context_name)
                 VALUES (-v_save, v_save, now(), p_author, p_context_name);
             FOR i IN 1 .. coalesce(cardinality(p_entities), 0) LOOP
@@ -114,6 +130,10 @@ extension StoreSchema {
         DECLARE
             v_number bigint;
         BEGIN
+            IF TG_OP = 'INSERT' THEN
+                UPDATE \(SQLIdentifier.quoted(historyTable)) SET number = number WHERE number = NEW.number;
+                RETURN NULL;
+            END IF;
             UPDATE \(SQLIdentifier.quoted(metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next'
                 RETURNING value::bigint - 1 INTO v_number;
             UPDATE \(SQLIdentifier.quoted(historyTable)) SET number = v_number, committed_at = clock_timestamp()
@@ -123,8 +143,12 @@ extension StoreSchema {
         END
 
         """
-    /// The deferred constraint trigger that calls it, once per transaction row inserted.
+    /// The deferred constraint trigger that calls it, twice per
+    /// transaction row inserted: at the insert and at the update the
+    /// insert's call makes.
     static let numberingTrigger = "strata_number_at_commit"
+    /// Its `pg_trigger.tgtype`: `AFTER INSERT OR UPDATE`, `FOR EACH ROW`.
+    static let numberingTriggerType = 1 | 4 | 16
 
     /// The statements that make the recording function, the numbering
     /// function and its trigger — or make them again as this version has
@@ -142,8 +166,8 @@ extension StoreSchema {
         """,
         "DROP TRIGGER IF EXISTS \(SQLIdentifier.quoted(numberingTrigger)) ON \(SQLIdentifier.quoted(historyTable))",
         """
-        CREATE CONSTRAINT TRIGGER \(SQLIdentifier.quoted(numberingTrigger)) AFTER INSERT ON \(SQLIdentifier.quoted(historyTable)) \
-        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+        CREATE CONSTRAINT TRIGGER \(SQLIdentifier.quoted(numberingTrigger)) AFTER INSERT OR UPDATE ON \(SQLIdentifier.quoted(historyTable)) \
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.number < 0) \
         EXECUTE FUNCTION \(SQLIdentifier.quoted(numberTransactionFunction))('\(changesChannel)')
         """,
     ]

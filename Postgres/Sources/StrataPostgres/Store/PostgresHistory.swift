@@ -32,12 +32,12 @@ struct StoredTransaction: Equatable {
 /// writes the transaction's rows under an identifier of the save's own,
 /// and the commit itself numbers it, from the `history.next` row of
 /// `strata_meta` (``StoreSchema/recordingCreation``). That row stays
-/// locked from the numbering to the commit's end — through the deferred
-/// checks of the save's inserted rows, which run after it (a foreign key
-/// may wait there for another transaction), but no round trip to this
-/// save's client — and saves commit in number order: a reader that has
-/// seen number N never meets a later commit numbered below it ("after
-/// N" misses nothing). The numbering sends `NOTIFY strata_changes` with
+/// locked from the numbering to the commit's end — after the deferred
+/// checks of the save's rows, which may wait for another transaction, and
+/// with no round trip to a client in between, so other saves wait for it
+/// only as long as the server takes — and saves commit in number order:
+/// a reader that has seen number N never meets a later commit numbered
+/// below it ("after N" misses nothing). The numbering sends `NOTIFY strata_changes` with
 /// the number and the save's identifier, which PostgreSQL delivers to
 /// every listening connection when the save commits
 /// (``PostgresChangeListener``); a notification is only a wake-up — the
@@ -203,6 +203,12 @@ enum PostgresHistory {
     /// range holds a two-hundredth of the rows and reads them through the
     /// numbers' index, where it guesses a third for `number > $1` alone
     /// and reads the whole history at every read.
+    ///
+    /// Their changes are asked for by the transactions' identifiers as an
+    /// array too (`= ANY`), not by the join alone: for a join the planner
+    /// reads every change (a hash of the whole table) unless it knows the
+    /// transactions are few — always without statistics, and with them
+    /// for a page of many.
     static func statement(after number: UInt64, limit: Int) -> PostgresQuery {
         let q = SQLIdentifier.quoted
         return """
@@ -212,7 +218,8 @@ enum PostgresHistory {
             )
             SELECT h.number, h.save_id, h.committed_at, h.author, h.context_name, \
             c.entity, c.kind, c.object_ids, c.property_names, c.property_counts \
-            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c ON c.save_id = h.save_id \
+            FROM h LEFT JOIN \(unescaped: q(StoreSchema.historyChangesTable)) AS c \
+            ON c.save_id = h.save_id AND c.save_id = ANY(ARRAY(SELECT save_id FROM h)) \
             ORDER BY h.number, c.kind, c.entity
             """
     }
