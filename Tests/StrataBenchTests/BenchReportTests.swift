@@ -347,15 +347,28 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         #expect(run.stdout.contains("re-running the fetch"), "\(run.stdout)")
     }
 
+    /// `graph --only memory`: the in-memory store's saves and SQLite's
+    /// `:memory:` ones, each with its figures.
+    @Test func graphMeasuresTheInMemoryStoreBesideSQLite() throws {
+        let run = try runBench(["graph", "--only", "memory", "--objects", "3000", "--repeats", "1"])
+        expectFigures(in: run, rows: 6) { $0.contains("tenth") || $0.contains("last ÷ first") }
+    }
+
     @Test func batchMeasuresEachRequestBesideSQLite() throws {
         let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "1"])
-        #expect(run.status == 0, "\(run.stdout)")
-        let rows = run.stdout.split(separator: "\n").filter { $0.hasPrefix("Strata: ") || $0.hasPrefix("SQLite: ") }
-        #expect(rows.count == 17, "\(run.stdout)")
-        for row in rows {
-            #expect(!row.split(separator: " ", omittingEmptySubsequences: true).contains("-"), "every row has its figures: \(row)")
-        }
+        expectFigures(in: run, rows: 17) { $0.hasPrefix("Strata: ") || $0.hasPrefix("SQLite: ") }
         #expect(run.stdout.contains("batch insert: ") && run.stdout.contains("batch insert, filled: "), "\(run.stdout)")
         #expect(run.stdout.contains("the unchanged re-insert wrote "), "\(run.stdout)")
+    }
+
+    /// The run succeeded, and printed `rows` rows that `isFigure` picks,
+    /// each with its figures (a row of a part that did not run shows "-").
+    private func expectFigures(in run: (status: Int32, stdout: String), rows: Int, _ isFigure: (Substring) -> Bool) {
+        #expect(run.status == 0, "\(run.stdout)")
+        let picked = run.stdout.split(separator: "\n").filter(isFigure)
+        #expect(picked.count == rows, "\(run.stdout)")
+        for row in picked {
+            #expect(!row.split(separator: " ", omittingEmptySubsequences: true).contains("-"), "every row has its figures: \(row)")
+        }
     }
 }

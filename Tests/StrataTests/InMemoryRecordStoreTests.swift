@@ -58,3 +58,24 @@ import Testing
         #expect(model.count > 2 * ChunkedKeyOrder.chunkLimit, "the keys span several chunks")
     }
 }
+
+/// A write of scattered keys into a large in-memory store counts the
+/// chunks' starts again once, not once a key: its cost is what it wrote.
+@Suite struct ChunkedKeyOrderCostTests {
+    @Test func anUpdateCountsTheStartsOnce() {
+        let stored = (0..<100_000).map { i in Array("key \(String(i, radix: 10)) stored".utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+        var order = ChunkedKeyOrder(sorted: stored)
+        let chunks = (stored.count + ChunkedKeyOrder.chunkLimit / 2 - 1) / (ChunkedKeyOrder.chunkLimit / 2)
+        // 100 keys spread over the whole order, as a save's index entries are.
+        let inserted = (0..<100).map { i in Array("key \(i * 997) stored, then more".utf8) }
+        let removed = stored.enumerated().filter { $0.offset % 1_000 == 1 }.map(\.element)
+        order.update(removing: removed, inserting: inserted)
+        #expect(order.count == stored.count + inserted.count - removed.count)
+        #expect(order.startsCounted <= chunks, "counted \(order.startsCounted) starts for \(chunks) chunks")
+        // The positions are right after it.
+        let all = (stored.filter { !removed.contains($0) } + inserted).sorted { $0.lexicographicallyPrecedes($1) }
+        for probe in [inserted[0], inserted[57], all[all.count / 2], all.last!] {
+            #expect(order.lowerBound(probe) == all.firstIndex(of: probe))
+        }
+    }
+}

@@ -15,6 +15,9 @@ struct ChunkedKeyOrder {
     /// The flat position of each chunk's first key.
     private var starts: [Int] = []
     private(set) var count = 0
+    /// How many chunk starts updates have counted again, in all (tests
+    /// pin that an update costs what it changed, not the store).
+    private(set) var startsCounted = 0
 
     /// `keys`, which are in order and distinct.
     init(sorted keys: [[UInt8]]) {
@@ -64,13 +67,29 @@ struct ChunkedKeyOrder {
         return true
     }
 
-    /// Inserts `key`, which is not among the keys.
-    mutating func insert(_ key: [UInt8]) {
+    /// Removes `removed` (those among the keys) and inserts `inserted`
+    /// (none among them). Each key moves the keys of its chunk; the chunks'
+    /// flat starts are counted again once, from the first chunk changed —
+    /// not once a key, which made a save of scattered keys cost in
+    /// proportion to the store.
+    mutating func update(removing removed: some Sequence<[UInt8]>, inserting inserted: some Sequence<[UInt8]>) {
+        var firstChanged = chunks.count
+        for key in removed {
+            guard let c = remove(key) else { continue }
+            firstChanged = min(firstChanged, c)
+        }
+        for key in inserted { firstChanged = min(firstChanged, insert(key)) }
+        if firstChanged < chunks.count { renumber(from: firstChanged) }
+    }
+
+    /// Inserts `key`, which is not among the keys; returns the chunk it
+    /// went into (``starts`` from there on are left to the caller).
+    private mutating func insert(_ key: [UInt8]) -> Int {
         guard !chunks.isEmpty else {
             chunks = [[key]]
             starts = [0]
             count = 1
-            return
+            return 0
         }
         let c = min(key.withUnsafeBytes { chunk(for: $0) }, chunks.count - 1)
         let i = key.withUnsafeBytes { Self.lowerBound($0, in: chunks[c]) }
@@ -82,22 +101,23 @@ struct ChunkedKeyOrder {
             starts.insert(0, at: c + 1)
         }
         count += 1
-        renumber(from: c)
+        return c
     }
 
-    /// Removes `key`, if it is among the keys.
-    mutating func remove(_ key: [UInt8]) {
+    /// Removes `key`, if it is among the keys; returns the chunk it was in
+    /// (``starts`` from there on are left to the caller).
+    private mutating func remove(_ key: [UInt8]) -> Int? {
         let c = key.withUnsafeBytes { chunk(for: $0) }
-        guard c < chunks.count else { return }
+        guard c < chunks.count else { return nil }
         let i = key.withUnsafeBytes { Self.lowerBound($0, in: chunks[c]) }
-        guard i < chunks[c].count, chunks[c][i] == key else { return }
+        guard i < chunks[c].count, chunks[c][i] == key else { return nil }
         chunks[c].remove(at: i)
         if chunks[c].isEmpty {
             chunks.remove(at: c)
             starts.remove(at: c)
         }
         count -= 1
-        renumber(from: c)
+        return c
     }
 
     /// The first chunk whose last key is not below `key` (``chunks``'s
@@ -128,6 +148,7 @@ struct ChunkedKeyOrder {
             starts[k] = start
             start += chunks[k].count
         }
+        startsCounted += chunks.count - c
     }
 
     /// The position of the first key of `keys` not below `key`.

@@ -263,25 +263,27 @@ final class InMemoryRecordStore: RecordStore, @unchecked Sendable {
             }
         }
         lock.withLock {
-            // Which keys the batch adds and removes, net, for the sorted keys.
-            var existed: [[UInt8]: Bool] = [:]
+            // Whether each key the batch writes was there before it and is
+            // after it: one hash of the key in each dictionary an operation.
+            var presence: [[UInt8]: (before: Bool, after: Bool)] = [:]
+            presence.reserveCapacity(operations.count)
             for (key, value) in operations {
-                if existed[key] == nil { existed[key] = records[key] != nil }
-                records[key] = value
+                let previous = if let value { records.updateValue(value, forKey: key) } else { records.removeValue(forKey: key) }
+                presence[key, default: (previous != nil, false)].after = value != nil
             }
             writes += 1
             guard var keys = sortedKeys else { return }
-            var changed = existed.filter { $0.value != (records[$0.key] != nil) }
+            var added: [[UInt8]] = [], removed: [[UInt8]] = []
+            for (key, state) in presence where state.before != state.after {
+                if state.after { added.append(key) } else { removed.append(key) }
+            }
             // A write of more than an eighth of the keys: sorted again at the next read.
-            guard changed.count * 8 <= keys.count else {
+            guard (added.count + removed.count) * 8 <= keys.count else {
                 sortedKeys = nil
                 return
             }
             sortedKeys = nil  // one reference to the keys while they change
-            for (key, before) in changed {
-                if before { keys.remove(key) } else { keys.insert(key) }
-            }
-            changed.removeAll()
+            keys.update(removing: removed, inserting: added)
             sortedKeys = keys
         }
     }

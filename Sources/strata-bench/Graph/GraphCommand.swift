@@ -5,18 +5,19 @@ import Strata
 import StrataStore
 
 /// `strata-bench graph`: the object graph's figures — bulk insert and save to
-/// disk, a child's save into a main-queue parent, fetching by predicate.
+/// disk, a child's save into a main-queue parent, fetching by predicate,
+/// saves into an in-memory store as it grows.
 struct GraphCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "graph",
-        abstract: "Object-graph figures: insert+save to disk, child→main save, fetch by predicate."
+        abstract: "Object-graph figures: insert+save to disk, child→main save, fetch by predicate, in-memory saves as the store grows."
     )
 
     @Option(help: "Objects inserted, saved and fetched.") var objects = 100_000
     @Option(help: "Changed objects in the child→main save.") var childObjects = 10_000
     @Option(help: "Runs per measurement; the table shows the median.") var repeats = 3
     @Option(help: "Directory for the stores (default: a fresh temporary one, removed after).") var store: String?
-    @Option(help: "Run only one part (insert, or one of insert-flat, insert-indexed, insert-graph, insert-stack; child; fetch), e.g. under a profiler.")
+    @Option(help: "Run only one part (insert, or one of insert-flat, insert-indexed, insert-graph, insert-stack; child; fetch; memory), e.g. under a profiler.")
     var only: String?
     @OptionGroup var backgroundScheduling: BackgroundSchedulingOption
 
@@ -54,6 +55,8 @@ struct GraphBenchmark: Sendable {
         var fetchWarm: [Double] = []
         var fetchMatches = 0
         var bytesPerObject = 0.0
+        var inMemory: [GrowthRates] = []        // saves of 100 into an in-memory store
+        var sqliteInMemory: [GrowthRates] = []  // the same into SQLite's :memory:
     }
 
     func run() throws -> Results {
@@ -78,6 +81,10 @@ struct GraphBenchmark: Sendable {
             }
             if only == nil || only == "child" { try childIntoMain(run: run, results: &r) }
             if only == nil || only == "fetch" { try fetch(run: run, results: &r) }
+            if only == nil || only == "memory" {
+                r.inMemory.append(try inMemoryGrowth())
+                r.sqliteInMemory.append(try sqliteInMemoryGrowth())
+            }
         }
         return r
     }
@@ -209,6 +216,15 @@ extension GraphBenchmark.Results {
         table.add("  same, warm row cache", thousands(median(fetchWarm)) + " obj/s", "report")
         table.add("  objects matched", thousands(Double(fetchMatches)), "")
         table.add("store bytes per object on disk (attributes only)", fixed(bytesPerObject, 1), "")
+        if !inMemory.isEmpty {
+            table.add("in-memory store, saves of 100 (unique name, index) up to \(n): first tenth", thousands(median(inMemory.map(\.first))) + " obj/s", "")
+            table.add("  last tenth", thousands(median(inMemory.map(\.last))) + " obj/s", "")
+            table.add("  last ÷ first (a save's cost not growing with the store)", fixed(median(inMemory.map { $0.last / $0.first }), 2),
+                      ">= 0.8")
+            table.add("  SQLite :memory:, the same saves: first tenth", thousands(median(sqliteInMemory.map(\.first))) + " obj/s", "")
+            table.add("  SQLite :memory:: last tenth", thousands(median(sqliteInMemory.map(\.last))) + " obj/s", "")
+            table.add("  last tenth, Strata ÷ SQLite", fixed(median(zip(inMemory, sqliteInMemory).map { $0.last / $1.last }), 2), "report")
+        }
         return table.render()
     }
 }
