@@ -208,7 +208,7 @@ struct StoreTests {
         }
         #expect(readerDone.wait(timeout: .now() + 30) == .success)
         #expect(holes.withLock { $0 }.isEmpty)
-        #expect(reads.withLock { $0 } > 1)
+        #expect(reads.withLock { $0 } >= 1)
         let recorded = saves.withLock { $0 }
         #expect(recorded.count == 100)
         #expect(Set(recorded.values) == Set(1...100))
@@ -344,28 +344,38 @@ struct StoreTests {
         #expect(history.map(\.number) == [1] && history.first?.author == "a")
     }
 
-    /// A save on a connection whose `session_replication_role` is
-    /// `replica` (where PostgreSQL fires no trigger) is refused with what
-    /// to do, and nothing is written: it would go unnumbered, seen by no
-    /// other process.
-    @Test func aSaveWhereTriggersDoNotFireIsRefused() throws {
+    /// A store is not opened over connections whose
+    /// `session_replication_role` is `replica` (where PostgreSQL fires no
+    /// trigger): its saves would go unnumbered, seen by no other process,
+    /// past unchecked foreign keys. The error says what to do.
+    @Test func connectionsWhereTriggersDoNotFireAreRefused() throws {
         let configuration = try TestServer.freshDatabase()
         let admin = try PostgresSession.connect(configuration)
         defer { admin.close() }
         let name = try SchemaInstallation.decode(admin.query("SELECT current_database()", "looking").first, as: String.self, "looking")
         try admin.execute("ALTER DATABASE \(SQLIdentifier.quoted(name)) SET session_replication_role = replica", "setting")
+        let refused = #expect(throws: StrataError.self) { _ = try PostgresStore(configuration, model: model) }
+        #expect(refused?.message.contains("session_replication_role") == true, "\(String(describing: refused))")
+        #expect(refused?.message.contains("Set it to origin") == true)
+        try admin.execute("ALTER DATABASE \(SQLIdentifier.quoted(name)) RESET session_replication_role", "setting")
         let store = try PostgresStore(configuration, model: model)
         defer { store.close() }
-        let refused = #expect(throws: StrataError.self) {
-            _ = try store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))]))
-        }
-        #expect(refused?.message.contains("session_replication_role is replica") == true, "\(String(describing: refused))")
-        #expect(refused?.message.contains("set it to origin") == true)
-        try admin.execute("ALTER DATABASE \(SQLIdentifier.quoted(name)) RESET session_replication_role", "setting")
-        let written = try SchemaInstallation.decode(admin.query("""
-            SELECT (SELECT count(*) FROM strata_history) + (SELECT count(*) FROM \(unescaped: SQLIdentifier.quoted(store.schema.layouts["Tag"]!.table)))
-            """, "counting").first, as: Int64.self, "counting")
-        #expect(written == 0)
+        #expect(try store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written(1))
+    }
+
+    /// A transaction's row updated again before its commit (by SQL of an
+    /// app's own) is numbered once, and no number is lost.
+    @Test func aTransactionUpdatedBeforeItsCommitIsNumberedOnce() throws {
+        let configuration = try TestServer.freshDatabase()
+        let store = try PostgresStore(configuration, model: model)
+        defer { store.close() }
+        let (a, _) = try sessionThatRecorded(StoreChanges(), store, configuration)
+        defer { a.close() }
+        try a.execute("UPDATE strata_history SET author = 'b' WHERE number < 0", "updating")
+        try a.execute("COMMIT", "saving")
+        #expect(try store.write(StoreChanges(inserted: [(tag(1), tagValues(.string("swift")))])) == .written(2))
+        let history = try store.transactions(after: 0)
+        #expect(history.map(\.number) == [1, 2] && history.first?.author == "b")
     }
 
     /// A session of its own that has begun a transaction, written
@@ -384,14 +394,15 @@ struct StoreTests {
         return (session, UInt64(try SchemaInstallation.decode(recorded.first, as: Int64.self, "saving")))
     }
 
-    /// Whether a session of the test's database waits for a lock within a
-    /// few seconds (a save's check waiting for another transaction).
+    /// Whether a session of the test's database waits for another's
+    /// transaction within a few seconds (a save's check waiting for it).
     func waitForALockWait(_ configuration: PostgresConfiguration) throws -> Bool {
         let admin = try PostgresSession.connect(configuration)
         defer { admin.close() }
         for _ in 0..<1_000 {
             let rows = try admin.query("""
-                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                AND wait_event = 'transactionid' AND cardinality(pg_blocking_pids(pid)) > 0
                 """, "looking")
             if try SchemaInstallation.decode(rows.first, as: Int64.self, "looking") > 0 { return true }
             Thread.sleep(forTimeInterval: 0.01)

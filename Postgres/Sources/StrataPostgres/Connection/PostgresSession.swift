@@ -96,8 +96,21 @@ final class PostgresSession: @unchecked Sendable {
         // A prepared read is planned for its values at every run (its text
         // is parsed once): a plan made for no values in particular, which
         // PostgreSQL may settle on after five runs, can read a whole table
-        // for one row.
-        try session.execute("SET plan_cache_mode = force_custom_plan", "connecting")
+        // for one row. And a session whose `session_replication_role` is
+        // `replica` fires no trigger: its saves would go unnumbered, seen
+        // by no other process, past unchecked foreign keys and unique values.
+        let settings = try session.query("""
+            SELECT set_config('plan_cache_mode', 'force_custom_plan', false), current_setting('session_replication_role')
+            """, "connecting")
+        guard let setting = settings.first else { throw StrataError(code: .storage, message: "connecting: PostgreSQL returned no row") }
+        guard try SchemaInstallation.decode(setting, as: (String, String).self, "connecting").1 != "replica" else {
+            session.close()
+            throw StrataError(code: .storage, message: """
+                \(configuration.username)'s connections to PostgreSQL at \(configuration.endpoint) have session_replication_role \
+                set to replica, where PostgreSQL fires no trigger and checks no foreign key: Strata cannot save there. \
+                Set it to origin for that role or database (ALTER ROLE … RESET session_replication_role)
+                """)
+        }
         return session
     }
 

@@ -5,10 +5,13 @@
 /// transaction and under its advisory lock: a failure leaves the store as
 /// it was, and processes opening it at once upgrade it once.
 ///
-/// A process of the earlier version still running against the store fails
+/// A process of format 1 or 2 still running against the store fails
 /// loudly afterwards — its save calls a function that is gone, its
 /// follower reads columns that are gone — and nothing it saved is lost;
-/// the earlier version refuses to open the upgraded store.
+/// one of format 3 goes on saving (its calls are this version's). An
+/// earlier version refuses to open the upgraded store, so it cannot put
+/// its own functions back. Only the tables' owner may upgrade
+/// (``SchemaInstallation`` tells another role so).
 enum FormatUpgrade {
     /// The first format: a row of `strata_history_changes` per object
     /// changed (`object_id`, and an update's names in `properties`).
@@ -17,6 +20,10 @@ enum FormatUpgrade {
     /// a transaction, found by the transaction's number, which a save took
     /// in its last statement and held locked until its commit.
     static let formatTwo = "2"
+    /// The third: a save numbered at its commit, by a trigger that fired
+    /// before the checks of the save's rows (a check that waited for
+    /// another transaction held every other save back).
+    static let formatThree = "3"
 
     static var action: String { "upgrading the store's history to format \(SchemaInstallation.format)" }
     /// The changes' index before format 3, on their transactions' number.
@@ -72,11 +79,17 @@ enum FormatUpgrade {
         try numberAtCommit(on: session)
     }
 
-    /// What format 3 adds to the transactions' rows of either earlier one
+    /// Format 3 to this one: the numbering trigger and its function as
+    /// this version makes them.
+    static func fromFormatThree(on session: PostgresSession) throws(StrataError) {
+        try recordingAndFormat(on: session)
+    }
+
+    /// What format 3 added to the transactions' rows of either earlier one
     /// (the changes already found by `save_id`, each transaction's save
     /// identifier its number): the `save_id` column, the sequence of save
-    /// identifiers, going on past every number taken, the functions and the
-    /// trigger (``StoreSchema/recordingCreation``), and the format.
+    /// identifiers, going on past every number taken; then the functions
+    /// and the trigger, and the format.
     private static func numberAtCommit(on session: PostgresSession) throws(StrataError) {
         let q = SQLIdentifier.quoted
         let history = q(StoreSchema.historyTable)
@@ -89,7 +102,15 @@ enum FormatUpgrade {
             SELECT setval(\(q(StoreSchema.saveIdentifierSequence))::regclass, greatest(value::bigint - 1, 1), value::bigint > 1) \
             FROM \(unescaped: q(StoreSchema.metaTable)) WHERE key = 'history.next'
             """, action)
+        try recordingAndFormat(on: session)
+    }
+
+    /// The functions and the trigger as this version makes them
+    /// (``StoreSchema/recordingCreation``), and this version's format.
+    private static func recordingAndFormat(on session: PostgresSession) throws(StrataError) {
         for statement in StoreSchema.recordingCreation { try session.execute(statement, action) }
-        try session.query("UPDATE \(unescaped: q(StoreSchema.metaTable)) SET value = \(SchemaInstallation.format) WHERE key = 'format'", action)
+        try session.query("""
+            UPDATE \(unescaped: SQLIdentifier.quoted(StoreSchema.metaTable)) SET value = \(SchemaInstallation.format) WHERE key = 'format'
+            """, action)
     }
 }

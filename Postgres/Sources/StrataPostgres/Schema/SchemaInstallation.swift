@@ -24,7 +24,7 @@ enum SchemaInstallation {
     /// The layout of Strata's tables this code writes and reads. A store
     /// of an earlier format is brought to it when opened
     /// (``FormatUpgrade``); one of a later format is refused.
-    static let format = "3"
+    static let format = "4"
     /// The advisory lock's key (`pg_advisory_xact_lock`): "strata" in ASCII.
     static let lockKey: Int64 = 0x73_74_72_61_74_61
 
@@ -49,15 +49,26 @@ enum SchemaInstallation {
             guard let identifier = meta["store.identifier"].flatMap(UUID.init(uuidString:)) else {
                 throw StrataError(code: .corruptRecord, message: "\(place): strata_meta has no store identifier")
             }
-            switch meta["format"] {
-            case format?: try makeRecording(on: session)
-            case FormatUpgrade.formatTwo?: try FormatUpgrade.fromFormatTwo(on: session)
-            case FormatUpgrade.formatOne?: try FormatUpgrade.fromFormatOne(on: session)
-            case let other:
-                throw StrataError(code: .modelMismatch, message: """
-                    \(place) holds a Strata store of format \(other ?? "unknown"), which this version does not read \
-                    (it reads formats \(FormatUpgrade.formatOne) to \(format)): open it with the later version of Strata that wrote it
-                    """)
+            do throws(StrataError) {
+                switch meta["format"] {
+                case format?: try makeRecording(on: session)
+                case FormatUpgrade.formatThree?: try FormatUpgrade.fromFormatThree(on: session)
+                case FormatUpgrade.formatTwo?: try FormatUpgrade.fromFormatTwo(on: session)
+                case FormatUpgrade.formatOne?: try FormatUpgrade.fromFormatOne(on: session)
+                case let other:
+                    throw StrataError(code: .modelMismatch, message: """
+                        \(place) holds a Strata store of format \(other ?? "unknown"), which this version does not read \
+                        (it reads formats \(FormatUpgrade.formatOne) to \(format)): open it with the later version of Strata that wrote it
+                        """)
+                }
+            } catch where (error.cause as? PostgresServerError)?.sqlState == "42501" {
+                // A role that may save but does not own the tables.
+                throw StrataError(code: .storage, message: """
+                    \(place) needs Strata's functions and trigger made again as this version makes them \
+                    (its format \(meta["format"] ?? "unknown"), this version's \(format)), which only the role that owns \
+                    its tables may do, and \(session.configuration.username) does not: open the store once as that role, then as \
+                    \(session.configuration.username)
+                    """, cause: error)
             }
             if let recorded = meta[schemaKey] {
                 guard let bytes = Data(base64Encoded: recorded) else {
@@ -172,7 +183,9 @@ enum SchemaInstallation {
             EXISTS (SELECT FROM pg_trigger AS t WHERE t.tgname = \(StoreSchema.numberingTrigger) AND t.tgfoid = n.oid \
             AND t.tgrelid = to_regclass(quote_ident(current_schema()) || '.' || \(StoreSchema.historyTable)) \
             AND t.tgdeferrable AND t.tginitdeferred AND t.tgenabled = 'O' \
-            AND t.tgtype = \(Int16(StoreSchema.numberingTriggerType)) AND t.tgqual IS NOT NULL) \
+            AND t.tgtype = \(Int16(StoreSchema.numberingTriggerType)) \
+            AND position(\(StoreSchema.numberingTriggerCondition) in pg_get_triggerdef(t.oid)) > 0 \
+            AND t.tgargs = convert_to(\(StoreSchema.changesChannel), 'UTF8') || '\\x00'::bytea) \
             FROM (SELECT) AS one \
             LEFT JOIN pg_proc AS r ON r.oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.recordTransactionSignature)) \
             LEFT JOIN pg_proc AS n ON n.oid = to_regprocedure(quote_ident(current_schema()) || '.' || \(StoreSchema.numberTransactionSignature))

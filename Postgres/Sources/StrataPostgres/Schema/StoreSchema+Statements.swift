@@ -102,10 +102,6 @@ extension StoreSchema {
             v_object integer := 1;
             v_name integer := 1;
         BEGIN
-            IF current_setting('session_replication_role') = 'replica' THEN
-                RAISE EXCEPTION 'a save cannot be recorded while session_replication_role is replica (its commit would not number it, and no other process would see it): set it to origin for the role Strata connects as'
-                    USING ERRCODE = 'object_not_in_prerequisite_state';
-            END IF;
             INSERT INTO \(SQLIdentifier.quoted(historyTable)) (number, save_id, committed_at, author, context_name)
                 VALUES (-v_save, v_save, now(), p_author, p_context_name);
             FOR i IN 1 .. coalesce(cardinality(p_entities), 0) LOOP
@@ -134,6 +130,11 @@ extension StoreSchema {
                 UPDATE \(SQLIdentifier.quoted(historyTable)) SET number = number WHERE number = NEW.number;
                 RETURN NULL;
             END IF;
+            -- Numbered already, at another update's firing: not again (a number would be lost).
+            PERFORM FROM \(SQLIdentifier.quoted(historyTable)) WHERE number = NEW.number;
+            IF NOT FOUND THEN
+                RETURN NULL;
+            END IF;
             UPDATE \(SQLIdentifier.quoted(metaTable)) SET value = (value::bigint + 1)::text WHERE key = 'history.next'
                 RETURNING value::bigint - 1 INTO v_number;
             UPDATE \(SQLIdentifier.quoted(historyTable)) SET number = v_number, committed_at = clock_timestamp()
@@ -149,6 +150,8 @@ extension StoreSchema {
     static let numberingTrigger = "strata_number_at_commit"
     /// Its `pg_trigger.tgtype`: `AFTER INSERT OR UPDATE`, `FOR EACH ROW`.
     static let numberingTriggerType = 1 | 4 | 16
+    /// Its condition and what follows, as `pg_get_triggerdef` spells them.
+    static let numberingTriggerCondition = "WHEN ((new.number < 0)) EXECUTE"
 
     /// The statements that make the recording function, the numbering
     /// function and its trigger — or make them again as this version has
