@@ -514,7 +514,7 @@ struct PostgresHistoryTests {
         // A store of an earlier format is upgraded by its owner's open only.
         try admin.execute("UPDATE strata_meta SET value = '\(FormatUpgrade.formatThree)' WHERE key = 'format'", "making the old schema")
         let notOwner = #expect(throws: StrataError.self) { _ = try open(app) }
-        #expect(notOwner?.message.contains("only the role that owns its tables may do") == true, "\(String(describing: notOwner))")
+        #expect(notOwner?.message.contains("only the role that owns them may do") == true, "\(String(describing: notOwner))")
         try open(owner).close()
         let appCoordinator = try open(app)
         defer { try? appCoordinator.close() }

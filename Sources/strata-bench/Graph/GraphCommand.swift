@@ -216,8 +216,8 @@ extension GraphBenchmark.Results {
         table.add("  same, warm row cache", thousands(median(fetchWarm)) + " obj/s", "report")
         table.add("  objects matched", thousands(Double(fetchMatches)), "")
         table.add("store bytes per object on disk (attributes only)", fixed(bytesPerObject, 1), "")
-        if !inMemory.isEmpty {
-            table.add("in-memory store, saves of 100 (unique name, index) up to \(n): first tenth", thousands(median(inMemory.map(\.first))) + " obj/s", "")
+        if let saved = inMemory.first?.saved {
+            table.add("in-memory store, saves of 100 (unique name, index) up to \(thousands(Double(saved))): first tenth", thousands(median(inMemory.map(\.first))) + " obj/s", "")
             table.add("  last tenth", thousands(median(inMemory.map(\.last))) + " obj/s", "")
             table.add("  last ÷ first (a save's cost not growing with the store)", fixed(median(inMemory.map { $0.last / $0.first }), 2),
                       ">= 0.8")

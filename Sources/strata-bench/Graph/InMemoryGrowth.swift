@@ -17,6 +17,8 @@ extension GraphBenchmark {
     struct GrowthRates: Sendable {
         var first: Double
         var last: Double
+        /// The objects saved in all (`objects`, or ten saves at least).
+        var saved: Int
     }
 
     func inMemoryGrowth() throws -> GrowthRates {
@@ -77,6 +79,6 @@ extension GraphBenchmark {
             if i < tenth { first += elapsed } else if i >= saves - tenth { last += elapsed }
         }
         let timed = Double(tenth * inMemorySave)
-        return GrowthRates(first: timed / first, last: timed / last)
+        return GrowthRates(first: timed / first, last: timed / last, saved: saves * inMemorySave)
     }
 }

@@ -99,16 +99,23 @@ final class PostgresSession: @unchecked Sendable {
         // for one row. And a session whose `session_replication_role` is
         // `replica` fires no trigger: its saves would go unnumbered, seen
         // by no other process, past unchecked foreign keys and unique values.
-        let settings = try session.query("""
-            SELECT set_config('plan_cache_mode', 'force_custom_plan', false), current_setting('session_replication_role')
-            """, "connecting")
-        guard let setting = settings.first else { throw StrataError(code: .storage, message: "connecting: PostgreSQL returned no row") }
-        guard try SchemaInstallation.decode(setting, as: (String, String).self, "connecting").1 != "replica" else {
+        let role: String
+        do throws(StrataError) {
+            let settings = try session.query("""
+                SELECT set_config('plan_cache_mode', 'force_custom_plan', false), current_setting('session_replication_role')
+                """, "connecting")
+            guard let setting = settings.first else { throw StrataError(code: .storage, message: "connecting: PostgreSQL returned no row") }
+            role = try SchemaInstallation.decode(setting, as: (String, String).self, "connecting").1
+        } catch {
+            session.close()
+            throw error
+        }
+        guard role != "replica" else {
             session.close()
             throw StrataError(code: .storage, message: """
                 \(configuration.username)'s connections to PostgreSQL at \(configuration.endpoint) have session_replication_role \
                 set to replica, where PostgreSQL fires no trigger and checks no foreign key: Strata cannot save there. \
-                Set it to origin for that role or database (ALTER ROLE … RESET session_replication_role)
+                Set it to origin where it is set (ALTER ROLE or ALTER DATABASE … RESET session_replication_role, or postgresql.conf)
                 """)
         }
         return session

@@ -64,9 +64,9 @@ enum SchemaInstallation {
             } catch where (error.cause as? PostgresServerError)?.sqlState == "42501" {
                 // A role that may save but does not own the tables.
                 throw StrataError(code: .storage, message: """
-                    \(place) needs Strata's functions and trigger made again as this version makes them \
-                    (its format \(meta["format"] ?? "unknown"), this version's \(format)), which only the role that owns \
-                    its tables may do, and \(session.configuration.username) does not: open the store once as that role, then as \
+                    \(place) needs Strata's own tables, functions or trigger brought to what this version makes \
+                    (the store is of format \(meta["format"] ?? "unknown")), which only the role that owns them may do, \
+                    and \(session.configuration.username) does not: open the store once as that role, then as \
                     \(session.configuration.username)
                     """, cause: error)
             }

@@ -37,8 +37,8 @@ struct StoredTransaction: Equatable {
 /// with no round trip to a client in between, so other saves wait for it
 /// only as long as the server takes — and saves commit in number order:
 /// a reader that has seen number N never meets a later commit numbered
-/// below it ("after N" misses nothing). The numbering sends `NOTIFY strata_changes` with
-/// the number and the save's identifier, which PostgreSQL delivers to
+/// below it ("after N" misses nothing). The numbering sends `NOTIFY
+/// strata_changes` with the number and the save's identifier, which PostgreSQL delivers to
 /// every listening connection when the save commits
 /// (``PostgresChangeListener``); a notification is only a wake-up — the
 /// history rows are the truth, read from the last number seen.
