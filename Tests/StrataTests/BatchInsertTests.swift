@@ -257,6 +257,89 @@ import Testing
         #expect(none == 0)
     }
 
+    /// A batch looks its keys up as it is built, off the save lock, and its
+    /// write takes that answer only where no write since can have changed
+    /// it. The steps, in order:
+    ///
+    ///     built:   B1 {N0, N1}, B2 {N1, N2}   both looked up: nothing stored
+    ///     write:   B1                          its answer holds (the store has not moved)
+    ///     write:   B2                          after B1 alone: N1 looked up again (B1 stored it)
+    ///     built:   B3 {N3, N4}                 looked up: nothing stored
+    ///     a context saves N3
+    ///     write:   B3                          after a save: looked up whole, N3 met
+    ///
+    /// Taking B2's answer whole stores N1 twice; taking B3's, N3 twice.
+    @Test func keysLookedUpAheadOfTheWriteAreLookedUpAgainWhereAWriteSinceMayHaveMovedThem() throws {
+        let directory = TemporaryDirectory()
+        let container = try BatchUpdateTests.container(directory, model: makeModel(recipeUniqueness: [["name"]]))
+        let coordinator = container.coordinator
+        let context = coordinator.batchContext(named: "batch insert of Recipe")
+        func built(_ names: [String], servings: Int) throws -> BatchInsertion {
+            try Self.builtAhead(names.map { Self.row($0, servings: servings) }, at: coordinator)
+        }
+        var previous: WrittenUniqueKeys?
+        func write(_ batch: BatchInsertion) throws -> (keysLookedUp: Int, ObjectChanges) {
+            let before = coordinator.uniqueKeysLookedUp.load(ordering: .relaxed)
+            let written = try coordinator.writeInsertion(batch, from: context, authors: TransactionAuthors(batchAuthor: nil), after: &previous)
+            return (coordinator.uniqueKeysLookedUp.load(ordering: .relaxed) - before, written)
+        }
+        let (b1, b2) = (try built(["N0", "N1"], servings: 1), try built(["N1", "N2"], servings: 2))
+        let (looked1, wrote1) = try write(b1)
+        #expect(looked1 == 0 && wrote1.inserted.count == 2)
+        let (looked2, wrote2) = try write(b2)
+        #expect(looked2 == 1 && wrote2.inserted.count == 1 && wrote2.updated.count == 1)
+
+        let b3 = try built(["N3", "N4"], servings: 3)
+        try container.saveAndWait { context in
+            let recipe = Recipe(context: context)
+            recipe.name = "N3"
+            recipe.servings = 30
+        }
+        let (looked3, wrote3) = try write(b3)
+        #expect(looked3 == 2 && wrote3.inserted.count == 1 && wrote3.updated.count == 1)
+
+        let reader = container.newBackgroundContext()
+        let stored = try reader.performAndWait { () throws in
+            try Recipe.all(in: reader).map { ($0.name, $0.servings) }.sorted { $0.0 < $1.0 }
+        }
+        #expect(stored.map(\.0) == ["N0", "N1", "N2", "N3", "N4"])
+        #expect(stored.map(\.1) == [1, 2, 2, 3, 3])
+        try container.close()
+        let verified = try ObjectStoreInspector(directory: directory.path + "/store").verifyRecords()
+        #expect(verified.problems.isEmpty, "\(verified.problems)")
+    }
+
+    /// A batch of recipes as a request builds one ahead of its write: its
+    /// keys looked up now.
+    static func builtAhead(_ rows: [[String: PropertyValue]], at coordinator: PersistentStoreCoordinator) throws -> BatchInsertion {
+        var batch = BatchInsertion(entity: try PersistentStoreCoordinator.entity(of: Recipe.self, in: coordinator.model), rows: rows[...])
+        batch.lookUpHoldersAhead(at: coordinator)
+        return batch
+    }
+
+    /// Under two uniqueness constraints a batch can move a stored object off
+    /// a key it does not claim (the key of its old values): the batch after
+    /// it, built before it was written, looks its keys up again whole.
+    /// Taking its answer (servings 2 held by "s") updates "s" into "t".
+    @Test func underTwoConstraintsABatchAfterAnUpdateLooksItsKeysUpAgain() throws {
+        let directory = TemporaryDirectory()
+        let container = try Self.twoConstraints(directory, holding: "s", servings: 2)
+        let coordinator = container.coordinator
+        let context = coordinator.batchContext(named: "batch insert of Recipe")
+        let moving = try Self.builtAhead([Self.row("s", servings: 7)], at: coordinator)
+        let taking = try Self.builtAhead([Self.row("t", servings: 2)], at: coordinator)
+        var previous: WrittenUniqueKeys?
+        let moved = try coordinator.writeInsertion(moving, from: context, authors: TransactionAuthors(batchAuthor: nil), after: &previous)
+        let took = try coordinator.writeInsertion(taking, from: context, authors: TransactionAuthors(batchAuthor: nil), after: &previous)
+        #expect(moved.updated.count == 1 && took.inserted.count == 1)
+        let reader = container.newBackgroundContext()
+        let stored = try reader.performAndWait { () throws in
+            try Recipe.all(in: reader).map { "\($0.name) \($0.servings)" }.sorted()
+        }
+        #expect(stored == ["s 7", "t 2"])
+        try container.close()
+    }
+
     /// A request that fills each object through its class's properties:
     /// new objects as rows by name would make them; under a uniqueness
     /// constraint a row gives the stored object it meets every attribute

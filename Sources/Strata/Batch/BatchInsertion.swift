@@ -15,11 +15,20 @@ struct BatchInsertion {
     private var keys: [UniqueKey?] = []
     /// The object claiming each key of a unique index.
     private var claims: [UniqueKey: Int] = [:]
+    /// The keys of `claims`, ascending: what the batch looks up.
+    private(set) var sortedKeys: [UniqueKey] = []
+    /// Where each of `keys` is among `sortedKeys` (nil: no key, or one not
+    /// looked up).
+    private var positions: [Int?] = []
+    /// The stored holders of `sortedKeys` looked up before the write, off
+    /// the save lock (``lookUpHoldersAhead(at:)``).
+    private var holdersAhead: HoldersReadAhead?
     private let uniqueIndexCount: Int
 
     init(entity: EntityDescription, rows: ArraySlice<[String: PropertyValue]>) {
         self.init(entity: entity, reserving: rows.count)
         for row in rows { add(row) }
+        sortKeys()
     }
 
     /// Rows that are each object's values whole (``BatchInsertRequest/init(_:count:fill:)``):
@@ -29,6 +38,7 @@ struct BatchInsertion {
         var everyAttribute = PropertyMask()
         for index in entity.properties.indices where entity.destinations[index] == nil { everyAttribute.insert(index) }
         for row in rows { add(row, giving: everyAttribute) }
+        sortKeys()
     }
 
     private init(entity: EntityDescription, reserving count: Int) {
@@ -40,6 +50,13 @@ struct BatchInsertion {
             keys.reserveCapacity(count * uniqueIndexCount)
             claims.reserveCapacity(count * uniqueIndexCount)
         }
+    }
+
+    /// Sets `sortedKeys` and `positions`, once every row is in.
+    private mutating func sortKeys() {
+        guard !claims.isEmpty else { return }
+        sortedKeys = UniqueKey.sorted(claims.keys)
+        positions = keys.map { $0.flatMap { Self.position(of: $0, in: sortedKeys) } }
     }
 
     /// A row checked by ``BatchValues/checkInsert(_:of:)``.
@@ -83,26 +100,66 @@ struct BatchInsertion {
         }
     }
 
-    /// The batch as changes for the coordinator, under its save lock: an
-    /// object whose key a stored object holds updates it (the first such
-    /// holder, by the order of the unique indexes); the others are inserted
-    /// with primary keys reserved now.
-    func changes(at coordinator: PersistentStoreCoordinator, authors: TransactionAuthors) throws(StrataError) -> ChangeSet {
+    /// Looks the batch's unique keys up now, before its write and off the
+    /// save lock (a batch built ahead while the one before it is written).
+    /// Its write takes the answer only where no write since can have
+    /// changed it (``storedHolders(at:now:after:)``); it looks up again
+    /// whatever it cannot tell. Nothing is kept for another store than the
+    /// log store (other processes write it unseen), or when the store
+    /// moved on during the lookup or it failed (the write's lookup then
+    /// reports the failure).
+    mutating func lookUpHoldersAhead(at coordinator: PersistentStoreCoordinator) {
+        guard !sortedKeys.isEmpty, coordinator.externalStore == nil else { return }
+        guard let before = try? coordinator.storeReadVersion(),
+              let holders = try? coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys),
+              let after = try? coordinator.storeReadVersion(), after == before
+        else { return }
+        holdersAhead = HoldersReadAhead(version: before, holders: holders)
+    }
+
+    /// The stored holder of each of `sortedKeys` at `now`, the store's
+    /// version under the save lock: the answer looked up ahead when the
+    /// store is still at its version; when the one write since was the
+    /// request's batch before this one, and the entity has one uniqueness
+    /// constraint (then a batch changes the holders of the keys it claims
+    /// and of no other key: an object it updates was found by its key and
+    /// keeps it), that answer with those keys looked up again; else looked
+    /// up whole.
+    private func storedHolders(at coordinator: PersistentStoreCoordinator, now: StoreReadVersion, after previous: WrittenUniqueKeys?) throws(StrataError) -> [ObjectID?] {
+        guard let ahead = holdersAhead else { return try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys) }
+        if ahead.version == now { return ahead.holders }
+        guard uniqueIndexCount == 1, let previous, previous.before == ahead.version, previous.after == now else {
+            return try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
+        }
+        let rewritten = UniqueKey.positions(ofCommon: sortedKeys, previous.sortedKeys)
+        guard !rewritten.isEmpty else { return ahead.holders }
+        var holders = ahead.holders
+        let found = try coordinator.firstStoredUniqueHolders(ofSorted: rewritten.map { sortedKeys[$0] })
+        for (position, holder) in zip(rewritten, found) { holders[position] = holder }
+        return holders
+    }
+
+    /// The batch as changes for the coordinator, under its save lock, with
+    /// the store at version `now`: an object whose key a stored object
+    /// holds updates it (the first such holder, by the order of the unique
+    /// indexes); the others are inserted with primary keys reserved now.
+    /// `previous`: what the request's batch before this one wrote, if it
+    /// wrote the store's last version.
+    func changes(
+        at coordinator: PersistentStoreCoordinator, authors: TransactionAuthors, now: StoreReadVersion, after previous: WrittenUniqueKeys?
+    ) throws(StrataError) -> ChangeSet {
         var changes = ChangeSet()
         changes.authors = authors
         // Each object's holder: that of the first of its keys, by the order
         // of the unique indexes, that a stored object holds.
         var holder: [ObjectID?] = Array(repeating: nil, count: values.count)
-        // The stored holder of each looked-up key, and where each of `keys`
-        // is among them (nil: no key, or one not looked up).
-        var holders: [ObjectID?] = [], positions: [Int?] = []
+        // The stored holder of each of `sortedKeys`.
+        var holders: [ObjectID?] = []
         if !claims.isEmpty {
             // Found by each key an object holds now, not by whom `claims`
             // names: a row merged into an earlier object can move it off a
             // key it claimed, or give it one another object claimed.
-            let sortedKeys = UniqueKey.sorted(claims.keys)
-            holders = try coordinator.firstStoredUniqueHolders(ofSorted: sortedKeys)
-            positions = keys.map { $0.flatMap { Self.position(of: $0, in: sortedKeys) } }
+            holders = try storedHolders(at: coordinator, now: now, after: previous)
             for j in values.indices {
                 for case let position? in positions[j * uniqueIndexCount..<(j + 1) * uniqueIndexCount] {
                     if let id = holders[position] {
@@ -117,7 +174,7 @@ struct BatchInsertion {
         // unheld, no two objects of the batch share one, and an update keeps
         // the key its stored object was found by. With more, a row can meet
         // one stored object on one index and another on the next; the
-        // batch's own check (``keysAreClear(holder:positions:holders:)``)
+        // batch's own check (``keysAreClear(holder:holders:)``)
         // settles the common case.
         changes.uniquenessChecked = uniqueIndexCount <= 1
         let newCount = holder.lazy.filter { $0 == nil }.count
@@ -148,7 +205,7 @@ struct BatchInsertion {
             // Two objects of the batch meeting one stored object merge their
             // values there: the key that merge makes is not known here.
             changes.uniquenessChecked = updatedIDs.count == values.count - newCount
-                && keysAreClear(holder: holder, positions: positions, holders: holders)
+                && keysAreClear(holder: holder, holders: holders)
         }
         guard !updatedIDs.isEmpty else { return changes }
         // Each stored object's new values: the properties its rows give,
@@ -196,14 +253,13 @@ struct BatchInsertion {
 
     /// With two or more unique indexes, whether the keys the batch's objects
     /// end with leave the coordinator's check nothing to find, by what the
-    /// lookup under the save lock found (`holders`; `positions` places each
-    /// of `keys` among them): each key an object claims is held by no
-    /// stored object or by the one it updates (`holder`), no two objects of
-    /// the batch claim one key, and each update gives all or none of a
-    /// constraint's attributes (a key of stored and given values mixed is
-    /// not known here). False, and the coordinator checks, whenever that
-    /// cannot be told.
-    private func keysAreClear(holder: [ObjectID?], positions: [Int?], holders: [ObjectID?]) -> Bool {
+    /// store holds under the save lock (`holders`, by `positions`): each
+    /// key an object claims is held by no stored object or by the one it
+    /// updates (`holder`), no two objects of the batch claim one key, and
+    /// each update gives all or none of a constraint's attributes (a key
+    /// of stored and given values mixed is not known here). False, and the
+    /// coordinator checks, whenever that cannot be told.
+    private func keysAreClear(holder: [ObjectID?], holders: [ObjectID?]) -> Bool {
         // By a key's position: the object of the batch claiming it, or -1.
         var claimant = [Int](repeating: -1, count: holders.count)
         for j in values.indices {
@@ -235,6 +291,21 @@ struct BatchInsertion {
         }
         return low < sortedKeys.count && sortedKeys[low] == key ? low : nil
     }
+}
+
+/// A batch's unique keys' stored holders, looked up before its write at
+/// the store's version `version`.
+struct HoldersReadAhead {
+    let version: StoreReadVersion
+    let holders: [ObjectID?]
+}
+
+/// The unique keys a batch of a request claimed, and the store's versions
+/// before and after its write (both read under the save lock).
+struct WrittenUniqueKeys {
+    let sortedKeys: [UniqueKey]
+    let before: StoreReadVersion
+    let after: StoreReadVersion
 }
 
 /// A set of property positions: a bit each for the first 64, a list for

@@ -3,9 +3,10 @@
 /// waiting on the disk — a thread of the global queue builds batch i + 1
 /// and lets go of batch i - 1, whose values take a while to free too. On
 /// two cores or more the building and freeing leave the requesting
-/// thread's path. Building may read only what does not change under it
-/// (the rows, the model), never the store: what a batch finds stored is
-/// read at its write, under the save lock.
+/// thread's path. Building reads the store, if at all, as a guess: what
+/// a batch's write goes by is what the store holds under the save lock
+/// (a batch insert checks what it looked up ahead against the writes
+/// since: ``BatchInsertion/lookUpHoldersAhead(at:)``).
 struct BatchesAhead<Batch: Sendable> {
     private let ranges: [Range<Int>]
     private let build: @Sendable (Range<Int>) -> Batch

@@ -25,15 +25,23 @@ extension PersistentStoreCoordinator {
     /// attached ones that merge automatically merge the save's payload;
     /// their children that merge, and the children of those that do not
     /// (the writer of the ready-made stack), merge it as they would
-    /// another process's save. Returns what was written.
-    func writeBatch(from context: ManagedObjectContext, _ build: () throws(StrataError) -> ChangeSet) throws(StrataError) -> ObjectChanges {
+    /// another process's save. `written` runs under the save lock too,
+    /// once the write is done or found nothing to write (not after a
+    /// failure). Returns what was written.
+    func writeBatch(
+        from context: ManagedObjectContext, _ build: () throws(StrataError) -> ChangeSet, written: () -> Void = {}
+    ) throws(StrataError) -> ObjectChanges {
         let payload = try saveLock.withLock { () throws(StrataError) -> ObjectChanges? in
             let changes = try build()
-            guard !changes.isEmpty else { return nil }
+            guard !changes.isEmpty else {
+                written()
+                return nil
+            }
             // (Batch requests are the log store's: no other process races them.)
             guard case .success(let (_, payload)) = try write(changes, from: context) else {
                 throw StrataError(.mergeConflict, "another process saved objects this batch read: nothing was saved; run it again")
             }
+            written()
             // Partial updates that found every value in place: nothing written.
             return payload.isEmpty ? nil : payload
         }

@@ -148,6 +148,25 @@ struct UniqueKey: Hashable, Comparable {
         return buffer.withUnsafeBytes { raw in ByteStringOrder.order(of: spans, in: raw).map { keys[$0] } }
     }
 
+    /// The positions in `a` of the keys `b` holds too (both ascending and
+    /// distinct), ascending: one merge of the two.
+    static func positions(ofCommon a: [UniqueKey], _ b: [UniqueKey]) -> [Int] {
+        var common: [Int] = []
+        var i = 0, j = 0
+        while i < a.count && j < b.count {
+            if a[i] < b[j] {
+                i += 1
+            } else if b[j] < a[i] {
+                j += 1
+            } else {
+                common.append(i)
+                i += 1
+                j += 1
+            }
+        }
+        return common
+    }
+
     /// Byte order, by `memcmp`.
     static func < (a: UniqueKey, b: UniqueKey) -> Bool {
         a.bytes.withUnsafeBytes { x in
