@@ -52,15 +52,41 @@ import Testing
     @Test func pastTheCapacityTheFloorRises() {
         let writes = IndexKeyWrites()
         let first = (0..<IndexKeyWrites.capacity).map { Self.hash(withUnsafeBytes(of: UInt32($0)) { Array($0) }) }
-        writes.willWrite(first)
-        writes.didWrite(visibleAt: 3)
+        // Writes of as many keys as are marked one by one, at versions 1 … 8.
+        var version: UInt64 = 0
+        for start in stride(from: 0, to: first.count, by: IndexKeyWrites.markedAtMost) {
+            version += 1
+            writes.willWrite(Array(first[start..<start + IndexKeyWrites.markedAtMost]))
+            writes.didWrite(visibleAt: version)
+        }
         let untouched = Self.hash([0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
         #expect(writes.unwritten(untouched, since: 1))
         writes.willWrite([Self.hash([9, 9])])
         #expect(!writes.unwritten(untouched, since: 100), "the marks are gone while the write is under way")
-        writes.didWrite(visibleAt: 4)
-        #expect(!writes.unwritten(untouched, since: 3))
-        #expect(writes.unwritten(untouched, since: 4))
+        writes.didWrite(visibleAt: version + 1)
+        #expect(!writes.unwritten(untouched, since: version))
+        #expect(writes.unwritten(untouched, since: version + 1))
+    }
+
+    /// A write of more keys than are marked one by one (a batch of a batch
+    /// request) is as a full table: it forgets everything before it,
+    /// the keys it did not write included.
+    @Test func aWriteOfManyKeysForgetsEverythingBeforeIt() {
+        let writes = IndexKeyWrites()
+        let untouched = Self.hash([0xFF])
+        writes.willWrite([Self.hash([1])])
+        writes.didWrite(visibleAt: 5)
+        #expect(writes.unwritten(untouched, since: 2))
+        var hashed = 0
+        writes.willWrite(keyCount: IndexKeyWrites.markedAtMost + 1) {
+            hashed += 1
+            return []
+        }
+        #expect(hashed == 0, "the keys of a write too large to mark are not hashed")
+        #expect(!writes.unwritten(untouched, since: 5))
+        writes.didWrite(visibleAt: 6)
+        #expect(!writes.unwritten(untouched, since: 5))
+        #expect(writes.unwritten(untouched, since: 6))
     }
 
     /// A save may run beside a catch-up on a read-only store (they take

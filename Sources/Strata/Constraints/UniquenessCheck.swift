@@ -154,9 +154,10 @@ struct UniqueKey: Hashable, Comparable {
         var common: [Int] = []
         var i = 0, j = 0
         while i < a.count && j < b.count {
-            if a[i] < b[j] {
+            let order = compare(a[i], b[j])
+            if order < 0 {
                 i += 1
-            } else if b[j] < a[i] {
+            } else if order > 0 {
                 j += 1
             } else {
                 common.append(i)
@@ -169,11 +170,17 @@ struct UniqueKey: Hashable, Comparable {
 
     /// Byte order, by `memcmp`.
     static func < (a: UniqueKey, b: UniqueKey) -> Bool {
+        compare(a, b) < 0
+    }
+
+    /// Byte order as a sign: negative when `a` comes first, zero when
+    /// they are equal, positive when `b` does.
+    static func compare(_ a: UniqueKey, _ b: UniqueKey) -> Int {
         a.bytes.withUnsafeBytes { x in
             b.bytes.withUnsafeBytes { y in
                 let common = min(x.count, y.count)
                 let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
-                return order != 0 ? order < 0 : x.count < y.count
+                return order != 0 ? Int(order) : x.count - y.count
             }
         }
     }

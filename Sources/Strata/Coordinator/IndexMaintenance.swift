@@ -66,6 +66,9 @@ struct IndexMaintenance {
         }
     }
 
+    /// How many keys ``touchedKeyHashes`` holds.
+    var touchedKeyCount: Int { pointEntries.count }
+
     /// The keys without their primary keys, hashed as ``IndexKeyWrites``
     /// keeps them, of this batch's entries in indexes of one attribute:
     /// the keys whose point lookups the batch changes.

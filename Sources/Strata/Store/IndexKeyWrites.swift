@@ -22,7 +22,8 @@ internal import StrataStore
 /// version past the entry's: a follower's may go back.)
 ///
 /// Bounded: past ``capacity`` keys the marks are dropped and the floor
-/// raised to the version of the write that dropped them.
+/// raised to the version of the write that dropped them; a write of more
+/// than ``markedAtMost`` keys drops them too.
 ///
 /// `@unchecked Sendable`: `marks`, `writing`, `floor` and `catchingUp`
 /// are guarded by `lock`, a leaf lock.
@@ -64,12 +65,33 @@ final class IndexKeyWrites: @unchecked Sendable {
         }
     }
 
+    /// The most keys a write marks one by one. A write touching more (a
+    /// batch of a batch request) drops the marks and raises the floor to
+    /// its version, as a full table does: marking each of ten thousand
+    /// keys cost a tenth of such a write, and a few such writes fill the
+    /// table anyway.
+    static let markedAtMost = capacity / 8
+
     /// Marks `hashes` as being written, before the write that touches them
     /// can be seen. A write's ``willWrite(_:)`` and ``didWrite(visibleAt:)``
     /// never overlap another write's: saves write under the coordinator's
     /// `saveLock`. (A catch-up may overlap them; see `catchingUp`.)
     func willWrite(_ hashes: [UInt64]) {
-        guard !hashes.isEmpty else { return }
+        willWrite(keyCount: hashes.count) { hashes }
+    }
+
+    /// ``willWrite(_:)`` for a write touching `count` keys, whose hashes
+    /// `hashes` makes only when they are marked.
+    func willWrite(keyCount count: Int, _ hashes: () -> [UInt64]) {
+        guard count > 0 else { return }
+        guard count <= Self.markedAtMost else {
+            lock.withLock {
+                marks.removeAll(keepingCapacity: true)
+                floor = Self.underWay
+            }
+            return
+        }
+        let hashes = hashes()
         lock.withLock {
             if marks.count + hashes.count > Self.capacity {
                 marks.removeAll(keepingCapacity: true)

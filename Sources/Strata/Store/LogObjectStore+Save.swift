@@ -61,7 +61,7 @@ extension LogObjectStore {
         if let keys { batch.put(RecordCoding.keysKey, RecordCoding.keysRecord(keys)) }
         if !batch.isEmpty {
             // Marked before the write can be seen, settled after, written or not.
-            indexKeyWrites.willWrite(indexEntries.touchedKeyHashes)
+            indexKeyWrites.willWrite(keyCount: indexEntries.touchedKeyCount) { indexEntries.touchedKeyHashes }
             defer { indexKeyWrites.didWrite(visibleAt: records.readVersion) }
             try records.write(batch)
         }
