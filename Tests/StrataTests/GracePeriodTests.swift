@@ -40,6 +40,22 @@ import Testing
         }
     }
 
+    /// Releases share one timer, and each waits out its own period: one
+    /// handed over 50 ms after another is not freed with it.
+    @Test func eachReleaseWaitsItsOwnPeriodUnderOneTimer() {
+        let (first, second) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let slice = UnsafeMutablePointer<UInt64?>.allocate(capacity: 1)
+        slice.initialize(to: nil)
+        defer { slice.deallocate() }
+        GracePeriod.release([Tracked(first, slice)])
+        usleep(50_000)
+        let secondReleased = DispatchTime.now().uptimeNanoseconds
+        GracePeriod.release([Tracked(second, slice)])
+        #expect(first.wait(timeout: .now() + 10) == .success, "never freed")
+        #expect(second.wait(timeout: .now() + 10) == .success, "never freed")
+        #expect(DispatchTime.now().uptimeNanoseconds - secondReleased >= 100_000_000, "freed with the one before, before its own period ended")
+    }
+
     /// Change sets are freed object by object, passing yield points: freed
     /// in one go, a large one holds its core for milliseconds that no yield
     /// point can split.

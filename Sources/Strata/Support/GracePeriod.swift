@@ -18,8 +18,16 @@ import Dispatch
 ///
 /// Hand it data, never a context: a context kept alive keeps its parent, its
 /// coordinator and the open store (and its file lock) alive with it.
+///
+/// What is handed over waits in one list, oldest first, under one timer:
+/// a writer saving thousands of times a second hands something over at
+/// each save, and a timer and a background run of its own for each kept
+/// the dispatch manager thread and a worker busy beside it.
 enum GracePeriod {
     static let interval = DispatchTimeInterval.milliseconds(100)
+    /// ``interval`` in nanoseconds.
+    private static let intervalNanoseconds: UInt64 = 100_000_000
+    private static let pending = PendingReleases()
 
     static func release<T: Sendable>(_ value: T) {
         release(value) { _, _ in }
@@ -38,13 +46,9 @@ enum GracePeriod {
     /// may free it piece by piece, passing yield points) and frees what is left.
     private static func release<T: Sendable>(_ value: T, emptying: @escaping @Sendable (inout T, inout YieldPoints) -> Void) {
         let held = Held(value)
-        ReleasedObjects.queue.asyncAfter(deadline: .now() + interval) {
-            // Emptied inside `run`: the free itself is the background work.
-            BackgroundScheduling.run {
-                var yields = YieldPoints()
-                if held.value != nil { emptying(&held.value!, &yields) }
-                held.value = nil
-            }
+        pending.add(after: intervalNanoseconds) { yields in
+            if held.value != nil { emptying(&held.value!, &yields) }
+            held.value = nil
         }
     }
 
@@ -53,5 +57,59 @@ enum GracePeriod {
     private final class Held<T: Sendable>: @unchecked Sendable {
         var value: T?
         init(_ value: T) { self.value = value }
+    }
+
+    /// The releases waiting for their time, and the one timer that runs
+    /// them on ``ReleasedObjects/queue``.
+    ///
+    /// `@unchecked Sendable`: `releases` and `scheduled` are guarded by `lock`.
+    private final class PendingReleases: @unchecked Sendable {
+        typealias Release = @Sendable (inout YieldPoints) -> Void
+        private let lock = Lock()
+        /// Oldest first: each is due an interval after it was added.
+        private var releases: [(due: UInt64, release: Release)] = []
+        /// Whether a timer is set for the first of `releases`.
+        private var scheduled = false
+
+        /// Adds `release`, due `nanoseconds` from now.
+        func add(after nanoseconds: UInt64, _ release: @escaping Release) {
+            let schedule = lock.withLock { () -> UInt64? in
+                // Read under the lock: the list stays in order of when each is due.
+                let due = DispatchTime.now().uptimeNanoseconds + nanoseconds
+                releases.append((due, release))
+                guard !scheduled else { return nil }
+                scheduled = true
+                return due
+            }
+            if let schedule { self.schedule(at: schedule) }
+        }
+
+        private func schedule(at due: UInt64) {
+            ReleasedObjects.queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: due)) { self.runDue() }
+        }
+
+        /// Runs every release due by now, as background work (the free
+        /// itself is that work), and sets the timer for the next, if any.
+        private func runDue() {
+            let now = DispatchTime.now().uptimeNanoseconds
+            var due = lock.withLock { () -> [(due: UInt64, release: Release)] in
+                let count = releases.prefix { $0.due <= now }.count
+                defer { releases.removeFirst(count) }
+                return Array(releases.prefix(count))
+            }
+            BackgroundScheduling.run {
+                var yields = YieldPoints()
+                for (_, release) in due { release(&yields) }
+                due.removeAll()
+            }
+            let next = lock.withLock { () -> UInt64? in
+                guard let first = releases.first else {
+                    scheduled = false
+                    return nil
+                }
+                return first.due
+            }
+            if let next { schedule(at: next) }
+        }
     }
 }

@@ -177,8 +177,9 @@ struct FollowFailure: Error, CustomStringConvertible {
 }
 
 /// A reader process: started, waited for until it says it is ready, and
-/// read to its end — each line `seen LAST SECONDS` — while it runs, so that
-/// a full pipe never stops it.
+/// read to its end — each line `seen LAST SECONDS`, said once it has seen
+/// the last save (``SeenSaves``) — on a thread of its own, so that a full
+/// pipe never stops it.
 final class FollowerProcess: @unchecked Sendable {
     // `@unchecked Sendable`: `lines` is written by the reading thread before
     // `finished` is signalled and read only after.

@@ -60,9 +60,32 @@ final class StrataFollowWriter: FollowWriter {
     func close() throws { try container.close() }
 }
 
+/// What a reader process saw, said to the benchmark once it has seen the
+/// last save: a line to the writer's process at each notification would
+/// wake a thread of it (its reader of the pipe) at each of every reader's
+/// catch-ups — the benchmark's cost, in the process it measures, which an
+/// app's readers do not have.
+///
+/// `@unchecked Sendable`: `lines` is guarded by `lock`.
+final class SeenSaves: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+
+    /// Notes that save `last` was seen at `at` (monotonic seconds).
+    func note(_ last: Int, at: Double) {
+        lock.withLock { lines.append("seen \(last) \(at)") }
+    }
+
+    /// Says every line noted, in order.
+    func say() {
+        let text = lock.withLock { lines.map { $0 + "\n" }.joined() }
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}
+
 /// A reader process of the Strata runs: opens the store read-only, follows
-/// it, and says `seen LAST SECONDS` at each notification, until it has
-/// seen save `until`.
+/// it, and notes the last save it sees at each notification, until it has
+/// seen save `until`; then says `seen LAST SECONDS` for each (``SeenSaves``).
 enum StrataFollower {
     static func run(store: String, until: Int) throws {
         var options = StoreOptions()
@@ -70,12 +93,13 @@ enum StrataFollower {
         let container = try PersistentContainer(name: "Reader", model: try makeFollowModel(), directory: store, options: options, viewContext: .privateQueue)
         let context = container.newBackgroundContext()
         let done = DispatchSemaphore(value: 0)
+        let seen = SeenSaves()
         let observer = NotificationCenter.default.addObserver(
             forName: PersistentStoreCoordinator.storeDidChangeRemotely, object: container.coordinator, queue: nil
         ) { _ in
             let at = monotonicSeconds()
             let last = (try? context.performAndWait { () throws -> Int in Int(try Counter.first(in: context)?.last ?? 0) }) ?? 0
-            say("seen \(last) \(at)")
+            seen.note(last, at: at)
             if last >= until { done.signal() }
         }
         let following = try container.coordinator.followStore { error in say("error \(error)") }
@@ -83,6 +107,7 @@ enum StrataFollower {
         done.wait()
         following.cancel()
         NotificationCenter.default.removeObserver(observer)
+        seen.say()
         try container.close()
     }
 }
@@ -135,7 +160,7 @@ final class SQLiteFollowWriter: FollowWriter {
 
 /// A reader process of the SQLite runs: polls `PRAGMA data_version` every
 /// millisecond (what changes when another connection commits) and, when it
-/// changed, reads the counter.
+/// changed, reads the counter; says what it saw at the end (``SeenSaves``).
 enum SQLiteFollower {
     static func run(path: String, until: Int) throws {
         var db: OpaquePointer?
@@ -156,6 +181,7 @@ enum SQLiteFollower {
             return sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : nil
         }
         say("ready")
+        let seen = SeenSaves()
         var seenVersion = step(version) ?? 0
         var last: Int64 = 0
         while last < until {
@@ -164,7 +190,8 @@ enum SQLiteFollower {
             let at = monotonicSeconds()
             seenVersion = now
             last = step(counter) ?? last
-            say("seen \(last) \(at)")
+            seen.note(Int(last), at: at)
         }
+        seen.say()
     }
 }
