@@ -67,9 +67,9 @@ final class IndexKeyWrites: @unchecked Sendable {
 
     /// The most keys a write marks one by one. A write touching more (a
     /// batch of a batch request) drops the marks and raises the floor to
-    /// its version, as a full table does: marking each of ten thousand
-    /// keys cost a tenth of such a write, and a few such writes fill the
-    /// table anyway.
+    /// its version, as a full table does: a few such writes fill the table
+    /// anyway, so marking each of their keys would cost their writes and
+    /// keep nothing.
     static let markedAtMost = capacity / 8
 
     /// Marks `hashes` as being written, before the write that touches them

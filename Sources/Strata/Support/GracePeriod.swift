@@ -20,13 +20,11 @@ import Dispatch
 /// coordinator and the open store (and its file lock) alive with it.
 ///
 /// What is handed over waits in one list, oldest first, under one timer:
-/// a writer saving thousands of times a second hands something over at
-/// each save, and a timer and a background run of its own for each kept
-/// the dispatch manager thread and a worker busy beside it.
+/// a writer hands something over at every save, and a timer and a
+/// background run for each would cost every save a wake-up of two threads.
 enum GracePeriod {
-    static let interval = DispatchTimeInterval.milliseconds(100)
-    /// ``interval`` in nanoseconds.
-    private static let intervalNanoseconds: UInt64 = 100_000_000
+    /// How long what is handed over is kept, in nanoseconds (100 ms).
+    static let interval: UInt64 = 100_000_000
     private static let pending = PendingReleases()
 
     static func release<T: Sendable>(_ value: T) {
@@ -46,7 +44,7 @@ enum GracePeriod {
     /// may free it piece by piece, passing yield points) and frees what is left.
     private static func release<T: Sendable>(_ value: T, emptying: @escaping @Sendable (inout T, inout YieldPoints) -> Void) {
         let held = Held(value)
-        pending.add(after: intervalNanoseconds) { yields in
+        pending.add(after: interval) { yields in
             if held.value != nil { emptying(&held.value!, &yields) }
             held.value = nil
         }
