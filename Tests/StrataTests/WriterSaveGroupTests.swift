@@ -211,4 +211,40 @@ struct WriterSaveGroupTests {
         #expect(stored == [retrying ? 2 : 1])
         try container.close()
     }
+
+    ///     caller (block context)            writer queue
+    ///     save into the idle writer:
+    ///       recorded, no take-in block queued
+    ///     saveDurably: performAndWait ────▶ block: take the save in,
+    ///                                        save to the store
+    ///     returns ◀────────────────────────
+    ///
+    /// The durable save's block takes the block save in: a take-in block
+    /// queued as well would be one more block, which that one would wait
+    /// behind on another thread at every save.
+    @Test("A block save into an idle writer runs one writer block, its durable save's, which takes the changes in and stores them",
+          arguments: [false, true])
+    func aBlockSaveIntoAnIdleWriterRunsOneWriterBlock(awaited: Bool) async throws {
+        let gated = try GatedContainer()
+        let container = gated.container, writer = container.writerContext
+        writer.performAndWait {}  // idle, whatever opening queued
+        let blocks = Mutex(0)
+        writer.parking.condition.withLock { writer.parking.onBlockFinished = { blocks.withLock { $0 += 1 } } }
+        defer { writer.parking.condition.withLock { writer.parking.onBlockFinished = nil } }
+        for name in ["a", "b", "c"] {
+            if awaited {
+                try await container.write { Recipe(context: $0).name = name }
+            } else {
+                try container.saveAndWait { Recipe(context: $0).name = name }
+            }
+        }
+        #expect(blocks.withLock { $0 } == 3, "writer blocks for three block saves")
+        #expect(writer.deferredChildSaves.count == 0)
+        #expect(try gated.storedNames() == ["a", "b", "c"])
+        let view = container.viewContext
+        let seen = try view.performAndWait { try view.fetch(FetchRequest<Recipe>()).map(\.name).sorted() }
+        #expect(seen == ["a", "b", "c"], "the view context merged the saves")
+        try container.close()
+    }
 }
+

@@ -50,7 +50,7 @@ import Synchronization
 /// main-queue child's save into a parent on the coordinator, which waits
 /// for the parent's next window, or for room, and a background child's
 /// save of new objects only, which waits on its own thread for the parent
-/// to park or go idle (see ``ManagedObjectContext/deferChildSave(_:from:)``).
+/// to park or go idle (see ``ManagedObjectContext/deferChildSave(_:from:enteredNext:)``).
 ///
 /// `@unchecked Sendable`: `entries`, `objects` and `lastSequence` are
 /// guarded by `lock`, a leaf lock taken after the parent's
@@ -245,7 +245,14 @@ extension ManagedObjectContext {
     /// one of at most 64 objects, for a window), bounded by
     /// ``backgroundWakeups``: taken synchronously, it would be a block of
     /// this context outside any window, as long as the import.
-    func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext) throws(StrataError) -> SaveOutcome? {
+    ///
+    /// `enteredNext`: the caller enters this context right after the save
+    /// returns (a save block's durable save, ``WriterSaveGroups``), and
+    /// that block takes the save in at its start. Recorded into an idle
+    /// context, the save then queues no block of its own to take it in:
+    /// the caller's block would otherwise wait behind that one, on another
+    /// thread, at every save.
+    func deferChildSave(_ changes: ChangeSet, from child: ManagedObjectContext, enteredNext: Bool = false) throws(StrataError) -> SaveOutcome? {
         guard concurrencyType == .privateQueue, let queue, !isCurrent,
               !changes.inserted.isEmpty || !changes.updated.isEmpty || !changes.deleted.isEmpty else { return nil }
         let objectCount = changes.inserted.count + changes.updated.count + changes.deleted.count
@@ -340,7 +347,7 @@ extension ManagedObjectContext {
                     return .init(changes: changes, index: index, child: child, firstVersion: firstVersion, sequence: sequence, below: entryBelow)
                 }
                 guard recorded != nil else { return .none }
-                if parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0 { return .recorded }
+                if parking.parked || parking.acceptsDeferredSaves || parking.takeInBlocksQueued > 0 || enteredNext { return .recorded }
                 parking.queuedBlocks += 1
                 parking.takeInBlocksQueued += 1
                 return .queued
@@ -361,7 +368,7 @@ extension ManagedObjectContext {
         return nil
     }
 
-    /// How many times ``deferChildSave(_:from:)`` reads the level below
+    /// How many times ``deferChildSave(_:from:enteredNext:)`` reads the level below
     /// again when a store save came between its read and its check, before
     /// the save takes the synchronous path.
     static let deferAttempts = 4

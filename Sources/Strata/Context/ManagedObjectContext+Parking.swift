@@ -52,7 +52,7 @@ final class ParkingState: @unchecked Sendable {
     var queuedBlocks = 0
     /// Threads waiting for the context to record a save: for room in its
     /// list (``ManagedObjectContext/waitForRoomToHandOn(_:)``), or for a
-    /// state it records in (``ManagedObjectContext/deferChildSave(_:from:)``).
+    /// state it records in (``ManagedObjectContext/deferChildSave(_:from:enteredNext:)``).
     /// Whatever can end such a wait broadcasts while there is one.
     var roomWaiters = 0
     /// Called by ``blockFinished()``, under `condition`, on the thread that
@@ -174,7 +174,7 @@ extension ManagedObjectContext {
 
     /// Runs `io` (which must not touch this context's state) with the context
     /// parked: children's calls run as guests meanwhile, and children's saves
-    /// of new objects are recorded for later (``deferChildSave(_:from:)``).
+    /// of new objects are recorded for later (``deferChildSave(_:from:enteredNext:)``).
     /// Returns once no guest is running and the recorded saves are taken in.
     func parked<T, E: Error>(_ io: () throws(E) -> T) throws(E) -> T {
         parking.condition.withLock {

@@ -29,9 +29,10 @@ extension ManagedObjectContext {
     }
 
     /// ``save()``, returning its did-save payload (nil when there was
-    /// nothing to save).
+    /// nothing to save). `parentEnteredNext`: the caller enters the parent
+    /// right after (see ``deferChildSave(_:from:enteredNext:)``).
     @discardableResult
-    func saveReportingChanges() throws(StrataError) -> ObjectChanges? {
+    func saveReportingChanges(parentEnteredNext: Bool = false) throws(StrataError) -> ObjectChanges? {
         checkQueue()
         dropUnchangedUpdates()
         processPendingChangesInWindow()
@@ -50,7 +51,7 @@ extension ManagedObjectContext {
                     let forwarded = appendHeldSaves(to: &changes)
                     let generation = changeGeneration
                     let authorsMark = carriedAuthors.mark
-                    let outcome = try send(changes)
+                    let outcome = try send(changes, parentEnteredNext: parentEnteredNext)
                     carriedAuthors.saved(since: authorsMark)
                     // The destination shows them to children now.
                     if let forwarded { letGoOfForwardedSaves(forwarded) }
@@ -107,7 +108,7 @@ extension ManagedObjectContext {
     }
 
     /// Hands `changes` one level down: to the parent, or to the store.
-    private func send(_ changes: ChangeSet) throws(StrataError) -> SaveOutcome {
+    private func send(_ changes: ChangeSet, parentEnteredNext: Bool) throws(StrataError) -> SaveOutcome {
         guard let parent else {
             // While the batch is written and synced, children (the main
             // context) get in as guests instead of waiting (contract C17).
@@ -119,7 +120,7 @@ extension ManagedObjectContext {
             // Against the whole source, on this queue; the parent then
             // checks only what it changed itself since (``acceptChildSave``).
             try check.enforce(holders: SourceView(of: self).uniqueHolders(check.keysToLookUp))
-        } else if let deferred = try parent.deferChildSave(changes, from: self) {
+        } else if let deferred = try parent.deferChildSave(changes, from: self, enteredNext: parentEnteredNext) {
             // Into a private parent that is idle, writing to the store or
             // running Strata's own work, checked clean against what it
             // holds: the parent takes the save in later, in order, and this
@@ -553,7 +554,7 @@ extension ManagedObjectContext {
 
     /// Takes a child's inserted objects as this context's own inserts, the
     /// i-th under version `firstVersion + i` (reserved by the caller, so that
-    /// the child knows them before this runs; see ``deferChildSave(_:from:)``).
+    /// the child knows them before this runs; see ``deferChildSave(_:from:enteredNext:)``).
     /// `announced`: objects-did-change carried them already (a held save,
     /// ``holdChildSave(_:from:)``), so they are only published.
     func takeInserts(of changes: ChangeSet, firstVersion: UInt64, announced: Bool = false) {

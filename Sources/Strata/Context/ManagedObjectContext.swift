@@ -219,7 +219,7 @@ public final class ManagedObjectContext: @unchecked Sendable, CustomStringConver
     /// What this context's objects point to (see ``ContextLink``).
     let link = ContextLink()
 
-    /// Children's saves this context takes in later (see ``deferChildSave(_:from:)``).
+    /// Children's saves this context takes in later (see ``deferChildSave(_:from:enteredNext:)``).
     let deferredChildSaves = DeferredChildSaves()
 
     /// The copy of its pending changes this context's children read (guarded

@@ -112,7 +112,7 @@ extension PersistentContainer {
             do {
                 value = try await context.perform { () throws -> T in
                     let value = try block(context)
-                    if let saved = try context.saveReportingChanges(), context.parent == nil { self.mergeIntoStack(saved) }
+                    if let saved = try context.saveReportingChanges(parentEnteredNext: true), context.parent == nil { self.mergeIntoStack(saved) }
                     return value
                 }
             } catch let error as StrataError where error.code == .mergeConflict && attempt < retries {
@@ -131,7 +131,7 @@ extension PersistentContainer {
             return .failure(error)
         }
         do throws(StrataError) {
-            guard let saved = try context.saveReportingChanges() else { return .success(.nothingToSave) }
+            guard let saved = try context.saveReportingChanges(parentEnteredNext: true) else { return .success(.nothingToSave) }
             if context.parent == nil {
                 mergeIntoStack(saved)
             } else {
