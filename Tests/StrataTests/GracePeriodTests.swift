@@ -56,6 +56,30 @@ import Testing
         #expect(DispatchTime.now().uptimeNanoseconds - secondReleased >= 100_000_000, "freed with the one before, before its own period ended")
     }
 
+    /// Releases handed over a millisecond apart (a writer saving a
+    /// thousand times a second) are freed in runs at least
+    /// ``GracePeriod/gathering`` apart, each taking all that is due, not a
+    /// run per release. (Other tests' releases share the timer: its runs
+    /// are still that far apart.)
+    @Test func releasesDueCloseTogetherAreFreedTogether() {
+        let slice = UnsafeMutablePointer<UInt64?>.allocate(capacity: 1)
+        slice.initialize(to: nil)
+        defer { slice.deallocate() }
+        let count = 50
+        let freed = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+        let runsBefore = GracePeriod.runCount
+        for semaphore in freed {
+            GracePeriod.release([Tracked(semaphore, slice)])
+            usleep(1_000)
+        }
+        for semaphore in freed { #expect(semaphore.wait(timeout: .now() + 10) == .success, "never freed") }
+        let runs = GracePeriod.runCount - runsBefore
+        // 50 releases over at least 50 ms, freed over at least as long: at
+        // most about one run per 10 ms of that, where a run per release due
+        // makes 50.
+        #expect(runs <= 20, "\(runs) runs of the timer for \(count) releases a millisecond apart")
+    }
+
     /// Change sets are freed object by object, passing yield points: freed
     /// in one go, a large one holds its core for milliseconds that no yield
     /// point can split.

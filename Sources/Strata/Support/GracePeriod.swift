@@ -22,9 +22,17 @@ import Dispatch
 /// What is handed over waits in one list, oldest first, under one timer:
 /// a writer hands something over at every save, and a timer and a
 /// background run for each would cost every save a wake-up of two threads.
+/// The timer's runs are at least ``gathering`` apart, each freeing all that
+/// is due: a run per release due would be that wake-up again, a grace
+/// period later.
 enum GracePeriod {
     /// How long what is handed over is kept, in nanoseconds (100 ms).
     static let interval: UInt64 = 100_000_000
+    /// The least time between two runs of the timer, in nanoseconds (10 ms):
+    /// a release waits at most this long past its period.
+    static let gathering: UInt64 = 10_000_000
+    /// How many times the timer has run (tests).
+    static var runCount: Int { pending.runCount }
     private static let pending = PendingReleases()
 
     static func release<T: Sendable>(_ value: T) {
@@ -60,7 +68,7 @@ enum GracePeriod {
     /// The releases waiting for their time, and the one timer that runs
     /// them on ``ReleasedObjects/queue``.
     ///
-    /// `@unchecked Sendable`: `releases` and `scheduled` are guarded by `lock`.
+    /// `@unchecked Sendable`: `releases`, `scheduled` and `runs` are guarded by `lock`.
     private final class PendingReleases: @unchecked Sendable {
         typealias Release = @Sendable (inout YieldPoints) -> Void
         private let lock = Lock()
@@ -68,6 +76,9 @@ enum GracePeriod {
         private var releases: [(due: UInt64, release: Release)] = []
         /// Whether a timer is set for the first of `releases`.
         private var scheduled = false
+        private var runs = 0
+
+        var runCount: Int { lock.withLock { runs } }
 
         /// Adds `release`, due `nanoseconds` from now.
         func add(after nanoseconds: UInt64, _ release: @escaping Release) {
@@ -91,6 +102,7 @@ enum GracePeriod {
         private func runDue() {
             let now = DispatchTime.now().uptimeNanoseconds
             var due = lock.withLock { () -> [(due: UInt64, release: Release)] in
+                runs += 1
                 let count = releases.prefix { $0.due <= now }.count
                 defer { releases.removeFirst(count) }
                 return Array(releases.prefix(count))
@@ -105,7 +117,7 @@ enum GracePeriod {
                     scheduled = false
                     return nil
                 }
-                return first.due
+                return max(first.due, DispatchTime.now().uptimeNanoseconds + GracePeriod.gathering)
             }
             if let next { schedule(at: next) }
         }
