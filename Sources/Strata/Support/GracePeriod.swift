@@ -76,6 +76,7 @@ enum GracePeriod {
         private var releases: [(due: UInt64, release: Release)] = []
         /// Whether a timer is set for the first of `releases`.
         private var scheduled = false
+        /// How many times the timer has run.
         private var runs = 0
 
         var runCount: Int { lock.withLock { runs } }
