@@ -51,18 +51,17 @@ enum IndexKeyCoding {
     /// entity's properties) in `entity`'s index number `index`.
     static func key(_ values: [PropertyValue], of entity: EntityDescription, index: Int, primaryKey: UInt64) -> [UInt8] {
         var key: [UInt8] = []
-        writeKey(values, of: entity, index: index, primaryKey: primaryKey, into: &key)
+        appendKey(values, of: entity, index: index, primaryKey: primaryKey, to: &key)
         return key
     }
 
-    /// ``key(_:of:index:primaryKey:)`` written over `key`, whose storage is
-    /// reused: a save encodes every entry into one buffer, where a fresh
-    /// array per entry cost four allocations.
-    static func writeKey(_ values: [PropertyValue], of entity: EntityDescription, index: Int, primaryKey: UInt64, into key: inout [UInt8]) {
-        key.removeAll(keepingCapacity: true)
-        appendPrefix(of: entity, index: index, to: &key)
-        for property in entity.indexedProperties[index] { appendValue(values[property], to: &key) }
-        appendBigEndian(primaryKey, to: &key)
+    /// ``key(_:of:index:primaryKey:)`` appended to `bytes`: a save encodes
+    /// every entry into one buffer, where a fresh array per entry cost four
+    /// allocations.
+    static func appendKey(_ values: [PropertyValue], of entity: EntityDescription, index: Int, primaryKey: UInt64, to bytes: inout [UInt8]) {
+        appendPrefix(of: entity, index: index, to: &bytes)
+        for property in entity.indexedProperties[index] { appendValue(values[property], to: &bytes) }
+        appendBigEndian(primaryKey, to: &bytes)
     }
 
     /// An entry without its primary key: what every object holding the same

@@ -10,10 +10,11 @@ import Foundation
 /// engine then takes each as one ascending run (a walk down the index per
 /// leaf, not per key) rather than an index entry between every two records.
 struct IndexMaintenance {
-    private var key: [UInt8] = []
-    private var oldKey: [UInt8] = []
-    /// Every entry's key, one after the other.
+    /// Every entry's key, one after the other, each encoded in place (not
+    /// into a buffer of its own and copied here).
     private var keys: [UInt8] = []
+    /// An update's old entry, encoded to be compared with its new one.
+    private var oldKey: [UInt8] = []
     /// Each entry: where its key starts in `keys`, its length, put or delete.
     private var entries: [(start: Int, count: Int, isPut: Bool)] = []
     /// Where each entry of an index of one attribute starts in `keys`, and
@@ -21,32 +22,46 @@ struct IndexMaintenance {
     private var pointEntries: [(start: Int, count: Int)] = []
 
     mutating func insert(_ values: [PropertyValue], of id: ObjectID) {
-        for index in id.entity.indexes.indices {
-            IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
-            add(key, isPut: true, of: id.entity, index: index)
+        let entity = id.entity
+        for index in entity.indexes.indices {
+            let start = keys.count
+            IndexKeyCoding.appendKey(values, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
+            addEntry(from: start, isPut: true, of: entity, index: index)
         }
     }
 
     /// `old`: the values stored before the update (nil: none, then every
     /// entry is written as new).
     mutating func update(from old: [PropertyValue]?, to new: [PropertyValue], of id: ObjectID) {
-        for index in id.entity.indexes.indices {
+        let entity = id.entity
+        for index in entity.indexes.indices {
             // An entry whose values did not change stays: no key to encode.
-            if let old, id.entity.indexedProperties[index].allSatisfy({ old[$0] == new[$0] }) { continue }
-            IndexKeyCoding.writeKey(new, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
+            if let old, entity.indexedProperties[index].allSatisfy({ old[$0] == new[$0] }) { continue }
+            let start = keys.count
+            IndexKeyCoding.appendKey(new, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
             if let old {
-                IndexKeyCoding.writeKey(old, of: id.entity, index: index, primaryKey: id.primaryKey, into: &oldKey)
-                if oldKey == key { continue }
-                add(oldKey, isPut: false, of: id.entity, index: index)
+                oldKey.removeAll(keepingCapacity: true)
+                IndexKeyCoding.appendKey(old, of: entity, index: index, primaryKey: id.primaryKey, to: &oldKey)
+                if keys[start...].elementsEqual(oldKey) {
+                    keys.removeSubrange(start...)
+                    continue
+                }
+                addEntry(from: start, isPut: true, of: entity, index: index)
+                let oldStart = keys.count
+                keys += oldKey
+                addEntry(from: oldStart, isPut: false, of: entity, index: index)
+            } else {
+                addEntry(from: start, isPut: true, of: entity, index: index)
             }
-            add(key, isPut: true, of: id.entity, index: index)
         }
     }
 
     mutating func delete(_ values: [PropertyValue], of id: ObjectID) {
-        for index in id.entity.indexes.indices {
-            IndexKeyCoding.writeKey(values, of: id.entity, index: index, primaryKey: id.primaryKey, into: &key)
-            add(key, isPut: false, of: id.entity, index: index)
+        let entity = id.entity
+        for index in entity.indexes.indices {
+            let start = keys.count
+            IndexKeyCoding.appendKey(values, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
+            addEntry(from: start, isPut: false, of: entity, index: index)
         }
     }
 
@@ -81,9 +96,10 @@ struct IndexMaintenance {
         }
     }
 
-    private mutating func add(_ key: [UInt8], isPut: Bool, of entity: EntityDescription, index: Int) {
-        if entity.indexedProperties[index].count == 1 { pointEntries.append((keys.count, key.count)) }
-        entries.append((keys.count, key.count, isPut))
-        keys += key
+    /// Records the entry whose key was just encoded at the end of `keys`, from `start`.
+    private mutating func addEntry(from start: Int, isPut: Bool, of entity: EntityDescription, index: Int) {
+        let count = keys.count - start
+        if entity.indexedProperties[index].count == 1 { pointEntries.append((start, count)) }
+        entries.append((start, count, isPut))
     }
 }
