@@ -13,8 +13,6 @@ struct IndexMaintenance {
     /// Every entry's key, one after the other, each encoded in place (not
     /// into a buffer of its own and copied here).
     private var keys: [UInt8] = []
-    /// An update's old entry, encoded to be compared with its new one.
-    private var oldKey: [UInt8] = []
     /// Each entry: where its key starts in `keys`, its length, put or delete.
     private var entries: [(start: Int, count: Int, isPut: Bool)] = []
     /// Where each entry of an index of one attribute starts in `keys`, and
@@ -26,7 +24,7 @@ struct IndexMaintenance {
         for index in entity.indexes.indices {
             let start = keys.count
             IndexKeyCoding.appendKey(values, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
-            addEntry(from: start, isPut: true, of: entity, index: index)
+            addEntry(start..<keys.count, isPut: true, of: entity, index: index)
         }
     }
 
@@ -39,20 +37,19 @@ struct IndexMaintenance {
             if let old, entity.indexedProperties[index].allSatisfy({ old[$0] == new[$0] }) { continue }
             let start = keys.count
             IndexKeyCoding.appendKey(new, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
-            if let old {
-                oldKey.removeAll(keepingCapacity: true)
-                IndexKeyCoding.appendKey(old, of: entity, index: index, primaryKey: id.primaryKey, to: &oldKey)
-                if keys[start...].elementsEqual(oldKey) {
-                    keys.removeSubrange(start...)
-                    continue
-                }
-                addEntry(from: start, isPut: true, of: entity, index: index)
-                let oldStart = keys.count
-                keys += oldKey
-                addEntry(from: oldStart, isPut: false, of: entity, index: index)
-            } else {
-                addEntry(from: start, isPut: true, of: entity, index: index)
+            guard let old else {
+                addEntry(start..<keys.count, isPut: true, of: entity, index: index)
+                continue
             }
+            let oldStart = keys.count
+            IndexKeyCoding.appendKey(old, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
+            // Values that differ but encode alike leave the entry as it is.
+            if keys[start..<oldStart].elementsEqual(keys[oldStart...]) {
+                keys.removeSubrange(start...)
+                continue
+            }
+            addEntry(start..<oldStart, isPut: true, of: entity, index: index)
+            addEntry(oldStart..<keys.count, isPut: false, of: entity, index: index)
         }
     }
 
@@ -61,7 +58,7 @@ struct IndexMaintenance {
         for index in entity.indexes.indices {
             let start = keys.count
             IndexKeyCoding.appendKey(values, of: entity, index: index, primaryKey: id.primaryKey, to: &keys)
-            addEntry(from: start, isPut: false, of: entity, index: index)
+            addEntry(start..<keys.count, isPut: false, of: entity, index: index)
         }
     }
 
@@ -96,10 +93,9 @@ struct IndexMaintenance {
         }
     }
 
-    /// Records the entry whose key was just encoded at the end of `keys`, from `start`.
-    private mutating func addEntry(from start: Int, isPut: Bool, of entity: EntityDescription, index: Int) {
-        let count = keys.count - start
-        if entity.indexedProperties[index].count == 1 { pointEntries.append((start, count)) }
-        entries.append((start, count, isPut))
+    /// Records the entry whose key was encoded into `keys` at `bytes`.
+    private mutating func addEntry(_ bytes: Range<Int>, isPut: Bool, of entity: EntityDescription, index: Int) {
+        if entity.indexedProperties[index].count == 1 { pointEntries.append((bytes.lowerBound, bytes.count)) }
+        entries.append((bytes.lowerBound, bytes.count, isPut))
     }
 }
