@@ -205,6 +205,34 @@ import Testing
         try writer.coordinator.close()
     }
 
+    /// A follower's pacing: each change, the milliseconds from the last
+    /// catch-up's start to it, and whether it was already waiting when that
+    /// catch-up ended (a stream) or found the reader idle:
+    ///
+    ///     idle      5   2   1.5   0.4       → at once, at once, at once, 0.6 (1 ms apart at least)
+    ///     stream    0.2 0.2 0.2   5         → wait 1.8, 2.8, 2.8, 0; interval 2, 3, 3, 3
+    ///     idle      4   4   0.5             → at once; interval 1.5, 1, 1 (wait 0.5)
+    ///
+    /// It fails if an idle reader waits for a change more than 1 ms after
+    /// the last catch-up began, if a stream's catch-ups come closer than
+    /// the interval or the interval passes 3 ms, or if it does not come
+    /// back down.
+    @Test func aFollowerCatchesUpAtOnceWhenIdleAndPacesAStream() {
+        let ms: UInt64 = 1_000_000
+        var pacing = CatchUpPacing()
+        func step(_ since: UInt64, waiting: Bool) -> (wait: UInt64, interval: UInt64) {
+            let wait = pacing.wait(since: since, waiting: waiting)
+            return (wait, pacing.interval)
+        }
+        let idle = [5 * ms, 2 * ms, 3 * ms / 2, 2 * ms / 5].map { step($0, waiting: false) }
+        #expect(idle.map(\.wait) == [0, 0, 0, 3 * ms / 5] && idle.allSatisfy { $0.interval == ms }, "\(idle)")
+        let stream = [ms / 5, ms / 5, ms / 5, 5 * ms].map { step($0, waiting: true) }
+        #expect(stream.map(\.wait) == [9 * ms / 5, 14 * ms / 5, 14 * ms / 5, 0], "\(stream)")
+        #expect(stream.map(\.interval) == [2 * ms, 3 * ms, 3 * ms, 3 * ms], "\(stream)")
+        let after = [4 * ms, 4 * ms, ms / 2].map { step($0, waiting: false) }
+        #expect(after.map(\.wait) == [0, 0, ms / 2] && after.map(\.interval) == [3 * ms / 2, ms, ms], "\(after)")
+    }
+
     /// Catching up is for stores opened read-only: one open for writing, or
     /// in memory, is a typed error, and so is following one.
     @Test func catchingUpAStoreOpenForWritingIsATypedError() throws {

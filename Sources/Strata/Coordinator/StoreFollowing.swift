@@ -152,15 +152,12 @@ public final class StoreFollowing: Sendable {
         }
     }
 
-    /// The shortest time between the starts of two catch-ups: a writer
-    /// saving thousands of times a second wakes each reader at most this
-    /// often, each catch-up taking in every save since the last.
-    static let minimumInterval: UInt64 = 1_000_000  // nanoseconds
-
     /// Waits for a change (the signal, or a poll interval without one),
-    /// drains what came, and calls `catchUp`, until the wake pipe is
-    /// written or `catchUp` returns false. A catch-up runs first, for what
-    /// changed before the signal began.
+    /// drains what came, waits as long as ``CatchUpPacing`` says (for the
+    /// rest of a stream's changes to come, drained too), and calls
+    /// `catchUp`, until the wake pipe is written or `catchUp` returns
+    /// false. A catch-up runs first, for what changed before the signal
+    /// began.
     private static func follow(_ signal: any StoreChangeSignal, wake: Int32, catchUp: () -> Bool) {
         let watch = signal.descriptor
         // With a signal, the timeout is a safety net; without, it is the poll.
@@ -168,15 +165,19 @@ public final class StoreFollowing: Sendable {
         var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         if watch >= 0 { fds.append(pollfd(fd: watch, events: Int16(POLLIN), revents: 0)) }
         var lastStart = DispatchTime.now().uptimeNanoseconds
+        var pacing = CatchUpPacing()
         guard catchUp() else { return }
         while true {
-            let n = poll(&fds, nfds_t(fds.count), timeout)
+            // A change that came while the last catch-up ran is a stream's.
+            var n = poll(&fds, nfds_t(fds.count), 0)
+            let waiting = n > 0
+            if n == 0 { n = poll(&fds, nfds_t(fds.count), timeout) }
             if n < 0 && errno != EINTR { return }
             if fds[0].revents != 0 { return }
             signal.drain()
-            let since = DispatchTime.now().uptimeNanoseconds - lastStart
-            if since < minimumInterval {
-                usleep(UInt32((minimumInterval - since) / 1_000))
+            let wait = pacing.wait(since: DispatchTime.now().uptimeNanoseconds - lastStart, waiting: waiting)
+            if wait > 0 {
+                usleep(UInt32(wait / 1_000))
                 signal.drain()
             }
             lastStart = DispatchTime.now().uptimeNanoseconds

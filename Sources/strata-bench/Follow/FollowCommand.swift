@@ -16,7 +16,9 @@ import Darwin
 /// reached them. Reported: the time from a save's return in the writer to
 /// its notification in each reader (p50, p99, max, over every save and
 /// reader), with the writer pacing its saves and saving back to back; and
-/// the writer's rate with the readers following vs none. Beside it, SQLite
+/// the writer's rate with the readers following vs none: the median of the
+/// rounds' ratios, each of two runs back to back (a single pair of runs is
+/// at the mercy of a shared machine). Beside it, SQLite
 /// in WAL mode with the same durability, its readers polling
 /// `PRAGMA data_version` every millisecond (SQLite has no notification).
 struct FollowCommand: ParsableCommand {
@@ -28,11 +30,16 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "Saves the writer makes in each run.") var saves = 5_000
     @Option(help: "Reader processes.") var readers = 4
     @Option(help: "Milliseconds between the writer's saves in the paced run.") var interval = 2.0
+    @Option(help: "Rounds, each running the writer with no reader and with readers back to back (rates: their medians).") var rounds = 3
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
     @Option(help: .hidden) var readerOf: String?
     @Option(help: .hidden) var sqliteReaderOf: String?
     @Option(help: .hidden) var until = 0
+
+    func validate() throws {
+        guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
+    }
 
     func run() throws {
         if let readerOf { return try StrataFollower.run(store: readerOf, until: until) }
@@ -40,46 +47,59 @@ struct FollowCommand: ParsableCommand {
         let work = try WorkDirectory(store, scenario: "follow")
         defer { work.cleanUp() }
         let executable = try Self.ownExecutable()
-        var rows: [(String, FollowRun)] = []
+        let alone = "no reader, back to back", followed = "\(readers) readers, back to back"
+        let paced = "\(readers) readers, a save every \(fixed(interval, 1)) ms"
+        var engines: [(name: String, engine: FollowEngine)] = [("Strata", .strata)]
+        if !noSQLite { engines.append(("SQLite", .sqlite)) }
+        // Each engine's runs, by label, one a round.
+        var runs: [String: [FollowRun]] = [:]
         var n = 0
-        func next(_ label: String, _ engine: FollowEngine, readers: Int, interval: Double) throws {
-            n += 1
-            progress("follow: \(label) ...")
-            rows.append((label, try FollowRun.measure(engine, directory: work.path + "/run\(n)", executable: executable,
-                                                      saves: saves, readers: readers, interval: interval)))
-        }
-        try next("Strata, no reader, back to back", .strata, readers: 0, interval: 0)
-        try next("Strata, \(readers) readers, back to back", .strata, readers: readers, interval: 0)
-        try next("Strata, \(readers) readers, a save every \(fixed(interval, 1)) ms", .strata, readers: readers, interval: interval)
-        if !noSQLite {
-            try next("SQLite, no reader, back to back", .sqlite, readers: 0, interval: 0)
-            try next("SQLite, \(readers) readers, back to back", .sqlite, readers: readers, interval: 0)
-            try next("SQLite, \(readers) readers, a save every \(fixed(interval, 1)) ms", .sqlite, readers: readers, interval: interval)
+        for round in 0..<rounds {
+            for (name, engine) in engines {
+                // The two runs the ratio compares go back to back, in turn
+                // first and second, so that a machine growing faster or
+                // slower through a round favours neither.
+                var order = [(alone, 0, 0.0), (followed, readers, 0.0)]
+                if round % 2 == 1 { order.reverse() }
+                for (label, readerCount, pace) in order + [(paced, readers, interval)] {
+                    n += 1
+                    progress("follow: round \(round + 1) of \(rounds), \(name), \(label) ...")
+                    runs["\(name), \(label)", default: []].append(
+                        try FollowRun.measure(engine, directory: work.path + "/run\(n)", executable: executable,
+                                              saves: saves, readers: readerCount, interval: pace))
+                }
+            }
         }
         var out = "strata-bench follow — \(saves) durable saves of one object per run, \(readers) reader processes, \(ProcessInfo.processInfo.activeProcessorCount) cores; "
-        out += ISO8601DateFormatter().string(from: Date()) + "\n\n"
+        out += "\(rounds) rounds, rates their medians, latencies over every round; " + ISO8601DateFormatter().string(from: Date()) + "\n\n"
         var table = Table(["", "saves/s", "save → reader p50 ms", "p99 ms", "max ms", "notifications per reader", "reader CPU µs per save"])
-        for (label, run) in rows {
-            let latency = run.latencies.sorted()
-            func at(_ q: Double) -> String { latency.isEmpty ? "-" : fixed(latency[min(latency.count - 1, Int(Double(latency.count) * q))] * 1e3, 2) }
-            table.add(label, thousands(run.savesPerSecond), at(0.5), at(0.99), latency.last.map { fixed($0 * 1e3, 2) } ?? "-",
-                      run.readers == 0 ? "-" : thousands(Double(run.notifications) / Double(run.readers)),
-                      run.readers == 0 ? "-" : fixed(run.readerCPUPerSave * 1e6, 1))
+        for (name, _) in engines {
+            for label in [alone, followed, paced] {
+                let rowRuns = runs["\(name), \(label)"] ?? []
+                let latency = rowRuns.flatMap(\.latencies).sorted()
+                let withReaders = rowRuns.first.map { $0.readers > 0 } ?? false
+                func at(_ q: Double) -> String { latency.isEmpty ? "-" : fixed(latency[min(latency.count - 1, Int(Double(latency.count) * q))] * 1e3, 2) }
+                table.add("\(name), \(label)", thousands(median(rowRuns.map(\.savesPerSecond))), at(0.5), at(0.99),
+                          latency.last.map { fixed($0 * 1e3, 2) } ?? "-",
+                          withReaders ? thousands(median(rowRuns.map { Double($0.notifications) / Double($0.readers) })) : "-",
+                          withReaders ? fixed(median(rowRuns.map(\.readerCPUPerSave)) * 1e6, 1) : "-")
+            }
         }
-        out += table.render()
-        func ratio(_ a: String, _ b: String) -> Double? {
-            guard let x = rows.first(where: { $0.0 == a })?.1.savesPerSecond, let y = rows.first(where: { $0.0 == b })?.1.savesPerSecond else { return nil }
-            return x / y
-        }
-        if let r = ratio("Strata, \(readers) readers, back to back", "Strata, no reader, back to back") {
-            out += "\nStrata writer with \(readers) readers following: \(fixed(r * 100, 0))% of its rate with none\n"
-        }
-        if let r = ratio("SQLite, \(readers) readers, back to back", "SQLite, no reader, back to back") {
-            out += "SQLite writer with \(readers) readers polling: \(fixed(r * 100, 0))% of its rate with none\n"
+        out += table.render() + "\n"
+        // Each round's ratio is of two runs side by side; the figure is their median.
+        for (name, _) in engines {
+            let pairs = Array(zip(runs["\(name), \(followed)"] ?? [], runs["\(name), \(alone)"] ?? []))
+            guard !pairs.isEmpty else { continue }
+            let ratios = pairs.map { $0.savesPerSecond / $1.savesPerSecond }
+            let verb = name == "Strata" ? "following" : "polling"
+            out += "\(name) writer with \(readers) readers \(verb): \(fixed(median(ratios) * 100, 0))% of its rate with none"
+            out += " (the rounds: " + pairs.map {
+                fixed($0.savesPerSecond / $1.savesPerSecond * 100, 0) + "% = " + thousands($0.savesPerSecond) + " / " + thousands($1.savesPerSecond)
+            }.joined(separator: ", ") + ")\n"
         }
         out += "(latency: from the writer's save returning to a reader's notification of it, over every save and reader, on one monotonic clock; "
         out += "a reader that catches several saves at once notes each; below zero, a reader had the save before the writer's call returned: "
-        out += "its batch was complete in the log, the fsync under way; a Strata reader catches up at most once a millisecond; "
+        out += "its batch was complete in the log, the fsync under way; a Strata reader catches up at once when idle and, while saves arrive during its catch-ups, at most once every 1 to 3 ms; "
         out += "SQLite's readers poll PRAGMA data_version every 1 ms)\n"
         print(out, terminator: "")
     }
