@@ -14,7 +14,7 @@
 /// ``longest``. Whether a change was waiting, not how soon it came, says
 /// "stream": a writer pacing its saves a little slower than the reader
 /// catches up is followed save by save.
-struct CatchUpPacing: Equatable {
+struct CatchUpPacing {
     /// The interval while the reader is idle between changes, in nanoseconds.
     static let shortest: UInt64 = 1_000_000
     /// The interval a stream of changes grows it to, in nanoseconds.
