@@ -360,9 +360,22 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
     }
 
     @Test func batchMeasuresEachRequestBesideSQLite() throws {
-        let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "1"])
+        let run = try runBench(["batch", "--objects", "2000", "--batch", "400", "--rounds", "2"])
         expectFigures(in: run, rows: 17) { $0.hasPrefix("Strata: ") || $0.hasPrefix("SQLite: ") }
         #expect(run.stdout.contains("batch insert: ") && run.stdout.contains("batch insert, filled: "), "\(run.stdout)")
+        // Each round's ratio, of its own two times: two per request.
+        let line = try #require(run.stdout.split(separator: "\n").first { $0.hasPrefix("the rounds, over the object graph's: ") })
+        let rounds = try Regex(#"([0-9.]+)× \(([0-9.]+) s / ([0-9.]+) s\)"#)
+        let pairs = line.matches(of: rounds).map { match in
+            (match.output[1].substring.flatMap { Double($0) }, match.output[2].substring.flatMap { Double($0) },
+             match.output[3].substring.flatMap { Double($0) })
+        }
+        #expect(pairs.count == 4, "\(line)")
+        for case let (ratio?, batch?, graph?) in pairs {
+            // The times are printed to 0.01 s and the ratio to 0.01.
+            #expect(batch > 0.005 && (graph - 0.005) / (batch + 0.005) - 0.005 <= ratio
+                && ratio <= (graph + 0.005) / (batch - 0.005) + 0.005, "\(line)")
+        }
         // The re-insert's own writes: none (the process's may include a flush the first insert left).
         #expect(run.stdout.contains("the unchanged re-insert logged 0 bytes "), "\(run.stdout)")
     }

@@ -239,6 +239,12 @@ struct BatchCommand: ParsableCommand {
         out += table.render()
         out += "\nbatch insert: \(fixed(median("sqlite insert") / median("insert"), 2))× SQLite's rate, \(fixed(median("graph") / median("insert"), 2))× the object graph's\n"
         out += "batch insert, filled: \(fixed(median("sqlite insert") / median("fill"), 2))× SQLite's rate, \(fixed(median("graph") / median("fill"), 2))× the object graph's\n"
+        // Each round's own pair: on a shared machine the rounds can differ
+        // by more than the two paths do, and the medians hide it.
+        func eachRound(_ key: String) -> String {
+            zip(times[key]!, times["graph"]!).map { "\(fixed($1 / $0, 2))× (\(fixed($0, 2)) s / \(fixed($1, 2)) s)" }.joined(separator: ", ")
+        }
+        out += "the rounds, over the object graph's: batch insert \(eachRound("insert")); filled \(eachRound("fill"))\n"
         out += "the unchanged re-insert logged \(thousands(Double(reinsertLogged))) bytes (the process wrote \(thousands(Double(reinsertWritten))) meanwhile, background flushes included)\n"
         out += "(\"vs SQLite\": SQLite's time over this row's, the same work; SQLite's UPDATE and DELETE are one statement in one transaction)\n"
         print(out)
