@@ -370,7 +370,7 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
             (match.output[1].substring.flatMap { Double($0) }, match.output[2].substring.flatMap { Double($0) },
              match.output[3].substring.flatMap { Double($0) })
         }
-        #expect(pairs.count == 4, "\(line)")
+        #expect(pairs.count == 4 && pairs.allSatisfy { $0.0 != nil && $0.1 != nil && $0.2 != nil }, "\(line)")
         for case let (ratio?, batch?, graph?) in pairs {
             // The times are printed to 0.01 s and the ratio to 0.01.
             #expect(batch > 0.005 && (graph - 0.005) / (batch + 0.005) - 0.005 <= ratio
