@@ -10,16 +10,22 @@ struct BatchInsertion {
     /// has uniqueness constraints: an update of a stored object writes
     /// those and keeps the others).
     private var given: [PropertyMask] = []
-    /// Each object's key in each unique index (nil: a value of it is
-    /// null), `uniqueIndexCount` per object.
-    private var keys: [UniqueKey?] = []
-    /// The object claiming each key of a unique index.
+    /// The batch's distinct unique keys, in the order first claimed, and
+    /// the object claiming each.
+    private var claimedKeys: [UniqueKey] = []
+    private var claimants: [Int] = []
+    /// Each key's position in `claimedKeys`.
     private var claims: [UniqueKey: Int] = [:]
-    /// The keys of `claims`, ascending: what the batch looks up.
+    /// Each object's key in each unique index, by its position in
+    /// `claimedKeys` (nil: a value of it is null), `uniqueIndexCount` per
+    /// object.
+    private var keys: [Int?] = []
+    /// `claimedKeys`, ascending: what the batch looks up.
     private(set) var sortedKeys: [UniqueKey] = []
-    /// Where each of `keys` is among `sortedKeys` (nil: no key, or one not
-    /// looked up).
+    /// Where each of `keys` is among `sortedKeys` (nil: no key).
     private var positions: [Int?] = []
+    /// One object's keys while ``add(_:giving:)`` adds it.
+    private var objectKeys: [UniqueKey?] = []
     /// The stored holders of `sortedKeys` looked up before the write, off
     /// the save lock (``lookUpHoldersAhead(at:)``).
     private var holdersAhead: HoldersReadAhead?
@@ -49,14 +55,20 @@ struct BatchInsertion {
             given.reserveCapacity(count)
             keys.reserveCapacity(count * uniqueIndexCount)
             claims.reserveCapacity(count * uniqueIndexCount)
+            claimedKeys.reserveCapacity(count * uniqueIndexCount)
+            claimants.reserveCapacity(count * uniqueIndexCount)
         }
     }
 
-    /// Sets `sortedKeys` and `positions`, once every row is in.
+    /// Sets `sortedKeys` and `positions`, once every row is in: each key's
+    /// position follows from the order that sorts them, not from a search.
     private mutating func sortKeys() {
-        guard !claims.isEmpty else { return }
-        sortedKeys = UniqueKey.sorted(claims.keys)
-        positions = keys.map { $0.flatMap { Self.position(of: $0, in: sortedKeys) } }
+        guard !claimedKeys.isEmpty else { return }
+        let order = UniqueKey.order(of: claimedKeys)
+        sortedKeys = order.map { claimedKeys[$0] }
+        var rank = [Int](repeating: 0, count: order.count)
+        for (position, claimed) in order.enumerated() { rank[claimed] = position }
+        positions = keys.map { $0.map { rank[$0] } }
     }
 
     /// A row checked by ``BatchValues/checkInsert(_:of:)``.
@@ -77,27 +89,41 @@ struct BatchInsertion {
             values.append(objectValues)
             return
         }
-        let firstKey = keys.count
+        objectKeys.removeAll(keepingCapacity: true)
         var earlier: Int?
         for index in entity.uniqueIndexNumbers {
             let key = IndexKeyCoding.uniqueKey(objectValues, of: entity, index: index).map(UniqueKey.init)
-            if earlier == nil, let key { earlier = claims[key] }
-            keys.append(key)
+            if earlier == nil, let key, let claimed = claims[key] { earlier = claimants[claimed] }
+            objectKeys.append(key)
         }
         if let earlier {
-            keys.removeSubrange(firstKey...)
             rowGives.forEach { values[earlier][$0] = objectValues[$0] }
             given[earlier].formUnion(rowGives)
             for i in 0..<uniqueIndexCount {
                 let key = IndexKeyCoding.uniqueKey(values[earlier], of: entity, index: entity.uniqueIndexNumbers[i]).map(UniqueKey.init)
-                keys[earlier * uniqueIndexCount + i] = key
-                if let key, claims[key] == nil { claims[key] = earlier }
+                var claimed: Int?
+                if let key { claimed = claims[key] ?? claim(key, by: earlier) }
+                keys[earlier * uniqueIndexCount + i] = claimed
             }
         } else {
-            for case let key? in keys[firstKey...] { claims[key] = values.count }
+            // No key of the object was claimed: it claims them all.
+            for key in objectKeys {
+                var claimed: Int?
+                if let key { claimed = claim(key, by: values.count) }
+                keys.append(claimed)
+            }
             values.append(objectValues)
             given.append(rowGives)
         }
+    }
+
+    /// Claims `key`, which no object of the batch claimed, for `object`;
+    /// returns its position in `claimedKeys`.
+    private mutating func claim(_ key: UniqueKey, by object: Int) -> Int {
+        claims[key] = claimedKeys.count
+        claimedKeys.append(key)
+        claimants.append(object)
+        return claimedKeys.count - 1
     }
 
     /// Looks the batch's unique keys up now, before its write and off the
@@ -280,16 +306,6 @@ struct BatchInsertion {
             }
         }
         return true
-    }
-
-    /// Where `key` is in `sortedKeys` (ascending, distinct); nil when it is not.
-    private static func position(of key: UniqueKey, in sortedKeys: [UniqueKey]) -> Int? {
-        var low = 0, high = sortedKeys.count
-        while low < high {
-            let middle = (low + high) / 2
-            if sortedKeys[middle] < key { low = middle + 1 } else { high = middle }
-        }
-        return low < sortedKeys.count && sortedKeys[low] == key ? low : nil
     }
 }
 

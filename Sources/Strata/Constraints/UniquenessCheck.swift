@@ -136,6 +136,12 @@ struct UniqueKey: Hashable, Comparable {
     /// tag and a prefix sorts by integers, not by `memcmp` on every comparison.
     static func sorted<Keys: Collection<UniqueKey>>(_ keys: Keys) -> [UniqueKey] {
         let keys = Array(keys)
+        return order(of: keys).map { keys[$0] }
+    }
+
+    /// The positions of `keys` in ascending order of the keys (equal ones
+    /// keep their order), sorted as ``sorted(_:)`` sorts them.
+    static func order(of keys: [UniqueKey]) -> [Int] {
         var buffer: [UInt8] = []
         var spans: [Range<Int>] = []
         buffer.reserveCapacity(keys.reduce(0) { $0 + $1.bytes.count })
@@ -145,7 +151,7 @@ struct UniqueKey: Hashable, Comparable {
             buffer += key.bytes
             spans.append(start..<buffer.count)
         }
-        return buffer.withUnsafeBytes { raw in ByteStringOrder.order(of: spans, in: raw).map { keys[$0] } }
+        return buffer.withUnsafeBytes { raw in ByteStringOrder.order(of: spans, in: raw) }
     }
 
     /// The positions in `a` of the keys `b` holds too (both ascending and

@@ -31,6 +31,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Per property: whether it is a to-many relationship.
     let toManyFlags: [Bool]
     private let propertyNames: [String]
+    /// The property each `@Attribute` or `@Relationship` wrapper of the
+    /// entity's class stands for, by the wrapper's key path.
+    let wrapperIndexes: WrapperIndexes
     /// The attribute indexes, in declaration order, then those that back
     /// uniqueness constraints no declared index already covers; an index's
     /// position is part of its keys in the store.
@@ -141,6 +144,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         for (i, p) in properties.enumerated() where index[p.name] == nil { index[p.name] = i }
         self.propertyIndex = index
         self.propertyNames = properties.map(\.name)
+        self.wrapperIndexes = WrapperIndexes(capacity: max(8, properties.count * 2))
         self.attributeTypes = properties.map { if case .attribute(let a) = $0 { a.type } else { nil } }
         self.toManyFlags = properties.map { if case .relationship(let r) = $0 { r.isToMany } else { false } }
     }

@@ -55,7 +55,14 @@ extension ManagedObject {
         guard let index = entity.indexOfProperty(key) else {
             throw StrataError(.invalidArgument, "\(entity.name) has no property \(key)")
         }
+        try setPropertyValue(value, at: index)
+    }
+
+    /// Sets property `index`, checking the value's type.
+    @usableFromInline
+    final func setPropertyValue(_ value: PropertyValue, at index: Int) throws(StrataError) {
         guard entity.accepts(value, at: index) else {
+            let key = entity.properties[index].name
             let expected: String
             switch entity.properties[index] {
             case .attribute(let a): expected = "\(a.type)"
@@ -140,6 +147,14 @@ extension ManagedObject {
             preconditionFailure("Strata: entity \(entity.name) has no property named \(key)")
         }
         return index
+    }
+
+    /// The position of the property a typed wrapper stands for, by the
+    /// wrapper's key path (``WrapperIndexes``); `key` reads the property's
+    /// name from the wrapper, the first time only.
+    @usableFromInline
+    final func propertyIndex(forWrapper storageKeyPath: AnyKeyPath, key: () -> String) -> Int {
+        entity.wrapperIndexes.position(of: storageKeyPath) { propertyIndex(forKey: key()) }
     }
 
     /// Every public read goes through here, and registers with Observation

@@ -102,15 +102,15 @@ public struct Attribute<Value: AttributeValueConvertible> {
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
         get {
-            let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
+            let index = object.propertyIndex(forWrapper: storageKeyPath) { object[keyPath: storageKeyPath].key }
             return Value.fromPropertyValue(object.storedValue(at: index))
         }
         set {
-            let key = object[keyPath: storageKeyPath].key
+            let index = object.propertyIndex(forWrapper: storageKeyPath) { object[keyPath: storageKeyPath].key }
             do {
-                try object.setPropertyValue(newValue.propertyValue, forKey: key)
+                try object.setPropertyValue(newValue.propertyValue, at: index)
             } catch {
-                preconditionFailure("Strata: \(object.entity.name).\(key): \(error.message)")
+                preconditionFailure("Strata: \(object.entity.name).\(object.entity.properties[index].name): \(error.message)")
             }
         }
     }
@@ -191,15 +191,15 @@ public struct Relationship<Value: RelationshipValueConvertible> {
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
     ) -> Value {
         get {
-            let index = object.propertyIndex(forKey: object[keyPath: storageKeyPath].key)
+            let index = object.propertyIndex(forWrapper: storageKeyPath) { object[keyPath: storageKeyPath].key }
             return Value.fromPropertyValue(object.storedValue(at: index), in: object.managedObjectContext)
         }
         set {
-            let key = object[keyPath: storageKeyPath].key
+            let index = object.propertyIndex(forWrapper: storageKeyPath) { object[keyPath: storageKeyPath].key }
             do {
-                try object.setPropertyValue(newValue.propertyValue, forKey: key)
+                try object.setPropertyValue(newValue.propertyValue, at: index)
             } catch {
-                preconditionFailure("Strata: \(object.entity.name).\(key): \(error.message)")
+                preconditionFailure("Strata: \(object.entity.name).\(object.entity.properties[index].name): \(error.message)")
             }
         }
     }
