@@ -17,8 +17,9 @@ import Darwin
 /// its notification in each reader (p50, p99, max, over every save and
 /// reader), with the writer pacing its saves and saving back to back; and
 /// the writer's rate with the readers following vs none: the median of the
-/// rounds' ratios, each of two runs back to back (a single pair of runs is
-/// at the mercy of a shared machine). Beside it, SQLite
+/// rounds' ratios, each of two runs back to back, over seven rounds by
+/// default (a pair of runs, or three pairs, is at the mercy of a shared
+/// machine). Beside it, SQLite
 /// in WAL mode with the same durability, its readers polling
 /// `PRAGMA data_version` every millisecond (SQLite has no notification).
 struct FollowCommand: ParsableCommand {
@@ -30,7 +31,7 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "Saves the writer makes in each run.") var saves = 5_000
     @Option(help: "Reader processes.") var readers = 4
     @Option(help: "Milliseconds between the writer's saves in the paced run.") var interval = 2.0
-    @Option(help: "Rounds, each running the writer with no reader and with readers back to back (rates: their medians).") var rounds = 3
+    @Option(help: "Rounds, each running the writer with no reader and with readers back to back (rates: their medians).") var rounds = 7
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
     @Option(help: .hidden) var readerOf: String?
