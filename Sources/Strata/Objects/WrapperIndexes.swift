@@ -50,6 +50,8 @@ final class WrapperIndexes: @unchecked Sendable {
         let identity = ObjectIdentifier(keyPath)
         let published = count.load(ordering: .acquiring)
         for i in 0..<published where identities[i] == identity { return positions[i] }
+        // Full: nothing more is kept, so no lock is taken to try.
+        guard published < capacity else { return find() }
         return keep(keyPath, find())
     }
 
