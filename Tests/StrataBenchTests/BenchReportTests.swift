@@ -323,9 +323,14 @@ private func number(_ value: Any?, _ what: String) throws -> Double {
         }
         for engine in ["Strata writer with 2 readers following", "SQLite writer with 2 readers polling"] {
             let line = try #require(run.stdout.split(separator: "\n").first { $0.hasPrefix(engine) }, "\(run.stdout)")
-            // "…: 92% of its rate with none (the rounds: 90% = 900 / 1,000, 94% = …)": the median of two is their mean.
-            let percents = line.split(separator: " ").filter { $0.contains("%") }.compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: "%,()"))) }
+            // "…: 92% of its rate with none (the middle half of the rounds: 90–94%; the rounds: 90% = 900 / 1,000, 94% = …)":
+            // the median of two is their mean, and their middle half runs from one to the other.
+            let percents = line.split(separator: " ").filter { $0.hasSuffix("%") || $0.hasSuffix("%,") }.compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: "%,"))) }
             #expect(percents.count == 3 && abs(percents[0] - (percents[1] + percents[2]) / 2) <= 1, "\(line)")
+            if percents.count == 3 {
+                let (low, high) = (Int(min(percents[1], percents[2])), Int(max(percents[1], percents[2])))
+                #expect(line.contains("the middle half of the rounds: \(low)–\(high)%;"), "\(line)")
+            }
         }
     }
 

@@ -83,10 +83,16 @@ import Testing
         #expect(found.lastSave == 30 && found.recipes == expected.recipes && found.ingredients == expected.ingredients, "\(found.lastSave) \(ContainerCrashTests.difference(found, expected))")
         #expect(view.performAndWait { checkpoint.lastSave } == 30)
         #expect(view.performAndWait { doomed.isDeleted }, "the deleted recipe the view context held was let go of")
+        // A catch-up counts the writer's saves it read in (its follower paces by them).
+        try writer.saveAndWait { context in try Workload.applySave(31, in: context) }
+        try writer.saveAndWait { context in try Workload.applySave(32, in: context) }
+        let two = try reader.coordinator.catchUpWithoutNotifying()
+        #expect(two.batches == 2 && !two.changes.isEmpty, "\(two.batches)")
+        #expect(try reader.coordinator.catchUpWithoutNotifying().batches == 0)
 
         // Followed: each save shows up without a call.
         let following = try reader.coordinator.followStore()
-        for s in 31...40 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
+        for s in 33...40 { try writer.saveAndWait { context in try Workload.applySave(s, in: context) } }
         let deadline = Date().addingTimeInterval(30)
         while view.performAndWait({ checkpoint.lastSave }) != 40 && Date() < deadline { usleep(2_000) }
         #expect(view.performAndWait { checkpoint.lastSave } == 40, "the follower brought in the writer's saves")
@@ -206,31 +212,36 @@ import Testing
     }
 
     /// A follower's pacing: each change, the milliseconds from the last
-    /// catch-up's start to it, and whether it was already waiting when that
-    /// catch-up ended (a stream) or found the reader idle:
+    /// catch-up's start to it, whether it was already waiting when that
+    /// catch-up ended, and the saves that catch-up took in (three or more,
+    /// or one waiting: a stream):
     ///
-    ///     idle      5   2   1.5   0.4       → at once, at once, at once, 0.6 (1 ms apart at least)
-    ///     stream    0.2 0.2 0.2   5         → wait 1.8, 2.8, 2.8, 0; interval 2, 3, 3, 3
-    ///     idle      4   4   0.5             → at once; interval 1.5, 1, 1 (wait 0.5)
+    ///     idle      5/1   2/1   1.5/1   0.4/1               → at once ×3, then 0.6 (1 ms apart at least)
+    ///     stream    0.2 waiting/1   0.2 waiting/5   0.2/12   5 waiting/12
+    ///                                               → wait 1.8, 3.8, 3.8, 0; interval 2, 4, 4, 4
+    ///               (the third: nothing waiting — the writer paused — but twelve saves taken in)
+    ///     2 ms      2/2   2/1   0.5/1               → at once, at once, 0.5; interval 2, 1, 1
     ///
     /// It fails if an idle reader waits for a change more than 1 ms after
     /// the last catch-up began, if a stream's catch-ups come closer than
-    /// the interval or the interval passes 3 ms, or if it does not come
-    /// back down.
+    /// the interval or the interval passes 4 ms, if a writer's pause ends
+    /// the stream while catch-ups still take in many saves, if two saves a
+    /// catch-up (a writer saving every 2 ms, at the longest interval) count
+    /// as a stream, or if it does not come back down.
     @Test func aFollowerCatchesUpAtOnceWhenIdleAndPacesAStream() {
         let ms: UInt64 = 1_000_000
         var pacing = CatchUpPacing()
-        func step(_ since: UInt64, waiting: Bool) -> (wait: UInt64, interval: UInt64) {
-            let wait = pacing.wait(since: since, waiting: waiting)
+        func step(_ since: UInt64, waiting: Bool = false, batches: UInt64 = 1) -> (wait: UInt64, interval: UInt64) {
+            let wait = pacing.wait(since: since, waiting: waiting, batches: batches)
             return (wait, pacing.interval)
         }
-        let idle = [5 * ms, 2 * ms, 3 * ms / 2, 2 * ms / 5].map { step($0, waiting: false) }
+        let idle = [5 * ms, 2 * ms, 3 * ms / 2, 2 * ms / 5].map { step($0) }
         #expect(idle.map(\.wait) == [0, 0, 0, 3 * ms / 5] && idle.allSatisfy { $0.interval == ms }, "\(idle)")
-        let stream = [ms / 5, ms / 5, ms / 5, 5 * ms].map { step($0, waiting: true) }
-        #expect(stream.map(\.wait) == [9 * ms / 5, 14 * ms / 5, 14 * ms / 5, 0], "\(stream)")
-        #expect(stream.map(\.interval) == [2 * ms, 3 * ms, 3 * ms, 3 * ms], "\(stream)")
-        let after = [4 * ms, 4 * ms, ms / 2].map { step($0, waiting: false) }
-        #expect(after.map(\.wait) == [0, 0, ms / 2] && after.map(\.interval) == [3 * ms / 2, ms, ms], "\(after)")
+        let stream = [step(ms / 5, waiting: true), step(ms / 5, waiting: true, batches: 5), step(ms / 5, batches: 12), step(5 * ms, waiting: true, batches: 12)]
+        #expect(stream.map(\.wait) == [9 * ms / 5, 19 * ms / 5, 19 * ms / 5, 0], "\(stream)")
+        #expect(stream.map(\.interval) == [2 * ms, 4 * ms, 4 * ms, 4 * ms], "\(stream)")
+        let paced = [step(2 * ms, batches: 2), step(2 * ms), step(ms / 2)]
+        #expect(paced.map(\.wait) == [0, 0, ms / 2] && paced.map(\.interval) == [2 * ms, ms, ms], "\(paced)")
     }
 
     /// Catching up is for stores opened read-only: one open for writing, or

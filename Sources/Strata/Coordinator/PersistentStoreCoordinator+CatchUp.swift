@@ -53,22 +53,26 @@ extension PersistentStoreCoordinator {
         return caughtUp.changes
     }
 
-    /// What a catch-up brought in: the changes, and the newest transaction
-    /// the store's history holds after them.
+    /// What a catch-up brought in: the changes, the newest transaction the
+    /// store's history holds after them, and how many of the writer's saves
+    /// (transactions) it read in.
     struct CaughtUp {
         let changes: ObjectChanges
         let token: HistoryToken?
+        let batches: UInt64
     }
 
     /// ``catchUpWithStore()`` but for its notification: it calls none of
     /// the app's callbacks (the contexts' merges are queued on their queues).
     func catchUpWithoutNotifying() throws(StrataError) -> CaughtUp {
-        let (changes, token) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
+        let (changes, token, batches) = try catchUpLock.withLock { () throws(StrataError) -> (ObjectChanges, HistoryToken?, UInt64) in
             let store = try currentStore()
             guard store.followsAnotherWriter else { throw Self.notFollowable }
+            // The store's version counts the writer's saves read in.
+            let before = store.records.readVersion
             // What it reads in is readable before the row cache lets go of
             // their rows (in `takeIn`).
-            return try changingStoreAheadOfCache(store) { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
+            let (changes, token) = try changingStoreAheadOfCache(store) { () throws(StrataError) -> (ObjectChanges, HistoryToken?) in
                 let changes: ObjectChanges
                 let modelChanged: Bool
                 do throws(StrataError) {
@@ -90,8 +94,11 @@ extension PersistentStoreCoordinator {
                 // The newest transaction of what was just read in.
                 return (changes, try? currentHistoryToken())
             }
+            // It goes back where the writer lost a log tail this one had read.
+            let after = store.records.readVersion
+            return (changes, token, after > before ? after - before : 0)
         }
-        return CaughtUp(changes: changes, token: token)
+        return CaughtUp(changes: changes, token: token, batches: batches)
     }
 
     /// Transactions of another store, delivered by its following
@@ -112,7 +119,7 @@ extension PersistentStoreCoordinator {
                 external.readVersion.add(1, ordering: .releasing)
                 takeIn(changes)
                 let token = storeIdentifier.map { HistoryToken(storeIdentifier: $0, transactionNumber: last.number) }
-                return CaughtUp(changes: changes, token: token)
+                return CaughtUp(changes: changes, token: token, batches: UInt64(transactions.count))
             }
         }
         if let caughtUp { postStoreDidChangeRemotely(caughtUp) }

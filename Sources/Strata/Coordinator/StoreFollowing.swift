@@ -46,8 +46,8 @@ public final class StoreFollowing: Sendable {
             control.followingThreadStarted()
             defer { control.end(closing: signal, wakeRead) }
             if let unavailable { control.report(unavailable) }
-            Self.follow(signal, wake: wakeRead) { () -> Bool in
-                guard let coordinator else { return false }
+            Self.follow(signal, wake: wakeRead) { () -> UInt64? in
+                guard let coordinator else { return nil }
                 // The store's part, under the gate that `cancel()` waits
                 // for; the notification and `onError` after it, outside.
                 let outcome = control.gate.withLock { () -> Result<PersistentStoreCoordinator.CaughtUp, StrataError>? in
@@ -56,15 +56,16 @@ public final class StoreFollowing: Sendable {
                 }
                 switch outcome {
                 case nil:
-                    return false
+                    return nil
                 case .success(let caughtUp)?:
                     if !control.isCancelled { coordinator.postStoreDidChangeRemotely(caughtUp) }
+                    return caughtUp.batches
                 case .failure(let error)?:
                     // A closed coordinator has nothing more to follow.
-                    if error.code == .noPersistentStore { return false }
+                    if error.code == .noPersistentStore { return nil }
                     control.report(error)
+                    return 0
                 }
-                return true
             }
         }
         thread.name = "strata.follow"
@@ -155,10 +156,10 @@ public final class StoreFollowing: Sendable {
     /// Waits for a change (the signal, or a poll interval without one),
     /// drains what came, waits as long as ``CatchUpPacing`` says (for the
     /// rest of a stream's changes to come, drained too), and calls
-    /// `catchUp`, until the wake pipe is written or `catchUp` returns
-    /// false. A catch-up runs first, for what changed before the signal
-    /// began.
-    private static func follow(_ signal: any StoreChangeSignal, wake: Int32, catchUp: () -> Bool) {
+    /// `catchUp` — which returns the saves it took in, or nil to stop —
+    /// until the wake pipe is written or `catchUp` returns nil. A catch-up
+    /// runs first, for what changed before the signal began.
+    private static func follow(_ signal: any StoreChangeSignal, wake: Int32, catchUp: () -> UInt64?) {
         let watch = signal.descriptor
         // With a signal, the timeout is a safety net; without, it is the poll.
         let timeout: Int32 = watch >= 0 ? 250 : 10
@@ -166,7 +167,7 @@ public final class StoreFollowing: Sendable {
         if watch >= 0 { fds.append(pollfd(fd: watch, events: Int16(POLLIN), revents: 0)) }
         var lastStart = DispatchTime.now().uptimeNanoseconds
         var pacing = CatchUpPacing()
-        guard catchUp() else { return }
+        guard var batches = catchUp() else { return }
         while true {
             // A change that came while the last catch-up ran is a stream's.
             var n = poll(&fds, nfds_t(fds.count), 0)
@@ -175,13 +176,14 @@ public final class StoreFollowing: Sendable {
             if n < 0 && errno != EINTR { return }
             if fds[0].revents != 0 { return }
             signal.drain()
-            let wait = pacing.wait(since: DispatchTime.now().uptimeNanoseconds - lastStart, waiting: waiting)
+            let wait = pacing.wait(since: DispatchTime.now().uptimeNanoseconds - lastStart, waiting: waiting, batches: batches)
             if wait > 0 {
                 usleep(UInt32(wait / 1_000))
                 signal.drain()
             }
             lastStart = DispatchTime.now().uptimeNanoseconds
-            guard catchUp() else { return }
+            guard let taken = catchUp() else { return }
+            batches = taken
         }
     }
 }

@@ -17,11 +17,13 @@ import Darwin
 /// its notification in each reader (p50, p99, max, over every save and
 /// reader), with the writer pacing its saves and saving back to back; and
 /// the writer's rate with the readers following vs none: the median of the
-/// rounds' ratios, each of two runs back to back, over seven rounds by
-/// default (a pair of runs, or three pairs, is at the mercy of a shared
-/// machine). Beside it, SQLite
-/// in WAL mode with the same durability, its readers polling
-/// `PRAGMA data_version` every millisecond (SQLite has no notification).
+/// rounds' ratios, each of two runs back to back, over fifteen rounds by
+/// default, with their middle half (one round's ratio on a shared machine
+/// can land anywhere from two thirds to four thirds). The paced runs, long
+/// by design, run in three of the rounds: their latencies are pooled.
+/// Beside it, SQLite in WAL mode with the same durability, its readers
+/// polling `PRAGMA data_version` every millisecond (SQLite has no
+/// notification).
 struct FollowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "follow",
@@ -31,7 +33,8 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "Saves the writer makes in each run.") var saves = 5_000
     @Option(help: "Reader processes.") var readers = 4
     @Option(help: "Milliseconds between the writer's saves in the paced run.") var interval = 2.0
-    @Option(help: "Rounds, each running the writer with no reader and with readers back to back (rates: their medians).") var rounds = 7
+    @Option(help: "Rounds, each running the writer with no reader and with readers back to back (the ratio: the median of the rounds').") var rounds = 15
+    @Option(help: "Rounds of those that also run the paced writer, its latencies pooled (default: 3, or every round when fewer).") var pacedRounds: Int?
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
     @Flag(name: .customLong("no-sqlite"), help: "Skip the SQLite baseline.") var noSQLite = false
     @Option(help: .hidden) var readerOf: String?
@@ -40,6 +43,7 @@ struct FollowCommand: ParsableCommand {
 
     func validate() throws {
         guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
+        if let pacedRounds, !(1...rounds).contains(pacedRounds) { throw ValidationError("--paced-rounds must be from 1 to --rounds") }
     }
 
     func run() throws {
@@ -54,6 +58,7 @@ struct FollowCommand: ParsableCommand {
         if !noSQLite { engines.append(("SQLite", .sqlite)) }
         // Each engine's runs, by label, one a round.
         var runs: [String: [FollowRun]] = [:]
+        let pacedRounds = self.pacedRounds ?? min(3, rounds)
         var n = 0
         for round in 0..<rounds {
             for (name, engine) in engines {
@@ -62,7 +67,9 @@ struct FollowCommand: ParsableCommand {
                 // slower through a round favours neither.
                 var order = [(alone, 0, 0.0), (followed, readers, 0.0)]
                 if round % 2 == 1 { order.reverse() }
-                for (label, readerCount, pace) in order + [(paced, readers, interval)] {
+                // The paced runs spread evenly over the rounds.
+                if (round + 1) * pacedRounds / rounds != round * pacedRounds / rounds { order.append((paced, readers, interval)) }
+                for (label, readerCount, pace) in order {
                     n += 1
                     progress("follow: round \(round + 1) of \(rounds), \(name), \(label) ...")
                     runs["\(name), \(label)", default: []].append(
@@ -72,7 +79,7 @@ struct FollowCommand: ParsableCommand {
             }
         }
         var out = "strata-bench follow — \(saves) durable saves of one object per run, \(readers) reader processes, \(ProcessInfo.processInfo.activeProcessorCount) cores; "
-        out += "\(rounds) rounds, rates their medians, latencies over every round; " + ISO8601DateFormatter().string(from: Date()) + "\n\n"
+        out += "\(rounds) rounds, \(pacedRounds) of them paced too; rates their medians, latencies over every run; " + ISO8601DateFormatter().string(from: Date()) + "\n\n"
         var table = Table(["", "saves/s", "save → reader p50 ms", "p99 ms", "max ms", "notifications per reader", "reader CPU µs per save"])
         for (name, _) in engines {
             for label in [alone, followed, paced] {
@@ -92,15 +99,17 @@ struct FollowCommand: ParsableCommand {
             let pairs = Array(zip(runs["\(name), \(followed)"] ?? [], runs["\(name), \(alone)"] ?? []))
             guard !pairs.isEmpty else { continue }
             let ratios = pairs.map { $0.savesPerSecond / $1.savesPerSecond }
+            let sorted = ratios.sorted()
             let verb = name == "Strata" ? "following" : "polling"
             out += "\(name) writer with \(readers) readers \(verb): \(fixed(median(ratios) * 100, 0))% of its rate with none"
-            out += " (the rounds: " + pairs.map {
+            out += " (the middle half of the rounds: \(fixed(sorted[sorted.count / 4] * 100, 0))–\(fixed(sorted[(sorted.count * 3) / 4] * 100, 0))%;"
+            out += " the rounds: " + pairs.map {
                 fixed($0.savesPerSecond / $1.savesPerSecond * 100, 0) + "% = " + thousands($0.savesPerSecond) + " / " + thousands($1.savesPerSecond)
             }.joined(separator: ", ") + ")\n"
         }
         out += "(latency: from the writer's save returning to a reader's notification of it, over every save and reader, on one monotonic clock; "
         out += "a reader that catches several saves at once notes each; below zero, a reader had the save before the writer's call returned: "
-        out += "its batch was complete in the log, the fsync under way; a Strata reader catches up at once when idle and, while saves arrive during its catch-ups, at most once every 1 to 3 ms; "
+        out += "its batch was complete in the log, the fsync under way; a Strata reader catches up at once when idle and, while the writer streams saves, at most once every 1 to 4 ms; "
         out += "SQLite's readers poll PRAGMA data_version every 1 ms)\n"
         print(out, terminator: "")
     }
