@@ -404,6 +404,28 @@ import Testing
         #expect(changedAndDecoded < record.count * 5)
     }
 
+    /// A transaction's updates name their changed properties through one
+    /// table for the whole record: many updates of several entities, their
+    /// properties in different orders and subsets (two entities' "recipes"
+    /// sharing one name), come back as each update listed them.
+    @Test func eachUpdateKeepsItsChangedPropertiesThroughTheNameTable() throws {
+        let model = makeModel()
+        let entities = try ["Recipe", "Tag", "Author"].map { try #require(model.entity(named: $0)) }
+        var updated: [(ObjectID, [Int])] = []
+        var expected: [[String]] = []
+        for n in 0..<60 {
+            let entity = entities[n % entities.count]
+            let all = Array(entity.properties.indices)
+            let changed = n % 4 == 0 ? all.reversed() : n % 4 == 1 ? all : n % 4 == 2 ? [all[all.count - 1]] : Array(all.prefix(1))
+            updated.append((ObjectID(entity: entity, primaryKey: UInt64(n + 1), isTemporary: false), changed))
+            expected.append(changed.map { entity.properties[$0].name })
+        }
+        let record = HistoryCoding.encode(HistoryCoding.Written(timestamp: Date(), author: nil, contextName: nil, inserted: [], updated: updated, deleted: []))
+        let decoded = try #require(record.withUnsafeBytes { HistoryCoding.decode($0, number: 1, store: UUID(), model: model) })
+        #expect(decoded.changes.map(\.updatedProperties) == expected)
+        #expect(decoded.changes.map(\.objectID) == updated.map(\.0))
+    }
+
     /// A delete's history keeps the values of the attributes the model
     /// marks (a key a consumer finds its copy by) — from a context's save
     /// and a batch delete alike — and they survive reopening, the record's

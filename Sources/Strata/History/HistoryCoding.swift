@@ -147,27 +147,38 @@ package enum HistoryCoding {
         // one entity finds its place at the first comparison.
         var entities: [EntityDescription] = []
         var properties: [(entity: EntityDescription, index: Int)] = []
+        // Each entity's properties' places, by the entity's place and the
+        // property's index (-1: not placed yet): an update's changed
+        // properties, most often the same few over a whole import, are
+        // found by name once.
+        var placed: [[Int]] = []
         var lastEntity = 0
         func entityPlace(_ entity: EntityDescription) -> Int {
             if lastEntity < entities.count, entities[lastEntity] === entity { return lastEntity }
             lastEntity = entities.firstIndex { $0 === entity } ?? {
                 entities.append(entity)
+                placed.append([])
                 return entities.count - 1
             }()
             return lastEntity
         }
         func propertyPlace(_ entity: EntityDescription, _ index: Int) -> Int {
+            let place = entityPlace(entity)
+            if index < placed[place].count, placed[place][index] >= 0 { return placed[place][index] }
             let name = entity.properties[index].name
-            return properties.firstIndex { $0.entity === entity && $0.index == index || $0.entity.properties[$0.index].name == name } ?? {
+            let found = properties.firstIndex { $0.entity.properties[$0.index].name == name } ?? {
                 properties.append((entity, index))
                 return properties.count - 1
             }()
+            if placed[place].count <= index { placed[place] += repeatElement(-1, count: index + 1 - placed[place].count) }
+            placed[place][index] = found
+            return found
         }
         // First pass: the tables, so that the record is written in one buffer.
         for id in written.inserted { _ = entityPlace(id.entity) }
         for (id, changed) in written.updated {
-            _ = entityPlace(id.entity)
             for index in changed { _ = propertyPlace(id.entity, index) }
+            _ = entityPlace(id.entity)
         }
         for id in written.deleted { _ = entityPlace(id.entity) }
         for (delete, values) in written.tombstones {
