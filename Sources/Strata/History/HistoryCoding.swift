@@ -177,8 +177,8 @@ package enum HistoryCoding {
         // First pass: the tables, so that the record is written in one buffer.
         for id in written.inserted { _ = entityPlace(id.entity) }
         for (id, changed) in written.updated {
-            for index in changed { _ = propertyPlace(id.entity, index) }
             _ = entityPlace(id.entity)
+            for index in changed { _ = propertyPlace(id.entity, index) }
         }
         for id in written.deleted { _ = entityPlace(id.entity) }
         for (delete, values) in written.tombstones {

@@ -7,8 +7,10 @@ import StrataStore
 /// it costs. The catalogue import of `strata-bench import` (the
 /// dictionary style: batches of 2,000 records through a background child of
 /// the writer, each made durable), into stores with history on and off,
-/// alternated, medians of three rounds: the first import and the mixed
-/// re-import (30% new records, 70% changed), their rates and the bytes the
+/// alternated, five rounds: the first import and the mixed re-import (30%
+/// new records, 70% changed), their times (medians), history's cost (the
+/// median of the rounds' ratios of two imports back to back: on this VM a
+/// single pair lands several percent either way), and the bytes the
 /// history holds per transaction and per object changed. Then a store of
 /// 100,000 one-object saves (a counter per save, as a settings screen or a
 /// server makes them), with history on and off, and the time to fetch the
@@ -23,7 +25,12 @@ struct HistoryCommand: ParsableCommand {
     @Option(help: "Products in the first import.") var records = 70_000
     @Option(help: "Records per batch (each batch is saved to disk).") var batch = 2_000
     @Option(help: "One-object saves in the history that is read back.") var saves = 100_000
+    @Option(help: "Rounds of the import, each with history on and off back to back.") var rounds = 5
     @Option(help: "Keep the stores in this directory (default: a temporary one, removed after).") var store: String?
+
+    func validate() throws {
+        guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
+    }
 
     func run() throws {
         let work = try WorkDirectory(store, scenario: "history")
@@ -37,7 +44,7 @@ struct HistoryCommand: ParsableCommand {
         var mixedSeconds: [Bool: [Double]] = [true: [], false: []]
         var summary = HistorySummary()
         var objectsChanged = 0
-        for round in 0..<3 {
+        for round in 0..<rounds {
             for on in round % 2 == 0 ? [true, false] : [false, true] {
                 progress("history: import, history \(on ? "on" : "off"), round \(round + 1) ...")
                 let path = work.path + "/import-\(round)-\(on)"
@@ -111,12 +118,15 @@ struct HistoryCommand: ParsableCommand {
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         var out = "strata-bench history — the catalogue import of `import` (\(records) products, then \(mixed.count) mixed; batches of \(batch), each durable), "
         out += "\(ProcessInfo.processInfo.activeProcessorCount) cores; " + ISO8601DateFormatter().string(from: Date()) + "\n\n"
-        var table = Table(["import (dictionary style), medians of 3", "history off s", "history on s", "on / off"])
+        var table = Table(["import (dictionary style), \(rounds) rounds", "history off s", "history on s", "on / off"])
+        var eachRound = ""
         for (label, runs) in [("first import", firstSeconds), ("mixed re-import", mixedSeconds)] {
-            let off = median(runs[false]!), on = median(runs[true]!)
-            table.add(label, fixed(off, 2), fixed(on, 2), fixed(on / off, 3) + "×")
+            let ratios = zip(runs[true]!, runs[false]!).map { $0 / $1 }
+            table.add(label, fixed(median(runs[false]!), 2), fixed(median(runs[true]!), 2), fixed(median(ratios), 3) + "×")
+            eachRound += "\(label), on / off in each round: " + ratios.map { fixed($0, 3) + "×" }.joined(separator: ", ") + "\n"
         }
-        out += table.render()
+        out += table.render() + "\n" + eachRound
+        out += "(times: medians of the rounds; on / off: the median of the rounds' ratios, each of two imports back to back)\n"
         let transactions = max(summary.transactions, 1)
         out += "\nhistory after both imports: \(summary.transactions) transactions, \(thousands(Double(summary.bytes))) bytes: "
         out += "\(thousands(Double(summary.bytes) / Double(transactions))) bytes per transaction, "
