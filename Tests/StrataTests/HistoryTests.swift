@@ -406,24 +406,52 @@ import Testing
 
     /// A transaction's updates name their changed properties through one
     /// table for the whole record: many updates of several entities, their
-    /// properties in different orders and subsets (two entities' "recipes"
-    /// sharing one name), come back as each update listed them.
+    /// properties in different subsets, put in different orders (two
+    /// entities' "recipes" sharing one name), come back as each update
+    /// listed them, in the entity's order.
     @Test func eachUpdateKeepsItsChangedPropertiesThroughTheNameTable() throws {
         let model = makeModel()
         let entities = try ["Recipe", "Tag", "Author"].map { try #require(model.entity(named: $0)) }
-        var updated: [(ObjectID, [Int])] = []
+        var updated: [(ObjectID, PropertyIndexSet)] = []
         var expected: [[String]] = []
         for n in 0..<60 {
             let entity = entities[n % entities.count]
             let all = Array(entity.properties.indices)
             let changed = n % 4 == 0 ? all.reversed() : n % 4 == 1 ? all : n % 4 == 2 ? [all[all.count - 1]] : Array(all.prefix(1))
-            updated.append((ObjectID(entity: entity, primaryKey: UInt64(n + 1), isTemporary: false), changed))
-            expected.append(changed.map { entity.properties[$0].name })
+            updated.append((ObjectID(entity: entity, primaryKey: UInt64(n + 1), isTemporary: false), PropertyIndexSet(changed)))
+            expected.append(changed.sorted().map { entity.properties[$0].name })
         }
         let record = HistoryCoding.encode(HistoryCoding.Written(timestamp: Date(), author: nil, contextName: nil, inserted: [], updated: updated, deleted: []))
         let decoded = try #require(record.withUnsafeBytes { HistoryCoding.decode($0, number: 1, store: UUID(), model: model) })
         #expect(decoded.changes.map(\.updatedProperties) == expected)
         #expect(decoded.changes.map(\.objectID) == updated.map(\.0))
+    }
+
+    /// An entity of more properties than a word of bits holds: the
+    /// properties an update changed, on both sides of the 64th, are listed
+    /// in the entity's order — those of a context's save, and those a
+    /// batch update changed (not one it set to the value stored).
+    @Test func anUpdateOfAWideEntityListsItsPropertiesPastTheSixtyFourth() throws {
+        let directory = TemporaryDirectory()
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Wide", managedObjectClass: ManagedObject.self,
+                              properties: (0..<100).map { .attribute("p\($0)", .integer64, defaultValue: .integer(0)) }),
+        ])
+        let container = try PersistentContainer(name: "Wide", model: model, directory: directory.path + "/store",
+                                                options: testStoreOptions(), viewContext: .privateQueue)
+        var id: ObjectID?
+        try container.saveAndWait { context in
+            id = ManagedObject(entity: model.entities[0], insertInto: context).objectID
+        }
+        let start = try container.coordinator.currentHistoryToken()
+        try container.saveAndWait { context in
+            let object = try context.existingObject(with: id!)
+            for name in ["p99", "p3", "p64", "p63", "p70"] { object.setValue(Int64(7), forKey: name) }
+        }
+        try container.coordinator.execute(BatchUpdateRequest<ManagedObject>(set: ["p90": .integer(5), "p3": .integer(7), "p1": .integer(5)]))
+        let history = try container.coordinator.fetchHistory(HistoryRequest(after: start))
+        #expect(history.map { $0.changes.map(\.updatedProperties) } == [[["p3", "p63", "p64", "p70", "p99"]], [["p1", "p90"]]])
+        try container.close()
     }
 
     /// A delete's history keeps the values of the attributes the model

@@ -89,7 +89,7 @@ enum StrataTargets {
     static func history(_ input: UnsafeRawBufferPointer) {
         let store = UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16))
         guard let transaction = HistoryCoding.decode(input, number: 7, store: store, model: model) else { return }
-        var updated: [(ObjectID, [Int])] = []
+        var updated: [(ObjectID, PropertyIndexSet)] = []
         for change in transaction.changes where change.kind == .update {
             let entity = change.objectID.entity
             let places = change.updatedProperties.compactMap { name in entity.properties.firstIndex { $0.name == name } }
@@ -97,7 +97,7 @@ enum StrataTargets {
             // entity is unknown; a known entity with an unknown property
             // name cannot re-encode it.
             guard places.count == change.updatedProperties.count else { return }
-            updated.append((change.objectID, places))
+            updated.append((change.objectID, PropertyIndexSet(places)))
         }
         let deletes = transaction.changes.filter { $0.kind == .delete }
         var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
@@ -116,11 +116,18 @@ enum StrataTargets {
             fatalError("a re-encoded history transaction does not decode")
         }
         let exactTime = abs(transaction.timestamp.timeIntervalSince1970) < 1e9
+        // An update's properties as encode writes them: once each, in the
+        // entity's order (a record may list them otherwise).
+        func asEncoded(_ change: HistoryChange) -> [String] {
+            let entity = change.objectID.entity
+            return PropertyIndexSet(change.updatedProperties.compactMap { name in entity.properties.firstIndex { $0.name == name } })
+                .map { entity.properties[$0].name }
+        }
         // Changes equal but for their tombstones' values, compared as
         // `same` does (a NaN is kept bit for bit, and is not == itself).
         func sameChanges(_ a: [HistoryChange], _ b: [HistoryChange]) -> Bool {
             a.count == b.count && zip(a, b).allSatisfy { x, y in
-                x.objectID == y.objectID && x.kind == y.kind && x.updatedProperties == y.updatedProperties
+                x.objectID == y.objectID && x.kind == y.kind && x.updatedProperties == asEncoded(y)
                     && x.tombstone.keys.sorted() == y.tombstone.keys.sorted()
                     && same(x.tombstone.keys.sorted().map { x.tombstone[$0]! }, y.tombstone.keys.sorted().map { y.tombstone[$0]! })
             }

@@ -9,7 +9,7 @@ struct BatchInsertion {
     /// Each object's properties that its rows gave (only where the entity
     /// has uniqueness constraints: an update of a stored object writes
     /// those and keeps the others).
-    private var given: [PropertyMask] = []
+    private var given: [PropertyIndexSet] = []
     /// The batch's distinct unique keys, in the order first claimed, and
     /// the object claiming each.
     private var claimedKeys: [UniqueKey] = []
@@ -41,7 +41,7 @@ struct BatchInsertion {
     /// a stored object one meets takes every attribute from it.
     init(entity: EntityDescription, filledRows rows: [[PropertyValue]]) {
         self.init(entity: entity, reserving: rows.count)
-        var everyAttribute = PropertyMask()
+        var everyAttribute = PropertyIndexSet()
         for index in entity.properties.indices where entity.destinations[index] == nil { everyAttribute.insert(index) }
         for row in rows { add(row, giving: everyAttribute) }
         sortKeys()
@@ -74,7 +74,7 @@ struct BatchInsertion {
     /// A row checked by ``BatchValues/checkInsert(_:of:)``.
     private mutating func add(_ row: [String: PropertyValue]) {
         var objectValues = entity.initialValues
-        var rowGives = PropertyMask()
+        var rowGives = PropertyIndexSet()
         for (name, value) in row {
             let index = entity.indexOfProperty(name)!
             objectValues[index] = value
@@ -84,7 +84,7 @@ struct BatchInsertion {
     }
 
     /// An object's values, of which the row gave the properties `rowGives` holds.
-    private mutating func add(_ objectValues: [PropertyValue], giving rowGives: PropertyMask) {
+    private mutating func add(_ objectValues: [PropertyValue], giving rowGives: PropertyIndexSet) {
         guard uniqueIndexCount > 0 else {
             values.append(objectValues)
             return
@@ -322,43 +322,4 @@ struct WrittenUniqueKeys {
     let sortedKeys: [UniqueKey]
     let before: StoreReadVersion
     let after: StoreReadVersion
-}
-
-/// A set of property positions: a bit each for the first 64, a list for
-/// any past them (an entity rarely has that many), so that a row's set
-/// costs no allocation.
-struct PropertyMask {
-    private var low: UInt64 = 0
-    private var high: [Int] = []
-
-    mutating func insert(_ index: Int) {
-        if index < 64 {
-            low |= 1 << UInt64(index)
-        } else if !high.contains(index) {
-            high.append(index)
-        }
-    }
-
-    /// Whether it holds `index`.
-    func contains(_ index: Int) -> Bool {
-        index < 64 ? low & (1 << UInt64(index)) != 0 : high.contains(index)
-    }
-
-    /// How many positions it holds.
-    var count: Int { low.nonzeroBitCount + high.count }
-
-    mutating func formUnion(_ other: PropertyMask) {
-        low |= other.low
-        for index in other.high { insert(index) }
-    }
-
-    /// Calls `body` with each position, ascending among the first 64.
-    func forEach(_ body: (Int) -> Void) {
-        var bits = low
-        while bits != 0 {
-            body(bits.trailingZeroBitCount)
-            bits &= bits - 1
-        }
-        high.forEach(body)
-    }
 }

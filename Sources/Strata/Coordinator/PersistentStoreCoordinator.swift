@@ -845,7 +845,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let base = changes.updatedBase[i]
                 let update = StoreSaveRequest.Update(
                     id: id, values: values, stored: current,
-                    changedProperties: recordsHistory ? values.indices.filter { $0 >= base.count || values[$0] != base[$0] } : [])
+                    changedProperties: recordsHistory ? PropertyIndexSet(differing: values, from: base) : [])
                 request.updated.append(update)
                 let snapshot = Snapshot(values: values, version: update.version)
                 written.append((id, snapshot))

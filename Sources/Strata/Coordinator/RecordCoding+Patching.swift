@@ -95,22 +95,18 @@ extension RecordCoding {
             return reader.isAtEnd
         }
 
-        /// The positions of the attributes whose stored field (in `raw`, at
-        /// `site`) differs from the patch's, ascending: empty when the patch
-        /// would change nothing.
-        func changedProperties(in raw: UnsafeRawBufferPointer, at site: Site) -> [Int] {
-            func differs(_ i: Int) -> Bool {
+        /// The attributes whose stored field (in `raw`, at `site`) differs
+        /// from the patch's: empty when the patch would change nothing.
+        func changedProperties(in raw: UnsafeRawBufferPointer, at site: Site) -> PropertyIndexSet {
+            var changed = PropertyIndexSet()
+            for i in indices.indices {
                 let span = site.spans[i]
-                return withField(i) { field in
+                let differs = withField(i) { field in
                     field.count != span.count || (span.count > 0 && memcmp(field.baseAddress!, raw.baseAddress! + span.lowerBound, span.count) != 0)
                 }
+                if differs { changed.insert(indices[i]) }
             }
-            var changed = 0
-            for i in indices.indices where differs(i) { changed += 1 }
-            // Mostly all or none: the list of all is shared, not made again.
-            if changed == indices.count { return indices }
-            if changed == 0 { return [] }
-            return indices.indices.filter(differs).map { indices[$0] }
+            return changed
         }
 
         /// Puts `raw` (at `site`) patched into `batch`: the next version

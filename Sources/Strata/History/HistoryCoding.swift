@@ -120,14 +120,14 @@ package enum HistoryCoding {
         var author: String?
         var contextName: String?
         var inserted: [ObjectID]
-        var updated: [(ObjectID, [Int])]
+        var updated: [(ObjectID, PropertyIndexSet)]
         var deleted: [ObjectID]
         /// The values each delete keeps, by position among `deleted` (an
         /// entry only for a delete that keeps some).
         var tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])]
 
         package init(
-            timestamp: Date, author: String?, contextName: String?, inserted: [ObjectID], updated: [(ObjectID, [Int])], deleted: [ObjectID],
+            timestamp: Date, author: String?, contextName: String?, inserted: [ObjectID], updated: [(ObjectID, PropertyIndexSet)], deleted: [ObjectID],
             tombstones: [(delete: Int, values: [(index: Int, value: PropertyValue)])] = []
         ) {
             self.timestamp = timestamp
@@ -178,7 +178,7 @@ package enum HistoryCoding {
         for id in written.inserted { _ = entityPlace(id.entity) }
         for (id, changed) in written.updated {
             _ = entityPlace(id.entity)
-            for index in changed { _ = propertyPlace(id.entity, index) }
+            changed.forEach { _ = propertyPlace(id.entity, $0) }
         }
         for id in written.deleted { _ = entityPlace(id.entity) }
         for (delete, values) in written.tombstones {
@@ -219,7 +219,7 @@ package enum HistoryCoding {
             out.appendVarint(UInt64(entityPlace(id.entity)))
             out.appendVarint(id.primaryKey)
             out.appendVarint(UInt64(changed.count))
-            for index in changed { out.appendVarint(UInt64(propertyPlace(id.entity, index))) }
+            changed.forEach { out.appendVarint(UInt64(propertyPlace(id.entity, $0))) }
         }
         appendObjects(written.deleted)
         if !written.tombstones.isEmpty {

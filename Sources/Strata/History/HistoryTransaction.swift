@@ -66,7 +66,8 @@ public struct HistoryChange: Sendable, Hashable {
     /// What was done to it.
     public let kind: Kind
     /// For an update: the properties the save changed (by the values the
-    /// saving context started from); empty for inserts and deletes.
+    /// saving context started from), in the entity's order; empty for
+    /// inserts and deletes.
     public let updatedProperties: [String]
     /// For a delete: the values the object held in the attributes its
     /// model keeps (``AttributeDescription/preservesValueInHistoryOnDeletion``),

@@ -13,8 +13,8 @@ struct StoreSaveRequest {
         /// (under the save lock): the store writes version + 1 and moves
         /// the index entries of the values it replaces.
         var stored: Snapshot
-        /// The properties whose values changed, by index (the history's).
-        var changedProperties: [Int]
+        /// The properties whose values changed (the history's).
+        var changedProperties: PropertyIndexSet
 
         /// The version the save expects the store to hold: a store shared
         /// with other writers refuses the save when it holds another.
@@ -90,8 +90,8 @@ struct StoreSaveResult {
     /// An object a partial update changed.
     struct PartialUpdate {
         let id: ObjectID
-        /// The positions of the properties whose values it changed, ascending.
-        let changedProperties: [Int]
+        /// The properties whose values it changed.
+        let changedProperties: PropertyIndexSet
         /// Its values and version as written, when the store read them
         /// (it had to: the update moves an index entry); nil when it
         /// patched the record without decoding it.
