@@ -178,7 +178,7 @@ package enum HistoryCoding {
         for id in written.inserted { _ = entityPlace(id.entity) }
         for (id, changed) in written.updated {
             _ = entityPlace(id.entity)
-            changed.forEach { _ = propertyPlace(id.entity, $0) }
+            for index in changed { _ = propertyPlace(id.entity, index) }
         }
         for id in written.deleted { _ = entityPlace(id.entity) }
         for (delete, values) in written.tombstones {
@@ -219,7 +219,7 @@ package enum HistoryCoding {
             out.appendVarint(UInt64(entityPlace(id.entity)))
             out.appendVarint(id.primaryKey)
             out.appendVarint(UInt64(changed.count))
-            changed.forEach { out.appendVarint(UInt64(propertyPlace(id.entity, $0))) }
+            for index in changed { out.appendVarint(UInt64(propertyPlace(id.entity, index))) }
         }
         appendObjects(written.deleted)
         if !written.tombstones.isEmpty {

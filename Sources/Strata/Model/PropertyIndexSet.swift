@@ -6,7 +6,7 @@
 /// batch insert the properties each row gives: a set per object. The
 /// first 64 positions are held in a word, so a set costs no allocation for
 /// any but the widest entities.
-package struct PropertyIndexSet: Sequence, Hashable, Sendable, ExpressibleByArrayLiteral {
+package struct PropertyIndexSet: Sequence, Sendable, ExpressibleByArrayLiteral {
     /// Positions 0..<64.
     private var low: UInt64 = 0
     /// Positions from 64 up, a word for each 64; empty for most entities.
@@ -58,33 +58,6 @@ package struct PropertyIndexSet: Sequence, Hashable, Sendable, ExpressibleByArra
         low |= other.low
         if high.count < other.high.count { high += repeatElement(0, count: other.high.count - high.count) }
         for (word, bits) in other.high.enumerated() { high[word] |= bits }
-    }
-
-    /// Calls `body` with each position, ascending (as iterating does,
-    /// without an iterator's copy of the set: a batch insert calls it for
-    /// each row).
-    package func forEach(_ body: (Int) throws -> Void) rethrows {
-        var bits = low
-        while bits != 0 {
-            try body(bits.trailingZeroBitCount)
-            bits &= bits - 1
-        }
-        for (word, wordBits) in high.enumerated() {
-            var bits = wordBits
-            while bits != 0 {
-                try body((word + 1) * 64 + bits.trailingZeroBitCount)
-                bits &= bits - 1
-            }
-        }
-    }
-
-    // Equal sets compare equal whatever words of zeros `high` ends with.
-    package static func == (a: PropertyIndexSet, b: PropertyIndexSet) -> Bool {
-        a.elementsEqual(b)
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        for position in self { hasher.combine(position) }
     }
 
     package func makeIterator() -> Iterator {
